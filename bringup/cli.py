@@ -1,0 +1,65 @@
+"""The `bringup` command: a thin dispatcher.
+
+Each subcommand lives in its own module with `configure(parser)` and `main(args) -> int`. Only the
+chosen module is imported, so `bringup inspect` never pays for Qt or torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+# name -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "gui": ("bringup.app.main", "open the workbench window (the default)"),
+    "inspect": ("bringup.core.cli.inspect", "print a model's layer map"),
+    "validate": ("bringup.core.cli.validate", "check a launch configuration against an engine's rules"),
+    "plan": ("bringup.core.cli.plan", "predict memory: weights, KV and state pools, capacity"),
+    "diagnose": ("bringup.core.cli.diagnose", "explain an engine crash log or traceback"),
+    "probe": ("bringup.core.cli.probe", "list the devices this machine really has"),
+    "serve": ("bringup.core.cli.serve", "run the embedded inference engine over HTTP"),
+    "bench": ("bringup.core.cli.bench", "throughput of the embedded engine against transformers"),
+    "demo": ("bringup.app.demo", "the full-screen stakeholder demo"),
+}
+
+
+def _top_parser() -> argparse.ArgumentParser:
+    lines = "\n".join(f"  {name:<10} {text}" for name, (_, text) in COMMANDS.items())
+    parser = argparse.ArgumentParser(
+        prog="bringup",
+        description="Bring-up Workbench for hybrid Mamba2/attention models.",
+        epilog=f"commands:\n{lines}\n\nWith no command, the window opens on the default model.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version="bringup 0.1.0")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv:
+        argv = ["gui"]
+    name = argv[0]
+    if name not in COMMANDS:
+        parser = _top_parser()
+        if name.startswith("-"):
+            parser.parse_args(argv)  # --help / --version exit here
+        parser.print_usage(sys.stderr)
+        print(f"bringup: unknown command {name!r}; choose one of: {', '.join(COMMANDS)}", file=sys.stderr)
+        return 2
+    module_name, text = COMMANDS[name]
+    import importlib
+
+    module = importlib.import_module(module_name)
+    parser = argparse.ArgumentParser(prog=f"bringup {name}", description=text)
+    module.configure(parser)
+    args = parser.parse_args(argv[1:])
+    from bringup.core.errors import UserError
+
+    try:
+        return int(module.main(args) or 0)
+    except UserError as err:
+        print(f"bringup {name}: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,1 @@
+"""One module per `bringup` subcommand: `configure(parser)` and `main(args) -> int`."""

@@ -1,0 +1,1 @@
+"""Compute kernels: a plain-torch reference for each op, faster versions per device, and dispatch."""
