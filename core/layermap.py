@@ -1,0 +1,149 @@
+"""The layer map: what each decoder layer of a model is, and where its caches live.
+
+This module holds the types and the derived views; `core/families/` builds a LayerMap from a config
+for each architecture. Vocabulary (DESIGN.md): a layer has a *mixer* and an *ffn*; KV layers keep a
+KV cache, state layers keep a fixed-size recurrent state per request; a pool stores only its own
+layers, so a layer's position inside a pool (its pool index) differs from its global index.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+MIXERS = (
+    "attention",  # full softmax attention, MLA included
+    "sliding_attention",
+    "mamba2",
+    "mamba",  # Mamba1 (Jamba)
+    "gated_delta_net",  # Qwen3-Next, Qwen3.5
+    "kimi_delta_attention",
+    "lightning_attention",  # MiniMax
+    "short_conv",  # LFM2
+    "attention+mamba2",  # Falcon-H1: both in parallel
+    "none",  # a NemotronH block that is only an FFN
+)
+FFNS = ("mlp", "moe", "none")
+KV_MIXERS = frozenset({"attention", "sliding_attention", "attention+mamba2"})
+STATE_MIXERS = frozenset(
+    {"mamba2", "mamba", "gated_delta_net", "kimi_delta_attention", "lightning_attention", "short_conv", "attention+mamba2"}
+)
+HYBRID_FAMILIES = ("mamba2", "gdn", "kimi_linear", "linear_attn")
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One decoder layer (for NemotronH: one block, which is a mixer or an FFN)."""
+
+    index: int
+    mixer: str
+    ffn: str
+    kv_pool_index: int | None = None
+    state_pool_index: int | None = None
+    pp_stage: int = 0
+    params: int = 0  # parameters of this layer (all experts counted)
+    active_params: int = 0  # parameters touched per token (top-k experts only)
+    # Cache geometry at TP 1, in elements, so the planner can apply any dtype and TP split.
+    kv_elems_per_token: int = 0  # K and V of this layer for one token
+    conv_state_elems: int = 0  # per request
+    ssm_state_elems: int = 0  # per request (SSM / linear-attention state)
+    # Config facts for the details panel and for TP checks: heads, head_dim, d_state, experts...
+    attrs: dict = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def is_kv(self) -> bool:
+        return self.mixer in KV_MIXERS
+
+    @property
+    def is_state(self) -> bool:
+        return self.mixer in STATE_MIXERS
+
+    def to_json(self) -> dict:
+        return {
+            "index": self.index,
+            "mixer": self.mixer,
+            "ffn": self.ffn,
+            "kv_pool_index": self.kv_pool_index,
+            "state_pool_index": self.state_pool_index,
+            "pp_stage": self.pp_stage,
+        }
+
+
+@dataclass(frozen=True)
+class Fold:
+    """A run of a repeating unit: `unit` (a tuple of (mixer, ffn)) repeated `times` from `start`."""
+
+    start: int
+    unit: tuple[tuple[str, str], ...]
+    times: int
+
+    @property
+    def stop(self) -> int:
+        return self.start + len(self.unit) * self.times
+
+
+@dataclass
+class LayerMap:
+    name: str  # what to call the model (hub id, folder name, catalogue name)
+    source: str  # what the user gave
+    model_type: str
+    architecture: str  # architectures[0], or "" when the config has none
+    family: str | None  # SGLang's mambaish split: one of HYBRID_FAMILIES, or None
+    layers: tuple[Layer, ...]
+    params_total: int
+    params_active: int | None = None  # set for MoE models
+    mtp_layers: tuple[Layer, ...] = ()  # multi-token-prediction blocks, outside the decoder stack
+    pp_size: int = 1
+    config: dict = field(default_factory=dict, repr=False)  # the effective (text) config
+    notes: tuple[str, ...] = ()  # things the loader noticed, e.g. a corrected num_hidden_layers
+
+    # Derived lists, in global layer ids.
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
+    @property
+    def full_attention_layers(self) -> list[int]:
+        return [l.index for l in self.layers if l.mixer in ("attention", "attention+mamba2")]
+
+    @property
+    def sliding_attention_layers(self) -> list[int]:
+        return [l.index for l in self.layers if l.mixer == "sliding_attention"]
+
+    @property
+    def kv_layers(self) -> list[int]:
+        return [l.index for l in self.layers if l.is_kv]
+
+    @property
+    def state_layers(self) -> list[int]:
+        return [l.index for l in self.layers if l.is_state]
+
+    @property
+    def moe_layers(self) -> list[int]:
+        return [l.index for l in self.layers if l.ffn == "moe"]
+
+    @property
+    def mlp_layers(self) -> list[int]:
+        return [l.index for l in self.layers if l.ffn == "mlp"]
+
+    def layers_of_stage(self, stage: int) -> list[Layer]:
+        return [l for l in self.layers if l.pp_stage == stage]
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name,
+            "source": self.source,
+            "model_type": self.model_type,
+            "architecture": self.architecture,
+            "family": self.family,
+            "num_layers": self.num_layers,
+            "pp_size": self.pp_size,
+            "layers": [l.to_json() for l in self.layers],
+            "full_attention_layers": self.full_attention_layers,
+            "sliding_attention_layers": self.sliding_attention_layers,
+            "state_layers": self.state_layers,
+            "moe_layers": self.moe_layers,
+            "mlp_layers": self.mlp_layers,
+            "mtp_layers": [l.to_json() for l in self.mtp_layers],
+            "params": {"total": self.params_total, "active": self.params_active},
+            "notes": list(self.notes),
+        }
