@@ -1,0 +1,158 @@
+"""An engine server as a child process: start on a free port, stream its log, stop its whole tree.
+
+Orphans keep device memory and ports, and make the next launch fail, so `stop()` ends every process
+the engine started (it runs in its own session) before returning.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from typing import Callable
+
+import psutil
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port the OS says is free now (another process may take it before we do; the engine then
+    fails with a busy-port message that the GUI shows)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def embedded_command(source: str, *, port: int, host: str = "127.0.0.1", device: str = "cpu",
+                     dtype: str | None = None, mem_fraction: float | None = None,
+                     max_running_requests: int | None = None, extra: list[str] | None = None) -> list[str]:
+    """The argv that runs our engine (`bringup serve`) with these settings."""
+    argv = [sys.executable, "-m", "bringup", "serve", source, "--device", device, "--host", host, "--port", str(port)]
+    if dtype:
+        argv += ["--dtype", dtype]
+    if mem_fraction is not None:
+        argv += ["--mem-fraction", str(mem_fraction)]
+    if max_running_requests is not None:
+        argv += ["--max-running-requests", str(max_running_requests)]
+    return argv + list(extra or [])
+
+
+class EngineProcess:
+    """One engine child. `on_line` is called from a reader thread for each log line."""
+
+    def __init__(self, argv: list[str], *, env: dict | None = None, cwd: str | None = None,
+                 on_line: Callable[[str], None] | None = None, keep_lines: int = 5000) -> None:
+        self.argv = list(argv)
+        self.env = env
+        self.cwd = cwd
+        self.on_line = on_line
+        self.lines: collections.deque[str] = collections.deque(maxlen=keep_lines)
+        self.proc: subprocess.Popen | None = None
+        self._reader: threading.Thread | None = None
+        self.started_at: float | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def start(self) -> None:
+        if self.proc is not None:
+            raise RuntimeError("engine process already started")
+        env = dict(os.environ if self.env is None else self.env)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        self.proc = subprocess.Popen(
+            self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            text=True, encoding="utf-8", errors="replace", bufsize=1, env=env, cwd=self.cwd,
+            start_new_session=True,  # its own process group: stop() can end the whole tree
+        )
+        self.started_at = time.monotonic()
+        self._reader = threading.Thread(target=self._read, name="engine-log", daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc and self.proc.stdout
+        for line in self.proc.stdout:
+            line = line.rstrip("\n")
+            self.lines.append(line)
+            if self.on_line:
+                try:
+                    self.on_line(line)
+                except Exception:  # a broken listener must not stop the log
+                    pass
+
+    def poll(self) -> int | None:
+        """The exit code once the process has ended, else None."""
+        return None if self.proc is None else self.proc.poll()
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def tail(self, n: int = 20) -> list[str]:
+        return list(self.lines)[-n:]
+
+    def wait_log_drained(self, timeout: float = 2.0) -> None:
+        """After exit, let the reader thread pass on the last lines (crash tracebacks)."""
+        if self._reader:
+            self._reader.join(timeout)
+
+    def stop(self, timeout: float = 5.0) -> int | None:
+        """SIGTERM the whole tree, SIGKILL what is left after `timeout`; returns the exit code."""
+        if self.proc is None:
+            return None
+        children = _descendants(self.proc.pid)  # before the root dies and they re-parent
+        _signal_group(self.proc.pid, signal.SIGTERM)
+        for p in children:
+            _quietly(p.terminate)
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _signal_group(self.proc.pid, signal.SIGKILL)
+            self.proc.kill()
+            code = self.proc.wait(timeout=timeout)
+        _, alive = psutil.wait_procs(children, timeout=timeout)
+        for p in alive:
+            _quietly(p.kill)
+        self.wait_log_drained()
+        return code
+
+
+def _descendants(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    """The engine runs in its own session, so its process group holds everything it started."""
+    try:
+        os.killpg(os.getpgid(pid), sig)
+    except (ProcessLookupError, PermissionError, OSError):
+        pass
+
+
+def _quietly(action) -> None:
+    try:
+        action()
+    except psutil.NoSuchProcess:
+        pass
+
+
+def kill_tree(pid: int, timeout: float = 5.0) -> None:
+    """End a process that is not our child (an engine found running) and all its descendants."""
+    try:
+        root = psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return
+    procs = _descendants(pid) + [root]
+    for p in procs:
+        _quietly(p.terminate)
+    _, alive = psutil.wait_procs(procs, timeout=timeout)
+    for p in alive:
+        _quietly(p.kill)
+    psutil.wait_procs(alive, timeout=timeout)

@@ -1,0 +1,80 @@
+"""Follow an engine's start-up from its log lines: stage, progress and the pool sizes it reports.
+
+Our engine prints SGLang-style lines on purpose, so one parser serves both (sglang-notes §5.4):
+  Load weight begin. avail mem=... GB
+  Load weight end. elapsed=... s, type=..., avail mem=... GB, mem usage=... GB.
+  KV Cache is allocated. dtype: ..., #tokens: N, K size: ... GB, V size: ... GB
+  Mamba Cache is allocated. max_mamba_cache_size: S, conv_state size: ...GB, ssm_state size: ...GB
+  max_total_num_tokens=N, chunked_prefill_size=..., max_running_requests=R, ...
+  Uvicorn running on http://127.0.0.1:PORT
+  The server is fired up and ready to roll!
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+# (stage, progress 0..1, pattern); the last matching stage wins, stages only move forward.
+STAGES: list[tuple[str, float, re.Pattern]] = [
+    ("loading weights", 0.15, re.compile(r"Load weight begin")),
+    ("weights loaded", 0.55, re.compile(r"Load weight end")),
+    ("KV pool allocated", 0.7, re.compile(r"KV Cache is allocated")),
+    ("state pool allocated", 0.8, re.compile(r"Mamba Cache is allocated")),
+    ("serving", 0.9, re.compile(r"Uvicorn running on|max_total_num_tokens=")),
+    ("ready", 1.0, re.compile(r"The server is fired up and ready to roll")),
+]
+
+_FIGURES: list[tuple[str, re.Pattern, type]] = [
+    ("weights_gb", re.compile(r"Load weight end\..*?mem usage=([\d.]+) GB"), float),
+    ("weights_seconds", re.compile(r"Load weight end\. elapsed=([\d.]+) s"), float),
+    ("model_class", re.compile(r"Load weight end\..*?type=([\w.]+)"), str),
+    ("avail_mem_gb", re.compile(r"avail mem=([\d.]+) GB"), float),
+    ("kv_tokens", re.compile(r"KV Cache is allocated\..*?#tokens: (\d+)"), int),
+    ("kv_dtype", re.compile(r"KV Cache is allocated\. dtype: ([\w.]+)"), str),
+    ("k_size_gb", re.compile(r"K size: ([\d.]+) GB"), float),
+    ("v_size_gb", re.compile(r"V size: ([\d.]+) GB"), float),
+    ("state_slots", re.compile(r"max_mamba_cache_size: (\d+)"), int),
+    ("conv_state_gb", re.compile(r"conv_state size: ([\d.]+) ?GB"), float),
+    ("ssm_state_gb", re.compile(r"ssm_state size: ([\d.]+) ?GB"), float),
+    ("max_total_num_tokens", re.compile(r"max_total_num_tokens=(\d+)"), int),
+    ("max_running_requests", re.compile(r"max_running_requests=(\d+)"), int),
+    ("context_len", re.compile(r"context_len=(\d+)"), int),
+    ("port", re.compile(r"Uvicorn running on https?://[^:\s]+:(\d+)"), int),
+]
+
+_ERROR = re.compile(r"Traceback \(most recent call last\)|^\s*\w*(Error|Exception)\b|\bERROR\b|\bFATAL\b|CRITICAL")
+_WARNING = re.compile(r"\bWARNING\b|\bWARN\b|\bwarning:", re.IGNORECASE)
+
+
+def line_severity(line: str) -> str:
+    """error | warning | info, for colouring the log console."""
+    if _ERROR.search(line):
+        return "error"
+    if _WARNING.search(line):
+        return "warning"
+    return "info"
+
+
+@dataclass
+class StartupState:
+    stage: str = "starting"
+    progress: float = 0.0
+    figures: dict = field(default_factory=dict)
+
+    @property
+    def ready(self) -> bool:
+        return self.stage == "ready"
+
+    def feed(self, line: str) -> bool:
+        """Read one log line; True when the stage or a figure changed."""
+        changed = False
+        for stage, progress, pattern in STAGES:
+            if progress > self.progress and pattern.search(line):
+                self.stage, self.progress, changed = stage, progress, True
+        for key, pattern, kind in _FIGURES:
+            m = pattern.search(line)
+            if m:
+                self.figures[key] = kind(m.group(1))
+                changed = True
+        return changed
