@@ -156,3 +156,47 @@ def test_free_port_is_bindable():
     port = free_port()
     with socket.socket() as s:
         s.bind(("127.0.0.1", port))
+
+
+def test_demo_profile_default_and_errors(tmp_path):
+    from bringup.core.demo_profile import load_profile
+    from bringup.core.errors import UserError
+
+    profile = load_profile()
+    assert profile.model and profile.prompts and profile.concurrency >= 1
+    bad = tmp_path / "p.json"
+    bad.write_text('{"model": "default", "prompts": []}')
+    with pytest.raises(UserError, match="prompts"):
+        load_profile(bad)
+    bad.write_text('{"model": "default", "prompts": ["hi"], "device": "tpu"}')
+    with pytest.raises(UserError, match="device"):
+        load_profile(bad)
+    bad.write_text("{not json")
+    with pytest.raises(UserError, match="not valid JSON"):
+        load_profile(bad)
+    with pytest.raises(UserError, match="does not exist"):
+        load_profile(tmp_path / "missing.json")
+
+
+def test_session_report_is_self_contained(tmp_path):
+    from bringup.core.session_report import SessionRecord, write_report
+
+    record = SessionRecord(
+        model={"name": "tiny <model>", "layers": 52},
+        images={"Layer map": b"\x89PNG fake"},
+        findings=[{"severity": "error", "code": "layer-index", "message": "layer 0 <not> KV", "layers": [0]}],
+        chats=[{"prompt": "hi", "answer": "hello", "ttft_s": 0.12, "tok_s": 30.0}],
+        log_tail=["line <1>"],
+    )
+    out = write_report(record, tmp_path / "r.html")
+    text = out.read_text()
+    assert "data:image/png;base64," in text and "tiny &lt;model&gt;" in text and "line &lt;1&gt;" in text
+    assert [p.name for p in tmp_path.iterdir()] == ["r.html"]  # no temp file left behind
+
+
+def test_chat_timing_figures():
+    from bringup.core.chat_client import AnswerTiming
+
+    t = AnswerTiming(tokens=11, ttft_s=0.5, total_s=1.5)
+    assert t.tok_s == pytest.approx(11 / 1.5) and t.decode_tok_s == pytest.approx(10.0)
+    assert AnswerTiming().tok_s is None and AnswerTiming(tokens=1, ttft_s=0.1, total_s=0.1).decode_tok_s is None
