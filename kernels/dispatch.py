@@ -1,0 +1,75 @@
+"""Which implementation of each kernel op runs on a device.
+
+`ops_for(device)` returns a namespace with one function per op. The plain-torch reference is the
+base layer everywhere; a faster implementation registered for a device type (with
+`register(op, device_type, fn, name=...)`, e.g. a Triton paged attention for "cuda" and "xpu", or
+flash-linear-attention's chunked scan) replaces the reference for that op on that device.
+`BRINGUP_KERNELS=reference` forces the reference everywhere (to bisect a wrong answer).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Callable
+
+from .reference import OPS as REFERENCE_OPS
+
+ENV_VAR = "BRINGUP_KERNELS"
+KNOWN_CHOICES = ("reference", "auto")
+
+
+@dataclass(frozen=True)
+class Impl:
+    op: str
+    device_type: str
+    fn: Callable
+    name: str  # e.g. "triton", "fla"
+
+
+_REGISTRY: dict[tuple[str, str], Impl] = {}
+
+
+def register(op: str, device_type: str, fn: Callable, *, name: str) -> None:
+    """Make `fn` the implementation of `op` on devices of `device_type` ("cuda", "xpu", "cpu")."""
+    if op not in REFERENCE_OPS:
+        raise ValueError(f"unknown kernel op {op!r}; known ops: {sorted(REFERENCE_OPS)}")
+    _REGISTRY[(op, device_type)] = Impl(op, device_type, fn, name)
+
+
+def unregister(op: str, device_type: str) -> None:
+    _REGISTRY.pop((op, device_type), None)
+
+
+def device_type_of(device) -> str:
+    """"cpu", "cuda", "xpu"... for a torch.device, a string like "cuda:1", or None (the current accelerator)."""
+    import torch
+
+    if device is None:
+        acc = torch.accelerator.current_accelerator() if hasattr(torch, "accelerator") else None
+        return acc.type if acc is not None else "cpu"
+    return torch.device(device).type
+
+
+def kernel_choice() -> str:
+    choice = os.environ.get(ENV_VAR, "auto").strip().lower() or "auto"
+    if choice not in KNOWN_CHOICES:
+        raise ValueError(f"{ENV_VAR}={choice!r} is not a kernel choice; use one of {', '.join(KNOWN_CHOICES)}")
+    return choice
+
+
+def ops_for(device=None) -> SimpleNamespace:
+    """The op set for `device`: registered fast versions where present, the reference elsewhere.
+
+    The namespace also carries `implementations` ({op: "reference" | name}) for logs and /server_info.
+    """
+    dtype = device_type_of(device)
+    use_fast = kernel_choice() != "reference"
+    chosen: dict[str, Callable] = {}
+    names: dict[str, str] = {}
+    for op, ref in REFERENCE_OPS.items():
+        impl = _REGISTRY.get((op, dtype)) if use_fast else None
+        chosen[op] = impl.fn if impl else ref
+        names[op] = impl.name if impl else "reference"
+    return SimpleNamespace(**chosen, implementations=names, device_type=dtype)

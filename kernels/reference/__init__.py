@@ -1,0 +1,38 @@
+"""Plain-torch reference kernels, one op per file: always correct, on any device torch runs on.
+
+Faster versions (Triton, flash-linear-attention) register themselves in `bringup.kernels.dispatch`
+and are tested against these.
+"""
+
+from .causal_conv1d import causal_conv1d
+from .causal_conv1d_update import causal_conv1d_update
+from .gated_rms_norm import gated_rms_norm
+from .kv_cache_write import kv_cache_write
+from .mamba_chunk_scan import mamba_chunk_scan
+from .mamba_state_update import mamba_state_update
+from .mlp import mlp
+from .moe_experts import moe_experts
+from .moe_routing import route_sigmoid_grouped, route_softmax
+from .paged_attention_decode import paged_attention_decode
+from .paged_attention_prefill import paged_attention_prefill
+from .rms_norm import rms_norm
+from .rotary import apply_rotary
+
+OPS = {
+    "apply_rotary": apply_rotary,
+    "causal_conv1d": causal_conv1d,
+    "causal_conv1d_update": causal_conv1d_update,
+    "gated_rms_norm": gated_rms_norm,
+    "kv_cache_write": kv_cache_write,
+    "mamba_chunk_scan": mamba_chunk_scan,
+    "mamba_state_update": mamba_state_update,
+    "mlp": mlp,
+    "moe_experts": moe_experts,
+    "route_sigmoid_grouped": route_sigmoid_grouped,
+    "route_softmax": route_softmax,
+    "paged_attention_decode": paged_attention_decode,
+    "paged_attention_prefill": paged_attention_prefill,
+    "rms_norm": rms_norm,
+}
+
+__all__ = sorted(OPS) + ["OPS"]
