@@ -1,0 +1,73 @@
+"""A request inside the engine, and what a step reports about it."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from .sampling import SamplingParams
+
+
+class Status(enum.Enum):
+    WAITING = "waiting"  # queued (new, or preempted and waiting to be recomputed)
+    RUNNING = "running"  # holds KV pages and a state slot
+    FINISHED = "finished"
+
+
+class RequestRejected(ValueError):
+    """A request that can never run (empty, or longer than the pool or the context); says why."""
+
+
+@dataclass
+class StepOutput:
+    request_id: str
+    token_ids: list[int]  # tokens generated this step
+    text: str  # text that became final this step
+    finished: bool
+    finish_reason: str | None  # stop | length | abort | None
+    prompt_tokens: int
+    completion_tokens: int
+    error: str | None = None  # why a request was ended by the engine (not by its own params)
+
+
+class Request:
+    """Prompt + generated tokens, and the resources the scheduler gave it."""
+
+    def __init__(self, request_id: str, prompt_ids: list[int], params: SamplingParams, arrival: int,
+                 generator=None, detokenizer=None):
+        self.id = request_id
+        self.prompt_ids = list(prompt_ids)
+        self.output_ids: list[int] = []
+        self.params = params
+        self.arrival = arrival  # admission order key: the newest is preempted first
+        self.generator = generator
+        self.detokenizer = detokenizer
+        self.status = Status.WAITING
+        self.pages: list[int] = []  # KV pages, in order (the block table)
+        self.state_slot: int | None = None
+        self.num_computed = 0  # tokens whose KV / state is in the pools
+        self.finish_reason: str | None = None
+        self.error: str | None = None
+        self.num_preemptions = 0
+        self.pending_tokens: list[int] = []  # generated since the last StepOutput
+        self.has_output = False  # something to report at the next step
+
+    @property
+    def all_ids(self) -> list[int]:
+        return self.prompt_ids + self.output_ids
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.prompt_ids) + len(self.output_ids)
+
+    @property
+    def num_uncomputed(self) -> int:
+        return self.num_tokens - self.num_computed
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status is Status.FINISHED
+
+    def __repr__(self) -> str:
+        return (f"Request({self.id}, {self.status.value}, prompt={len(self.prompt_ids)}, out={len(self.output_ids)}, "
+                f"computed={self.num_computed}, pages={len(self.pages)}, slot={self.state_slot})")
