@@ -1,0 +1,137 @@
+"""Pool sizing for our embedded engine: the same function predicts and allocates.
+
+The engine runs on one device with two pools: a paged KV pool over the KV layers and a state pool
+of per-request slots (one slot per running request: no radix cache, so no extra snapshot slots).
+Rule: weights + KV pages + state slots fit `device_memory * mem_fraction`.
+
+Each request is planned to be able to reach `context` tokens, so a request that holds a slot
+never waits for KV pages: `max_running_requests` = how many (state slot + `context` tokens of KV)
+fit in the pool budget, capped by the requested `max_running_requests`. KV left over after the
+slots goes to KV pages up to `max_running_requests * context` tokens (more could never be used).
+
+Defaults, chosen for this engine:
+- GPU (cuda, xpu, ...): reserve max(1 GiB, 10 %) of the device for activations, the allocator and
+  workspaces, plus 2 GiB more on XPU (oneDNN scratch, as SGLang reserves). Up to 256 running
+  requests of up to 8,192 tokens (or the model's context if shorter).
+- CPU: `device_memory` is the host memory available; the pools take 25 % of what the weights
+  leave, and never more than 4 GiB, so a tiny test model never allocates gigabytes; up to 8
+  running requests of up to 4,096 tokens.
+"""
+
+from __future__ import annotations
+
+from bringup.core.layermap import LayerMap
+
+from . import geometry
+from .budget import config_context, page_ceil, page_floor
+from .sizes import format_bytes
+from .types import Capacity, MemoryPlan, Segment
+
+GIB = 1024**3
+CPU_POOL_SHARE = 0.25
+CPU_POOL_CAP = 4 * GIB
+GPU_RESERVE_SHARE = 0.10
+GPU_RESERVE_MIN = 1 * GIB
+XPU_EXTRA_RESERVE = 2 * GIB
+DEFAULT_MAX_RUNNING = {"cpu": 8}
+DEFAULT_MAX_RUNNING_GPU = 256
+DEFAULT_CONTEXT = {"cpu": 4096}
+DEFAULT_CONTEXT_GPU = 8192
+DEFAULT_PAGE_SIZE = 16
+
+
+def auto_mem_fraction(device: str, device_memory: int, weights_bytes: int) -> float:
+    """The share of `device_memory` that weights and pools may use, when none was given."""
+    if device == "cpu":
+        pools = min(CPU_POOL_SHARE * max(0, device_memory - weights_bytes), CPU_POOL_CAP)
+        return min(0.9, (weights_bytes + pools) / device_memory)
+    reserve = max(GPU_RESERVE_MIN, GPU_RESERVE_SHARE * device_memory)
+    if device == "xpu":
+        reserve += XPU_EXTRA_RESERVE
+    return max(0.0, (device_memory - reserve) / device_memory)
+
+
+def _fit(pool_bytes: int, per_state: int, cell: int, context: int, page_size: int, cap: int) -> tuple[int, int, str]:
+    """(requests, kv_tokens, bottleneck) for a pool budget; each request = one slot + `context` tokens."""
+    ctx_tokens = page_ceil(context, page_size) if cell else 0
+    cost = per_state + ctx_tokens * cell
+    if cost == 0:  # a model without caches: nothing to size
+        return cap, 0, "max_running_requests"
+    fits = max(0, pool_bytes) // cost
+    if fits >= cap:
+        return cap, cap * ctx_tokens, "max_running_requests"
+    requests = fits
+    kv_tokens = 0
+    if cell:
+        kv_tokens = min(page_floor((pool_bytes - requests * per_state) // cell, page_size), cap * ctx_tokens)
+    return requests, kv_tokens, "state" if per_state >= ctx_tokens * cell else "kv"
+
+
+def plan_embedded(
+    layer_map: LayerMap, *, device: str, device_memory: int, mem_fraction: float | None, weights_bytes: int,
+    weights_source: str, dtype: str, kv_dtype: str, conv_dtype: str, ssm_dtype: str, dtype_bytes,
+    page_size: int | None, context: int | None, max_running_requests: int | None,
+) -> MemoryPlan:
+    notes: list[str] = []
+    problems: list[str] = []
+    page_size = page_size or DEFAULT_PAGE_SIZE
+    model_context = config_context(layer_map)
+    if context is None:
+        default = DEFAULT_CONTEXT.get(device, DEFAULT_CONTEXT_GPU)
+        context = min(default, model_context) if model_context else default
+        notes.append(f"pools planned for requests of up to {context} tokens (--context to change)")
+    cap = max_running_requests or DEFAULT_MAX_RUNNING.get(device, DEFAULT_MAX_RUNNING_GPU)
+    if mem_fraction is None:
+        mem_fraction = auto_mem_fraction(device, device_memory, weights_bytes)
+        notes.append(f"mem fraction {mem_fraction:.3f} chosen for {device} (see core/planner/embedded.py)")
+    budget = int(device_memory * mem_fraction)
+    pool_bytes = budget - weights_bytes
+    if pool_bytes <= 0:
+        problems.append(
+            f"the weights ({format_bytes(weights_bytes)}) leave no room for the KV and state pools in "
+            f"{format_bytes(budget)} ({mem_fraction:.2f} of {format_bytes(device_memory)}); use a device with more "
+            "memory, raise the mem fraction, or a smaller dtype"
+        )
+
+    layers = layer_map.layers
+    kv_b, conv_b, ssm_b = dtype_bytes(kv_dtype), dtype_bytes(conv_dtype), dtype_bytes(ssm_dtype)
+    cell = geometry.kv_bytes_per_token(layers, 1, kv_b)
+    conv, ssm = geometry.state_bytes_per_request(layers, 1, conv_b, ssm_b)
+    per_state = conv + ssm
+    requests, kv_tokens, bottleneck = _fit(pool_bytes, per_state, cell, context, page_size, cap)
+    if pool_bytes > 0 and requests == 0:
+        need = per_state + page_ceil(context, page_size) * cell
+        problems.append(
+            f"one request of {context} tokens needs {format_bytes(need)} of pools but only "
+            f"{format_bytes(pool_bytes)} is left after the weights; lower --context or give the pools more memory"
+        )
+    state_slots = requests if per_state else 0
+
+    all_attention = None
+    attn_elems = geometry.attention_kv_elems(layers, 1)
+    if attn_elems is not None:
+        all_cell = attn_elems * len(geometry.mixer_layers(layers)) * kv_b
+        a_req, a_tokens, a_neck = _fit(pool_bytes, 0, all_cell, context, page_size, cap)
+        all_attention = Capacity(all_cell, 0, a_tokens, 0, a_req, a_req, a_neck)
+
+    kv_pool = kv_tokens * cell
+    state_pool = state_slots * per_state
+    used = weights_bytes + kv_pool + state_pool
+    breakdown = [
+        Segment("weights", weights_bytes, f"weights {format_bytes(weights_bytes)}"),
+        Segment("kv_pool", kv_pool, f"KV pool {kv_tokens:,} tokens"),
+        Segment("state_pool", state_pool, f"state pool {state_slots:,} slots"),
+        Segment("reserve", device_memory - budget, "reserve (activations, allocator)"),
+        Segment("free", max(0, budget - used), "free (pools capped by max_running_requests x context)"),
+    ]
+    return MemoryPlan(
+        model=layer_map.name, target="embedded", device=device, device_memory=device_memory,
+        mem_fraction=mem_fraction, tp=1, pp=1, dtype=dtype, kv_dtype=kv_dtype, conv_dtype=conv_dtype,
+        ssm_dtype=ssm_dtype, page_size=page_size, context=context, weights_bytes=weights_bytes,
+        weights_source=weights_source, kv_bytes_per_token=cell, state_bytes_per_request=per_state,
+        conv_bytes_per_request=conv, ssm_bytes_per_request=ssm, kv_tokens=kv_tokens, state_slots=state_slots,
+        max_running_requests=requests, requests_at_context=requests, bottleneck=bottleneck, strategy="embedded",
+        state_slots_per_request=1 if per_state else 0, kv_layers=len(layer_map.kv_layers),
+        state_layers=len(layer_map.state_layers), all_attention=all_attention, breakdown=breakdown,
+        notes=notes, problems=problems,
+    )

@@ -1,0 +1,117 @@
+"""`plan_memory`: one entry point for every target; the embedded engine calls it to size its pools."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bringup.core.errors import UserError
+from bringup.core.layermap import LayerMap
+
+from .dtypes import canonical_dtype, dtype_bytes, model_dtype
+from .types import MemoryPlan
+from .weights import checkpoint_weights
+
+
+def parse_target(target: str) -> tuple[str, tuple[int, ...] | None]:
+    """'embedded' -> ('embedded', None); 'sglang==0.5.23' -> ('sglang', (0, 5, 23))."""
+    text = (target or "embedded").strip()
+    if text == "embedded":
+        return "embedded", None
+    if text.startswith("sglang"):
+        version = text.removeprefix("sglang").lstrip("=").strip()
+        try:
+            parts = tuple(int(p) for p in version.split("."))
+        except ValueError:
+            parts = ()
+        if len(parts) == 3:
+            return "sglang", parts
+    raise UserError(f"unknown target {target!r}; use 'embedded' or 'sglang==X.Y.Z' (e.g. sglang==0.5.23)")
+
+
+def _resolve_weights(layer_map: LayerMap, weights_bytes, checkpoint, dtype: str, elem_bytes: int) -> tuple[int, str]:
+    if weights_bytes is not None:
+        if weights_bytes < 0:
+            raise UserError(f"weights_bytes must be >= 0, got {weights_bytes}")
+        return int(weights_bytes), "given"
+    ckpt = checkpoint_weights(checkpoint) if checkpoint else None
+    if ckpt is not None:
+        return ckpt.bytes_as(elem_bytes), "checkpoint"
+    if layer_map.params_total <= 0:
+        raise UserError(f"the layer map of {layer_map.name or 'this model'} has no parameter count; pass the weight size")
+    return layer_map.params_total * elem_bytes, "params"
+
+
+def plan_memory(
+    layer_map: LayerMap,
+    *,
+    device_memory: int,
+    target: str = "embedded",
+    device: str = "cpu",
+    mem_fraction: float | None = None,
+    tp: int = 1,
+    pp: int = 1,
+    dtype: str | None = "bfloat16",
+    kv_dtype: str | None = None,
+    conv_dtype: str | None = None,
+    ssm_dtype: str | None = "float32",
+    page_size: int | None = None,
+    context: int | None = None,
+    max_running_requests: int | None = None,
+    weights_bytes: int | None = None,
+    checkpoint: str | Path | None = None,
+    **sglang_options,
+) -> MemoryPlan:
+    """Predict (or, for the embedded engine, decide) weights, KV pool and state pool on one device.
+
+    dtype None or "auto" takes the checkpoint's dtype. kv_dtype defaults to dtype. conv_dtype
+    defaults to bfloat16 for SGLang (SGLANG_MAMBA_CONV_DTYPE's default) and to dtype for the
+    embedded engine. ssm_dtype None resolves as the target does (SGLang: config `mamba_ssm_dtype`,
+    else float32). Weights: `weights_bytes` (whole model) if given, else the safetensors headers of
+    `checkpoint` (a local folder), else the layer map's parameter count times the dtype width.
+    SGLang-only options (`mamba_strategy`, `disable_radix_cache`, `mamba_full_memory_ratio`, ...)
+    are passed through to `plan_sglang`.
+    """
+    kind, version = parse_target(target)
+    device = (device or "cpu").strip().lower()
+    if not isinstance(device_memory, int) or device_memory <= 0:
+        raise UserError(f"device memory must be a positive number of bytes, got {device_memory!r}")
+    for name, value in (("tp", tp), ("pp", pp)):
+        if not isinstance(value, int) or value < 1:
+            raise UserError(f"--{name} must be a positive integer, got {value!r}")
+    if mem_fraction is not None and not 0 < mem_fraction <= 1:
+        raise UserError(f"--mem-fraction must be in (0, 1], got {mem_fraction}")
+    if page_size is not None and page_size < 1:
+        raise UserError(f"--page-size must be at least 1, got {page_size}")
+    if context is not None and context < 1:
+        raise UserError(f"--context must be at least 1 token, got {context}")
+    if max_running_requests is not None and max_running_requests < 1:
+        raise UserError(f"--max-running-requests must be at least 1, got {max_running_requests}")
+
+    dtype = model_dtype(layer_map.config) if dtype in (None, "auto") else canonical_dtype(dtype)
+    kv_dtype = dtype if kv_dtype in (None, "auto") else canonical_dtype(kv_dtype, what="KV cache dtype")
+    if conv_dtype in (None, "auto"):
+        conv_dtype = "bfloat16" if kind == "sglang" else dtype
+    conv_dtype = canonical_dtype(conv_dtype, what="conv state dtype")
+    if ssm_dtype in (None, "auto"):
+        cfg = layer_map.config
+        declared = cfg.get("mamba_ssm_dtype") or (cfg.get("text_config") or {}).get("mamba_ssm_dtype")
+        ssm_dtype = declared if kind == "sglang" and declared else "float32"
+    ssm_dtype = canonical_dtype(ssm_dtype, what="SSM state dtype")
+    weights, source = _resolve_weights(layer_map, weights_bytes, checkpoint, dtype, dtype_bytes(dtype))
+
+    common = dict(
+        device=device, device_memory=device_memory, mem_fraction=mem_fraction, weights_bytes=weights,
+        weights_source=source, dtype=dtype, kv_dtype=kv_dtype, conv_dtype=conv_dtype, ssm_dtype=ssm_dtype,
+        dtype_bytes=dtype_bytes, page_size=page_size, context=context, max_running_requests=max_running_requests,
+    )
+    if kind == "embedded":
+        if tp != 1 or pp != 1:
+            raise UserError("the embedded engine runs on one device; use --tp 1 --pp 1, or plan for --target sglang==X.Y.Z")
+        if sglang_options:
+            raise UserError(f"options {', '.join(sorted(sglang_options))} apply to SGLang targets only")
+        from .embedded import plan_embedded
+
+        return plan_embedded(layer_map, **common)
+    from .sglang import plan_sglang
+
+    return plan_sglang(layer_map, version=version, tp=tp, pp=pp, **common, **sglang_options)
