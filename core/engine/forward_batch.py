@@ -36,10 +36,14 @@ class ForwardBatch:
     # Host copies the reference kernels loop over; filled in __post_init__.
     query_lens_list: list[int] = field(init=False, repr=False)
     context_lens_list: list[int] = field(init=False, repr=False)
+    state_slots_list: list[int] = field(init=False, repr=False)
+    has_initial_state_list: list[bool] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.query_lens_list = [int(n) for n in self.query_lens.tolist()]
         self.context_lens_list = [int(n) for n in self.context_lens.tolist()]
+        self.state_slots_list = [int(n) for n in self.state_slots.tolist()]
+        self.has_initial_state_list = [bool(b) for b in self.has_initial_state.tolist()]
         if sum(self.query_lens_list) != self.input_ids.numel():
             raise ValueError(
                 f"ForwardBatch: query_lens sum to {sum(self.query_lens_list)} but input_ids has "
@@ -48,6 +52,11 @@ class ForwardBatch:
         for i, (q, c) in enumerate(zip(self.query_lens_list, self.context_lens_list)):
             if q < 1 or c < q:
                 raise ValueError(f"ForwardBatch: request {i} has query_len {q} and context_len {c}; need 1 <= q <= c")
+
+    @property
+    def is_decode_only(self) -> bool:
+        """Every request brings exactly one token (the batched decode kernels apply)."""
+        return all(q == 1 for q in self.query_lens_list)
 
     @property
     def num_requests(self) -> int:
@@ -94,7 +103,8 @@ class ForwardBatch:
 
         token_chunks[i]: request i's new tokens; prefix_lens[i]: its tokens already cached;
         block_tables[i]: its KV pages in order (at least enough for the new context);
-        state_slots[i]: its state slot. has_initial_state defaults to prefix_lens[i] > 0.
+        state_slots[i]: its state slot (None or -1 when the model has no state layers).
+        has_initial_state defaults to prefix_lens[i] > 0.
         """
         device = torch.device(device)
         n = len(token_chunks)
@@ -128,7 +138,7 @@ class ForwardBatch:
             context_lens=torch.tensor([p + q for p, q in zip(prefix_lens, query_lens)], dtype=torch.int32),
             block_tables=table.to(device),
             slot_mapping=torch.tensor(slots, dtype=torch.long, device=device),
-            state_slots=torch.tensor(list(state_slots), dtype=torch.long, device=device),
+            state_slots=torch.tensor([-1 if s is None else int(s) for s in state_slots], dtype=torch.long, device=device),
             has_initial_state=torch.tensor(list(has_initial_state), dtype=torch.bool, device=device),
             kv_pool=kv_pool,
             state_pool=state_pool,
