@@ -1,0 +1,211 @@
+"""Continuous batching over two pools.
+
+Each step the scheduler picks, under a token budget (`chunked_prefill_size`):
+1. the running requests, oldest first: a decode token, or the next chunk of a long prompt (its
+   state slot carries the Mamba state from chunk to chunk);
+2. then waiting requests, in order, while both pools admit them: a free state slot (one per
+   request) and KV pages for the whole prompt plus room for the first output token (and, when
+   others are running, a small watermark so their decodes do not preempt at once).
+
+When a running request needs a KV page and none is free, the newest running request is preempted:
+its pages and slot are freed and it goes back to the front of the queue, to be recomputed from its
+prompt and the tokens it already produced. A prompt that can never fit in the pool is refused when
+it is added (`RequestRejected`); a lone request that fills the whole pool ends with "length".
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from .forward_batch import ForwardBatch
+from .pools import KVPool, StatePool
+from .request import Request, RequestRejected, Status
+
+
+@dataclass
+class ScheduledStep:
+    requests: list[Request]
+    num_new_tokens: list[int]  # per request: tokens computed this step
+    preempted: list[Request]
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(self.num_new_tokens)
+
+    def samples(self) -> list[bool]:
+        """Which requests reach the end of their known tokens this step (and so get a new token)."""
+        return [r.num_computed + n == r.num_tokens for r, n in zip(self.requests, self.num_new_tokens)]
+
+
+class Scheduler:
+    def __init__(self, kv_pool: KVPool, state_pool: StatePool, *, max_running_requests: int,
+                 chunked_prefill_size: int | None = 2048, max_context: int | None = None,
+                 watermark: float = 0.01):
+        self.kv_pool, self.state_pool = kv_pool, state_pool
+        self.uses_kv = len(kv_pool.layer_ids) > 0  # a pure-SSM model has no KV pages to manage
+        self.max_running = max(1, min(int(max_running_requests), state_pool.num_slots))
+        self.token_budget = int(chunked_prefill_size) if chunked_prefill_size and chunked_prefill_size > 0 else None
+        self.max_context = max_context
+        self.watermark_pages = max(1, int(kv_pool.num_pages * watermark)) if self.uses_kv else 0
+        self.waiting: deque[Request] = deque()
+        self.running: list[Request] = []  # in admission order
+        self.num_preemptions = 0
+
+    # Queue
+    def check_fits(self, num_prompt_tokens: int) -> None:
+        """Raise RequestRejected for a prompt that no amount of waiting would let run."""
+        if num_prompt_tokens < 1:
+            raise RequestRejected("the prompt is empty; send at least one token")
+        if self.max_context is not None and num_prompt_tokens >= self.max_context:
+            raise RequestRejected(
+                f"the prompt has {num_prompt_tokens} tokens but the model's context is {self.max_context}; "
+                "shorten the prompt"
+            )
+        if self.uses_kv:
+            need = self.kv_pool.pages_for(num_prompt_tokens + 1)
+            if need > self.kv_pool.num_pages:
+                raise RequestRejected(
+                    f"the prompt has {num_prompt_tokens} tokens and needs {need} KV pages of "
+                    f"{self.kv_pool.page_size} tokens, but the KV pool holds only {self.kv_pool.num_pages} pages "
+                    f"({self.kv_pool.capacity_tokens} tokens); shorten the prompt or give the pool more memory "
+                    "(raise --mem-fraction, or lower --max-running-requests)"
+                )
+
+    def add(self, req: Request) -> None:
+        self.check_fits(req.num_tokens)
+        req.status = Status.WAITING
+        self.waiting.append(req)
+
+    def has_work(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    # One step
+    def schedule(self) -> ScheduledStep:
+        budget = self.token_budget if self.token_budget is not None else float("inf")
+        step = ScheduledStep([], [], [])
+        queue = deque(self.running)
+        while queue and budget > 0:
+            req = queue.popleft()
+            n = int(min(req.num_uncomputed, budget))
+            if not self._grow(req, n, queue, step):
+                continue
+            step.requests.append(req)
+            step.num_new_tokens.append(n)
+            budget -= n
+        if not step.preempted:  # after a preemption the pool is tight: admit nothing new
+            self._admit(step, budget)
+        return step
+
+    def _grow(self, req: Request, n: int, queue: deque, step: ScheduledStep) -> bool:
+        """Give `req` pages for n more tokens, preempting the newest unscheduled requests if needed."""
+        if not self.uses_kv:
+            return True
+        need = self.kv_pool.pages_for(req.num_computed + n) - len(req.pages)
+        while need > self.kv_pool.num_free_pages and queue:
+            self._preempt(queue.pop(), step)
+        if need <= self.kv_pool.num_free_pages:
+            req.pages += self.kv_pool.alloc(need, owner=req.id)
+            return True
+        if step.requests:  # older requests hold the pages this step: wait for them
+            self._preempt(req, step)
+        else:  # alone and the pool is full: it can never grow
+            self.finish(req, "length", error=(
+                f"the KV pool is full ({self.kv_pool.capacity_tokens} tokens) with this request alone; "
+                "give the pool more memory or ask for fewer tokens"))
+        return False
+
+    def _admit(self, step: ScheduledStep, budget) -> None:
+        while self.waiting and budget > 0:
+            req = self.waiting[0]
+            if len(self.running) >= self.max_running or self.state_pool.num_free_slots == 0:
+                return
+            if self.uses_kv:
+                need = self.kv_pool.pages_for(req.num_tokens + 1)
+                reserve = self.watermark_pages if self.running else 0
+                if need + reserve > self.kv_pool.num_free_pages:
+                    return
+                req.pages = self.kv_pool.alloc(self.kv_pool.pages_for(req.num_tokens), owner=req.id)
+            self.waiting.popleft()
+            req.state_slot = self.state_pool.alloc(owner=req.id)
+            req.status = Status.RUNNING
+            self.running.append(req)
+            n = int(min(req.num_uncomputed, budget))
+            step.requests.append(req)
+            step.num_new_tokens.append(n)
+            budget -= n
+
+    def _preempt(self, req: Request, step: ScheduledStep) -> None:
+        self._release(req)
+        self.running.remove(req)
+        req.status = Status.WAITING
+        req.num_computed = 0  # recompute prompt + outputs when readmitted
+        req.num_preemptions += 1
+        self.num_preemptions += 1
+        self.waiting.appendleft(req)
+        step.preempted.append(req)
+
+    def _release(self, req: Request) -> None:
+        if req.pages:
+            self.kv_pool.free(req.pages)
+            req.pages = []
+        if req.state_slot is not None:
+            self.state_pool.free(req.state_slot)
+            req.state_slot = None
+
+    def finish(self, req: Request, reason: str, error: str | None = None) -> None:
+        """End a request (any state) and give its pages and slot back at once."""
+        if req.is_finished:
+            return
+        if req.status is Status.RUNNING:
+            self.running.remove(req)
+        elif req in self.waiting:
+            self.waiting.remove(req)
+        self._release(req)
+        req.status = Status.FINISHED
+        req.finish_reason = reason
+        req.error = error
+        req.has_output = True
+
+    def advance(self, step: ScheduledStep) -> None:
+        """Record that the scheduled tokens are now in the pools."""
+        for req, n in zip(step.requests, step.num_new_tokens):
+            req.num_computed += n
+
+    # The model's input
+    def build_batch(self, step: ScheduledStep, device) -> ForwardBatch:
+        chunks, prefix_lens, tables, slots = [], [], [], []
+        for req, n in zip(step.requests, step.num_new_tokens):
+            chunks.append(_token_slice(req, req.num_computed, n))
+            prefix_lens.append(req.num_computed)
+            tables.append(req.pages)
+            slots.append(req.state_slot)
+        return ForwardBatch.build(
+            token_chunks=chunks, prefix_lens=prefix_lens, block_tables=tables, page_size=self.kv_pool.page_size,
+            state_slots=slots, kv_pool=self.kv_pool if self.uses_kv else None,
+            state_pool=self.state_pool if self.state_pool.layer_ids else None, device=device,
+        )
+
+    # Integrity and usage
+    def owners(self) -> tuple[dict, dict]:
+        pages = {r.id: r.pages for r in self.running if r.pages}
+        slots = {r.id: [r.state_slot] for r in self.running if r.state_slot is not None}
+        return pages, slots
+
+    def check(self) -> None:
+        pages, slots = self.owners()
+        self.kv_pool.check(pages)
+        self.state_pool.check(slots)
+
+    @property
+    def kv_tokens_used(self) -> int:
+        return self.kv_pool.num_used_pages * self.kv_pool.page_size
+
+
+def _token_slice(req: Request, start: int, n: int) -> list[int]:
+    p = len(req.prompt_ids)
+    if start >= p:
+        return req.output_ids[start - p:start - p + n]
+    if start + n <= p:
+        return req.prompt_ids[start:start + n]
+    return req.prompt_ids[start:] + req.output_ids[:start + n - p]

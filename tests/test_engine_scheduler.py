@@ -1,0 +1,189 @@
+"""The scheduler alone (no model): admission by both pools, chunked prefill, preemption, refusal."""
+
+import pytest
+
+from bringup.core.engine.pools import KVPool, StatePool
+from bringup.core.engine.request import Request, RequestRejected, Status
+from bringup.core.engine.sampling import SamplingParams
+from bringup.core.engine.scheduler import Scheduler
+
+PAGE = 4
+
+
+def make(num_pages=16, num_slots=4, max_running=8, chunk=None, max_context=None):
+    kv = KVPool(num_pages, PAGE, [1, 3], num_kv_heads=1, head_dim=4, dtype="float32", device="cpu")
+    state = StatePool(num_slots, [0, 2], (6, 3), (1, 2, 2), device="cpu")
+    return Scheduler(kv, state, max_running_requests=max_running, chunked_prefill_size=chunk, max_context=max_context)
+
+
+_n = iter(range(10**6))
+
+
+def req(prompt_len, max_new=4, rid=None):
+    n = next(_n)
+    return Request(rid or f"r{n}", list(range(1, prompt_len + 1)), SamplingParams(max_new_tokens=max_new), arrival=n)
+
+
+def run_step(s: Scheduler):
+    """What the engine does around the model: schedule, build the batch, advance, append tokens."""
+    step = s.schedule()
+    if step.requests:
+        batch = s.build_batch(step, "cpu")
+        assert batch.num_tokens == step.num_tokens
+        samples = step.samples()
+        s.advance(step)
+        for r, sampled in zip(step.requests, samples):
+            if sampled:
+                r.output_ids.append(7)
+                if len(r.output_ids) >= r.params.max_new_tokens:
+                    s.finish(r, "length")
+    s.check()
+    return step
+
+
+def drain(s: Scheduler, limit=500):
+    steps = []
+    while s.has_work():
+        steps.append(run_step(s))
+        assert len(steps) < limit, "scheduler made no progress"
+    return steps
+
+
+def test_state_slots_limit_admission():
+    s = make(num_slots=2)
+    rs = [req(3) for _ in range(4)]
+    for r in rs:
+        s.add(r)
+    step = run_step(s)
+    assert [r.id for r in step.requests] == [rs[0].id, rs[1].id]
+    assert rs[2].status is Status.WAITING and len(s.waiting) == 2
+    assert s.state_pool.num_free_slots == 0
+    drain(s)
+    assert all(len(r.output_ids) == 4 for r in rs)
+    assert s.kv_pool.num_used_pages == 0 and s.state_pool.num_used_slots == 0
+
+
+def test_kv_pages_limit_admission():
+    s = make(num_pages=6, num_slots=8)  # 24 tokens
+    a, b = req(10), req(10)  # each needs 3 pages for prompt + first token; watermark 1 page
+    s.add(a)
+    s.add(b)
+    step = run_step(s)
+    assert [r.id for r in step.requests] == [a.id]  # b would leave less than the watermark
+    assert b.status is Status.WAITING
+    drain(s)
+    assert b.output_ids == [7] * 4
+
+
+def test_max_running_limits_admission():
+    s = make(num_slots=8, max_running=1)
+    rs = [req(2) for _ in range(3)]
+    for r in rs:
+        s.add(r)
+    assert len(run_step(s).requests) == 1
+    drain(s)
+
+
+def test_chunked_prefill_carries_state_slot_between_chunks():
+    s = make(num_pages=32, chunk=5)
+    long, short = req(12, max_new=2), req(2, max_new=2)
+    s.add(long)
+    s.add(short)
+    step = run_step(s)
+    assert step.num_new_tokens == [5] and long.num_computed == 5 and not long.output_ids
+    slot = long.state_slot
+    batch_steps = []
+    step = s.schedule()
+    batch = s.build_batch(step, "cpu")
+    batch_steps.append(batch)
+    assert batch.has_initial_state.tolist()[0] is True  # second chunk continues the state
+    assert batch.positions.tolist()[:5] == [5, 6, 7, 8, 9]
+    assert int(batch.state_slots[0]) == slot
+    s.advance(step)
+    # the rest of the budget (5 - 5 = 0) leaves the short one waiting; next step has chunk 2 + short
+    step = s.schedule()
+    assert step.num_new_tokens == [2, 2] and step.samples() == [True, True]
+    s.advance(step)
+    for r in step.requests:
+        r.output_ids.append(7)
+    drain(s)
+    assert long.state_slot is None and s.state_pool.num_used_slots == 0
+
+
+def test_mixed_prefill_and_decode_step():
+    s = make(num_pages=32, chunk=64)
+    a = req(3, max_new=5)
+    s.add(a)
+    run_step(s)  # a prefilled, one token out
+    b = req(6)
+    s.add(b)
+    step = run_step(s)
+    assert [(r.id, n) for r, n in zip(step.requests, step.num_new_tokens)] == [(a.id, 1), (b.id, 6)]
+    batch_lens = [r.num_computed for r in step.requests]
+    assert batch_lens == [4, 6]
+
+
+def test_block_table_and_slot_mapping():
+    s = make(num_pages=8)
+    r = req(6)
+    s.add(r)
+    step = s.schedule()
+    batch = s.build_batch(step, "cpu")
+    pages = r.pages
+    assert len(pages) == 2
+    want = [pages[p // PAGE] * PAGE + p % PAGE for p in range(6)]
+    assert batch.slot_mapping.tolist() == want
+    assert batch.block_tables[0, :2].tolist() == pages
+    assert batch.context_lens.tolist() == [6] and batch.has_initial_state.tolist() == [False]
+
+
+def test_preemption_frees_newest_and_recomputes_it():
+    s = make(num_pages=5, num_slots=4, chunk=None)  # 20 tokens of KV
+    old, new = req(7, max_new=8), req(3, max_new=8)
+    s.add(old)
+    run_step(s)
+    s.add(new)
+    steps = drain(s)
+    assert s.num_preemptions >= 1
+    assert new.num_preemptions >= 1 and old.num_preemptions == 0
+    assert old.output_ids == [7] * 8 and new.output_ids == [7] * 8
+    preempted = [r.id for st in steps for r in st.preempted]
+    assert preempted and set(preempted) == {new.id}
+
+
+def test_refuses_prompt_that_can_never_fit():
+    s = make(num_pages=4)  # 16 tokens
+    with pytest.raises(RequestRejected, match=r"needs 5 KV pages of 4 tokens, but the KV pool holds only 4 pages"):
+        s.add(req(16))
+    with pytest.raises(RequestRejected, match="the prompt is empty"):
+        s.add(req(0))
+    s2 = make(max_context=10)
+    with pytest.raises(RequestRejected, match="the model's context is 10"):
+        s2.add(req(10))
+    assert not s.has_work()
+
+
+def test_lone_request_filling_the_pool_ends_with_length():
+    s = make(num_pages=3, num_slots=2)  # 12 tokens
+    r = req(8, max_new=100)
+    s.add(r)
+    drain(s)
+    assert r.finish_reason == "length" and "KV pool is full" in r.error
+    assert r.num_computed == 12 and len(r.output_ids) == 5  # the 13th token was sampled, never stored
+    assert s.kv_pool.num_used_pages == 0
+
+
+def test_finish_frees_at_once_in_any_state():
+    s = make()
+    a, b = req(3), req(3)
+    s.add(a)
+    s.add(b)
+    run_step(s)
+    s.finish(a, "abort")
+    assert a.pages == [] and a.state_slot is None and a not in s.running
+    c = req(2)
+    s.add(c)
+    s.finish(c, "abort")  # still queued
+    assert c not in s.waiting
+    s.check()
+    drain(s)
