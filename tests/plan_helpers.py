@@ -47,3 +47,19 @@ def nano_map(pp: int = 1):
     from bringup.core.sources import load_layer_map
 
     return load_layer_map(str(NANO), pp=pp)
+
+
+def real_map(filename: str, pp: int = 1):
+    """A real config's layer map; skips (with the reason) while its family is not built yet."""
+    import json
+
+    import pytest
+
+    from bringup.core.families import supported_model_types
+    from bringup.core.sources import load_layer_map
+
+    text = (MODELS / filename).read_text()
+    model_type = json.loads(text.replace("Infinity", "1e999")).get("model_type")
+    if model_type not in supported_model_types():
+        pytest.skip(f"layer-map family {model_type!r} not built yet")
+    return load_layer_map(str(MODELS / filename), pp=pp)
