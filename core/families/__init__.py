@@ -1,0 +1,72 @@
+"""Layer maps for every supported architecture family: `build_layer_map(config) -> LayerMap`.
+
+One module per family; each has `MODEL_TYPES` and `build(view) -> FamilyResult`. Only the module a
+config needs is imported, so `bringup inspect` stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from bringup.core.errors import UserError
+from bringup.core.families._assemble import assemble
+from bringup.core.families._view import ConfigView
+from bringup.core.layermap import LayerMap
+
+# model_type -> module under bringup.core.families (kept in step with each module's MODEL_TYPES).
+FAMILY_MODULES: dict[str, str] = {
+    "nemotron_h": "nemotron_h",
+}
+# What the error message lists when a model_type is unknown.
+FAMILY_NAMES = {
+    "nemotron_h": "NemotronH",
+}
+
+
+def supported_model_types() -> list[str]:
+    return sorted(FAMILY_MODULES)
+
+
+def text_config(config: dict) -> tuple[dict, bool]:
+    """The decoder's config: multimodal wrappers (Qwen3.5, Gemma 3/4, VL models) nest it in text_config."""
+    inner = config.get("text_config")
+    if isinstance(inner, dict) and inner:
+        merged = dict(inner)
+        # Wrappers keep some facts only at the top level (tied embeddings, architectures).
+        for key in ("architectures", "tie_word_embeddings"):
+            if key not in merged and key in config:
+                merged[key] = config[key]
+        if "model_type" not in merged and isinstance(config.get("model_type"), str):
+            merged["model_type"] = config["model_type"]
+        return merged, True
+    return config, False
+
+
+def _module_for(cfg: dict, label: str):
+    model_type = cfg.get("model_type")
+    if isinstance(model_type, str) and model_type in FAMILY_MODULES:
+        return importlib.import_module(f"bringup.core.families.{FAMILY_MODULES[model_type]}")
+    from bringup.core.families import layer_types as generic
+
+    if generic.applies(cfg):
+        return generic
+    families = ", ".join(sorted(set(FAMILY_NAMES.values())))
+    shown = repr(model_type) if model_type is not None else "missing"
+    raise UserError(
+        f"{label}: model_type {shown} is not a supported architecture. Supported families: {families} "
+        f"(model_type one of {', '.join(supported_model_types())}), or any config with a 'layer_types' list "
+        "of full_attention / sliding_attention / linear_attention / mamba / conv. Pick a supported model or add a "
+        "family module under core/families/"
+    )
+
+
+def build_layer_map(config: dict, *, name: str = "", source: str = "", pp: int = 1) -> LayerMap:
+    label = name or source or "model"
+    if not isinstance(config, dict):
+        raise UserError(f"{label}: the config is a {type(config).__name__}, not a JSON object; point at a model's config.json")
+    cfg, nested = text_config(config)
+    module = _module_for(cfg, label)
+    result = module.build(ConfigView(cfg, label))
+    if nested:
+        result.notes.insert(0, "decoder facts read from the nested text_config")
+    return assemble(result, cfg, name=name or label, source=source, pp=pp)

@@ -1,0 +1,138 @@
+"""Parameter counts and cache geometry of the building blocks, from config numbers alone.
+
+Counts follow what transformers allocates (`sum(p.numel() for p in model.parameters())`), so a
+family module adds up blocks the way the HF modeling file builds them. Cache geometry is in
+elements at TP 1, as SGLang sizes its pools (sglang-notes §2.3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Part:
+    """The params of one block, what a token touches, cache geometry and facts for the UI."""
+
+    params: int = 0
+    active: int | None = None  # None = same as params
+    kv_elems: int = 0
+    conv_elems: int = 0
+    ssm_elems: int = 0
+    attrs: dict = field(default_factory=dict)
+
+    @property
+    def active_params(self) -> int:
+        return self.params if self.active is None else self.active
+
+    def __add__(self, other: "Part") -> "Part":
+        return Part(
+            params=self.params + other.params,
+            active=self.active_params + other.active_params,
+            kv_elems=self.kv_elems + other.kv_elems,
+            conv_elems=self.conv_elems + other.conv_elems,
+            ssm_elems=self.ssm_elems + other.ssm_elems,
+            attrs={**self.attrs, **other.attrs},
+        )
+
+
+def linear(n_in: int, n_out: int, bias: bool = False) -> int:
+    return n_in * n_out + (n_out if bias else 0)
+
+
+def norm(dim: int) -> Part:
+    return Part(params=dim)
+
+
+def attention(
+    hidden: int,
+    heads: int,
+    kv_heads: int,
+    head_dim: int,
+    *,
+    qkv_bias: bool = False,
+    o_bias: bool = False,
+    qk_norm: int = 0,  # params of q_norm + k_norm (per-head norms: 2 * head_dim)
+    window: int | None = None,
+    in_dim: int | None = None,  # Zamba2 feeds attention a wider input
+    extra: int = 0,  # e.g. gpt-oss attention sinks
+) -> Part:
+    d_in = in_dim or hidden
+    p = (
+        linear(d_in, heads * head_dim, qkv_bias)
+        + 2 * linear(d_in, kv_heads * head_dim, qkv_bias)
+        + linear(heads * head_dim, hidden, o_bias)
+        + qk_norm
+        + extra
+    )
+    attrs = {"heads": heads, "kv_heads": kv_heads, "head_dim": head_dim}
+    if window:
+        attrs["window"] = window
+    return Part(params=p, kv_elems=2 * kv_heads * head_dim, attrs=attrs)
+
+
+def mlp(hidden: int, inter: int, *, gated: bool = True, bias: bool = False) -> Part:
+    n = 3 if gated else 2
+    p = n * hidden * inter + ((n - 1) * inter + hidden if bias else 0)
+    return Part(params=p, attrs={"intermediate_size": inter})
+
+
+def moe(
+    hidden: int,
+    experts: int,
+    top_k: int,
+    expert_params: int,  # one routed expert
+    *,
+    router: int,  # router weight (+ bias)
+    shared: int = 0,  # shared expert(s), always active
+    other: int = 0,  # always-active extras (latent projections, shared-expert gate...)
+) -> Part:
+    p = experts * expert_params + router + shared + other
+    active = min(top_k, experts) * expert_params + router + shared + other
+    return Part(params=p, active=active, attrs={"experts": experts, "top_k": top_k})
+
+
+def mamba2(
+    hidden: int,
+    heads: int,
+    head_dim: int,
+    groups: int,
+    d_state: int,
+    conv_kernel: int,
+    *,
+    conv_bias: bool = True,
+    proj_bias: bool = False,
+    gated_norm: bool = True,
+    intermediate: int | None = None,
+) -> Part:
+    inter = intermediate if intermediate is not None else heads * head_dim
+    conv_dim = inter + 2 * groups * d_state
+    p = (
+        linear(hidden, inter + conv_dim + heads, proj_bias)  # in_proj: z, xBC, dt
+        + conv_dim * conv_kernel + (conv_dim if conv_bias else 0)
+        + 3 * heads  # dt_bias, A_log, D
+        + (inter if gated_norm else 0)
+        + linear(inter, hidden, proj_bias)
+    )
+    return Part(
+        params=p,
+        conv_elems=conv_dim * (conv_kernel - 1),
+        ssm_elems=heads * head_dim * d_state,
+        attrs={
+            "mamba_heads": heads,
+            "mamba_head_dim": head_dim,
+            "mamba_groups": groups,
+            "d_state": d_state,
+            "conv_kernel": conv_kernel,
+        },
+    )
+
+
+def check_divisible(view, what: str, num: int, den: int, keys: str) -> None:
+    if den <= 0 or num % den:
+        from bringup.core.errors import UserError
+
+        raise UserError(
+            f"{view.label}: {what} ({num}) is not divisible by {den} ({keys}); "
+            "the config is inconsistent, fix those fields in config.json"
+        )
