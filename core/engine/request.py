@@ -50,7 +50,7 @@ class Request:
         self.error: str | None = None
         self.num_preemptions = 0
         self.pending_tokens: list[int] = []  # generated since the last StepOutput
-        self.has_output = False  # something to report at the next step
+        self.computed_high = 0  # most tokens ever computed (what a preempted request recomputes up to)
 
     @property
     def all_ids(self) -> list[int]:

@@ -50,6 +50,7 @@ class Scheduler:
         self.watermark_pages = max(1, int(kv_pool.num_pages * watermark)) if self.uses_kv else 0
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []  # in admission order
+        self.ended: list[Request] = []  # finished outside a forward pass (abort, pool full): to report
         self.num_preemptions = 0
 
     # Queue
@@ -79,6 +80,10 @@ class Scheduler:
 
     def has_work(self) -> bool:
         return bool(self.waiting or self.running)
+
+    def take_ended(self) -> list[Request]:
+        ended, self.ended = self.ended, []
+        return ended
 
     # One step
     def schedule(self) -> ScheduledStep:
@@ -165,7 +170,7 @@ class Scheduler:
         req.status = Status.FINISHED
         req.finish_reason = reason
         req.error = error
-        req.has_output = True
+        self.ended.append(req)
 
     def advance(self, step: ScheduledStep) -> None:
         """Record that the scheduled tokens are now in the pools."""
