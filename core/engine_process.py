@@ -27,11 +27,13 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
-def embedded_command(source: str, *, port: int, host: str = "127.0.0.1", device: str = "cpu",
+def embedded_command(source: str, *, port: int, host: str = "127.0.0.1", device: str = "auto",
                      dtype: str | None = None, mem_fraction: float | None = None,
                      max_running_requests: int | None = None, extra: list[str] | None = None) -> list[str]:
     """The argv that runs our engine (`bringup serve`) with these settings."""
-    argv = [sys.executable, "-m", "bringup", "serve", source, "--device", device, "--host", host, "--port", str(port)]
+    argv = [sys.executable, "-m", "bringup", "serve", source, "--host", host, "--port", str(port)]
+    if device and device != "auto":  # "auto": the engine picks xpu, cuda or cpu itself
+        argv += ["--device", device]
     if dtype:
         argv += ["--dtype", dtype]
     if mem_fraction is not None:

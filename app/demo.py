@@ -1,0 +1,249 @@
+"""Demo mode: the full-screen stakeholder view of inference on the device.
+
+`bringup demo [--profile FILE] [--screenshot PNG --after SECONDS]`: it starts the engine the profile
+names (or follows one the Run tab already runs), runs the pinned prompts round and round so the
+pools fill, and shows large tokens/s and pool gauges with the layer map. Controls are locked; Esc
+leaves, and leaving stops the engine it started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import sys
+from pathlib import Path
+
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtGui import QFont, QKeySequence, QShortcut
+from PySide6.QtWidgets import (QApplication, QGridLayout, QHBoxLayout, QLabel, QListWidget, QListWidgetItem,
+                               QTextBrowser, QVBoxLayout, QWidget)
+
+from bringup.app.run.engine_controller import EngineController
+from bringup.app.run.gauge import Gauge
+from bringup.app.run.prompt_runner import PromptRunner
+from bringup.core.demo_profile import DemoProfile, load_profile
+from bringup.core.metrics_scrape import EngineSample
+
+_STYLE = """
+QWidget#demo { background: #151922; }
+QLabel { color: #E9EDF5; }
+QLabel#demoTitle { font-size: 22pt; font-weight: 600; }
+QLabel#demoSub { color: #9AA3B5; font-size: 12pt; }
+QLabel#bigNumber { font-size: 64pt; font-weight: 700; color: #7FD1AE; }
+QLabel#bigUnit { color: #9AA3B5; font-size: 14pt; }
+QLabel#status { color: #9AA3B5; font-size: 11pt; }
+QListWidget, QTextBrowser { background: #1D2230; color: #E9EDF5; border: 1px solid #2C3344; border-radius: 6px;
+                            font-size: 12pt; padding: 6px; }
+QListWidget::item { padding: 6px 4px; }
+QListWidget::item:selected { background: #2C3850; }
+"""
+
+
+class DemoWindow(QWidget):
+    def __init__(self, profile: DemoProfile | None = None, *, attach_url: str | None = None,
+                 parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("demo")
+        self.setStyleSheet(_STYLE)
+        self.setWindowTitle("Bring-up Workbench: demo")
+        self.profile = profile or load_profile()
+        self.controller = EngineController(self)
+        self.runner: PromptRunner | None = None
+        self.answers: dict[int, str] = {}
+        self.best_tok_s = 0.0
+        self._owns_engine = attach_url is None
+
+        title = QLabel(self.profile.title, objectName="demoTitle")
+        self.sub = QLabel("", objectName="demoSub")
+        self.status = QLabel("Starting the engine…", objectName="status")
+        self.big = QLabel("—", objectName="bigNumber")
+        self.big.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        unit = QLabel("tokens / second generated", objectName="bigUnit")
+        unit.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.detail = QLabel("", objectName="bigUnit")
+        self.detail.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.kv_gauge = Gauge("KV pool (attention layers)", "#E8913A")
+        self.state_gauge = Gauge("State pool (Mamba2 layers)", "#4F86B8")
+        self.prompts = QListWidget()
+        self.prompts.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # locked: nothing to pick or edit
+        for text in self.profile.prompts:
+            QListWidgetItem("○  " + text, self.prompts)
+        self.output = QTextBrowser()
+        self.layer_map = self._build_layer_map()
+
+        numbers = QVBoxLayout()
+        numbers.addStretch(1)
+        numbers.addWidget(self.big)
+        numbers.addWidget(unit)
+        numbers.addWidget(self.detail)
+        numbers.addStretch(1)
+        top = QHBoxLayout()
+        top.addLayout(numbers, 3)
+        top.addWidget(self.kv_gauge, 2)
+        top.addWidget(self.state_gauge, 2)
+        lower = QGridLayout()
+        lower.addWidget(QLabel("<b>Pinned prompts</b>"), 0, 0)
+        lower.addWidget(QLabel("<b>Latest answer</b>"), 0, 1)
+        lower.addWidget(self.prompts, 1, 0)
+        lower.addWidget(self.output, 1, 1)
+        lower.setColumnStretch(0, 1)
+        lower.setColumnStretch(1, 1)
+        head = QHBoxLayout()
+        head_text = QVBoxLayout()
+        head_text.addWidget(title)
+        head_text.addWidget(self.sub)
+        head.addLayout(head_text, 1)
+        head.addWidget(self.status)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(28, 20, 28, 20)
+        layout.setSpacing(14)
+        layout.addLayout(head)
+        layout.addLayout(top, 3)
+        if self.layer_map is not None:
+            layout.addWidget(self.layer_map)
+        layout.addLayout(lower, 3)
+
+        QShortcut(QKeySequence(Qt.Key.Key_Escape), self, activated=self.close)
+        c = self.controller
+        c.ready.connect(self._on_ready)
+        c.sample.connect(self._on_sample)
+        c.stage_changed.connect(lambda stage, _p: self.status.setText(f"Engine: {stage}"))
+        c.figures_changed.connect(self._on_figures)
+        c.crashed.connect(self._on_crash)
+        app = QApplication.instance()
+        if app is not None:
+            app.aboutToQuit.connect(self.shutdown)
+        device = self.profile.device
+        self.sub.setText(f"model: {self.profile.model} · device: {device}")
+        if attach_url:
+            c.attach(attach_url)
+        else:
+            c.launch_embedded(self.profile.model, device=device, extra=self.profile.serve_flags())
+
+    def _build_layer_map(self) -> QWidget | None:
+        from bringup.app.layer_map_view import LayerMapView
+        from bringup.core.errors import UserError
+        from bringup.core.sources import load_layer_map
+
+        source = self.profile.layer_map_source
+        if not source:
+            from bringup.core.catalogue import DEFAULT_MODEL
+
+            source = DEFAULT_MODEL
+        try:
+            layer_map = load_layer_map(source)
+        except UserError:
+            return None  # the demo goes on without the map rather than failing in front of people
+        view = LayerMapView()
+        view.set_layer_map(layer_map)
+        return view
+
+    # engine events
+    def _on_ready(self, url: str) -> None:
+        self.status.setText("Engine ready · running the pinned prompts")
+        self.runner = PromptRunner(url, self.profile.prompts, concurrency=self.profile.concurrency,
+                                   max_tokens=self.profile.max_tokens, temperature=self.profile.temperature, parent=self)
+        self.runner.started.connect(self._on_prompt_started)
+        self.runner.piece.connect(self._on_piece)
+        self.runner.finished.connect(self._on_prompt_done)
+        self.runner.start()
+
+    def _on_figures(self, f: dict) -> None:
+        parts = []
+        if "kv_tokens" in f:
+            parts.append(f"KV pool {f['kv_tokens']:,} tokens")
+        if "state_slots" in f:
+            parts.append(f"state pool {f['state_slots']:,} slots")
+        if parts:
+            self.sub.setText(f"model: {self.profile.model} · device: {self.profile.device} · " + " · ".join(parts))
+
+    def _on_sample(self, s: EngineSample) -> None:
+        if s.gen_tok_s is not None:
+            self.big.setText(f"{s.gen_tok_s:,.1f}")
+            self.best_tok_s = max(self.best_tok_s, s.gen_tok_s)
+        running = "—" if s.running is None else f"{s.running:.0f}"
+        self.detail.setText(f"{running} requests running · best {self.best_tok_s:,.1f} tok/s")
+        kv = s.kv_used / s.kv_total if s.kv_used is not None and s.kv_total else s.full_token_usage
+        state = s.state_used / s.state_total if s.state_used is not None and s.state_total else s.mamba_usage
+        self.kv_gauge.set_value(kv, _used_of(s.kv_used, s.kv_total, "tokens"))
+        self.state_gauge.set_value(state, _used_of(s.state_used, s.state_total, "slots"))
+
+    def _on_crash(self, code: int, tail: list[str]) -> None:
+        self.status.setText(f"<span style='color:#FF8A80'>Engine exited with code {code}</span>")
+        self.output.setPlainText("\n".join(tail[-20:]))
+
+    def _on_prompt_started(self, index: int) -> None:
+        self.answers[index] = ""
+        self.prompts.item(index).setText("●  " + self.profile.prompts[index])
+
+    def _on_piece(self, index: int, piece: str) -> None:
+        self.answers[index] = self.answers.get(index, "") + piece
+        self.prompts.setCurrentRow(index)
+        self.output.setHtml(f"<p style='color:#9AA3B5'>{html.escape(self.profile.prompts[index])}</p>"
+                            f"<p>{html.escape(self.answers[index])}</p>")
+
+    def _on_prompt_done(self, index: int, timing, error: str) -> None:
+        mark = "✕" if error else "✓"
+        figures = f"  ({timing.tok_s:.1f} tok/s)" if timing.tok_s else ""
+        self.prompts.item(index).setText(f"{mark}  {self.profile.prompts[index]}{figures}")
+
+    # leaving
+    def shutdown(self) -> None:
+        if self.runner is not None:
+            self.runner.stop()
+            self.runner = None
+        if self._owns_engine:
+            self.controller.stop_blocking()
+        else:
+            self.controller.stop()
+
+    def closeEvent(self, event) -> None:  # noqa: N802 (Qt)
+        self.shutdown()
+        super().closeEvent(event)
+
+
+def _used_of(used: float | None, total: float | None, unit: str) -> str:
+    if used is None or not total:
+        return ""
+    return f"{used:,.0f} of {total:,.0f} {unit}"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--profile", help="demo profile JSON (model, device, settings, prompts); "
+                        "default: the bundled Nemotron-3-Nano pattern demo")
+    parser.add_argument("--screenshot", metavar="PNG", help="capture the screen after --after seconds, then exit")
+    parser.add_argument("--after", type=float, default=30.0, metavar="SECONDS",
+                        help="seconds before the screenshot (default 30)")
+    parser.add_argument("--windowed", action="store_true", help="a 1600x900 window instead of full screen")
+
+
+def main(args: argparse.Namespace) -> int:
+    profile = load_profile(args.profile)  # a bad profile fails here, before any window or engine
+    if args.screenshot and args.after <= 0:
+        from bringup.core.errors import UserError
+
+        raise UserError("--after must be a positive number of seconds")
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setApplicationName("Bring-up Workbench")
+    window = DemoWindow(profile)
+    if args.windowed or args.screenshot:
+        window.resize(1600, 900)
+        window.show()
+    else:
+        window.showFullScreen()
+    code = {"value": 0}
+    if args.screenshot:
+        def capture() -> None:
+            path = Path(args.screenshot)
+            if not window.grab().save(str(path), "PNG"):
+                print(f"bringup demo: could not write {path}", file=sys.stderr)
+                code["value"] = 2
+            else:
+                print(f"screenshot written to {path}")
+            window.close()
+            app.quit()
+
+        QTimer.singleShot(int(args.after * 1000), capture)
+    app.exec()
+    window.shutdown()
+    return code["value"]

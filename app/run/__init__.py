@@ -1,0 +1,1 @@
+"""The Run tab's parts: engine controller, live plots, log console, chat and load panels."""

@@ -1,0 +1,200 @@
+"""Owns one engine for the window: launch or attach, follow start-up, scrape metrics, detect a crash.
+
+The engine is a child process (core.engine_process); its log arrives on a reader thread and the
+metrics on a scraper thread, and both reach widgets only through queued Qt signals. Nothing here
+blocks the window: stopping runs in a thread too, because killing a tree may wait seconds.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from bringup.core.engine_process import EngineProcess, embedded_command, free_port
+from bringup.core.metrics_scrape import EngineSample, MetricsReader, fetch_metrics
+from bringup.core.startup_log import StartupState
+
+SCRAPE_INTERVAL_S = 0.25
+
+
+def sglang_installed() -> bool:
+    return importlib.util.find_spec("sglang") is not None
+
+
+def sglang_command(model: str, *, port: int, host: str = "127.0.0.1", settings: dict | None = None) -> list[str]:
+    """`python -m sglang.launch_server` with metrics on and the validated settings as flags."""
+    argv = [sys.executable, "-m", "sglang.launch_server", "--model-path", model, "--host", host,
+            "--port", str(port), "--enable-metrics"]
+    for key, value in (settings or {}).items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            argv.append(flag)
+        elif value not in (None, False, ""):
+            argv += [flag, str(value)]
+    return argv
+
+
+class EngineController(QObject):
+    log_line = Signal(str)
+    stage_changed = Signal(str, float)  # stage, progress 0..1
+    figures_changed = Signal(dict)  # start-up figures: pool sizes, weights...
+    ready = Signal(str)  # base URL
+    sample = Signal(object)  # EngineSample
+    crashed = Signal(int, list)  # exit code, last log lines
+    stopped = Signal()
+    state_changed = Signal(str)  # idle | starting | ready | attached | stopping | crashed
+    _stop_done = Signal()  # from the stopping thread back to the GUI thread
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.state = "idle"
+        self.base_url: str | None = None
+        self.process: EngineProcess | None = None
+        self.startup = StartupState()
+        self.api_key: str | None = None
+        self._scrape_stop = threading.Event()
+        self._scraper: threading.Thread | None = None
+        self._watch = QTimer(self)
+        self._watch.setInterval(200)
+        self._watch.timeout.connect(self._check_process)
+        self.log_line.connect(self._on_line)
+        self._stop_done.connect(self._on_stop_done)
+
+    # lifecycle
+    def _set_state(self, state: str) -> None:
+        self.state = state
+        self.state_changed.emit(state)
+
+    @property
+    def busy(self) -> bool:
+        return self.state in ("starting", "ready", "attached", "stopping")
+
+    def launch_embedded(self, source: str, *, device: str = "cpu", host: str = "127.0.0.1",
+                        extra: list[str] | None = None, **kwargs) -> int:
+        port = free_port(host)
+        argv = embedded_command(source, port=port, host=host, device=device, extra=extra, **kwargs)
+        self.launch(argv, f"http://{host}:{port}")
+        return port
+
+    def launch_sglang(self, model: str, *, host: str = "127.0.0.1", settings: dict | None = None) -> int:
+        port = free_port(host)
+        self.launch(sglang_command(model, port=port, host=host, settings=settings), f"http://{host}:{port}")
+        return port
+
+    def launch(self, argv: list[str], base_url: str) -> None:
+        if self.busy:
+            raise RuntimeError("an engine is already running; stop it first")
+        self.startup = StartupState()
+        self.base_url = base_url
+        self.process = EngineProcess(argv, on_line=self.log_line.emit)  # emitted from the reader thread
+        self._set_state("starting")
+        self.stage_changed.emit("starting", 0.02)
+        self.log_line.emit("$ " + " ".join(argv))
+        self.process.start()
+        self._watch.start()
+
+    def attach(self, base_url: str, api_key: str | None = None) -> None:
+        """Follow a server that is already running (ours, or SGLang with --enable-metrics)."""
+        if self.busy:
+            raise RuntimeError("an engine is already running; stop it first")
+        self.base_url = base_url.rstrip("/")
+        self.api_key = api_key
+        self.process = None
+        self._set_state("attached")
+        self.ready.emit(self.base_url)
+        self._start_scraper()
+
+    def stop(self) -> None:
+        """Stop scraping; end the launched process tree (in a thread). Attached servers stay up."""
+        self._stop_scraper()
+        self._watch.stop()
+        proc = self.process
+        if proc is None or not proc.running:
+            self._set_state("idle")
+            self.stopped.emit()
+            return
+        self._set_state("stopping")
+
+        def _stop() -> None:
+            proc.stop(timeout=5.0)
+            self._stop_done.emit()
+
+        threading.Thread(target=_stop, name="engine-stop", daemon=True).start()
+
+    def _on_stop_done(self) -> None:
+        self._set_state("idle")
+        self.stopped.emit()
+
+    def stop_blocking(self, timeout: float = 10.0) -> None:
+        """For window close and tests: stop and wait until the tree is gone."""
+        self._stop_scraper()
+        self._watch.stop()
+        if self.process is not None and self.process.running:
+            self.process.stop(timeout=min(timeout, 5.0))
+        self._set_state("idle")
+
+    # log and process watch
+    def _on_line(self, line: str) -> None:
+        if self.startup.feed(line):
+            self.stage_changed.emit(self.startup.stage, self.startup.progress)
+            self.figures_changed.emit(dict(self.startup.figures))
+            if self.startup.ready and self.state == "starting":
+                self._set_state("ready")
+                self.ready.emit(self.base_url or "")
+                self._start_scraper()
+
+    def _check_process(self) -> None:
+        proc = self.process
+        if proc is None or self.state not in ("starting", "ready"):
+            return
+        code = proc.poll()
+        if code is None:
+            return
+        self._watch.stop()
+        self._stop_scraper()
+        proc.wait_log_drained()
+        self._set_state("crashed")
+        self.crashed.emit(code, proc.tail(60))
+
+    # metrics
+    def _start_scraper(self) -> None:
+        self._stop_scraper()
+        self._scrape_stop = threading.Event()
+        stop_event, url, key = self._scrape_stop, self.base_url, self.api_key
+
+        def _loop() -> None:
+            reader = MetricsReader()
+            while not stop_event.is_set():
+                t = time.monotonic()
+                try:
+                    sample = reader.sample(fetch_metrics(url, timeout=1.0, api_key=key), t)
+                except (OSError, urllib.error.URLError, ValueError):
+                    sample = EngineSample(t=t)  # unreachable: a gap, not a false zero
+                if not stop_event.is_set():
+                    self.sample.emit(sample)
+                stop_event.wait(max(0.0, SCRAPE_INTERVAL_S - (time.monotonic() - t)))
+
+        self._scraper = threading.Thread(target=_loop, name="metrics-scraper", daemon=True)
+        self._scraper.start()
+
+    def _stop_scraper(self) -> None:
+        self._scrape_stop.set()
+        if self._scraper is not None:
+            self._scraper.join(timeout=2.0)
+            self._scraper = None
+
+    def health(self, timeout: float = 1.0) -> bool:
+        if not self.base_url:
+            return False
+        try:
+            with urllib.request.urlopen(self.base_url + "/health", timeout=timeout) as resp:  # noqa: S310
+                return resp.status == 200
+        except OSError:
+            return False
+

@@ -1,0 +1,24 @@
+"""What the Run tab serves for the model on the map."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bringup.core.layermap import LayerMap
+
+
+def serve_source_for(layer_map: LayerMap | None) -> str:
+    """A checkpoint folder when the model came from one with weights; the hub id or catalogue name
+    otherwise (the engine downloads it, or says clearly why it cannot); "default" (the bundled tiny
+    checkpoint with Nemotron-3-Nano's pattern) when nothing else is runnable here."""
+    if layer_map is None:
+        return "default"
+    from bringup.core.catalogue import DEFAULT_MODEL
+
+    path = Path(layer_map.source).expanduser()
+    folder = path if path.is_dir() else path.parent if path.is_file() else None
+    if folder is not None:
+        return str(folder) if any(folder.glob("*.safetensors")) else "default"
+    if DEFAULT_MODEL in (layer_map.name, layer_map.source) or layer_map.name.endswith(DEFAULT_MODEL):
+        return "default"
+    return layer_map.source

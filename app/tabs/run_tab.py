@@ -1,0 +1,281 @@
+"""The Run tab: launch or attach an engine, watch it start, graph its pools and tokens/s live,
+chat with it, load it, and export the session. A crash goes straight to the diagnosis and the
+layer map lights up the failing layer without a click."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (QApplication, QComboBox, QFileDialog, QHBoxLayout, QLabel, QLineEdit, QMessageBox,
+                               QProgressBar, QPushButton, QSplitter, QTabWidget, QVBoxLayout, QWidget)
+
+from bringup.app.highlight import Highlight
+from bringup.app.run.chat_panel import ChatPanel
+from bringup.app.run.engine_controller import EngineController, sglang_installed
+from bringup.app.run.load_panel import LoadPanel
+from bringup.app.run.log_console import LogConsole
+from bringup.app.run.serve_source import serve_source_for
+from bringup.core.layermap import LayerMap
+
+ENGINES = ("Embedded engine", "SGLang", "Attach to URL")
+DEVICES = ("auto", "cpu", "cuda", "xpu")
+
+
+class RunTab(QWidget):
+    title = "Run"
+    highlight_requested = Signal(object)
+    crash_log = Signal(str)  # the crashed engine's log, for the Diagnose tab
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.layer_map: LayerMap | None = None
+        self.controller = EngineController(self)
+        self.crash_findings: list[dict] = []
+        self.plots = None  # LivePlots, built on first show (pyqtgraph costs start-up time)
+
+        # launch bar
+        self.engine = QComboBox()
+        self.engine.addItems(ENGINES)
+        if not sglang_installed():
+            self.engine.model().item(1).setEnabled(False)
+            self.engine.setItemData(1, "SGLang is not installed in this environment", Qt.ItemDataRole.ToolTipRole)
+        self.engine.currentIndexChanged.connect(self._engine_changed)
+        self.model_field = QLineEdit("default")
+        self.model_field.setToolTip("What the engine serves: a checkpoint folder, a hub id, or 'default' "
+                                    "(the bundled tiny checkpoint with Nemotron-3-Nano's layer pattern)")
+        self.device = QComboBox()
+        self.device.addItems(DEVICES)
+        self.url_field = QLineEdit("http://127.0.0.1:30000")
+        self.url_field.setToolTip("A running server: ours, or SGLang started with --enable-metrics")
+        self.start_button = QPushButton("Start")
+        self.start_button.setDefault(True)
+        self.start_button.clicked.connect(self.start)
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.clicked.connect(self.stop)
+        self.demo_button = QPushButton("Demo mode")
+        self.demo_button.clicked.connect(self.open_demo)
+        self.report_button = QPushButton("Export report…")
+        self.report_button.clicked.connect(self._ask_report_path)
+        bar = QHBoxLayout()
+        for label, w, stretch in (("Engine", self.engine, 0), ("Model", self.model_field, 2), ("Device", self.device, 0),
+                                  ("URL", self.url_field, 1)):
+            lab = QLabel(label)
+            lab.setBuddy(w)
+            bar.addWidget(lab)
+            bar.addWidget(w, stretch)
+        for b in (self.start_button, self.stop_button, self.demo_button, self.report_button):
+            bar.addWidget(b)
+
+        # status line
+        self.progress = QProgressBar(maximum=100, textVisible=False)
+        self.progress.setMaximumHeight(8)
+        self.stage = QLabel("No engine running.")
+        self.figures = QLabel()
+        self.figures.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        status = QHBoxLayout()
+        status.addWidget(self.stage, 1)
+        status.addWidget(self.figures)
+
+        # graphs (left) and log / chat / load (right)
+        self.plots_box = QWidget()
+        self._plots_layout = QVBoxLayout(self.plots_box)
+        self._plots_layout.setContentsMargins(0, 0, 0, 0)
+        self.pause_button = QPushButton("Pause", checkable=True)
+        self.clear_button = QPushButton("Clear")
+        self.csv_button = QPushButton("Export CSV…")
+        self.png_button = QPushButton("Export PNG…")
+        plot_bar = QHBoxLayout()
+        plot_bar.addWidget(QLabel("<b>Live metrics</b> (drag to pan, wheel to zoom)"), 1)
+        for b in (self.pause_button, self.clear_button, self.csv_button, self.png_button):
+            plot_bar.addWidget(b)
+        self._plots_layout.addLayout(plot_bar)
+        self.log = LogConsole()
+        self.chat = ChatPanel()
+        self.load = LoadPanel()
+        self.side = QTabWidget()
+        self.side.addTab(self.log, "Log")
+        self.side.addTab(self.chat, "Chat")
+        self.side.addTab(self.load, "Load")
+        split = QSplitter(Qt.Orientation.Horizontal)
+        split.addWidget(self.plots_box)
+        split.addWidget(self.side)
+        split.setStretchFactor(0, 3)
+        split.setStretchFactor(1, 2)
+
+        layout = QVBoxLayout(self)
+        layout.addLayout(bar)
+        layout.addWidget(self.progress)
+        layout.addLayout(status)
+        layout.addWidget(split, 1)
+
+        c = self.controller
+        c.log_line.connect(self.log.append)
+        c.stage_changed.connect(self._on_stage)
+        c.figures_changed.connect(self._on_figures)
+        c.ready.connect(self._on_ready)
+        c.crashed.connect(self._on_crash)
+        c.stopped.connect(self._on_stopped)
+        c.state_changed.connect(self._sync_buttons)
+        self.log.diagnose_requested.connect(self.diagnose_text)
+        app = QApplication.instance()
+        if app is not None:  # orphans keep device memory: the engine never outlives the window
+            app.aboutToQuit.connect(self.shutdown)
+        self._engine_changed()
+        self._sync_buttons()
+
+    # tab contract
+    def set_layer_map(self, layer_map: LayerMap | None) -> None:
+        self.layer_map = layer_map
+        if not self.controller.busy:
+            self.model_field.setText(serve_source_for(layer_map))
+
+    def showEvent(self, event) -> None:  # noqa: N802 (Qt)
+        self.ensure_plots()
+        super().showEvent(event)
+
+    def ensure_plots(self):
+        if self.plots is None:
+            from bringup.app.run.live_plots import LivePlots
+
+            self.plots = LivePlots()
+            self._plots_layout.addWidget(self.plots, 1)
+            self.controller.sample.connect(self.plots.add_sample)
+            self.pause_button.toggled.connect(self.plots.set_paused)
+            self.clear_button.clicked.connect(self.plots.clear)
+            self.csv_button.clicked.connect(lambda: self._export("CSV files (*.csv)", ".csv", self.plots.export_csv))
+            self.png_button.clicked.connect(lambda: self._export("PNG images (*.png)", ".png", self.plots.export_png))
+        return self.plots
+
+    # actions
+    def start(self) -> None:
+        if self.controller.busy:
+            return
+        self.ensure_plots().clear()
+        self.log.clear()
+        self.crash_findings = []
+        self.highlight_requested.emit(None)
+        kind = self.engine.currentIndex()
+        device = self.device.currentText()
+        try:
+            if kind == 2:
+                self.controller.attach(self.url_field.text().strip())
+            elif kind == 1:
+                extra = {} if device == "auto" else {"device": device}
+                self.controller.launch_sglang(self.model_field.text().strip(), settings=extra)
+            else:
+                self.controller.launch_embedded(self.model_field.text().strip() or "default", device=device)
+        except (OSError, RuntimeError) as err:
+            self.stage.setText(f"<span style='color:#C62828'>Could not start: {err}</span>")
+            return
+        if self.controller.base_url and kind != 2:
+            self.url_field.setText(self.controller.base_url)
+
+    def stop(self) -> None:
+        self.load.stop()
+        self.controller.stop()
+
+    def shutdown(self) -> None:
+        """Window closing: stop load and the engine tree, and wait for it."""
+        self.load.stop()
+        self.controller.stop_blocking()
+
+    def open_demo(self) -> None:
+        from bringup.app.demo import DemoWindow
+
+        attach = self.controller.base_url if self.controller.state in ("ready", "attached") else None
+        self._demo = DemoWindow(attach_url=attach)
+        self._demo.showFullScreen()
+
+    # controller events
+    def _on_stage(self, stage: str, progress: float) -> None:
+        self.progress.setValue(int(progress * 100))
+        self.stage.setText(f"<b>{stage.capitalize()}</b> · {self.controller.base_url or ''}")
+
+    def _on_figures(self, f: dict) -> None:
+        parts = []
+        if "kv_tokens" in f:
+            parts.append(f"KV pool {f['kv_tokens']:,} tokens")
+        if "state_slots" in f:
+            parts.append(f"state pool {f['state_slots']:,} slots")
+        if "weights_gb" in f:
+            parts.append(f"weights {f['weights_gb']:.2f} GB")
+        if "max_running_requests" in f:
+            parts.append(f"max running {f['max_running_requests']}")
+        self.figures.setText(" · ".join(parts))
+
+    def _on_ready(self, url: str) -> None:
+        self.progress.setValue(100)
+        pid = self.controller.process.pid if self.controller.process else None
+        who = f"pid {pid}" if pid else "attached"
+        self.stage.setText(f"<b style='color:#2E7D32'>Ready</b> · {url} · {who}")
+        self.chat.set_server(url, self.controller.api_key)
+        self.load.set_server(url, self.controller.api_key)
+
+    def _on_crash(self, code: int, tail: list[str]) -> None:
+        self.load.set_server(None)
+        self.chat.set_server(None)
+        last = tail[-1] if tail else ""
+        self.stage.setText(f"<b style='color:#C62828'>Engine exited with code {code}</b> · {last[:160]}")
+        self.progress.setValue(0)
+        text = self.log.text()
+        self.crash_log.emit(text)
+        self.diagnose_text(text)
+
+    def _on_stopped(self) -> None:
+        self.stage.setText("Engine stopped.")
+        self.progress.setValue(0)
+        self.chat.set_server(None)
+        self.load.set_server(None)
+
+    def diagnose_text(self, text: str) -> None:
+        """Findings from the log; the first one naming layers goes on the map at once."""
+        from bringup.core.diagnosis import diagnose_log
+
+        findings = diagnose_log(text, layer_map=self.layer_map)
+        self.crash_findings = [f.to_json() for f in findings]
+        for f in findings:
+            requested = getattr(f, "requested_layer", None)
+            if requested is not None or getattr(f, "layers", None):
+                self.highlight_requested.emit(Highlight(
+                    requested=[requested] if requested is not None else list(f.layers),
+                    related=list(getattr(f, "valid_layers", None) or []),
+                    message=f"{f.title}: {f.explanation}" if getattr(f, "title", "") else f.explanation,
+                    severity=f.severity if f.severity in ("error", "warning", "info") else "error"))
+                break
+        if findings:
+            self.stage.setText(self.stage.text() + f" · diagnosis: <b>{findings[0].title}</b>")
+
+    def _engine_changed(self) -> None:
+        attach = self.engine.currentIndex() == 2
+        self.url_field.setEnabled(attach)
+        self.model_field.setEnabled(not attach)
+        self.device.setEnabled(not attach)
+
+    def _sync_buttons(self, *_args) -> None:
+        busy = self.controller.busy
+        self.start_button.setEnabled(not busy)
+        self.stop_button.setEnabled(busy and self.controller.state != "stopping")
+        self.engine.setEnabled(not busy)
+
+    # export
+    def _export(self, filter_: str, suffix: str, write) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Export", f"bringup-metrics{suffix}", filter_)
+        if path:
+            try:
+                write(path)
+            except OSError as err:
+                QMessageBox.warning(self, "Export failed", f"Could not write {path}: {err}")
+
+    def _ask_report_path(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Export session report", "bringup-session.html", "HTML (*.html)")
+        if path:
+            try:
+                self.export_report(path)
+            except OSError as err:
+                QMessageBox.warning(self, "Export failed", f"Could not write {path}: {err}")
+
+    def export_report(self, path: str | Path) -> Path:
+        from bringup.app.run.report import collect_session
+
+        return collect_session(self).write(path)

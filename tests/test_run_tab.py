@@ -1,0 +1,138 @@
+"""The Run tab and demo mode, offscreen, against real processes.
+
+One real engine start (the bundled default checkpoint on CPU) is shared by the whole flow: launch,
+metrics arrive and the plots update, chat, load, demo attach, report, stop, no orphans. A crash is
+a real child process that dies with the PR #32227 traceback.
+"""
+
+import sys
+import textwrap
+from pathlib import Path
+
+import psutil
+import pytest
+
+from bringup.app.highlight import Highlight
+from bringup.app.tabs.run_tab import RunTab
+from bringup.core.families import build_layer_map
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "models"
+
+CRASH = textwrap.dedent("""\
+    import sys
+    print("[2026-07-23 10:00:00] Load weight begin. avail mem=60.00 GB", flush=True)
+    print("Traceback (most recent call last):", flush=True)
+    print('  File "sglang/srt/layers/attention/triton_backend.py", line 112, in __init__', flush=True)
+    print("ValueError: layer_id=0 not in full attention layers: dict_keys([5, 12, 19, 26, 33, 42])", flush=True)
+    sys.exit(1)
+""")
+
+
+def _nemotron():
+    import json
+
+    text = (SHARED / "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B.json").read_text()
+    return build_layer_map(json.loads(text), name="NVIDIA-Nemotron-3-Nano-30B-A3B", source="test")
+
+
+def _children():
+    return [p for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_crash_is_reported_and_lights_up_the_layer(qtbot):
+    tab = RunTab()
+    qtbot.addWidget(tab)
+    tab.set_layer_map(_nemotron())
+    highlights, logs = [], []
+    tab.highlight_requested.connect(highlights.append)
+    tab.crash_log.connect(logs.append)
+    with qtbot.waitSignal(tab.controller.crashed, timeout=20000) as crashed:
+        tab.controller.launch([sys.executable, "-c", CRASH], "http://127.0.0.1:1")
+    assert crashed.args[0] == 1
+    assert "exited with code 1" in tab.stage.text()
+    marks = [h for h in highlights if isinstance(h, Highlight)]
+    assert marks and marks[0].requested == [0]
+    assert marks[0].related == [5, 12, 19, 26, 33, 42]
+    assert logs and "layer_id=0" in logs[0]
+    assert tab.log.counts["error"] >= 1
+    assert tab.start_button.isEnabled()  # ready for the next launch
+
+
+def test_attach_to_nothing_shows_no_data_not_zero(qtbot):
+    tab = RunTab()
+    qtbot.addWidget(tab)
+    tab.ensure_plots()
+    tab.engine.setCurrentIndex(2)
+    tab.url_field.setText("http://127.0.0.1:9")  # nothing listens there
+    tab.start()
+    qtbot.waitUntil(lambda: len(tab.plots.history) >= 2, timeout=10000)
+    assert not tab.plots.panel_has_data("KV pool")
+    assert not tab.plots.panel_has_data("Throughput")
+    tab.stop()
+    qtbot.waitUntil(lambda: tab.controller.state == "idle", timeout=5000)
+
+
+@pytest.mark.timeout(420)
+def test_real_engine_flow(qtbot, tmp_path):
+    tab = RunTab()
+    qtbot.addWidget(tab)
+    tab.resize(1400, 800)
+    tab.show()
+    tab.set_layer_map(_nemotron())
+    assert tab.model_field.text() == "default"
+    tab.device.setCurrentText("cpu")
+    with qtbot.waitSignal(tab.controller.ready, timeout=300000):
+        tab.start()
+    figures = tab.controller.startup.figures
+    assert figures.get("kv_tokens", 0) > 0 and figures.get("state_slots", 0) > 0
+    assert "KV pool" in tab.figures.text()
+
+    # metrics arrive and the plots update
+    qtbot.waitUntil(lambda: tab.plots.panel_has_data("KV pool") and tab.plots.panel_has_data("State pool"), timeout=15000)
+    assert tab.plots.history.last("kv_total") == figures["kv_tokens"]
+
+    # chat: a streamed answer with its figures
+    tab.chat.max_tokens.setValue(12)
+    tab.chat.send("Hello there")
+    qtbot.waitUntil(lambda: len(tab.chat.samples) == 1, timeout=60000)
+    sample = tab.chat.samples[0]
+    assert sample["answer"] and sample["ttft_s"] is not None
+    assert "tok/s" in tab.chat.figures.text()
+
+    # load fills the pools; the graphs see requests running
+    tab.load.concurrency.setValue(4)
+    tab.load.output_min.setValue(16)
+    tab.load.output_max.setValue(24)
+    tab.load.start()
+    qtbot.waitUntil(lambda: (tab.plots.history.last("running") or 0) >= 1, timeout=60000)
+    qtbot.waitUntil(lambda: tab.load.generator.stats.completed >= 2, timeout=120000)
+    qtbot.waitUntil(lambda: (tab.plots.history.last("gen_tok_s") or 0) > 0, timeout=30000)
+
+    # demo mode follows the same engine
+    from bringup.app.demo import DemoWindow
+
+    demo = DemoWindow(attach_url=tab.controller.base_url)
+    qtbot.addWidget(demo)
+    demo.resize(1280, 720)
+    demo.show()
+    qtbot.waitUntil(lambda: demo.big.text() not in ("—", ""), timeout=30000)
+    assert demo.kv_gauge.fraction is not None
+    demo.close()
+
+    tab.load.stop()
+    assert not tab.load.running
+    # the stopped load's requests are aborted: the pools drain
+    qtbot.waitUntil(lambda: (tab.plots.history.last("kv_used") or 0) == 0 and (tab.plots.history.last("running") or 0) == 0,
+                    timeout=30000)
+
+    # report and exports
+    report = tab.export_report(tmp_path / "session.html")
+    text = report.read_text()
+    assert "Live metrics" in text and "Hello there" in text and "KV" in text
+    tab.plots.export_csv(tmp_path / "m.csv")
+    assert (tmp_path / "m.csv").read_text().startswith("t_seconds,kv_used")
+
+    # stop leaves no process behind
+    with qtbot.waitSignal(tab.controller.stopped, timeout=20000):
+        tab.stop()
+    assert not _children()
