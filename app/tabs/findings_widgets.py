@@ -1,0 +1,300 @@
+"""A findings list shared by the Validate and Diagnose tabs: one row per finding, details below.
+
+A finding reaches the widget as a plain dict (the `--json` shape of DESIGN.md: code, severity,
+message, fix, engine_message, layers, source, plus whatever else the producer adds), so the
+rules and the diagnosis can both feed it; `as_dict` turns their dataclasses into that shape.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+
+from PySide6.QtCore import QRect, QSize, Qt, Signal
+from PySide6.QtGui import QColor, QFont, QPainter, QPen
+from PySide6.QtWidgets import (
+    QListWidget,
+    QListWidgetItem,
+    QSplitter,
+    QStyle,
+    QStyledItemDelegate,
+    QTextBrowser,
+    QVBoxLayout,
+    QWidget,
+)
+
+# Severity -> (colour, glyph, rank). Rank orders the list: the worst first.
+SEVERITY = {
+    "error": ("#D62828", "\u2715", 0),
+    "failure": ("#D62828", "\u2715", 0),
+    "warning": ("#C77700", "!", 1),
+    "info": ("#2F6DB5", "i", 2),
+    "ok": ("#2e9d5b", "\u2713", 3),
+}
+_UNKNOWN = ("#8a8f98", "?", 4)
+FINDING_ROLE = Qt.ItemDataRole.UserRole + 1
+
+
+def severity_style(severity: str | None) -> tuple[str, str, int]:
+    return SEVERITY.get((severity or "").lower(), _UNKNOWN)
+
+
+def as_dict(finding) -> dict:
+    """A finding (dict, dataclass, or object with to_json) as the plain dict the widgets read."""
+    if isinstance(finding, dict):
+        return finding
+    if hasattr(finding, "to_json"):
+        return finding.to_json()
+    if dataclasses.is_dataclass(finding):
+        return dataclasses.asdict(finding)
+    return dict(vars(finding))
+
+
+def layers_text(layers) -> str:
+    layers = list(layers or [])
+    if not layers:
+        return ""
+    shown = ", ".join(str(i) for i in layers[:8])
+    return f"layer {shown}" if len(layers) == 1 else f"layers {shown}{', ...' if len(layers) > 8 else ''}"
+
+
+class _FindingDelegate(QStyledItemDelegate):
+    """Paints a finding as a coloured severity badge, a bold title line and the message."""
+
+    ROW_HEIGHT = 50
+
+    def sizeHint(self, option, index) -> QSize:
+        return QSize(option.rect.width(), self.ROW_HEIGHT)
+
+    def paint(self, painter: QPainter, option, index) -> None:
+        finding = index.data(FINDING_ROLE) or {}
+        colour, glyph, _ = severity_style(finding.get("severity"))
+        painter.save()
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        rect = option.rect
+        selected = bool(option.state & QStyle.StateFlag.State_Selected)
+        hover = bool(option.state & QStyle.StateFlag.State_MouseOver)
+        painter.fillRect(rect, option.palette.base().color())
+        if selected or hover:
+            tint = QColor(colour)
+            tint.setAlpha(38 if selected else 16)
+            painter.fillRect(rect, tint)
+        if selected:
+            painter.setPen(QPen(QColor(colour), 1))
+            painter.setBrush(Qt.BrushStyle.NoBrush)
+            painter.drawRect(rect.adjusted(0, 0, -1, -1))
+        painter.fillRect(QRect(rect.left(), rect.top(), 4, rect.height()), QColor(colour))
+        # Badge.
+        badge = QRect(rect.left() + 12, rect.top() + (rect.height() - 22) // 2, 22, 22)
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(QColor(colour))
+        painter.drawEllipse(badge)
+        font = QFont(option.font)
+        font.setBold(True)
+        painter.setFont(font)
+        painter.setPen(QColor("white"))
+        painter.drawText(badge, Qt.AlignmentFlag.AlignCenter, glyph)
+        # Title: code and layers; second line: the message.
+        text_colour = option.palette.text().color()
+        left = badge.right() + 10
+        width = rect.right() - left - 8
+        title_rect = QRect(left, rect.top() + 6, width, rect.height() // 2 - 6)
+        painter.setPen(text_colour)
+        title = finding.get("code") or finding.get("title") or "finding"
+        where = layers_text(finding.get("layers"))
+        painter.drawText(title_rect, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, title)
+        if where:
+            title_width = painter.fontMetrics().horizontalAdvance(title)
+            chip_font = QFont(option.font)
+            chip_font.setPointSizeF(max(7.0, option.font.pointSizeF() * 0.85))
+            painter.setFont(chip_font)
+            chip_w = painter.fontMetrics().horizontalAdvance(where) + 12
+            chip = QRect(left + title_width + 10, title_rect.top() + 2, chip_w, title_rect.height() - 4)
+            if chip.right() < rect.right() - 8:
+                painter.setPen(QPen(QColor(colour), 1))
+                painter.setBrush(Qt.BrushStyle.NoBrush)
+                painter.drawRoundedRect(chip, 6, 6)
+                painter.setPen(QColor(colour))
+                painter.drawText(chip, Qt.AlignmentFlag.AlignCenter, where)
+        painter.setFont(option.font)
+        message_rect = QRect(left, rect.top() + rect.height() // 2, width, rect.height() // 2 - 6)
+        message_colour = QColor(text_colour)
+        message_colour.setAlpha(200)
+        painter.setPen(message_colour)
+        message = " ".join(str(finding.get("message") or "").split())
+        elided = painter.fontMetrics().elidedText(message, Qt.TextElideMode.ElideRight, width)
+        painter.drawText(message_rect, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, elided)
+        painter.restore()
+
+
+class _FindingListView(QListWidget):
+    """A list that says something useful when it is empty."""
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.empty_text = "No findings."
+        self.empty_ok = True
+
+    def paintEvent(self, event) -> None:
+        super().paintEvent(event)
+        if self.count():
+            return
+        painter = QPainter(self.viewport())
+        colour = QColor(SEVERITY["ok"][0] if self.empty_ok else "#8a8f98")
+        painter.setPen(colour)
+        font = QFont(self.font())
+        font.setPointSizeF(font.pointSizeF() * 1.1)
+        painter.setFont(font)
+        prefix = "\u2713  " if self.empty_ok else ""
+        painter.drawText(
+            self.viewport().rect().adjusted(12, 12, -12, -12),
+            Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap,
+            prefix + self.empty_text,
+        )
+
+
+def finding_html(finding: dict, extra_rows: list[tuple[str, str]] = ()) -> str:
+    """The details pane: what happened and why, what to do, the engine's own words, the source."""
+    colour, glyph, _ = severity_style(finding.get("severity"))
+    esc = lambda s: html.escape(str(s))  # noqa: E731
+    parts = [
+        f"<p style='margin:0 0 6px 0'><span style='color:{colour};font-weight:bold'>"
+        f"{esc((finding.get('severity') or '').upper())}</span>&nbsp;&nbsp;<b>{esc(finding.get('code') or '')}</b></p>",
+        f"<p style='margin:0 0 8px 0'>{esc(finding.get('message') or finding.get('explanation') or '')}</p>",
+    ]
+    explanation = finding.get("explanation")
+    if explanation and explanation != finding.get("message"):
+        parts.append(f"<p style='margin:0 0 8px 0'>{esc(explanation)}</p>")
+    if finding.get("fix"):
+        parts.append(
+            "<table width='100%' cellpadding='6' style='background:#eaf5ee;margin:0 0 8px 0'><tr><td>"
+            f"<b style='color:#2e7d4f'>Fix</b>&nbsp; {esc(finding['fix'])}</td></tr></table>"
+        )
+    engine_message = finding.get("engine_message") or finding.get("matched") or finding.get("line")
+    if engine_message:
+        parts.append(
+            "<p style='margin:0 0 2px 0;color:#666'>The engine's own words</p>"
+            "<pre style='background:#f4f4f6;padding:6px;margin:0 0 8px 0;white-space:pre-wrap'>"
+            f"{esc(engine_message)}</pre>"
+        )
+    rows = list(extra_rows)
+    if finding.get("stage"):
+        rows.append(("Fails at", str(finding["stage"])))
+    if finding.get("layers"):
+        rows.append(("Layers", ", ".join(str(i) for i in finding["layers"])))
+    if finding.get("source"):
+        rows.append(("Source", str(finding["source"])))
+    if rows:
+        cells = "".join(
+            f"<tr><td style='color:#666;padding-right:10px'>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in rows
+        )
+        parts.append(f"<table>{cells}</table>")
+    return "".join(parts)
+
+
+class FindingsList(QWidget):
+    """Findings sorted worst first, with the selected one's details underneath.
+
+    `finding_selected` emits the finding dict (or None when the selection clears); `details_for`
+    lets a tab add rows to the details pane (e.g. the requested layer's mixer).
+    """
+
+    finding_selected = Signal(object)
+
+    def __init__(self, empty_text: str = "No findings.", parent=None) -> None:
+        super().__init__(parent)
+        self.details_for = lambda finding: []
+        self.list = _FindingListView()
+        self.list.empty_text = empty_text
+        self.list.setItemDelegate(_FindingDelegate(self.list))
+        self.list.setMouseTracking(True)
+        self.list.setAlternatingRowColors(False)
+        self.list.setSpacing(1)
+        self.details = QTextBrowser()
+        self.details.setOpenExternalLinks(True)
+        self.details.setPlaceholderText("Select a finding to see why it happens and what to change.")
+        splitter = QSplitter(Qt.Orientation.Vertical)
+        splitter.addWidget(self.list)
+        splitter.addWidget(self.details)
+        splitter.setStretchFactor(0, 3)
+        splitter.setStretchFactor(1, 2)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(splitter)
+        self.list.currentItemChanged.connect(self._on_current)
+
+    def set_empty_text(self, text: str, ok: bool = True) -> None:
+        self.list.empty_text = text
+        self.list.empty_ok = ok
+        self.list.viewport().update()
+
+    def set_findings(self, findings) -> None:
+        """Show these findings; keep the same finding selected if it is still there."""
+        current = self.current_finding()
+        key = (current or {}).get("code"), tuple((current or {}).get("layers") or ())
+        items = sorted((as_dict(f) for f in findings), key=lambda f: severity_style(f.get("severity"))[2])
+        self.list.blockSignals(True)
+        self.list.clear()
+        keep = None
+        for finding in items:
+            item = QListWidgetItem()
+            item.setData(FINDING_ROLE, finding)
+            item.setToolTip(str(finding.get("message") or ""))
+            self.list.addItem(item)
+            if current and (finding.get("code"), tuple(finding.get("layers") or ())) == key:
+                keep = item
+        self.list.blockSignals(False)
+        if keep is not None:
+            self.list.setCurrentItem(keep)
+            self._show(keep.data(FINDING_ROLE))
+        else:
+            self.details.clear()
+            if current is not None:
+                self.finding_selected.emit(None)
+
+    def findings(self) -> list[dict]:
+        return [self.list.item(i).data(FINDING_ROLE) for i in range(self.list.count())]
+
+    def current_finding(self) -> dict | None:
+        item = self.list.currentItem()
+        return item.data(FINDING_ROLE) if item is not None else None
+
+    def select(self, row: int) -> None:
+        self.list.setCurrentRow(row)
+
+    def _on_current(self, item, _previous) -> None:
+        finding = item.data(FINDING_ROLE) if item is not None else None
+        if finding is None:
+            self.details.clear()
+        else:
+            self._show(finding)
+        self.finding_selected.emit(finding)
+
+    def _show(self, finding: dict) -> None:
+        self.details.setHtml(finding_html(finding, self.details_for(finding)))
+
+
+def highlight_severity(severity: str | None) -> str:
+    """The layer map knows error | warning | info; anything else reads as the nearest of those."""
+    rank = severity_style(severity)[2]
+    return "error" if rank == 0 else "warning" if rank == 1 else "info"
+
+
+def highlight_for(finding: dict | None):
+    """The Highlight a finding asks of the layer map, or None when it names no layer.
+
+    A layer-index finding (diagnosis) names `requested_layer` and `valid_layers`; a rule finding
+    names `layers` (and may name `valid_layers` too, e.g. the attention layers a probe should use).
+    """
+    from bringup.app.highlight import Highlight
+
+    if not finding:
+        return None
+    requested = finding.get("requested_layer")
+    requested = [requested] if isinstance(requested, int) else list(finding.get("layers") or [])
+    related = [i for i in (finding.get("valid_layers") or []) if i not in requested]
+    if not requested and not related:
+        return None
+    message = finding.get("callout") or finding.get("message") or ""
+    return Highlight(requested=requested, related=related, message=str(message),
+                     severity=highlight_severity(finding.get("severity")))

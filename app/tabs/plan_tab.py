@@ -1,0 +1,390 @@
+"""The Plan tab: where the device memory goes and how many requests fit, with what-if controls.
+
+Every control re-plans through `bringup.core.planner.plan_memory`, the same function the embedded
+engine sizes its pools with, so the bar is what the engine will allocate. Planning is arithmetic
+(microseconds), so it runs on the GUI thread behind a short throttle timer.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QGridLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QScrollArea,
+    QSizePolicy,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from .plan_widgets import GIB, FigureCard, MemoryBar, Segment, fmt_bytes, fmt_count
+
+# Device memory presets (GiB as the devices report it); "custom" keeps the spin box value.
+DEVICE_PRESETS = [
+    ("Intel Arc Pro B60 (24 GB)", 24.0, "xpu"),
+    ("Intel Data Center GPU Max 1550 (128 GB)", 128.0, "xpu"),
+    ("NVIDIA H100 (80 GB)", 79.6, "cuda"),
+    ("NVIDIA H200 (141 GB)", 139.8, "cuda"),
+    ("CPU, 64 GiB of RAM", 64.0, "cpu"),
+]
+DEVICES = ("cuda", "xpu", "cpu")
+TARGETS = ("embedded", "sglang==0.5.23", "sglang==0.5.21", "sglang==0.5.19", "sglang==0.5.17")
+COLOURS = {
+    "weights": "#6B7A99",
+    "kv": "#E8913A",  # the layer map's attention colour: the KV pool serves the attention layers
+    "state": "#4F86B8",  # the layer map's Mamba2 colour: the state pool serves the recurrent layers
+    "reserve": "#C9CED6",
+    "free": "#EEF0F3",
+}
+
+
+class PlanTab(QWidget):
+    title = "Plan"
+    highlight_requested = Signal(object)
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.layer_map = None
+        self.plan = None  # the last MemoryPlan
+        self.error = ""
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(30)
+        self._timer.timeout.connect(self.replan)
+        self._build()
+
+    # --- layout -------------------------------------------------------------------------------
+    def _build(self) -> None:
+        from bringup.core.planner.dtypes import DTYPE_BYTES
+
+        dtypes = list(DTYPE_BYTES)
+        self.preset = QComboBox()
+        for name, gib, device in DEVICE_PRESETS:
+            self.preset.addItem(name, (gib, device))
+        self.preset.addItem("Custom", None)
+        self.memory = QDoubleSpinBox()
+        self.memory.setRange(1, 4096)
+        self.memory.setDecimals(1)
+        self.memory.setSuffix(" GiB")
+        self.device = QComboBox()
+        self.device.addItems(DEVICES)
+        self.target = QComboBox()
+        self.target.addItems(TARGETS)
+        self.auto_fraction = QCheckBox("auto")
+        self.auto_fraction.setChecked(True)
+        self.fraction = QDoubleSpinBox()
+        self.fraction.setRange(0.05, 0.99)
+        self.fraction.setSingleStep(0.01)
+        self.fraction.setValue(0.88)
+        self.fraction.setEnabled(False)
+        self.tp = QSpinBox()
+        self.tp.setRange(1, 64)
+        self.pp = QSpinBox()
+        self.pp.setRange(1, 64)
+        self.kv_dtype = QComboBox()
+        self.kv_dtype.addItems(["auto"] + [d for d in dtypes if d != "int8"])
+        self.ssm_dtype = QComboBox()
+        self.ssm_dtype.addItems([d for d in ("float32", "bfloat16", "float16") if d in dtypes])
+        self.context = QSpinBox()
+        self.context.setRange(0, 10_000_000)
+        self.context.setSingleStep(1024)
+        self.context.setSpecialValueText("model's own")
+        self.context.setSuffix(" tokens")
+
+        fraction_row = QHBoxLayout()
+        fraction_row.addWidget(self.fraction, 1)
+        fraction_row.addWidget(self.auto_fraction)
+        form = QFormLayout()
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        form.addRow("Device", self.preset)
+        form.addRow("Device memory", self.memory)
+        form.addRow("Device kind", self.device)
+        form.addRow("Target", self.target)
+        form.addRow("Mem fraction", fraction_row)
+        form.addRow("Tensor parallel", self.tp)
+        form.addRow("Pipeline parallel", self.pp)
+        form.addRow("KV cache dtype", self.kv_dtype)
+        form.addRow("SSM state dtype", self.ssm_dtype)
+        form.addRow("Context length", self.context)
+        controls = QGroupBox("What if\u2026")
+        controls.setLayout(form)
+        controls.setMaximumWidth(330)
+
+        self.bar = MemoryBar()
+        self.message = QLabel("")
+        self.message.setWordWrap(True)
+        self.message.setTextFormat(Qt.TextFormat.RichText)
+        self.cards = {
+            "kv_tokens": FigureCard("KV cache tokens"),
+            "state_slots": FigureCard("State slots"),
+            "max_running_requests": FigureCard("Max running requests"),
+            "bottleneck": FigureCard("Bottleneck"),
+        }
+        cards = QGridLayout()
+        for i, card in enumerate(self.cards.values()):
+            cards.addWidget(card, 0, i)
+        self.compare = QLabel("")
+        self.compare.setWordWrap(True)
+        self.compare.setTextFormat(Qt.TextFormat.RichText)
+        self.compare.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
+        compare_box = QGroupBox("Why a hybrid matters")
+        compare_layout = QVBoxLayout(compare_box)
+        compare_layout.addWidget(self.compare)
+        compare_layout.addStretch(1)
+        self.details = QLabel("")
+        self.details.setTextFormat(Qt.TextFormat.RichText)
+        self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        details_box = QGroupBox("Per-unit sizes")
+        details_layout = QVBoxLayout(details_box)
+        details_layout.addWidget(self.details)
+        details_layout.addStretch(1)
+        lower = QHBoxLayout()
+        lower.addWidget(compare_box, 3)
+        lower.addWidget(details_box, 2)
+
+        right = QVBoxLayout()
+        right.addWidget(self.bar)
+        right.addWidget(self.message)
+        right.addLayout(cards)
+        right.addLayout(lower)
+        right.addStretch(1)
+        right_widget = QWidget()
+        right_widget.setLayout(right)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        scroll.setWidget(right_widget)
+        layout = QHBoxLayout(self)
+        layout.addWidget(controls, 0, Qt.AlignmentFlag.AlignTop)
+        layout.addWidget(scroll, 1)
+
+        self.target.currentTextChanged.connect(self._target_chosen)
+        self.preset.currentIndexChanged.connect(self._preset_chosen)
+        self.memory.valueChanged.connect(self._memory_edited)
+        self.auto_fraction.toggled.connect(lambda auto: self.fraction.setEnabled(not auto))
+        for signal in (self.device.currentIndexChanged, self.target.currentIndexChanged,
+                       self.auto_fraction.toggled, self.fraction.valueChanged, self.tp.valueChanged,
+                       self.pp.valueChanged, self.kv_dtype.currentIndexChanged,
+                       self.ssm_dtype.currentIndexChanged, self.context.valueChanged):
+            signal.connect(self.schedule)
+        self.preset.setCurrentIndex(3)
+        self._preset_chosen(3)
+        self._target_chosen(self.target.currentText())
+
+    def _preset_chosen(self, index: int) -> None:
+        data = self.preset.itemData(index)
+        if data is None:
+            return
+        gib, device = data
+        self.memory.blockSignals(True)
+        self.memory.setValue(gib)
+        self.memory.blockSignals(False)
+        self.device.setCurrentText(device)
+        self.schedule()
+
+    def _target_chosen(self, target: str) -> None:
+        """The embedded engine runs on one device: TP and PP are SGLang's what-ifs."""
+        single = target == "embedded"
+        for spin in (self.tp, self.pp):
+            if single:
+                spin.setValue(1)
+            spin.setEnabled(not single)
+            spin.setToolTip("the embedded engine runs on one device" if single else "")
+
+    def _memory_edited(self, _value) -> None:
+        data = self.preset.currentData()
+        if data is not None and abs(data[0] - self.memory.value()) > 1e-6:
+            self.preset.blockSignals(True)
+            self.preset.setCurrentIndex(self.preset.count() - 1)
+            self.preset.blockSignals(False)
+        self.schedule()
+
+    # --- the tab contract ---------------------------------------------------------------------
+    def set_layer_map(self, layer_map) -> None:
+        self.layer_map = layer_map
+        self.replan()
+
+    def schedule(self, *_args) -> None:
+        """Re-plan soon: a burst of spin-box steps costs one plan."""
+        self._timer.start()
+
+    def settings(self) -> dict:
+        """The planner's keyword arguments as the controls set them."""
+        return {
+            "device_memory": int(self.memory.value() * GIB),
+            "device": self.device.currentText(),
+            "target": self.target.currentText(),
+            "mem_fraction": None if self.auto_fraction.isChecked() else round(self.fraction.value(), 3),
+            "tp": self.tp.value(),
+            "pp": self.pp.value(),
+            "kv_dtype": None if self.kv_dtype.currentText() == "auto" else self.kv_dtype.currentText(),
+            "ssm_dtype": self.ssm_dtype.currentText(),
+            "context": self.context.value() or None,
+        }
+
+    def replan(self) -> None:
+        self._timer.stop()
+        if self.layer_map is None:
+            self.plan = None
+            self._show_message("Load a model to plan its memory.", error=False)
+            self.bar.set_segments([], 1)
+            return
+        from bringup.core.errors import UserError
+        from bringup.core.planner import plan_memory
+
+        kwargs = self.settings()
+        try:
+            self.plan = plan_memory(self.layer_map, **kwargs)
+        except UserError as exc:
+            self.plan = None
+            self._show_message(str(exc), error=True)
+            self.bar.set_segments([], kwargs["device_memory"], "Does not fit")
+            for card in self.cards.values():
+                card.set("\u2014")
+            return
+        self._show_plan(self.plan.to_json(), kwargs)
+
+    # --- showing a plan -----------------------------------------------------------------------
+    def _show_message(self, text: str, error: bool) -> None:
+        self.error = text if error else ""
+        colour = "#D62828" if error else "#6b7280"
+        self.message.setText(f"<span style='color:{colour}'>{_esc(text)}</span>" if text else "")
+        self.message.setVisible(bool(text))
+
+    def _show_plan(self, plan: dict, kwargs: dict) -> None:
+        total = kwargs["device_memory"]
+        tp_pp = kwargs["tp"] * kwargs["pp"]
+        segments = plan_segments(plan)
+        per_device = f" per device (TP {kwargs['tp']} \u00d7 PP {kwargs['pp']})" if tp_pp > 1 else ""
+        verdict = "fits" if plan.get("ok", True) else "does not fit"
+        self.bar.set_segments(segments, total, f"{fmt_bytes(total)} of device memory{per_device}: {verdict}")
+        problems = [str(p) for p in plan.get("problems") or []]
+        notes = [str(n) for n in plan.get("notes") or []]
+        self._show_message(" \u00b7 ".join(problems or notes), error=bool(problems))
+        bottleneck = plan.get("bottleneck")
+        page = plan.get("page_size")
+        self.cards["kv_tokens"].set(
+            fmt_count(plan.get("kv_tokens")),
+            f"{fmt_bytes(plan.get('kv_bytes_per_token') or 0)} per token" + (f", page {page}" if page else ""),
+            accent="#D62828" if bottleneck == "kv" else None,
+        )
+        self.cards["state_slots"].set(
+            fmt_count(plan.get("state_slots")),
+            f"{fmt_bytes(plan.get('state_bytes_per_request') or 0)} per request",
+            accent="#D62828" if bottleneck == "state" else None,
+        )
+        self.cards["max_running_requests"].set(fmt_count(plan.get("max_running_requests")), _running_note(plan))
+        self.cards["bottleneck"].set(_bottleneck_name(bottleneck), _bottleneck_note(plan))
+        self.compare.setText(comparison_html(plan, self.layer_map))
+        self.details.setText(details_html(plan))
+
+
+_SEGMENT_NAMES = {"weights": "Weights", "kv_pool": "KV pool", "state_pool": "State pool",
+                  "reserve": "Reserve", "free": "Free"}
+_SEGMENT_COLOURS = {"weights": COLOURS["weights"], "kv_pool": COLOURS["kv"], "state_pool": COLOURS["state"],
+                    "reserve": COLOURS["reserve"], "free": COLOURS["free"]}
+
+
+def plan_segments(plan: dict) -> list[Segment]:
+    """The plan's own breakdown (weights / KV pool / state pool / reserve / free) as bar segments."""
+    notes = {
+        "kv_pool": f"{fmt_count(plan.get('kv_tokens'))} tokens",
+        "state_pool": f"{fmt_count(plan.get('state_slots'))} slots",
+    }
+    return [
+        Segment(_SEGMENT_NAMES.get(seg["name"], seg["name"]), seg["bytes"],
+                _SEGMENT_COLOURS.get(seg["name"], "#9aa3b2"), notes.get(seg["name"], ""))
+        for seg in plan.get("breakdown") or []
+    ]
+
+
+_BOTTLENECKS = {"kv": "KV cache", "state": "State slots", "max_running_requests": "Request cap"}
+
+
+def _bottleneck_name(bottleneck) -> str:
+    return _BOTTLENECKS.get(bottleneck, str(bottleneck or "\u2014"))
+
+
+def _bottleneck_note(plan: dict) -> str:
+    b = plan.get("bottleneck")
+    if b == "kv":
+        return "KV tokens run out before state slots"
+    if b == "state":
+        return "state slots run out before KV tokens"
+    if b == "max_running_requests":
+        return "the engine's request cap, not memory"
+    return ""
+
+
+def _running_note(plan: dict) -> str:
+    parts = []
+    if plan.get("requests_at_context") is not None and plan.get("context"):
+        parts.append(f"{fmt_count(plan['requests_at_context'])} at a full {fmt_count(plan['context'])}-token context")
+    ratio = plan.get("state_slots_per_request")
+    if ratio:
+        parts.append(f"{ratio} state slot{'s' if ratio != 1 else ''} each ({plan.get('strategy')})")
+    return "; ".join(parts)
+
+
+def comparison_html(plan: dict, layer_map) -> str:
+    """The same memory if every layer were attention: the reason hybrids exist, in two lines."""
+    other = plan.get("all_attention") or {}
+    if not other:
+        return "<span style='color:#6b7280'>No all-attention comparison for this plan.</span>"
+    n = layer_map.num_layers if layer_map is not None else "all"
+    ours_req = plan.get("max_running_requests")
+    theirs_req = other.get("max_running_requests")
+    ours_tok = plan.get("kv_bytes_per_token") or 0
+    theirs_tok = other.get("kv_bytes_per_token") or 0
+    rows = [
+        ("KV bytes per token", fmt_bytes(ours_tok), fmt_bytes(theirs_tok)),
+        ("KV tokens", fmt_count(plan.get("kv_tokens")), fmt_count(other.get("kv_tokens"))),
+        ("Max running requests", fmt_count(ours_req), fmt_count(theirs_req)),
+        (f"Requests at a full {fmt_count(plan.get('context'))}-token context",
+         fmt_count(plan.get("requests_at_context")), fmt_count(other.get("requests_at_context"))),
+    ]
+    context = plan.get("context") or 0
+    ours_req_bytes = context * ours_tok + (plan.get("state_bytes_per_request") or 0)
+    theirs_req_bytes = context * theirs_tok + (other.get("state_bytes_per_request") or 0)
+    if context:
+        rows.insert(1, ("Cache per request at full context", fmt_bytes(ours_req_bytes), fmt_bytes(theirs_req_bytes)))
+    head = ("<tr><th></th><th align='right' style='padding:0 10px'>this hybrid</th>"
+            f"<th align='right' style='padding:0 10px'>all {n} layers attention</th></tr>")
+    body = "".join(
+        f"<tr><td>{a}</td><td align='right' style='padding:0 10px'><b>{b}</b></td>"
+        f"<td align='right' style='padding:0 10px'>{c}</td></tr>" for a, b, c in rows
+    )
+    verdict = ""
+    if ours_tok and theirs_tok:
+        verdict = (f"<p>Each token costs <b>{theirs_tok / ours_tok:.1f}\u00d7</b> less KV memory than it "
+                   "would if every layer kept a KV cache")
+        if context and ours_req_bytes:
+            verdict += (f"; a full {fmt_count(context)}-token request needs <b>{fmt_bytes(ours_req_bytes)}</b> "
+                        f"of cache (state included) instead of {fmt_bytes(theirs_req_bytes)}")
+        verdict += ".</p>"
+    return f"<table cellspacing='0' cellpadding='2'>{head}{body}</table>{verdict}"
+
+
+def details_html(plan: dict) -> str:
+    rows = [
+        ("Weights", fmt_bytes(plan.get("weights_bytes") or 0)),
+        ("KV per token", fmt_bytes(plan.get("kv_bytes_per_token") or 0)),
+        ("State per request", fmt_bytes(plan.get("state_bytes_per_request") or 0)),
+        ("Page size", str(plan.get("page_size") or "\u2014")),
+        ("Mem fraction", f"{plan['mem_fraction']:.3f}" if plan.get("mem_fraction") is not None else "\u2014"),
+    ]
+    body = "".join(f"<tr><td style='color:#6b7280;padding-right:12px'>{a}</td><td>{b}</td></tr>" for a, b in rows)
+    return f"<table>{body}</table>"
+
+
+def _esc(text: str) -> str:
+    import html
+
+    return html.escape(text)

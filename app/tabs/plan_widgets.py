@@ -1,0 +1,182 @@
+"""Pieces of the Plan tab: the stacked memory bar and the capacity figure cards (QPainter only)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from PySide6.QtCore import QRectF, QSize, Qt
+from PySide6.QtGui import QColor, QFont, QPainter, QPainterPath, QPen
+from PySide6.QtWidgets import QFrame, QLabel, QSizePolicy, QVBoxLayout, QWidget
+
+GIB = 1 << 30
+MIB = 1 << 20
+
+
+def fmt_bytes(n: float) -> str:
+    n = float(n)
+    if abs(n) >= GIB:
+        return f"{n / GIB:.2f} GiB"
+    if abs(n) >= MIB:
+        return f"{n / MIB:.1f} MiB"
+    if abs(n) >= 1024:
+        return f"{n / 1024:.1f} KiB"
+    return f"{int(n):,} B"
+
+
+def fmt_count(n) -> str:
+    if n is None:
+        return "\u2014"
+    n = int(n)
+    if abs(n) >= 10_000_000:
+        return f"{n / 1e6:.1f} M"
+    if abs(n) >= 1_000_000:
+        return f"{n / 1e6:.2f} M"
+    return f"{n:,}"
+
+
+@dataclass
+class Segment:
+    label: str
+    bytes: float
+    colour: str
+    note: str = ""  # shown in the legend after the size
+
+
+class MemoryBar(QWidget):
+    """One horizontal bar split into segments, sizes written inside, a legend underneath."""
+
+    BAR_HEIGHT = 46
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.segments: list[Segment] = []
+        self.total = 0.0
+        self.title = ""
+        self.overflow = False  # the segments add up to more than the device holds
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.setFixedHeight(self.sizeHint().height())
+
+    def sizeHint(self) -> QSize:
+        return QSize(600, self.BAR_HEIGHT + 30 + 2 * 22)
+
+    def set_segments(self, segments: list[Segment], total: float, title: str = "") -> None:
+        self.segments = [s for s in segments if s.bytes > 0]
+        used = sum(s.bytes for s in self.segments)
+        self.overflow = used > total * 1.0001
+        self.total = max(float(total), used, 1.0)
+        self.title = title
+        self._fit_height()
+        self.update()
+
+    def _legend(self, width: float) -> tuple[list[str], int, float]:
+        """Legend texts, how many columns fit in `width`, and the column width."""
+        fm = self.fontMetrics()
+        texts = []
+        for seg in self.segments:
+            text = f"{seg.label}  {fmt_bytes(seg.bytes)}  ({100.0 * seg.bytes / self.total:.0f}%)"
+            texts.append(text + (f"  \u00b7  {seg.note}" if seg.note else ""))
+        widest = max((fm.horizontalAdvance(t) for t in texts), default=100) + 40
+        columns = max(1, min(len(texts) or 1, int(width // widest)))
+        return texts, columns, width / columns
+
+    def _fit_height(self) -> None:
+        texts, columns, _ = self._legend(self.width() - 2)
+        rows = max(1, -(-len(texts) // columns))
+        self.setFixedHeight(22 + self.BAR_HEIGHT + 8 + rows * 22 + 4)
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self._fit_height()
+
+    def paintEvent(self, event) -> None:
+        painter = QPainter(self)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        font = QFont(self.font())
+        width = self.width() - 2
+        top = 22
+        # Title line.
+        bold = QFont(font)
+        bold.setBold(True)
+        painter.setFont(bold)
+        painter.setPen(self.palette().text().color())
+        painter.drawText(QRectF(1, 0, width, 18), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, self.title)
+        bar = QRectF(1, top, width, self.BAR_HEIGHT)
+        clip = QPainterPath()
+        clip.addRoundedRect(bar, 8, 8)
+        painter.save()
+        painter.setClipPath(clip)
+        painter.fillRect(bar, QColor("#eceef1"))
+        x = bar.left()
+        painter.setFont(font)
+        for seg in self.segments:
+            w = bar.width() * seg.bytes / self.total
+            rect = QRectF(x, bar.top(), w, bar.height())
+            painter.fillRect(rect, QColor(seg.colour))
+            text = f"{seg.label}\n{fmt_bytes(seg.bytes)}"
+            fm = painter.fontMetrics()
+            if w > max(fm.horizontalAdvance(seg.label), fm.horizontalAdvance(fmt_bytes(seg.bytes))) + 10:
+                painter.setPen(QColor("white") if _is_dark(seg.colour) else QColor("#222"))
+                painter.drawText(rect, Qt.AlignmentFlag.AlignCenter, text)
+            x += w
+        painter.restore()
+        painter.setPen(QPen(QColor("#c62828") if self.overflow else QColor("#b8bcc4"), 2 if self.overflow else 1))
+        painter.setBrush(Qt.BrushStyle.NoBrush)
+        painter.drawRoundedRect(bar, 8, 8)
+        # Legend: swatch, label, size, share and note, in as many columns as fit.
+        painter.setFont(font)
+        texts, columns, col_w = self._legend(width)
+        for i, (seg, text) in enumerate(zip(self.segments, texts)):
+            row, col = divmod(i, columns)
+            lx = 1 + col * col_w
+            ly = bar.bottom() + 8 + row * 22
+            painter.setPen(QPen(QColor(seg.colour).darker(125), 1))
+            painter.setBrush(QColor(seg.colour))
+            painter.drawRoundedRect(QRectF(lx + 0.5, ly + 4.5, 12, 12), 3, 3)
+            painter.setPen(self.palette().text().color())
+            painter.drawText(
+                QRectF(lx + 18, ly, col_w - 22, 20),
+                Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                painter.fontMetrics().elidedText(text, Qt.TextElideMode.ElideRight, int(col_w - 22)),
+            )
+        painter.end()
+
+
+def _is_dark(colour: str) -> bool:
+    c = QColor(colour)
+    return (0.299 * c.red() + 0.587 * c.green() + 0.114 * c.blue()) < 160
+
+
+class FigureCard(QFrame):
+    """A big number with a caption and a one-line note, e.g. "KV tokens  3.68 M  (page 1)"."""
+
+    def __init__(self, caption: str, parent=None) -> None:
+        super().__init__(parent)
+        self.setObjectName("figureCard")
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.setStyleSheet(
+            "#figureCard { background: palette(base); border: 1px solid #d5d8de; border-radius: 8px; }"
+        )
+        self.caption = QLabel(caption)
+        self.caption.setStyleSheet("color: #6b7280; font-size: 9pt;")
+        self.value = QLabel("\u2014")
+        self.value.setStyleSheet("font-size: 20pt; font-weight: 600;")
+        self.note = QLabel("")
+        self.note.setStyleSheet("color: #6b7280; font-size: 9pt;")
+        self.note.setWordWrap(True)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(12, 8, 12, 8)
+        layout.setSpacing(2)
+        layout.addWidget(self.caption)
+        layout.addWidget(self.value)
+        layout.addWidget(self.note)
+
+    def set(self, value: str, note: str = "", accent: str | None = None) -> None:
+        self.value.setText(value)
+        self.note.setText(note)
+        colour = f"color: {accent};" if accent else ""
+        self.value.setStyleSheet(f"font-size: 20pt; font-weight: 600; {colour}")
+        border = accent or "#d5d8de"
+        width = 2 if accent else 1
+        self.setStyleSheet(
+            f"#figureCard {{ background: palette(base); border: {width}px solid {border}; border-radius: 8px; }}"
+        )

@@ -1,0 +1,87 @@
+"""The Plan tab on real configs: figures from the planner, what-if controls re-plan at once."""
+
+from __future__ import annotations
+
+import pytest
+
+from bringup.app.tabs.plan_tab import PlanTab
+from bringup.app.tabs.plan_widgets import GIB
+from bringup.core.planner import plan_memory
+from tabs_helpers import LFM2, NEMOTRON_NANO, layer_map
+
+
+def _has_sglang_planner() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("bringup.core.planner.sglang") is not None
+
+
+@pytest.fixture
+def tab(qtbot):
+    tab = PlanTab()
+    qtbot.addWidget(tab)
+    tab.resize(1200, 600)
+    tab.set_layer_map(layer_map(NEMOTRON_NANO))
+    return tab
+
+
+def test_plan_matches_the_planner(tab):
+    expected = plan_memory(layer_map(NEMOTRON_NANO), **tab.settings()).to_json()
+    assert tab.plan.to_json()["kv_tokens"] == expected["kv_tokens"]
+    # Hand-checked figures of the issue: 6,144 B of KV per token, 46.8 MiB of state per request.
+    assert tab.plan.kv_bytes_per_token == 6144
+    assert "6.0 KiB per token" in tab.cards["kv_tokens"].note.text()
+    assert "46.8 MiB per request" in tab.cards["state_slots"].note.text()
+    # The bar is the plan's own breakdown and fills the device exactly.
+    assert sum(s.bytes for s in tab.bar.segments) == pytest.approx(tab.settings()["device_memory"], rel=1e-6)
+    assert [s.label for s in tab.bar.segments][:3] == ["Weights", "KV pool", "State pool"]
+
+
+def test_what_if_controls_replan_at_once(tab, qtbot):
+    tab.ssm_dtype.setCurrentText("bfloat16")
+    qtbot.waitUntil(lambda: "23.8 MiB per request" in tab.cards["state_slots"].note.text(), timeout=2000)
+    assert not tab.tp.isEnabled()  # the embedded engine runs on one device
+    tab.context.setValue(32768)
+    qtbot.waitUntil(lambda: tab.plan.context == 32768, timeout=2000)
+    assert "32,768-token context" in tab.cards["max_running_requests"].note.text()
+
+
+@pytest.mark.skipif(not _has_sglang_planner(), reason="the SGLang planner has not landed")
+def test_tp_splits_the_kv_heads_for_sglang(tab, qtbot):
+    tab.target.setCurrentText("sglang==0.5.23")
+    assert tab.tp.isEnabled()
+    tab.tp.setValue(2)
+    qtbot.waitUntil(lambda: tab.plan is not None and tab.plan.tp == 2, timeout=2000)
+    assert tab.plan.kv_bytes_per_token == 3072  # 2 KV heads split over 2 ranks
+    assert "3.0 KiB per token" in tab.cards["kv_tokens"].note.text()
+
+
+def test_mem_fraction_and_device_memory(tab, qtbot):
+    before = tab.plan.kv_tokens + tab.plan.state_slots
+    tab.auto_fraction.setChecked(False)
+    tab.fraction.setValue(0.6)
+    qtbot.waitUntil(lambda: tab.plan.mem_fraction == pytest.approx(0.6), timeout=2000)
+    tab.memory.setValue(24.0)  # a 24 GB card cannot hold 59 GiB of weights
+    qtbot.waitUntil(lambda: tab.plan.device_memory == 24 * GIB, timeout=2000)
+    assert tab.preset.currentText() == "Custom"
+    assert not tab.plan.ok
+    assert "does not fit" in tab.bar.title
+    assert tab.error  # the plan's problem is shown in red
+    assert tab.plan.kv_tokens + tab.plan.state_slots < before
+
+
+def test_all_attention_comparison_shows_why_a_hybrid_matters(tab):
+    text = tab.compare.text()
+    assert "all 52 layers attention" in text
+    ratio = tab.plan.all_attention.kv_bytes_per_token / tab.plan.kv_bytes_per_token
+    assert f"{ratio:.1f}\u00d7" in text
+
+
+def test_another_model_and_no_model(tab, qtbot):
+    tab.set_layer_map(layer_map(LFM2))  # short-conv hybrid: 8 attention, 22 conv layers
+    assert tab.plan.model == layer_map(LFM2).name
+    assert (tab.plan.kv_layers, tab.plan.state_layers) == (8, 22)
+    assert "all 30 layers attention" in tab.compare.text()
+    tab.set_layer_map(None)
+    assert tab.plan is None
+    assert tab.bar.segments == []
