@@ -53,6 +53,8 @@ def auto_mem_fraction(device: str, device_memory: int, weights_bytes: int) -> fl
 
 def _fit(pool_bytes: int, per_state: int, cell: int, context: int, page_size: int, cap: int) -> tuple[int, int, str]:
     """(requests, kv_tokens, bottleneck) for a pool budget; each request = one slot + `context` tokens."""
+    if pool_bytes <= 0:
+        return 0, 0, "weights"
     ctx_tokens = page_ceil(context, page_size) if cell else 0
     cost = per_state + ctx_tokens * cell
     if cost == 0:  # a model without caches: nothing to size

@@ -151,6 +151,8 @@ def plan_sglang(
     busiest = max(stage_plans, key=lambda s: s.weights_bytes + (s.kv_tokens or 0) * s.kv_bytes_per_token)
 
     running, bottleneck = _max_running(kv_tokens, context, max_running_requests, slots, ratio, hybrid)
+    if any(s.weights_bytes >= budget for s in stage_plans):
+        running, bottleneck = 0, "weights"
     if hybrid and kv_tokens > 0 and running <= 0 and not problems:
         problems.append("Hybrid (mamba/linear-attention) state cache is too small to serve any requests: "
                         f"{slots} slots at {ratio} per request; raise --mem-fraction-static or --mamba-full-memory-ratio")

@@ -10,7 +10,9 @@ from dataclasses import asdict, dataclass, field
 
 from bringup.core.errors import UserError
 
-BOTTLENECKS = ("kv", "state", "max_running_requests")
+# What limits max_running_requests: the KV pool, the state pool, the requested cap, or weights
+# that leave no room for any pool.
+BOTTLENECKS = ("kv", "state", "max_running_requests", "weights")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,112 @@
+"""`bringup plan SOURCE [...] [--json]`: weights, KV and state pools, capacity and the bottleneck.
+
+`--target embedded` is our engine (the sizes it would allocate); `--target sglang==X.Y.Z` is
+SGLang's own arithmetic. Weights come from the checkpoint's safetensors headers when SOURCE is a
+local folder that has them, else from the layer map's parameter count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+DEVICES = ("auto", "cpu", "cuda", "xpu", "npu", "mps")
+
+
+def _size(text: str):
+    if text == "auto":
+        return "auto"
+    from bringup.core.planner.sizes import parse_size
+
+    return parse_size(text)
+
+
+def _fraction(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number; give a fraction such as 0.85") from None
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("source", help="config.json path, model folder, catalogue name or hub id")
+    parser.add_argument("--device-memory", default="auto", metavar="BYTES|auto",
+                        help="memory of one device: bytes or a size such as 80GiB or 141G; auto asks the device probe "
+                             "(CPU: host memory available)")
+    parser.add_argument("--device", default="auto", choices=DEVICES,
+                        help="device kind (XPU reserves 2 GB more); auto: the probed device with --device-memory auto, "
+                             "else cuda for SGLang targets and cpu for the embedded engine")
+    parser.add_argument("--target", default="embedded", help="embedded (our engine, the default) or sglang==X.Y.Z")
+    parser.add_argument("--mem-fraction", type=_fraction, metavar="F",
+                        help="share of device memory for weights + pools (default: the target's own auto value)")
+    parser.add_argument("--tp", type=int, default=1, metavar="N", help="tensor-parallel size")
+    parser.add_argument("--pp", type=int, default=1, metavar="N", help="pipeline-parallel size")
+    parser.add_argument("--dtype", default="auto", help="weights dtype (auto: the checkpoint's)")
+    parser.add_argument("--kv-dtype", default=None, help="KV cache dtype (default: the weights dtype; fp8_e4m3 ...)")
+    parser.add_argument("--conv-dtype", default=None, help="conv state dtype (SGLang default bfloat16)")
+    parser.add_argument("--ssm-dtype", default=None, help="SSM state dtype (default float32; SGLang reads mamba_ssm_dtype)")
+    parser.add_argument("--context", type=int, metavar="N", help="tokens per request to plan for (SGLang: --context-length)")
+    parser.add_argument("--page-size", type=int, metavar="N", help="KV page size in tokens (SGLang 1, embedded 16)")
+    parser.add_argument("--max-running-requests", type=int, metavar="N")
+    sglang = parser.add_argument_group("SGLang targets only")
+    sglang.add_argument("--mamba-strategy", default=None, choices=("auto", "no_buffer", "extra_buffer", "extra_buffer_lazy"),
+                        help="--mamba-radix-cache-strategy (default auto, resolved as the version does)")
+    sglang.add_argument("--disable-radix-cache", action="store_true")
+    sglang.add_argument("--disable-overlap-schedule", action="store_true")
+    sglang.add_argument("--mamba-full-memory-ratio", type=_fraction, metavar="R", help="default 0.9")
+    sglang.add_argument("--max-mamba-cache-size", type=int, metavar="SLOTS")
+    sglang.add_argument("--chunked-prefill-size", type=int, metavar="N", help="enters the auto mem fraction (default 8192)")
+    parser.add_argument("--json", action="store_true", help="print one JSON document instead of text")
+
+
+def _sglang_options(args) -> dict:
+    options = {
+        "mamba_strategy": args.mamba_strategy,
+        "disable_radix_cache": args.disable_radix_cache or None,
+        "disable_overlap_schedule": args.disable_overlap_schedule or None,
+        "mamba_full_memory_ratio": args.mamba_full_memory_ratio,
+        "max_mamba_cache_size": args.max_mamba_cache_size,
+        "chunked_prefill_size": args.chunked_prefill_size,
+    }
+    return {k: v for k, v in options.items() if v is not None}
+
+
+def main(args: argparse.Namespace) -> int:
+    from bringup.core.errors import UserError
+    from bringup.core.planner import parse_target, plan_memory
+    from bringup.core.sources import load_config, load_layer_map
+
+    kind, _ = parse_target(args.target)
+    options = _sglang_options(args)
+    if kind == "embedded" and options:
+        raise UserError(f"{', '.join('--' + k.replace('_', '-') for k in options)} apply to --target sglang==X.Y.Z only")
+    memory = _size(args.device_memory)
+    notes = []
+    device = args.device
+    if memory == "auto":
+        from bringup.core.planner.device import detect_device_memory
+
+        device, memory, how = detect_device_memory(device)
+        notes.append(f"device memory {memory / 2**30:.2f} GiB: {how}")
+    elif device == "auto":
+        device = "cuda" if kind == "sglang" else "cpu"
+
+    loaded = load_config(args.source)
+    layer_map = load_layer_map(args.source, pp=args.pp)
+    plan = plan_memory(
+        layer_map, device_memory=memory, target=args.target, device=device, mem_fraction=args.mem_fraction,
+        tp=args.tp, pp=args.pp, dtype=args.dtype, kv_dtype=args.kv_dtype, conv_dtype=args.conv_dtype,
+        ssm_dtype=args.ssm_dtype, page_size=args.page_size, context=args.context,
+        max_running_requests=args.max_running_requests, checkpoint=loaded.path if loaded.kind == "folder" else None,
+        **options,
+    )
+    plan.notes[:0] = notes
+    if args.json:
+        json.dump(plan.to_json(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        from bringup.core.planner.render import render_text
+
+        sys.stdout.write(render_text(plan))
+    return 0 if plan.ok else 1

@@ -1,0 +1,50 @@
+"""`--device-memory auto`: how much memory the chosen device has, asked of the device probe.
+
+GPUs are asked through `bringup.core.probe` (a child process with a timeout: `torch.xpu` calls can
+crash on some Intel systems); the figure is device 0's total, which is what SGLang's mem fraction is
+a share of. The CPU figure is the host memory available now (psutil), which is what our engine on
+CPU can take.
+"""
+
+from __future__ import annotations
+
+from bringup.core.errors import UserError
+
+GPU_KINDS = ("xpu", "cuda")
+
+
+def host_available_memory() -> int:
+    import psutil
+
+    return int(psutil.virtual_memory().available)
+
+
+def detect_device_memory(device: str = "auto", *, timeout: float = 60.0) -> tuple[str, int, str]:
+    """(device, bytes, how it was found). device 'auto' takes the first GPU found (xpu, cuda), else cpu."""
+    device = (device or "auto").lower()
+    if device == "cpu":
+        return "cpu", host_available_memory(), "host memory available now (psutil)"
+    kinds = GPU_KINDS if device == "auto" else (device,)
+    if device != "auto" and device not in GPU_KINDS:
+        raise UserError(f"cannot measure a {device!r} device; pass --device-memory BYTES (e.g. 64GiB)")
+    from bringup.core.probe import run_probe
+
+    steps = ["torch"] + [f"{k}.{part}" for k in kinds for part in ("available", "devices", "memory")]
+    report = run_probe(timeout=timeout, steps=steps)
+    for kind in kinds:
+        info = report.devices.get(kind)
+        if info is None or not info.available or not info.devices:
+            continue
+        first = info.devices[0]
+        total = first.get("total_memory")
+        if total:
+            name = first.get("name", kind)
+            free = first.get("free_memory")
+            how = f"{kind}:0 {name}, total memory (probe)"
+            if free is not None:
+                how += f"; {free / 2**30:.1f} GiB free now"
+            return kind, int(total), how
+    if device == "auto":
+        return "cpu", host_available_memory(), "no GPU found by the probe; host memory available now (psutil)"
+    details = "; ".join(f"{k}: {report.devices[k].detail}" for k in kinds if k in report.devices) or "not found"
+    raise UserError(f"the probe found no usable {device} device ({details}); pass --device-memory BYTES or run bringup probe")
