@@ -1,0 +1,155 @@
+"""What the map says about a layer, in words: tooltip text and the details panel's rows.
+
+Byte figures use the defaults an engine starts with: bf16 KV cache and conv state, fp32 SSM state
+(SGLang's `--mamba-ssm-dtype float32`), at TP 1.
+"""
+
+from __future__ import annotations
+
+from bringup.app.layer_map_style import FFN_NAMES, MIXER_NAMES
+from bringup.core.layermap import Layer, LayerMap
+
+KV_BYTES = 2  # bf16
+CONV_BYTES = 2  # bf16
+SSM_BYTES = 4  # fp32
+
+
+def human_count(n: int | None) -> str:
+    if n is None:
+        return "—"
+    for size, unit in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if abs(n) >= size:
+            return f"{n / size:.3g} {unit}"
+    return str(n)
+
+
+def human_bytes(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.3g} {unit}"
+        value /= 1024
+    return f"{n} B"
+
+
+def kv_bytes_per_token(layer: Layer) -> int:
+    return layer.kv_elems_per_token * KV_BYTES
+
+
+def state_bytes_per_request(layer: Layer) -> int:
+    return layer.conv_state_elems * CONV_BYTES + layer.ssm_state_elems * SSM_BYTES
+
+
+def pool_text(index: int | None) -> str:
+    return "—" if index is None else str(index)
+
+
+def cache_lines(layer: Layer) -> list[str]:
+    lines = []
+    if layer.is_kv:
+        lines.append(f"KV cache: {human_bytes(kv_bytes_per_token(layer))} per token (bf16)")
+    if layer.is_state:
+        lines.append(
+            f"State: {human_bytes(state_bytes_per_request(layer))} per request"
+            " (bf16 conv + fp32 SSM)"
+        )
+    return lines
+
+
+def describe(layer: Layer) -> str:
+    """One line: 'mamba2 + none'."""
+    return f"{MIXER_NAMES.get(layer.mixer, layer.mixer)} · {FFN_NAMES.get(layer.ffn, layer.ffn)}"
+
+
+def tooltip_text(layer: Layer, *, mtp: bool = False, repeats: list[int] | None = None) -> str:
+    title = f"MTP block {layer.index}" if mtp else f"Layer {layer.index}"
+    lines = [
+        title,
+        f"mixer: {layer.mixer}    ffn: {layer.ffn}",
+        f"KV pool index: {pool_text(layer.kv_pool_index)}    state pool index: {pool_text(layer.state_pool_index)}",
+        f"params: {human_count(layer.params)}"
+        + (f" ({human_count(layer.active_params)} active)" if layer.active_params and layer.active_params != layer.params else ""),
+        *cache_lines(layer),
+    ]
+    if layer.pp_stage:
+        lines.insert(2, f"PP stage {layer.pp_stage}")
+    if repeats and len(repeats) > 1:
+        lines.append(f"folded: also layers {compact_ranges(repeats)}")
+    return "\n".join(lines)
+
+
+def detail_rows(layer: Layer) -> list[tuple[str, str]]:
+    """(name, value) pairs for the details panel, the layer's own config facts last."""
+    rows = [
+        ("mixer", MIXER_NAMES.get(layer.mixer, layer.mixer)),
+        ("ffn", FFN_NAMES.get(layer.ffn, layer.ffn)),
+        ("KV pool index", pool_text(layer.kv_pool_index)),
+        ("state pool index", pool_text(layer.state_pool_index)),
+        ("PP stage", str(layer.pp_stage)),
+        ("params", human_count(layer.params)),
+    ]
+    if layer.active_params and layer.active_params != layer.params:
+        rows.append(("active params", human_count(layer.active_params)))
+    if layer.is_kv:
+        rows.append(("KV bytes / token (bf16)", human_bytes(kv_bytes_per_token(layer))))
+    if layer.is_state:
+        rows.append(("state bytes / request", human_bytes(state_bytes_per_request(layer))))
+        rows.append(("  conv (bf16)", human_bytes(layer.conv_state_elems * CONV_BYTES)))
+        rows.append(("  SSM (fp32)", human_bytes(layer.ssm_state_elems * SSM_BYTES)))
+    for key, value in layer.attrs.items():
+        rows.append((str(key), format_value(value)))
+    return rows
+
+
+def format_value(value) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(format_value(v) for v in value)
+    return str(value)
+
+
+def compact_ranges(indices: list[int]) -> str:
+    """[0, 1, 2, 5, 7, 8] -> '0–2, 5, 7–8'."""
+    parts: list[str] = []
+    items = sorted(indices)
+    i = 0
+    while i < len(items):
+        j = i
+        while j + 1 < len(items) and items[j + 1] == items[j] + 1:
+            j += 1
+        parts.append(str(items[i]) if i == j else f"{items[i]}–{items[j]}")
+        i = j + 1
+    return ", ".join(parts)
+
+
+def model_summary(layer_map: LayerMap) -> list[tuple[str, str]]:
+    """Rows for the details panel when no layer is selected."""
+    rows = [
+        ("model", layer_map.name),
+        ("type", f"{layer_map.model_type}" + (f" ({layer_map.architecture})" if layer_map.architecture else "")),
+        ("hybrid family", layer_map.family or "none (no recurrent layers)"),
+        ("layers", str(layer_map.num_layers)),
+        ("full attention", compact_ranges(layer_map.full_attention_layers) or "none"),
+    ]
+    if layer_map.sliding_attention_layers:
+        rows.append(("sliding attention", compact_ranges(layer_map.sliding_attention_layers)))
+    rows.append(("state layers", f"{len(layer_map.state_layers)}"))
+    if layer_map.moe_layers:
+        rows.append(("MoE layers", f"{len(layer_map.moe_layers)}"))
+    kv = sum(kv_bytes_per_token(l) for l in layer_map.layers)
+    state = sum(state_bytes_per_request(l) for l in layer_map.layers)
+    if kv:
+        rows.append(("KV / token (bf16)", human_bytes(kv)))
+    if state:
+        rows.append(("state / request", human_bytes(state)))
+    rows.append(("params", human_count(layer_map.params_total)))
+    if layer_map.params_active:
+        rows.append(("active params", human_count(layer_map.params_active)))
+    if layer_map.mtp_layers:
+        rows.append(("MTP blocks", str(len(layer_map.mtp_layers))))
+    if layer_map.pp_size > 1:
+        rows.append(("PP stages", str(layer_map.pp_size)))
+    for note in layer_map.notes:
+        rows.append(("note", note))
+    return rows

@@ -1,0 +1,273 @@
+"""Draws a `MapLayout` with a QPainter: the widget, PNG and SVG export all call `paint_map`."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from PySide6.QtCore import QPointF, QRectF, Qt
+from PySide6.QtGui import QColor, QFontMetricsF, QPainter, QPainterPath, QPen, QPolygonF
+
+from bringup.app import layer_map_style as st
+from bringup.app.layer_map_layout import GUTTER, LEGEND_H, MARGIN, CellBox, MapLayout
+from bringup.app.layer_map_state import LayerMapState
+from bringup.core.layermap import LayerMap
+
+MIXER_LETTERS = {
+    "attention": "A",
+    "sliding_attention": "S",
+    "mamba2": "M",
+    "mamba": "m",
+    "gated_delta_net": "G",
+    "kimi_delta_attention": "K",
+    "lightning_attention": "L",
+    "short_conv": "C",
+}
+RADIUS = 3.0
+
+
+def header_text(layer_map: LayerMap) -> str:
+    counts = Counter(l.mixer for l in layer_map.layers)
+    parts = [f"{layer_map.num_layers} layers"]
+    full = layer_map.full_attention_layers
+    if full and len(full) < layer_map.num_layers:
+        shown = ", ".join(map(str, full[:14])) + (", …" if len(full) > 14 else "")
+        parts.append(f"full attention at {shown}")
+    elif full:
+        parts.append("full attention in every layer")
+    for mixer, n in counts.most_common():
+        if mixer not in ("attention", "none") and not (mixer == "attention+mamba2" and len(full) == layer_map.num_layers):
+            parts.append(f"{n} {st.MIXER_NAMES.get(mixer, mixer)}")
+    moe = len(layer_map.moe_layers)
+    if moe:
+        parts.append(f"{moe} MoE")
+    mlp = len(layer_map.mlp_layers)
+    if mlp:
+        parts.append(f"{mlp} dense MLP")
+    return "   ·   ".join(parts)
+
+
+def _luminance(c: QColor) -> float:
+    return 0.299 * c.redF() + 0.587 * c.greenF() + 0.114 * c.blueF()
+
+
+def _cell_fill(painter: QPainter, rect: QRectF, mixer: str, colour_of) -> None:
+    if mixer in st.SPLIT_MIXERS:
+        top, bottom = st.SPLIT_MIXERS[mixer]
+        path = QPainterPath()
+        path.addRoundedRect(rect, RADIUS, RADIUS)
+        painter.save()
+        painter.setClipPath(path)
+        half = rect.height() / 2
+        painter.fillRect(QRectF(rect.left(), rect.top(), rect.width(), half), colour_of(top))
+        painter.fillRect(QRectF(rect.left(), rect.top() + half, rect.width(), rect.height() - half), colour_of(bottom))
+        painter.restore()
+        return
+    painter.setPen(Qt.PenStyle.NoPen)
+    painter.setBrush(colour_of(mixer))
+    painter.drawRoundedRect(rect, RADIUS, RADIUS)
+
+
+def _empty_cell(painter: QPainter, rect: QRectF) -> None:
+    pen = QPen(st.EMPTY_BORDER, 1.0, Qt.PenStyle.DashLine)
+    painter.setPen(pen)
+    painter.setBrush(QColor("#FFFFFF"))
+    painter.drawRoundedRect(rect.adjusted(0.5, 0.5, -0.5, -0.5), RADIUS, RADIUS)
+
+
+def _draw_cell(painter: QPainter, cell: CellBox, letters: bool) -> None:
+    layer = cell.layer
+    if layer.mixer == "none":
+        _empty_cell(painter, cell.mixer_rect)
+    else:
+        _cell_fill(painter, cell.mixer_rect, layer.mixer, st.mixer_color)
+        letter = MIXER_LETTERS.get(layer.mixer)
+        if letters and letter:
+            colour = st.mixer_color(layer.mixer)
+            painter.setPen(QColor("#FFFFFF") if _luminance(colour) < 0.6 else st.TEXT)
+            painter.setFont(st.font(8.5, bold=True))
+            painter.drawText(cell.mixer_rect, Qt.AlignmentFlag.AlignCenter, letter)
+    if layer.ffn == "none":
+        _empty_cell(painter, cell.ffn_rect)
+    else:
+        _cell_fill(painter, cell.ffn_rect, layer.ffn, st.ffn_color)
+
+
+def _outline(painter: QPainter, rect: QRectF, colour: QColor, width: float, style=Qt.PenStyle.SolidLine) -> None:
+    pen = QPen(colour, width, style)
+    pen.setJoinStyle(Qt.PenJoinStyle.RoundJoin)
+    painter.setPen(pen)
+    painter.setBrush(Qt.BrushStyle.NoBrush)
+    grow = width / 2 + 1
+    painter.drawRoundedRect(rect.adjusted(-grow, -grow, grow, grow), RADIUS + 1, RADIUS + 1)
+
+
+def _marker(painter: QPainter, cell: CellBox, tag_bottom: float, colour: QColor) -> None:
+    """A small downward triangle above the cell."""
+    cx = cell.mixer_rect.center().x()
+    size = min(6.0, cell.mixer_rect.width() / 2)
+    y = tag_bottom - 1
+    tri = QPolygonF([QPointF(cx - size, y - size), QPointF(cx + size, y - size), QPointF(cx, y)])
+    painter.setPen(Qt.PenStyle.NoPen)
+    painter.setBrush(colour)
+    painter.drawPolygon(tri)
+
+
+def paint_map(painter: QPainter, layout: MapLayout, layer_map: LayerMap | None, state: LayerMapState) -> None:
+    painter.setRenderHint(QPainter.RenderHint.Antialiasing, True)
+    painter.setRenderHint(QPainter.RenderHint.TextAntialiasing, True)
+    painter.fillRect(QRectF(0, 0, layout.width, layout.height), st.BACKGROUND)
+    if layer_map is None:
+        return
+    small = st.font(7.5)
+    small_metrics = QFontMetricsF(small)
+
+    # Header: what the strip shows, in words.
+    painter.setPen(st.TEXT)
+    painter.setFont(st.font(9.5))
+    header = QRectF(MARGIN, MARGIN, layout.width - 2 * MARGIN, 18)
+    painter.drawText(header, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                     QFontMetricsF(st.font(9.5)).elidedText(header_text(layer_map), Qt.TextElideMode.ElideRight, header.width()))
+
+    # Row names and PP bands.
+    painter.setFont(st.font(8))
+    for lb in layout.lines:
+        painter.setPen(st.MUTED)
+        painter.drawText(QRectF(MARGIN, lb.mixer_y, GUTTER - 6, 30), Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, "mixer")
+        painter.drawText(QRectF(MARGIN, lb.ffn_y - 1, GUTTER - 6, 16), Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, "ffn")
+    for band in layout.bands:
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(st.stage_color(band.stage))
+        painter.drawRoundedRect(band.rect, 3, 3)
+        painter.setPen(st.STAGE_TEXT)
+        painter.setFont(small)
+        painter.drawText(band.rect.adjusted(4, 0, -2, 0), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                         small_metrics.elidedText(band.text, Qt.TextElideMode.ElideRight, band.rect.width() - 6))
+
+    # Folded units ("× 5") and the MTP title above their cells.
+    for group in layout.groups:
+        r = group.rect
+        pen = QPen(st.MUTED, 1.0)
+        painter.setPen(pen)
+        y = r.bottom() - 3
+        painter.drawLine(QPointF(r.left() + 1, y), QPointF(r.right() - 1, y))
+        painter.drawLine(QPointF(r.left() + 1, y), QPointF(r.left() + 1, y + 3))
+        painter.drawLine(QPointF(r.right() - 1, y), QPointF(r.right() - 1, y + 3))
+        painter.setFont(st.font(8, bold=True))
+        painter.setPen(st.TEXT)
+        text_rect = r.adjusted(2, 0, -2, -4)
+        painter.drawText(text_rect, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignBottom,
+                         QFontMetricsF(st.font(8, bold=True)).elidedText(group.text, Qt.TextElideMode.ElideRight, text_rect.width()))
+
+    letters = layout.cell_w >= 15
+    for cell in layout.cells:
+        _draw_cell(painter, cell, letters)
+
+    # Indices under the cells, full-attention tags above them.
+    selected_cell = layout.cell_of(state.selected) if state.selected else None
+    for cell in layout.cells:
+        lb = layout.lines[cell.line]
+        if cell.label is not None:
+            bold = cell is selected_cell
+            painter.setFont(st.font(7.5, bold=bold))
+            painter.setPen(st.TEXT if bold else st.MUTED)
+            rect = QRectF(cell.mixer_rect.center().x() - 20, lb.index_y, 40, 14)
+            painter.drawText(rect, Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignVCenter, cell.label)
+        if cell.tag is not None:
+            painter.setFont(st.font(8, bold=True))
+            painter.setPen(st.ATTENTION_TAG)
+            rect = QRectF(cell.mixer_rect.center().x() - 22, lb.tag_y, 44, 15)
+            painter.drawText(rect, Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignVCenter, cell.tag)
+
+    _paint_marks(painter, layout, state, selected_cell)
+    _paint_callout(painter, layout, layer_map, state)
+    _paint_legend(painter, layout, layer_map, state)
+
+
+def _paint_marks(painter: QPainter, layout: MapLayout, state: LayerMapState, selected_cell: CellBox | None) -> None:
+    h = state.highlight
+    if h is not None:
+        requested, related = set(h.requested), set(h.related)
+        colour = st.SEVERITY_COLORS.get(h.severity, st.HIGHLIGHT)
+        for cell in layout.cells:
+            if cell.key[0] != "layer":
+                continue
+            reps = set(cell.represents)
+            if reps & requested:
+                painter.setPen(Qt.PenStyle.NoPen)
+                painter.setBrush(QColor(colour.red(), colour.green(), colour.blue(), 45))
+                painter.drawRoundedRect(cell.rect.adjusted(-2, -2, 2, 2), RADIUS + 1, RADIUS + 1)
+                _outline(painter, cell.rect, colour, 2.5)
+                _marker(painter, cell, layout.lines[cell.line].mixer_y, colour)
+            elif reps & related:
+                _outline(painter, cell.rect, colour, 1.5, Qt.PenStyle.DashLine)
+    hovered = layout.cell_of(state.hovered) if state.hovered else None
+    if hovered is not None and hovered is not selected_cell:
+        _outline(painter, hovered.rect, st.HOVER, 1.2)
+    if selected_cell is not None:
+        _outline(painter, selected_cell.rect, st.SELECTED, 2.2)
+
+
+def _paint_callout(painter: QPainter, layout: MapLayout, layer_map: LayerMap, state: LayerMapState) -> None:
+    h = state.highlight
+    if h is None or not (h.message or h.requested):
+        return
+    colour = st.SEVERITY_COLORS.get(h.severity, st.HIGHLIGHT)
+    text = h.message
+    if not text:
+        text = "layers " + ", ".join(map(str, h.requested))
+    painter.setFont(st.font(9, bold=True))
+    metrics = QFontMetricsF(st.font(9, bold=True))
+    rect = QRectF(MARGIN + GUTTER, layout.callout_y, layout.width - 2 * MARGIN - GUTTER, 18)
+    painter.setPen(Qt.PenStyle.NoPen)
+    painter.setBrush(colour)
+    painter.drawEllipse(QPointF(rect.left() - 10, rect.center().y()), 4, 4)
+    painter.setPen(colour)
+    painter.drawText(rect, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                     metrics.elidedText(text, Qt.TextElideMode.ElideRight, rect.width()))
+
+
+def _legend_entries(layer_map: LayerMap, state: LayerMapState) -> list[tuple[str, str, str]]:
+    """(kind, key, text): kind is mixer | ffn | mark."""
+    all_layers = list(layer_map.layers) + list(layer_map.mtp_layers)
+    mixers = [m for m in (*st.MIXER_NAMES,) if any(l.mixer == m for l in all_layers)]
+    ffns = [f for f in st.FFN_NAMES if any(l.ffn == f for l in all_layers)]
+    entries = [("mixer", m, st.MIXER_NAMES[m]) for m in mixers if m != "none"]
+    entries += [("ffn", f, st.FFN_NAMES[f]) for f in ffns if f != "none"]
+    if "none" in mixers or "none" in ffns:
+        entries.append(("mixer", "none", "none (block is only a mixer or only an FFN)"))
+    if state.highlight is not None:
+        entries.append(("mark", "requested", "named by a finding"))
+        if state.highlight.related:
+            entries.append(("mark", "related", "valid layers"))
+    return entries
+
+
+def _paint_legend(painter: QPainter, layout: MapLayout, layer_map: LayerMap, state: LayerMapState) -> None:
+    x = MARGIN + GUTTER
+    y = layout.legend_y + (LEGEND_H - 12) / 2
+    font = st.font(8)
+    metrics = QFontMetricsF(font)
+    painter.setFont(font)
+    for kind, key, text in _legend_entries(layer_map, state):
+        swatch = QRectF(x, y, 18 if kind != "ffn" else 18, 12 if kind != "ffn" else 8)
+        if kind == "ffn":
+            swatch.moveTop(y + 2)
+        if kind == "mark":
+            colour = st.SEVERITY_COLORS.get(state.highlight.severity, st.HIGHLIGHT) if state.highlight else st.HIGHLIGHT
+            style = Qt.PenStyle.SolidLine if key == "requested" else Qt.PenStyle.DashLine
+            painter.setPen(QPen(colour, 2.0 if key == "requested" else 1.5, style))
+            painter.setBrush(Qt.BrushStyle.NoBrush)
+            painter.drawRoundedRect(swatch.adjusted(1, 1, -1, -1), 2, 2)
+        elif key == "none":
+            _empty_cell(painter, swatch)
+        elif kind == "mixer":
+            _cell_fill(painter, swatch, key, st.mixer_color)
+        else:
+            _cell_fill(painter, swatch, key, st.ffn_color)
+        painter.setPen(st.TEXT)
+        painter.setFont(font)
+        tw = metrics.horizontalAdvance(text)
+        painter.drawText(QRectF(x + 23, layout.legend_y, tw + 4, LEGEND_H), Qt.AlignmentFlag.AlignVCenter, text)
+        x += 23 + tw + 18
+        if x > layout.width - MARGIN - 60:
+            break

@@ -1,0 +1,135 @@
+"""The map area of the window: a small toolbar, the layer map, and the details panel beside it."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QMessageBox,
+    QScrollArea,
+    QSizePolicy,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from bringup.app.highlight import Highlight
+from bringup.app.layer_details import LayerDetails
+from bringup.app.layer_map_state import LayerMapState
+from bringup.app.layer_map_view import LayerMapView
+from bringup.core.errors import UserError
+from bringup.core.layermap import LayerMap
+
+DETAILS_WIDTH = 300
+
+
+class LayerMapPanel(QFrame):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("mapPanel")
+        self.state = LayerMapState(self)
+        self.view = LayerMapView(self.state)
+        self.details = LayerDetails(self.state)
+        self.details.setFixedWidth(DETAILS_WIDTH)
+
+        title = QLabel("Layer map")
+        title.setObjectName("sectionTitle")
+        self.fold = QToolButton()
+        self.fold.setText("Fold repeats")
+        self.fold.setCheckable(True)
+        self.fold.setToolTip("Draw each repeating block once, with its count")
+        self.fold.toggled.connect(self._set_folded)
+        self.clear_marks = QToolButton()
+        self.clear_marks.setText("Clear marks")
+        self.clear_marks.clicked.connect(self.clear_highlight)
+        self.clear_marks.setVisible(False)
+        self.export_png = QToolButton()
+        self.export_png.setText("Export PNG…")
+        self.export_png.clicked.connect(lambda: self._export("png"))
+        self.export_svg = QToolButton()
+        self.export_svg.setText("Export SVG…")
+        self.export_svg.clicked.connect(lambda: self._export("svg"))
+        bar = QHBoxLayout()
+        bar.setContentsMargins(12, 6, 8, 0)
+        bar.addWidget(title)
+        bar.addStretch(1)
+        for button in (self.clear_marks, self.fold, self.export_png, self.export_svg):
+            bar.addWidget(button)
+
+        self.scroll = QScrollArea()
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        holder = QWidget()
+        holder_box = QVBoxLayout(holder)
+        holder_box.setContentsMargins(0, 0, 0, 0)
+        holder_box.addWidget(self.view)
+        holder_box.addStretch(1)
+        self.scroll.setWidget(holder)
+
+        left = QVBoxLayout()
+        left.setContentsMargins(0, 0, 0, 0)
+        left.setSpacing(0)
+        left.addLayout(bar)
+        left.addWidget(self.scroll, 1)
+        row = QHBoxLayout(self)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.setSpacing(0)
+        row.addLayout(left, 1)
+        divider = QFrame()
+        divider.setFrameShape(QFrame.Shape.VLine)
+        divider.setObjectName("divider")
+        row.addWidget(divider)
+        row.addWidget(self.details)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+
+    def set_layer_map(self, layer_map: LayerMap | None) -> None:
+        self.state.set_layer_map(layer_map)
+        self.clear_marks.setVisible(False)
+
+    def set_highlight(self, highlight: Highlight | None) -> None:
+        if highlight is None:
+            self.clear_highlight()
+            return
+        self.state.set_highlight(highlight)
+        self.clear_marks.setVisible(True)
+        if highlight.requested:  # bring the named layer into view
+            try:
+                point = self.view.cell_center(highlight.requested[0])
+            except KeyError:
+                return
+            self.scroll.ensureVisible(point.x(), point.y(), 10, 60)
+
+    def clear_highlight(self) -> None:
+        self.state.set_highlight(None)
+        self.clear_marks.setVisible(False)
+
+    def preferred_height(self) -> int:
+        """Enough to show the whole map without scrolling (plus the toolbar)."""
+        return self.view.height() + 40
+
+    def _set_folded(self, folded: bool) -> None:
+        try:
+            self.state.set_folded(folded)
+            self.view.update()
+        except UserError as err:
+            self.fold.setChecked(False)
+            QMessageBox.warning(self, "Fold repeats", str(err))
+
+    def _export(self, kind: str) -> None:
+        if self.state.layer_map is None:
+            return
+        name = self.state.layer_map.name.replace("/", "_") + f"-layers.{kind}"
+        path, _ = QFileDialog.getSaveFileName(self, f"Export the layer map as {kind.upper()}", name,
+                                              f"{kind.upper()} (*.{kind})")
+        if not path:
+            return
+        if not path.lower().endswith(f".{kind}"):
+            path += f".{kind}"
+        try:
+            self.view.export(path)
+        except UserError as err:
+            QMessageBox.warning(self, "Export", str(err))

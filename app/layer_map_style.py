@@ -1,0 +1,69 @@
+"""Colours, names and fonts of the layer map: one calm palette, red kept for highlights only."""
+
+from __future__ import annotations
+
+from PySide6.QtGui import QColor, QFont
+
+# Mixer colours: attention families warm (they hold the KV cache), recurrent families cool
+# (they hold per-request state). Red is never a mixer colour: it means "named by a finding".
+MIXER_COLORS = {
+    "attention": "#E8913A",
+    "sliding_attention": "#F3C577",
+    "mamba2": "#4F86B8",
+    "mamba": "#86AED3",
+    "gated_delta_net": "#3E9C8F",
+    "kimi_delta_attention": "#6DBE9A",
+    "lightning_attention": "#8C7BC4",
+    "short_conv": "#6FB7C9",
+    "none": "#FFFFFF",
+}
+# Falcon-H1 runs both in parallel: drawn as a split cell of the two colours.
+SPLIT_MIXERS = {"attention+mamba2": ("attention", "mamba2")}
+FFN_COLORS = {"moe": "#A77AA6", "mlp": "#B9A476", "none": "#FFFFFF"}
+
+MIXER_NAMES = {
+    "attention": "full attention",
+    "sliding_attention": "sliding-window attention",
+    "mamba2": "Mamba2",
+    "mamba": "Mamba (v1)",
+    "gated_delta_net": "gated DeltaNet",
+    "kimi_delta_attention": "Kimi delta attention",
+    "lightning_attention": "lightning attention",
+    "short_conv": "short conv",
+    "attention+mamba2": "attention + Mamba2 (parallel)",
+    "none": "no mixer",
+}
+FFN_NAMES = {"moe": "MoE", "mlp": "dense MLP", "none": "no FFN"}
+
+BACKGROUND = QColor("#FBFBF9")
+TEXT = QColor("#2E3440")
+MUTED = QColor("#7B8394")
+GRID = QColor("#D5D9E0")
+EMPTY_BORDER = QColor("#C9CED6")
+SELECTED = QColor("#1F2A44")
+HOVER = QColor("#5E6B85")
+ATTENTION_TAG = QColor("#B5621A")
+HIGHLIGHT = QColor("#D62828")
+HIGHLIGHT_FILL = QColor(214, 40, 40, 40)
+SEVERITY_COLORS = {"error": QColor("#D62828"), "warning": QColor("#C77700"), "info": QColor("#2F6DB5")}
+STAGE_COLORS = ["#E6EEF7", "#F4EBDD", "#E6F2EA", "#F1E6F1", "#EEF0E1", "#E3F0F2", "#F5E4E4", "#E9E7F5"]
+STAGE_TEXT = QColor("#5A6478")
+
+
+def mixer_color(mixer: str) -> QColor:
+    return QColor(MIXER_COLORS.get(mixer, "#B8BEC8"))
+
+
+def ffn_color(ffn: str) -> QColor:
+    return QColor(FFN_COLORS.get(ffn, "#B8BEC8"))
+
+
+def stage_color(stage: int) -> QColor:
+    return QColor(STAGE_COLORS[stage % len(STAGE_COLORS)])
+
+
+def font(point_size: float, bold: bool = False) -> QFont:
+    f = QFont()
+    f.setPointSizeF(point_size)
+    f.setBold(bold)
+    return f

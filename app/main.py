@@ -1,0 +1,101 @@
+"""`bringup gui [SOURCE] [--screenshot PNG]`: open the workbench window (also what plain `bringup` runs).
+
+Start-up imports Qt and the layer-map code only: no torch, transformers or numpy (tests check it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from bringup.core.errors import UserError
+
+WINDOW_SIZE = (1440, 900)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("source", nargs="?", default=None,
+                        help="model to open: catalogue name, hub id, config.json or model folder "
+                             "(default: the catalogue's default model)")
+    parser.add_argument("--pp", type=int, default=1, help="pipeline-parallel stages to show on the map (default 1)")
+    parser.add_argument("--screenshot", metavar="PNG", type=Path, default=None,
+                        help="render the window to this PNG once the model is shown, then exit")
+    parser.add_argument("--size", metavar="WxH", default=None,
+                        help=f"window size, e.g. 1440x900 (default {WINDOW_SIZE[0]}x{WINDOW_SIZE[1]})")
+
+
+def _parse_size(text: str | None) -> tuple[int, int]:
+    if not text:
+        return WINDOW_SIZE
+    try:
+        w, h = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise UserError(f"--size {text!r} is not WIDTHxHEIGHT; use e.g. --size 1440x900") from None
+    if w < 400 or h < 300:
+        raise UserError(f"--size {text} is too small; use at least 400x300")
+    return w, h
+
+
+def make_app():
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance()
+    if app is None:
+        app = QApplication(sys.argv[:1])
+        app.setApplicationName("Bring-up Workbench")
+        app.setDesktopFileName("io.github.bringup.Workbench")
+        app.setStyle("Fusion")
+    return app
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.pp < 1:
+        raise UserError(f"--pp {args.pp} must be at least 1")
+    size = _parse_size(args.size)
+    screenshot: Path | None = args.screenshot
+    if screenshot is not None:
+        if screenshot.suffix.lower() != ".png":
+            raise UserError(f"--screenshot {screenshot} must name a .png file")
+        if not screenshot.parent.exists():
+            raise UserError(f"--screenshot: folder {screenshot.parent} does not exist; create it or pick another path")
+        # A screenshot needs no display: render offscreen unless the user chose a platform.
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+    source = args.source
+    if source is None:
+        from bringup.core.catalogue import DEFAULT_MODEL
+
+        source = DEFAULT_MODEL
+
+    app = make_app()
+    from bringup.app.main_window import MainWindow
+
+    window = MainWindow()
+    window.resize(*size)
+    outcome: dict[str, str] = {}
+    if screenshot is not None:
+        window.loader.failed.connect(lambda text: outcome.setdefault("error", text))
+        window.settled.connect(lambda: _shoot(window, screenshot, app))
+    window.show()
+    window.load(source, args.pp)
+    code = app.exec()
+    if "error" in outcome:
+        raise UserError(outcome["error"])
+    return code
+
+
+def _shoot(window, path: Path, app) -> None:
+    from PySide6.QtCore import QTimer
+
+    def grab() -> None:
+        app.processEvents()
+        if not window.grab().save(str(path), "PNG"):
+            print(f"bringup gui: could not write {path}", file=sys.stderr)
+            app.exit(2)
+            return
+        window.close()
+        app.exit(0)
+
+    QTimer.singleShot(150, grab)  # let the tabs lay out and paint once

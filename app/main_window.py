@@ -1,0 +1,235 @@
+"""The main window: the model bar, the layer map under it, then the tabs (Validate, Plan, Run, ...).
+
+Tabs plug in through `bringup.app.tabs.TAB_FACTORIES` (see that module for the contract). They are
+built after the first map is painted, so their imports never delay it; a tab that fails to import
+becomes a tab showing the error, and the rest of the window works.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QMainWindow,
+    QSplitter,
+    QTabWidget,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from bringup.app.layer_map_panel import LayerMapPanel
+from bringup.app.loader import ModelLoader
+from bringup.app.model_bar import ModelBar
+from bringup.app.theme import STYLE
+from bringup.core.layermap import LayerMap
+
+
+class ErrorBanner(QFrame):
+    """A dismissible message under the model bar: what went wrong and what to do."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("errorBanner")
+        self.label = QLabel()
+        self.label.setObjectName("errorText")
+        self.label.setWordWrap(True)
+        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        close = QToolButton()
+        close.setText("✕")
+        close.setToolTip("Dismiss")
+        close.clicked.connect(self.hide)
+        row = QHBoxLayout(self)
+        row.setContentsMargins(10, 6, 6, 6)
+        row.addWidget(self.label, 1)
+        row.addWidget(close, 0, Qt.AlignmentFlag.AlignTop)
+        self.hide()
+
+    def show_message(self, text: str) -> None:
+        self.label.setText(text)
+        self.show()
+
+    def text(self) -> str:
+        return self.label.text() if self.isVisible() else ""
+
+
+class _ErrorTab(QLabel):
+    """Stands in for a tab whose module failed to import."""
+
+    def __init__(self, spec: str, error: str) -> None:
+        super().__init__(f"This tab could not be loaded ({spec}):\n\n{error}")
+        self.setWordWrap(True)
+        self.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        self.setMargin(16)
+        self.title = spec.rpartition(":")[2]
+
+    def set_layer_map(self, layer_map) -> None:
+        pass
+
+
+class MainWindow(QMainWindow):
+    model_changed = Signal(object)  # LayerMap | None
+    settled = Signal()  # a load ended (shown, failed or cancelled) and the tabs exist
+
+    def __init__(self, parent: QWidget | None = None, *, build_tabs: bool = True) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Bring-up Workbench")
+        self.setStyleSheet(STYLE)
+        self.layer_map: LayerMap | None = None
+        self.tabs_built = False
+        self._want_tabs = build_tabs
+        self._settle_pending = False
+
+        self.model_bar = ModelBar()
+        self.banner = ErrorBanner()
+        self.map_panel = LayerMapPanel()
+        self.tabs = QTabWidget()
+        self.tabs.setDocumentMode(True)
+        self.splitter = QSplitter(Qt.Orientation.Vertical)
+        self.splitter.addWidget(self.map_panel)
+        self.splitter.addWidget(self.tabs)
+        self.splitter.setChildrenCollapsible(False)
+        self.splitter.setStretchFactor(0, 0)
+        self.splitter.setStretchFactor(1, 1)
+
+        central = QWidget()
+        central.setObjectName("central")
+        box = QVBoxLayout(central)
+        box.setContentsMargins(0, 0, 0, 0)
+        box.setSpacing(0)
+        box.addWidget(self.model_bar)
+        banner_box = QVBoxLayout()
+        banner_box.setContentsMargins(12, 6, 12, 0)
+        banner_box.addWidget(self.banner)
+        box.addLayout(banner_box)
+        box.addWidget(self.splitter, 1)
+        self.setCentralWidget(central)
+        self.statusBar().setSizeGripEnabled(False)
+
+        self.loader = ModelLoader(self)
+        self.loader.progress.connect(self.model_bar.show_progress)
+        self.loader.loaded.connect(self._on_loaded)
+        self.loader.failed.connect(self._on_failed)
+        self.loader.cancelled.connect(self._on_cancelled)
+        self.model_bar.load_requested.connect(self.load)
+        self.model_bar.cancel_requested.connect(self.loader.cancel)
+        self.map_panel.state.selection_changed.connect(self._on_selection)
+        self.map_panel.view.painted.connect(self._after_paint, Qt.ConnectionType.QueuedConnection)
+
+    # --- loading ------------------------------------------------------------------------------
+    def load(self, source: str, pp: int = 1) -> None:
+        self.model_bar.set_source(source)
+        self.model_bar.set_busy(True, f"loading {source}…")
+        self.loader.load(source, pp)
+
+    def _on_loaded(self, layer_map: LayerMap) -> None:
+        self.model_bar.set_busy(False)
+        self.banner.hide()
+        self.show_layer_map(layer_map)
+        self.statusBar().showMessage(f"Loaded {layer_map.name} from {layer_map.source}", 6000)
+
+    def _on_failed(self, text: str) -> None:
+        self.model_bar.set_busy(False)
+        self.banner.show_message(text)
+        self._settle_soon()
+
+    def _on_cancelled(self, source: str) -> None:
+        self.model_bar.set_busy(False)
+        self.statusBar().showMessage(f"Loading {source} was cancelled", 6000)
+        self._settle_soon()
+
+    def show_layer_map(self, layer_map: LayerMap | None) -> None:
+        """Show a model: the bar, the map, and every tab (they all get the same LayerMap)."""
+        self.layer_map = layer_map
+        self.model_bar.show_model(layer_map)
+        self.map_panel.set_layer_map(layer_map)
+        self.setWindowTitle(f"Bring-up Workbench — {layer_map.name}" if layer_map else "Bring-up Workbench")
+        self._fit_map()
+        for tab in self.tab_widgets():
+            self._call_tab(tab, "set_layer_map", layer_map)
+        self.model_changed.emit(layer_map)
+        self._settle_pending = True
+        if self.map_panel.view.isVisible():
+            self.map_panel.view.update()
+        else:
+            self._settle_soon()
+
+    def _fit_map(self) -> None:
+        """Give the map the height it needs; the tabs get the rest."""
+        total = sum(self.splitter.sizes()) or self.height()
+        want = min(self.map_panel.preferred_height(), int(total * 0.62))
+        self.splitter.setSizes([want, max(120, total - want)])
+
+    def _after_paint(self) -> None:
+        if self._settle_pending:
+            self._settle_soon()
+
+    def _settle_soon(self) -> None:
+        self._settle_pending = False
+        QTimer.singleShot(0, self._settle)
+
+    def _settle(self) -> None:
+        if self._want_tabs and not self.tabs_built:
+            self.build_tabs()
+        self.settled.emit()
+
+    # --- tabs --------------------------------------------------------------------------------
+    def build_tabs(self) -> None:
+        from bringup.app.tabs import TAB_FACTORIES, load_factory
+
+        self.tabs_built = True
+        for spec in TAB_FACTORIES:
+            try:
+                tab = load_factory(spec)()
+            except Exception as err:  # another part's bug must not keep the window from opening
+                traceback.print_exc(file=sys.stderr)
+                tab = _ErrorTab(spec, f"{type(err).__name__}: {err}")
+            self.add_tab(tab)
+
+    def add_tab(self, tab: QWidget) -> None:
+        """Add a tab that follows the contract in `bringup.app.tabs`, and hand it the current model."""
+        self.tabs.addTab(tab, getattr(tab, "title", type(tab).__name__))
+        if hasattr(tab, "highlight_requested"):
+            tab.highlight_requested.connect(self.map_panel.set_highlight)
+        if hasattr(tab, "select_requested"):
+            tab.select_requested.connect(self.map_panel.state.select_layer)
+        self._call_tab(tab, "set_layer_map", self.layer_map)
+
+    def tab_widgets(self) -> list[QWidget]:
+        return [self.tabs.widget(i) for i in range(self.tabs.count())]
+
+    def tab(self, title: str) -> QWidget | None:
+        for tab in self.tab_widgets():
+            if getattr(tab, "title", None) == title:
+                return tab
+        return None
+
+    def _call_tab(self, tab: QWidget, method: str, value) -> None:
+        fn = getattr(tab, method, None)
+        if fn is None:
+            return
+        try:
+            fn(value)
+        except Exception as err:  # show, don't crash: the map and the other tabs stay usable
+            traceback.print_exc(file=sys.stderr)
+            self.banner.show_message(f"The {getattr(tab, 'title', 'tab')} tab failed to update: {type(err).__name__}: {err}")
+
+    def _on_selection(self, layer) -> None:
+        for tab in self.tab_widgets():
+            self._call_tab(tab, "set_selected_layer", layer)
+
+    # --- lifetime ----------------------------------------------------------------------------
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        if self.layer_map is not None:
+            QTimer.singleShot(0, self._fit_map)
+
+    def closeEvent(self, event) -> None:
+        self.loader.cancel()
+        self.loader.wait(2000)
+        super().closeEvent(event)

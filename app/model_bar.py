@@ -1,0 +1,154 @@
+"""The model bar: pick a model (catalogue, file, folder or hub id), watch it load, see what it is."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFileDialog,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from bringup.app.layer_facts import human_count
+from bringup.core.layermap import LayerMap
+
+
+def model_facts(layer_map: LayerMap) -> str:
+    """'nemotron_h · hybrid: mamba2 · 52 layers · 31.6 B params, 3.58 B active'."""
+    parts = [layer_map.model_type or "unknown type"]
+    parts.append(f"hybrid: {layer_map.family}" if layer_map.family else "not hybrid")
+    parts.append(f"{layer_map.num_layers} layers" + (f" + {len(layer_map.mtp_layers)} MTP" if layer_map.mtp_layers else ""))
+    params = f"{human_count(layer_map.params_total)} params"
+    if layer_map.params_active:
+        params += f", {human_count(layer_map.params_active)} active"
+    parts.append(params)
+    if layer_map.pp_size > 1:
+        parts.append(f"PP {layer_map.pp_size}")
+    return "   ·   ".join(parts)
+
+
+class ModelBar(QFrame):
+    load_requested = Signal(str, int)  # source, pp
+    cancel_requested = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("modelBar")
+        self.source = QComboBox()
+        self.source.setEditable(True)
+        self.source.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
+        self.source.setMinimumWidth(340)
+        self.source.setToolTip("A catalogue name, a Hugging Face hub id (org/name), a config.json or a model folder")
+        self.source.lineEdit().setPlaceholderText("catalogue name, hub id, config.json or folder")
+        self.source.lineEdit().returnPressed.connect(self.request_load)
+        self.source.activated.connect(lambda _i: self.request_load())
+        self._fill_catalogue()
+
+        self.open_file = QPushButton("Open config…")
+        self.open_file.clicked.connect(self._pick_file)
+        self.open_folder = QPushButton("Open folder…")
+        self.open_folder.clicked.connect(self._pick_folder)
+        self.load_button = QPushButton("Load")
+        self.load_button.setDefault(True)
+        self.load_button.clicked.connect(self.request_load)
+        self.pp = QSpinBox()
+        self.pp.setRange(1, 64)
+        self.pp.setPrefix("PP ")
+        self.pp.setToolTip("Pipeline-parallel stages: the map shows which layers each stage holds")
+        self.pp.valueChanged.connect(lambda _v: self.request_load())
+
+        self.name = QLabel("No model")
+        self.name.setObjectName("modelName")
+        self.name.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.facts = QLabel("")
+        self.facts.setObjectName("modelFacts")
+
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 0)  # busy: loaders report steps, not fractions
+        self.progress.setFixedWidth(120)
+        self.progress.setTextVisible(False)
+        self.progress_text = QLabel()
+        self.progress_text.setObjectName("progressText")
+        self.cancel = QPushButton("Cancel")
+        self.cancel.clicked.connect(self.cancel_requested)
+
+        row = QHBoxLayout()
+        row.setSpacing(6)
+        row.addWidget(self.source, 1)
+        row.addWidget(self.load_button)
+        row.addWidget(self.open_file)
+        row.addWidget(self.open_folder)
+        row.addWidget(self.pp)
+        info = QHBoxLayout()
+        info.setSpacing(14)
+        info.addWidget(self.name)
+        info.addWidget(self.facts, 1)
+        info.addWidget(self.progress_text)
+        info.addWidget(self.progress)
+        info.addWidget(self.cancel)
+        box = QVBoxLayout(self)
+        box.setContentsMargins(12, 10, 12, 8)
+        box.setSpacing(6)
+        box.addLayout(row)
+        box.addLayout(info)
+        self.set_busy(False)
+
+    def _fill_catalogue(self) -> None:
+        from bringup.core import catalogue
+
+        for entry in catalogue.entries():
+            self.source.addItem(entry.name, entry.name)
+            self.source.setItemData(self.source.count() - 1, f"{entry.hub_id}\n{entry.family}: {entry.why}",
+                                    Qt.ItemDataRole.ToolTipRole)
+
+    def source_text(self) -> str:
+        return self.source.currentText().strip()
+
+    def set_source(self, source: str) -> None:
+        self.source.setEditText(source)
+
+    def request_load(self) -> None:
+        if self.source_text():
+            self.load_requested.emit(self.source_text(), self.pp.value())
+
+    def set_busy(self, busy: bool, text: str = "") -> None:
+        self.progress.setVisible(busy)
+        self.cancel.setVisible(busy)
+        self.progress_text.setVisible(busy)
+        self.progress_text.setText(text)
+        self.load_button.setEnabled(not busy)
+
+    def show_progress(self, text: str) -> None:
+        self.progress_text.setText(text[:90] + ("…" if len(text) > 90 else ""))
+
+    def show_model(self, layer_map: LayerMap | None) -> None:
+        if layer_map is None:
+            self.name.setText("No model")
+            self.facts.setText("")
+            return
+        self.name.setText(layer_map.name)
+        self.facts.setText(model_facts(layer_map))
+        self.name.setToolTip(f"source: {layer_map.source}")
+        if self.pp.value() != layer_map.pp_size:
+            self.pp.blockSignals(True)
+            self.pp.setValue(layer_map.pp_size)
+            self.pp.blockSignals(False)
+
+    def _pick_file(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open a model's config.json", "", "Config (*.json);;All files (*)")
+        if path:
+            self.set_source(path)
+            self.request_load()
+
+    def _pick_folder(self) -> None:
+        path = QFileDialog.getExistingDirectory(self, "Open a model folder (with config.json)")
+        if path:
+            self.set_source(path)
+            self.request_load()
