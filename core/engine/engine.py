@@ -1,0 +1,339 @@
+"""The embedded engine: load a checkpoint, size and allocate the pools once, then step.
+
+    engine = Engine("/path/to/checkpoint", device="cpu")
+    rid = engine.add_request(engine.tokenizer.encode("Hello"), SamplingParams(max_new_tokens=16))
+    while engine.has_unfinished():
+        for out in engine.step(): ...
+
+One thread owns an Engine (the server runs it in its loop thread). Each `step()` is one scheduler
+decision, one model forward over the whole batch (any mix of prefill chunks and decodes), and one
+batched sampling call. Pools are sized by the planner's `plan_memory` (the same function the GUI's
+Plan tab shows), from the device memory free before the weights were loaded.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import time
+import uuid
+
+import torch
+
+from bringup.core.errors import UserError
+
+from . import device as devices
+from .detokenize import IncrementalDetokenizer
+from .pools import KVPool, PoolIntegrityError, StatePool, as_dtype
+from .request import Request, RequestRejected, Status, StepOutput
+from .sampling import SamplingParams, make_generator, sample
+from .scheduler import Scheduler
+from .sizing import engine_layer_map
+
+GB = 1024**3
+STRATEGY = "embedded: paged KV pool over full-attention layers, one state slot per request, no radix cache"
+
+
+def default_log(message: str) -> None:
+    print(f"[{time.strftime('%Y-%m-%d %H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+class Engine:
+    def __init__(self, model, *, device="cpu", dtype="auto", mem_fraction=None, max_running_requests=None,
+                 page_size: int = 16, ssm_dtype="float32", conv_dtype=None, kv_dtype=None,
+                 chunked_prefill_size: int | None = 2048, max_total_tokens: int | None = None,
+                 context_length: int | None = None, log=None):
+        self.log = log or default_log
+        self.device = devices.resolve_device(device)
+        devices.set_current(self.device)
+        if page_size < 1:
+            raise UserError(f"page size must be at least 1, got {page_size}")
+        started = time.monotonic()
+        free_before = devices.free_memory(self.device)
+        self.log(f"Load weight begin. avail mem={free_before / GB:.2f} GB")
+        from .loader import load_model, load_tokenizer, weights_bytes
+
+        loaded = load_model(model, device=self.device, dtype=dtype)
+        self.model, self.config, self.folder = loaded.model, loaded.config, loaded.folder
+        self.model_name = loaded.name
+        self.tokenizer = load_tokenizer(loaded.folder)
+        self.dtype = loaded.dtype
+        self.weights_bytes = weights_bytes(self.model) + sum(b.numel() * b.element_size() for b in self.model.buffers())
+        self.architecture = (self.config.get("architectures") or [type(self.model).__name__])[0]
+        devices.synchronize(self.device)
+        self.log(
+            f"Load weight end. elapsed={time.monotonic() - started:.2f} s, type={self.architecture}, "
+            f"dtype={_name(self.dtype)}, avail mem={devices.free_memory(self.device) / GB:.2f} GB, "
+            f"mem usage={self.weights_bytes / GB:.2f} GB."
+        )
+
+        self.max_context = int(context_length or self.config.get("max_position_embeddings") or 0) or None
+        spec = self.model.cache_spec
+        self.kv_dtype = as_dtype(kv_dtype) if kv_dtype else self.dtype
+        self.conv_dtype = as_dtype(conv_dtype) if conv_dtype else self.dtype
+        self.ssm_dtype = as_dtype(ssm_dtype or "float32")
+        self.plan = self._plan(spec, free_before, mem_fraction, max_running_requests, page_size, context_length)
+        kv_tokens = self.plan.kv_tokens
+        if max_total_tokens is not None:
+            kv_tokens = min(kv_tokens, int(max_total_tokens))
+        num_pages = kv_tokens // page_size if spec.kv_layer_ids else 0
+        self.max_running_requests = max(1, int(self.plan.max_running_requests))
+        num_slots = int(self.plan.state_slots) if spec.state_layer_ids else self.max_running_requests
+
+        self.kv_pool = KVPool(num_pages, page_size, spec.kv_layer_ids, spec.num_kv_heads or 1, spec.head_dim or 1,
+                              self.kv_dtype, self.device)
+        self.state_pool = StatePool(num_slots, spec.state_layer_ids, spec.conv_shape or (1,), spec.ssm_shape or (1,),
+                                    self.conv_dtype, self.ssm_dtype, self.device)
+        if spec.kv_layer_ids:
+            self.log(
+                f"KV Cache is allocated. dtype: {_name(self.kv_dtype)}, #tokens: {self.kv_pool.capacity_tokens}, "
+                f"K size: {self.kv_pool.k_bytes / GB:.2f} GB, V size: {self.kv_pool.v_bytes / GB:.2f} GB"
+            )
+        if spec.state_layer_ids:
+            self.log(
+                f"Mamba Cache is allocated. max_mamba_cache_size: {num_slots}, "
+                f"conv_state size: {self.state_pool.conv_bytes / GB:.2f}GB, "
+                f"ssm_state size: {self.state_pool.ssm_bytes / GB:.2f}GB "
+            )
+        self.scheduler = Scheduler(self.kv_pool, self.state_pool, max_running_requests=self.max_running_requests,
+                                   chunked_prefill_size=chunked_prefill_size, max_context=self.max_context)
+        self.chunked_prefill_size = chunked_prefill_size
+        self.eos_token_ids = _eos_ids(self.config, self.tokenizer)
+        self.vocab_size = int(self.config.get("vocab_size") or 0) or None
+        self._requests: dict[str, Request] = {}
+        self._arrivals = itertools.count()
+        self._totals = {"prompt": 0, "generated": 0, "recomputed": 0, "requests": 0, "steps": 0}
+        free_after = devices.free_memory(self.device)
+        self.log(f"Memory pool end. avail mem={free_after / GB:.2f} GB")
+        # The server prints SGLang's max_total_num_tokens=... summary line from server_info().
+
+    def _plan(self, spec, free_before, mem_fraction, max_running_requests, page_size, context_length):
+        from bringup.core.planner import plan_memory
+
+        params = sum(p.numel() for p in self.model.parameters())
+        self.layer_map = engine_layer_map(self.config, spec, name=self.model_name, source=str(self.folder or ""),
+                                          params=params, log=self.log)
+        plan = plan_memory(
+            self.layer_map, device_memory=int(free_before), target="embedded", device=self.device.type,
+            mem_fraction=mem_fraction, dtype=_name(self.dtype), kv_dtype=_name(self.kv_dtype),
+            conv_dtype=_name(self.conv_dtype), ssm_dtype=_name(self.ssm_dtype), page_size=page_size,
+            context=context_length, max_running_requests=max_running_requests, weights_bytes=self.weights_bytes,
+        )
+        if getattr(plan, "problems", None):
+            raise UserError("cannot size the engine's pools: " + "; ".join(plan.problems))
+        for note in getattr(plan, "notes", ()) or ():
+            self.log(f"Planner: {note}")
+        if plan.max_running_requests < 1:
+            raise UserError("the pools have room for no request at all; give the engine more memory (--mem-fraction)")
+        return plan
+
+    # Requests ---------------------------------------------------------------------------------
+    def add_request(self, prompt_ids, params: SamplingParams | None = None, request_id: str | None = None, *,
+                    detokenize: bool = True) -> str:
+        """Queue a request; raises RequestRejected (a ValueError) when it can never run."""
+        params = params or SamplingParams()
+        if not isinstance(params, SamplingParams):
+            raise TypeError(f"params must be SamplingParams, got {type(params).__name__}")
+        ids = _token_list(prompt_ids, self.vocab_size)
+        rid = str(request_id) if request_id is not None else uuid.uuid4().hex
+        if rid in self._requests:
+            raise RequestRejected(f"request id {rid!r} is already in use; use a fresh id")
+        detok = IncrementalDetokenizer(self.tokenizer, ids, params.stop) if detokenize or params.stop else None
+        req = Request(rid, ids, params, next(self._arrivals), make_generator(params.seed, self.device), detok)
+        self.scheduler.add(req)  # raises RequestRejected for a prompt that can never fit
+        self._requests[rid] = req
+        self._totals["requests"] += 1
+        return rid
+
+    def abort(self, request_id: str) -> bool:
+        """End a request now, freeing its pages and slot; its last output (finish_reason "abort")
+        comes with the next step. False if the request is unknown or already finished."""
+        req = self._requests.get(request_id)
+        if req is None or req.is_finished:
+            return False
+        self.scheduler.finish(req, "abort")
+        return True
+
+    def has_unfinished(self) -> bool:
+        return bool(self._requests)
+
+    # One step ---------------------------------------------------------------------------------
+    @torch.inference_mode()
+    def step(self) -> list[StepOutput]:
+        step = self.scheduler.schedule()
+        reported = []
+        if step.requests:
+            batch = self.scheduler.build_batch(step, self.device)
+            logits = self.model(batch)
+            sampled = step.samples()
+            for req, n in zip(step.requests, step.num_new_tokens):
+                self._count_computed(req, n)
+            self.scheduler.advance(step)
+            rows = [i for i, s in enumerate(sampled) if s]
+            if rows:
+                reqs = [step.requests[i] for i in rows]
+                picked = logits if len(rows) == len(sampled) else logits[torch.tensor(rows, device=logits.device)]
+                tokens = sample(picked, [r.params for r in reqs], [r.generator for r in reqs]).tolist()
+                for req, tok in zip(reqs, tokens):
+                    self._append_token(req, int(tok))
+                    reported.append(req)
+            self._totals["steps"] += 1
+        seen = {r.id for r in reported}
+        reported += [r for r in self.scheduler.take_ended() if r.id not in seen]
+        return [self._output(r) for r in reported]
+
+    def _count_computed(self, req: Request, n: int) -> None:
+        """Prompt tokens count once; tokens computed again after a preemption count as recomputed."""
+        end, high, prompt = req.num_computed + n, req.computed_high, len(req.prompt_ids)
+        self._totals["recomputed"] += max(0, min(end, high) - req.num_computed)
+        self._totals["prompt"] += max(0, min(end, prompt) - min(high, prompt))
+        req.computed_high = max(high, end)
+
+    def _append_token(self, req: Request, token: int) -> None:
+        req.output_ids.append(token)
+        req.pending_tokens.append(token)
+        self._totals["generated"] += 1
+        p = req.params
+        if token in p.stop_token_ids or (not p.ignore_eos and token in self.eos_token_ids):
+            self.scheduler.finish(req, "stop")
+        elif req.detokenizer is not None and req.detokenizer.add(token):
+            self.scheduler.finish(req, "stop")
+        elif len(req.output_ids) >= p.max_new_tokens:
+            self.scheduler.finish(req, "length")
+        elif self.max_context is not None and req.num_tokens >= self.max_context:
+            self.scheduler.finish(req, "length")
+
+    def _output(self, req: Request) -> StepOutput:
+        finished = req.is_finished
+        text = req.detokenizer.take(final=finished) if req.detokenizer is not None else ""
+        tokens, req.pending_tokens = req.pending_tokens, []
+        if finished:
+            self._requests.pop(req.id, None)
+        return StepOutput(req.id, tokens, text, finished, req.finish_reason, len(req.prompt_ids),
+                          len(req.output_ids), req.error)
+
+    # Whole batches ----------------------------------------------------------------------------
+    def generate(self, prompts, params: SamplingParams | list[SamplingParams] | None = None) -> list[list[int]]:
+        """Run prompts (lists of token ids) to completion together; their generated ids, in order."""
+        prompts = list(prompts)
+        plist = params if isinstance(params, list) else [params or SamplingParams()] * len(prompts)
+        if len(plist) != len(prompts):
+            raise ValueError(f"{len(prompts)} prompts but {len(plist)} sampling params")
+        ids = [self.add_request(p, sp, detokenize=False) for p, sp in zip(prompts, plist)]
+        results: dict[str, list[int]] = {rid: [] for rid in ids}
+        pending = set(ids)
+        while pending:
+            for out in self.step():
+                if out.request_id in results:
+                    results[out.request_id] += out.token_ids
+                    if out.finished:
+                        pending.discard(out.request_id)
+        return [results[rid] for rid in ids]
+
+    # Introspection ----------------------------------------------------------------------------
+    def stats(self) -> dict:
+        kv, st, sch = self.kv_pool, self.state_pool, self.scheduler
+        return {
+            "kv_tokens_used": sch.kv_tokens_used,
+            "kv_tokens_total": kv.capacity_tokens,
+            "kv_pages_used": kv.num_used_pages,
+            "kv_pages_total": kv.num_pages,
+            "state_slots_used": st.num_used_slots,
+            "state_slots_total": st.num_slots,
+            "num_running": len(sch.running),
+            "num_queued": len(sch.waiting),
+            "prompt_tokens_total": self._totals["prompt"],
+            "generated_tokens_total": self._totals["generated"],
+            "recomputed_tokens_total": self._totals["recomputed"],
+            "requests_total": self._totals["requests"],
+            "steps_total": self._totals["steps"],
+            "preemptions_total": sch.num_preemptions,
+        }
+
+    def server_info(self) -> dict:
+        plan = self.plan
+        kv, st = self.kv_pool, self.state_pool
+        return {
+            "model": self.model_name,
+            "model_path": str(self.folder) if self.folder else None,
+            "architecture": self.architecture,
+            "model_type": self.config.get("model_type"),
+            "device": str(self.device),
+            "device_name": devices.device_name(self.device),
+            "dtype": _name(self.dtype),
+            "kv_dtype": _name(self.kv_dtype),
+            "conv_dtype": _name(self.conv_dtype),
+            "ssm_dtype": _name(self.ssm_dtype),
+            "strategy": STRATEGY,
+            "page_size": kv.page_size,
+            "chunked_prefill_size": self.chunked_prefill_size,
+            "context_len": self.max_context,
+            "max_running_requests": self.max_running_requests,
+            "vocab_size": self.vocab_size,
+            "kv_layers": list(kv.layer_ids),
+            "state_layers": list(st.layer_ids),
+            "predicted": {
+                "weights_bytes": plan.weights_bytes,
+                "kv_bytes_per_token": plan.kv_bytes_per_token,
+                "state_bytes_per_request": plan.state_bytes_per_request,
+                "kv_tokens": plan.kv_tokens,
+                "state_slots": plan.state_slots,
+                "max_running_requests": plan.max_running_requests,
+                "bottleneck": plan.bottleneck,
+                "mem_fraction": plan.mem_fraction,
+                "device_memory": plan.device_memory,
+                "context": plan.context,
+            },
+            "allocated": {
+                "weights_bytes": self.weights_bytes,
+                "kv_bytes_per_token": kv.bytes_per_token,
+                "state_bytes_per_request": st.bytes_per_slot,
+                "kv_tokens": kv.capacity_tokens,
+                "kv_pages": kv.num_pages,
+                "k_bytes": kv.k_bytes,
+                "v_bytes": kv.v_bytes,
+                "state_slots": st.num_slots,
+                "conv_bytes": st.conv_bytes,
+                "ssm_bytes": st.ssm_bytes,
+                "max_running_requests": self.max_running_requests,
+            },
+        }
+
+    def check_pools(self) -> None:
+        """Raise PoolIntegrityError if a page or slot is owned twice, owned by nobody, or (with no
+        request running) still held."""
+        self.scheduler.check()
+        if not self.scheduler.running and (self.kv_pool.num_used_pages or self.state_pool.num_used_slots):
+            raise PoolIntegrityError(
+                f"no request is running but {self.kv_pool.num_used_pages} KV page(s) and "
+                f"{self.state_pool.num_used_slots} state slot(s) are held"
+            )
+
+
+def _name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _token_list(prompt_ids, vocab_size: int | None) -> list[int]:
+    try:
+        ids = [int(t) for t in prompt_ids]
+    except (TypeError, ValueError):
+        raise RequestRejected("the prompt must be a list of token ids (integers)") from None
+    if vocab_size:
+        bad = [t for t in ids if not 0 <= t < vocab_size]
+        if bad:
+            raise RequestRejected(
+                f"token id {bad[0]} is outside the vocabulary (0..{vocab_size - 1}); "
+                "encode the prompt with this model's tokenizer"
+            )
+    return ids
+
+
+def _eos_ids(config: dict, tokenizer) -> frozenset[int]:
+    ids: set[int] = set()
+    for value in (config.get("eos_token_id"), getattr(tokenizer, "eos_token_id", None)):
+        if isinstance(value, int):
+            ids.add(value)
+        elif isinstance(value, (list, tuple)):
+            ids.update(int(v) for v in value)
+    return frozenset(ids)
