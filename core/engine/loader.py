@@ -1,0 +1,247 @@
+"""Loading a model for the embedded engine: checkpoint folder (or hub id) -> our model + tokenizer.
+
+Weights come from the folder's safetensors files (one file, or shards listed in
+model.safetensors.index.json) under the names transformers saves; each model maps those names to
+its parameters (`CausalLM.map_weight_name`). The model is built on the meta device first, so no
+time or memory goes into random initialisation, then allocated once on the target device and
+filled tensor by tensor.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+import torch
+
+from bringup.core.config_file import read_config_file
+from bringup.core.errors import UserError
+from bringup.kernels.dispatch import ops_for
+
+from .models import CausalLM, UnsupportedModelError, WeightLoadError, model_class_for
+
+Progress = Callable[[str], None]
+
+# What the engine needs from a hub repository (no PyTorch .bin, no ONNX, no GGUF copies).
+HUB_PATTERNS = [
+    "config.json", "generation_config.json", "*.safetensors", "model.safetensors.index.json",
+    "tokenizer.json", "tokenizer_config.json", "tokenizer.model", "special_tokens_map.json",
+    "vocab.json", "merges.txt", "added_tokens.json", "chat_template.jinja", "chat_template.json",
+    "*.py",  # remote-code configs (NemotronH's own) are read as JSON, never executed
+]
+INDEX_FILE = "model.safetensors.index.json"
+
+
+@dataclass
+class LoadedModel:
+    model: CausalLM
+    config: dict
+    folder: Path
+    name: str
+    dtype: torch.dtype
+    device: torch.device
+    load_seconds: float
+
+
+# Finding the checkpoint --------------------------------------------------------------------------
+
+def resolve_checkpoint(source: str | os.PathLike, *, progress: Progress | None = None) -> Path:
+    """The local folder holding config.json and the safetensors: a folder, a config.json path, or a
+    hub id downloaded (or found in the cache) with huggingface_hub."""
+    text = os.fspath(source).strip()
+    if not text:
+        raise UserError("no model given; pass a checkpoint folder or a hub id (owner/name)")
+    path = Path(text).expanduser()
+    if path.is_file() and path.name == "config.json":
+        path = path.parent
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise UserError(f"{path} has no config.json; point at a Hugging Face checkpoint folder")
+        return path
+    if path.exists():
+        raise UserError(f"{path} is a file; the engine needs the checkpoint folder (config.json + *.safetensors)")
+    from bringup.core.hub import looks_like_hub_id
+
+    if text.startswith((".", "/", "~")) or not looks_like_hub_id(text):
+        raise UserError(f"{text}: no such folder, and not a hub id (owner/name); check the path")
+    return download_checkpoint(text, progress=progress)
+
+
+def download_checkpoint(hub_id: str, *, progress: Progress | None = None) -> Path:
+    from huggingface_hub import errors as hf_errors
+    from huggingface_hub import snapshot_download
+
+    from bringup.core.hub import HUB_ID, _offline, explain, hub_reachable
+
+    match = HUB_ID.match(hub_id)
+    repo, revision = match["repo"], match["rev"]
+    cache_only = _offline() or not hub_reachable()
+    if progress:
+        progress(f"{'looking up' if cache_only else 'downloading'} {repo} (config, tokenizer, safetensors)")
+    quiet = logging.getLogger("huggingface_hub")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        folder = snapshot_download(repo, revision=revision, allow_patterns=HUB_PATTERNS, local_files_only=cache_only,
+                                   tqdm_class=_tqdm_reporting_to(progress) if progress else None)
+    except Exception as err:  # noqa: BLE001 - every failure becomes a message
+        user_err = explain(err, hub_id, hf_errors)
+        raise UserError(str(user_err).replace("config.json", "the checkpoint")) from None
+    finally:
+        quiet.setLevel(level)
+    folder = Path(folder)
+    if not list(folder.glob("*.safetensors")):
+        raise UserError(f"{hub_id} has no safetensors weights (only other formats); convert it or pick another repository")
+    return folder
+
+
+def _tqdm_reporting_to(progress: Progress):
+    from tqdm.auto import tqdm
+
+    class Reporter(tqdm):  # huggingface_hub drives it; we forward its counts as messages
+        def update(self, n=1):
+            out = super().update(n)
+            if self.total:
+                progress(f"{self.desc or 'fetching'}: {self.n} of {self.total}")
+            return out
+
+    return Reporter
+
+
+# Reading it --------------------------------------------------------------------------------------
+
+def _decode_special_floats(value):
+    """transformers writes inf as {"__float__": "Infinity"}; turn such objects back into floats."""
+    if isinstance(value, dict):
+        if set(value) == {"__float__"}:
+            return float(value["__float__"])
+        return {k: _decode_special_floats(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_decode_special_floats(v) for v in value]
+    return value
+
+
+def read_model_config(folder: Path) -> dict:
+    return _decode_special_floats(read_config_file(Path(folder) / "config.json"))
+
+
+def safetensors_files(folder: Path) -> list[Path]:
+    folder = Path(folder)
+    index = folder / INDEX_FILE
+    if index.is_file():
+        try:
+            weight_map = json.loads(index.read_text())["weight_map"]
+        except (ValueError, KeyError) as err:
+            raise UserError(f"{index} is not a valid safetensors index ({err}); download the checkpoint again") from None
+        files = [folder / name for name in sorted(set(weight_map.values()))]
+        missing = [f.name for f in files if not f.is_file()]
+        if missing:
+            raise UserError(f"{folder} lacks shard(s) {missing[:4]} listed in {INDEX_FILE}; the download is incomplete")
+        return files
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        raise UserError(f"{folder} has no *.safetensors weights; the engine loads safetensors checkpoints only")
+    return files
+
+
+def iter_checkpoint(folder: Path) -> Iterator[tuple[str, torch.Tensor]]:
+    from safetensors import safe_open
+
+    for path in safetensors_files(folder):
+        with safe_open(str(path), framework="pt", device="cpu") as f:
+            for name in f.keys():
+                yield name, f.get_tensor(name)
+
+
+def resolve_dtype(dtype, config: dict) -> torch.dtype:
+    """"auto" is the checkpoint's own dtype (config `dtype` / `torch_dtype`), float32 if unstated."""
+    from .pools import as_dtype
+
+    if dtype in (None, "auto"):
+        dtype = config.get("dtype") or config.get("torch_dtype") or "float32"
+    try:
+        resolved = as_dtype(dtype)
+    except ValueError as err:
+        raise UserError(f"{err}") from None
+    if not resolved.is_floating_point:
+        raise UserError(f"dtype {dtype} is not a floating-point type; use float32, bfloat16 or float16")
+    return resolved
+
+
+def resolve_device(device) -> torch.device:
+    try:
+        dev = torch.device(device or "cpu")
+    except (RuntimeError, TypeError) as err:
+        raise UserError(f"device {device!r} is not a torch device ({err}); use cpu, cuda, cuda:N or xpu") from None
+    if dev.type != "cpu":
+        module = getattr(torch, dev.type, None)
+        if module is None or not module.is_available():
+            raise UserError(f"device {dev} is not available in this torch build; run `bringup probe` to see devices")
+    return dev
+
+
+# Building it -------------------------------------------------------------------------------------
+
+def build_model(config: dict, *, device="cpu", dtype=torch.float32, ops=None) -> CausalLM:
+    """Our model for `config`, allocated (uninitialised) on `device` in `dtype`."""
+    try:
+        cls = model_class_for(config)
+    except UnsupportedModelError as err:
+        raise UserError(str(err)) from None
+    device = torch.device(device)
+    with torch.device("meta"):
+        try:
+            model = cls(config, ops or ops_for(device))
+        except (ValueError, KeyError, AttributeError, TypeError) as err:
+            raise UserError(f"config.json does not describe a {cls.__name__} the engine can build: {err}") from None
+    model.to(dtype=dtype)
+    model.apply_float32_exceptions()
+    model.to_empty(device=device)
+    model.tie_weights()
+    return model.eval()
+
+
+def load_model(source, *, device="cpu", dtype="auto", progress: Progress | None = None) -> LoadedModel:
+    started = time.monotonic()
+    folder = resolve_checkpoint(source, progress=progress)
+    config = read_model_config(folder)
+    dev, dt = resolve_device(device), resolve_dtype(dtype, config)
+    if progress:
+        progress(f"building {config.get('model_type')} on {dev} in {str(dt).removeprefix('torch.')}")
+    model = build_model(config, device=dev, dtype=dt)
+    if progress:
+        progress(f"loading weights from {folder}")
+    try:
+        with torch.no_grad():
+            model.load_weights(iter_checkpoint(folder))
+    except WeightLoadError as err:
+        raise UserError(f"{folder}: {err}") from None
+    name = Path(os.fspath(source)).name if Path(os.fspath(source)).expanduser().exists() else os.fspath(source)
+    return LoadedModel(model, config, folder, name, dt, dev, time.monotonic() - started)
+
+
+def load_tokenizer(folder: Path):
+    """The checkpoint's tokenizer through transformers (chat template included)."""
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(str(folder))
+    except Exception as err:  # noqa: BLE001 - many formats, many errors: one message
+        raise UserError(f"{folder}: cannot load a tokenizer ({type(err).__name__}: {str(err)[:200]}); "
+                        "the folder needs tokenizer.json or tokenizer_config.json with its vocabulary") from None
+
+
+def weights_bytes(model: CausalLM) -> int:
+    seen, total = set(), 0
+    for p in model.parameters():
+        if id(p) not in seen:
+            seen.add(id(p))
+            total += p.numel() * p.element_size()
+    return total
+
+

@@ -1,0 +1,23 @@
+"""Paged attention as a model layer sees it: write the new K/V into the pool, attend through the block tables."""
+
+from __future__ import annotations
+
+import torch
+
+
+def paged_attention(ops, batch, layer_id: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float,
+                    sliding_window: int | None = None) -> torch.Tensor:
+    """q [T, Hq, D], k/v [T, Hkv, D] for the batch's new tokens. Returns [T, Hq, D].
+
+    The pool is asked for this layer by its GLOBAL id, so a model/pool mismatch raises the pool's
+    PoolLayerError naming the layers it holds.
+    """
+    if batch.kv_pool is None:
+        raise RuntimeError(f"layer {layer_id} is an attention layer but the batch carries no KV pool")
+    k_cache, v_cache = batch.kv_pool.k(layer_id), batch.kv_pool.v(layer_id)
+    ops.kv_cache_write(k_cache, v_cache, batch.slot_mapping, k, v)
+    if batch.is_decode_only:
+        return ops.paged_attention_decode(q, k_cache, v_cache, batch.block_tables, batch.context_lens, scale,
+                                          sliding_window)
+    return ops.paged_attention_prefill(q, k_cache, v_cache, batch.block_tables, batch.query_lens_list,
+                                       batch.context_lens_list, scale, sliding_window)

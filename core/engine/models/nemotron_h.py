@@ -1,0 +1,306 @@
+"""NemotronH (Nemotron-H, Nemotron-3-Nano): a stack of single-purpose blocks.
+
+Each block is `h = h + mixer(rmsnorm(h))` where the mixer is one of: Mamba2 ("M" in
+hybrid_override_pattern, "linear_attention" in layers_block_type), GQA attention without rotary
+embeddings ("*", "full_attention"), a relu2 MLP ("-", "mlp"), or a MoE of relu2 experts with a
+shared expert and DeepSeek-style grouped sigmoid routing ("E", "moe").
+Weights are named as NVIDIA's checkpoints and transformers' save_pretrained name them:
+`backbone.layers.N.mixer...`, experts one by one (`mixer.experts.E.up_proj.weight`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .attention import paged_attention
+from .base import CacheSpec, CausalLM, RMSNormWeight, linear
+
+PATTERN_TO_TYPE = {"M": "linear_attention", "*": "full_attention", "-": "mlp", "E": "moe"}
+BLOCK_TYPES = tuple(PATTERN_TO_TYPE.values())
+
+
+def block_types(cfg) -> list[str]:
+    """The per-layer block types from layers_block_type (transformers 5) or hybrid_override_pattern."""
+    types = cfg.get("layers_block_type") or cfg.get("layer_types")
+    if types:
+        bad = sorted(set(types) - set(BLOCK_TYPES))
+        if bad:
+            raise ValueError(f"NemotronH layers_block_type has unknown block types {bad}; known: {list(BLOCK_TYPES)}")
+        return list(types)
+    pattern = cfg.get("hybrid_override_pattern")
+    if not pattern:
+        raise ValueError("NemotronH config has neither layers_block_type nor hybrid_override_pattern")
+    bad = sorted(set(pattern) - set(PATTERN_TO_TYPE))
+    if bad:
+        raise ValueError(f"hybrid_override_pattern has unknown symbols {bad}; known: {sorted(PATTERN_TO_TYPE)}")
+    return [PATTERN_TO_TYPE[c] for c in pattern]
+
+
+def time_step_limit(cfg) -> tuple[float, float]:
+    """dt clamp range. The config's time_step_limit (default: none), as NVIDIA's Mamba2 applies it."""
+    limit = cfg.get("time_step_limit") or cfg.get("mamba_dt_limit") or (0.0, math.inf)
+    lo, hi = (float(v) if not isinstance(v, dict) else float(v.get("__float__", "inf")) for v in limit)
+    return lo, hi
+
+
+class Mamba2Mixer(nn.Module):
+    def __init__(self, cfg, layer_id: int, ops):
+        super().__init__()
+        self.layer_id, self.ops = layer_id, ops
+        self.num_heads = cfg.mamba_num_heads
+        self.head_dim = cfg.mamba_head_dim
+        self.n_groups = cfg.get("n_groups", 1)
+        self.d_state = cfg.ssm_state_size
+        self.kernel = cfg.get("conv_kernel", 4)
+        self.chunk_size = cfg.get("chunk_size", 128)
+        self.intermediate = self.num_heads * self.head_dim
+        self.conv_dim = self.intermediate + 2 * self.n_groups * self.d_state
+        self.eps = cfg.get("layer_norm_epsilon", 1e-5)
+        self.dt_limit = time_step_limit(cfg)
+        if cfg.get("mamba_hidden_act", "silu") != "silu":
+            raise ValueError(f"NemotronH mamba_hidden_act {cfg.mamba_hidden_act!r} is not supported; only 'silu'")
+        bias = bool(cfg.get("use_bias", False))
+        self.in_proj = linear(cfg.hidden_size, self.intermediate + self.conv_dim + self.num_heads, bias)
+        self.conv1d = nn.Conv1d(self.conv_dim, self.conv_dim, self.kernel, groups=self.conv_dim,
+                                bias=bool(cfg.get("use_conv_bias", True))).requires_grad_(False)
+        self.dt_bias = nn.Parameter(torch.zeros(self.num_heads), requires_grad=False)
+        self.A_log = nn.Parameter(torch.zeros(self.num_heads), requires_grad=False)
+        self.D = nn.Parameter(torch.ones(self.num_heads), requires_grad=False)
+        self.norm = RMSNormWeight(self.intermediate, self.eps)
+        self.out_proj = linear(self.intermediate, cfg.hidden_size, bias)
+
+    @property
+    def conv_shape(self) -> tuple[int, int]:
+        return (self.conv_dim, self.kernel - 1)
+
+    @property
+    def ssm_shape(self) -> tuple[int, int, int]:
+        return (self.num_heads, self.head_dim, self.d_state)
+
+    def _split_xbc(self, xbc: torch.Tensor):
+        gn = self.n_groups * self.d_state
+        x, B, C = xbc.split([self.intermediate, gn, gn], dim=-1)
+        n = xbc.shape[0]
+        return (x.reshape(n, self.num_heads, self.head_dim), B.reshape(n, self.n_groups, self.d_state),
+                C.reshape(n, self.n_groups, self.d_state))
+
+    def forward(self, hidden: torch.Tensor, batch) -> torch.Tensor:
+        ops = self.ops
+        if batch.state_pool is None:
+            raise RuntimeError(f"layer {self.layer_id} is a Mamba2 layer but the batch carries no state pool")
+        conv_states = batch.state_pool.conv(self.layer_id)  # [slots, conv_dim, K-1]
+        ssm_states = batch.state_pool.ssm(self.layer_id)  # [slots, H, P, N]
+        z, xbc, dt = self.in_proj(hidden).split([self.intermediate, self.conv_dim, self.num_heads], dim=-1)
+        A = -torch.exp(self.A_log.float())
+        w, b = self.conv1d.weight[:, 0, :], self.conv1d.bias
+        y = torch.empty(hidden.shape[0], self.num_heads, self.head_dim, dtype=hidden.dtype, device=hidden.device)
+        starts = batch.query_start_loc
+        # Requests continuing with one token step their state in one batched call; the rest
+        # (prompts and prompt chunks) run the chunked scan one by one.
+        steps = [i for i, (q, has) in enumerate(zip(batch.query_lens_list, batch.has_initial_state_list)) if q == 1 and has]
+        if steps:
+            rows = torch.tensor([starts[i] for i in steps], device=hidden.device)
+            slots = torch.tensor([batch.state_slots_list[i] for i in steps], device=hidden.device)
+            xc, new_conv = ops.causal_conv1d_update(xbc[rows], conv_states[slots], w, b, "silu")
+            conv_states[slots] = new_conv.to(conv_states.dtype)
+            xs, Bs, Cs = self._split_xbc(xc)
+            ys, new_ssm = ops.mamba_state_update(ssm_states[slots], xs, dt[rows], A, Bs, Cs, self.D, self.dt_bias,
+                                                 True, self.dt_limit)
+            ssm_states[slots] = new_ssm.to(ssm_states.dtype)
+            y[rows] = ys
+        stepped = set(steps)
+        for i in range(batch.num_requests):
+            if i in stepped:
+                continue
+            s, e = starts[i], starts[i + 1]
+            slot, has = batch.state_slots_list[i], batch.has_initial_state_list[i]
+            xc, conv_final = ops.causal_conv1d(xbc[s:e], w, b, conv_states[slot] if has else None, "silu")
+            conv_states[slot] = conv_final.to(conv_states.dtype)
+            xs, Bs, Cs = self._split_xbc(xc)
+            ys, ssm_final = ops.mamba_chunk_scan(xs, dt[s:e], A, Bs, Cs, self.chunk_size, self.D, self.dt_bias,
+                                                 ssm_states[slot] if has else None, True, self.dt_limit)
+            ssm_states[slot] = ssm_final.to(ssm_states.dtype)
+            y[s:e] = ys
+        y = ops.gated_rms_norm(y.reshape(hidden.shape[0], self.intermediate), z, self.norm.weight, self.eps,
+                               self.intermediate // self.n_groups, norm_before_gate=False)
+        return self.out_proj(y.to(hidden.dtype))
+
+
+class Attention(nn.Module):
+    """GQA attention; NemotronH uses no positional embedding in attention (the Mamba layers order tokens)."""
+
+    def __init__(self, cfg, layer_id: int, ops):
+        super().__init__()
+        self.layer_id, self.ops = layer_id, ops
+        self.num_heads = cfg.num_attention_heads
+        self.num_kv_heads = cfg.get("num_key_value_heads", self.num_heads)
+        self.head_dim = cfg.get("head_dim") or cfg.hidden_size // self.num_heads
+        self.scale = self.head_dim ** -0.5
+        bias = bool(cfg.get("attention_bias", False))
+        self.q_proj = linear(cfg.hidden_size, self.num_heads * self.head_dim, bias)
+        self.k_proj = linear(cfg.hidden_size, self.num_kv_heads * self.head_dim, bias)
+        self.v_proj = linear(cfg.hidden_size, self.num_kv_heads * self.head_dim, bias)
+        self.o_proj = linear(self.num_heads * self.head_dim, cfg.hidden_size, bias)
+        self.sliding_window = cfg.get("sliding_window")
+
+    def forward(self, hidden: torch.Tensor, batch) -> torch.Tensor:
+        T = hidden.shape[0]
+        q = self.q_proj(hidden).view(T, self.num_heads, self.head_dim)
+        k = self.k_proj(hidden).view(T, self.num_kv_heads, self.head_dim)
+        v = self.v_proj(hidden).view(T, self.num_kv_heads, self.head_dim)
+        out = paged_attention(self.ops, batch, self.layer_id, q, k, v, self.scale, self.sliding_window)
+        return self.o_proj(out.reshape(T, -1))
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg, ops, intermediate_size: int | None = None):
+        super().__init__()
+        self.ops = ops
+        self.act = cfg.get("mlp_hidden_act", "relu2")
+        bias = bool(cfg.get("mlp_bias", False))
+        size = intermediate_size or cfg.intermediate_size
+        self.up_proj = linear(cfg.hidden_size, size, bias)
+        self.down_proj = linear(size, cfg.hidden_size, bias)
+
+    def forward(self, hidden: torch.Tensor, batch=None) -> torch.Tensor:
+        return self.ops.mlp(hidden, self.up_proj.weight, self.down_proj.weight, None, self.act,
+                            self.up_proj.bias, self.down_proj.bias)
+
+
+class Router(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        E = cfg.n_routed_experts
+        self.weight = nn.Parameter(torch.zeros(E, cfg.hidden_size), requires_grad=False)
+        self.e_score_correction_bias = nn.Parameter(torch.zeros(E), requires_grad=False)
+
+
+class Experts(nn.Module):
+    """All routed experts stacked: up_proj [E, I, H], down_proj [E, H, I]."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        E, I = cfg.n_routed_experts, cfg.moe_intermediate_size
+        width = cfg.get("moe_latent_size") or cfg.hidden_size
+        self.up_proj = nn.Parameter(torch.zeros(E, I, width), requires_grad=False)
+        self.down_proj = nn.Parameter(torch.zeros(E, width, I), requires_grad=False)
+
+
+class MoE(nn.Module):
+    def __init__(self, cfg, ops):
+        super().__init__()
+        self.ops = ops
+        self.top_k = cfg.num_experts_per_tok
+        self.n_group = cfg.get("n_group", 1)
+        self.topk_group = cfg.get("topk_group", 1)
+        self.norm_topk_prob = bool(cfg.get("norm_topk_prob", True))
+        self.scaling = float(cfg.get("routed_scaling_factor", 1.0))
+        self.act = cfg.get("mlp_hidden_act", "relu2")
+        self.gate = Router(cfg)
+        self.experts = Experts(cfg)
+        self.shared_experts = MLP(cfg, ops, cfg.moe_shared_expert_intermediate_size)
+        latent = cfg.get("moe_latent_size")
+        if latent:
+            bias = bool(cfg.get("mlp_bias", False))
+            self.fc1_latent_proj = linear(cfg.hidden_size, latent, bias)
+            self.fc2_latent_proj = linear(latent, cfg.hidden_size, bias)
+        else:
+            self.fc1_latent_proj = self.fc2_latent_proj = None
+
+    def forward(self, hidden: torch.Tensor, batch=None) -> torch.Tensor:
+        logits = F.linear(hidden.float(), self.gate.weight.float())
+        weights, ids = self.ops.route_sigmoid_grouped(logits, self.gate.e_score_correction_bias, self.top_k,
+                                                      self.n_group, self.topk_group, self.norm_topk_prob, self.scaling)
+        x = hidden if self.fc1_latent_proj is None else self.fc1_latent_proj(hidden)
+        routed = self.ops.moe_experts(x, weights, ids, self.experts.up_proj, self.experts.down_proj, None, self.act)
+        if self.fc2_latent_proj is not None:
+            routed = self.fc2_latent_proj(routed)
+        return routed + self.shared_experts(hidden)
+
+
+class Block(nn.Module):
+    def __init__(self, cfg, layer_id: int, block_type: str, ops):
+        super().__init__()
+        self.block_type = block_type
+        self.ops = ops
+        self.norm = RMSNormWeight(cfg.hidden_size, cfg.get("layer_norm_epsilon", 1e-5))
+        if block_type == "linear_attention":
+            self.mixer = Mamba2Mixer(cfg, layer_id, ops)
+        elif block_type == "full_attention":
+            self.mixer = Attention(cfg, layer_id, ops)
+        elif block_type == "mlp":
+            self.mixer = MLP(cfg, ops)
+        else:
+            self.mixer = MoE(cfg, ops)
+
+    def forward(self, hidden: torch.Tensor, batch) -> torch.Tensor:
+        x = self.ops.rms_norm(hidden, self.norm.weight, self.norm.eps, multiply_in_float32=True)
+        return hidden + self.mixer(x, batch)
+
+
+class Backbone(nn.Module):
+    def __init__(self, cfg, types: list[str], ops):
+        super().__init__()
+        self.embeddings = nn.Embedding(cfg.vocab_size, cfg.hidden_size).requires_grad_(False)
+        self.layers = nn.ModuleList(Block(cfg, i, t, ops) for i, t in enumerate(types))
+        self.norm_f = RMSNormWeight(cfg.hidden_size, cfg.get("layer_norm_epsilon", 1e-5))
+
+
+_EXPERT = re.compile(r"^(backbone\.layers\.\d+\.mixer\.experts)\.(\d+)\.(up_proj|down_proj)\.weight$")
+
+
+class NemotronHForCausalLM(CausalLM):
+    keep_float32 = ("mixer.gate.weight", "e_score_correction_bias")  # the router runs in float32
+
+    def __init__(self, config: dict, ops):
+        super().__init__(config, ops)
+        cfg = self.config
+        self.block_types = block_types(cfg)
+        self.backbone = Backbone(cfg, self.block_types, ops)
+        self.lm_head = linear(cfg.hidden_size, cfg.vocab_size, False)
+        self.tie_weights()
+
+    @property
+    def input_embedding(self):
+        return self.backbone.embeddings
+
+    @property
+    def cache_spec(self) -> CacheSpec:
+        kv = tuple(i for i, t in enumerate(self.block_types) if t == "full_attention")
+        state = tuple(i for i, t in enumerate(self.block_types) if t == "linear_attention")
+        attn = self.backbone.layers[kv[0]].mixer if kv else None
+        mamba = self.backbone.layers[state[0]].mixer if state else None
+        return CacheSpec(
+            kv_layer_ids=kv,
+            num_kv_heads=attn.num_kv_heads if attn else 0,
+            head_dim=attn.head_dim if attn else 0,
+            state_layer_ids=state,
+            conv_shape=mamba.conv_shape if mamba else (),
+            ssm_shape=mamba.ssm_shape if mamba else (),
+        )
+
+    def map_weight_name(self, name: str):
+        if name.startswith("model."):  # what transformers names the backbone in memory
+            name = "backbone." + name[len("model."):]
+        if name.startswith(("mtp.", "backbone.mtp")):  # multi-token-prediction layers: speculative decoding only
+            return None
+        if self.tied and name == "lm_head.weight":
+            return None
+        m = _EXPERT.match(name)
+        if m:
+            return f"{m.group(1)}.{m.group(3)}", int(m.group(2))
+        return name, None
+
+    def forward(self, batch) -> torch.Tensor:
+        hidden = self.backbone.embeddings(batch.input_ids)
+        for block in self.backbone.layers:
+            hidden = block(hidden, batch)
+        last = hidden[batch.last_token_indices]
+        norm = self.backbone.norm_f
+        last = self.ops.rms_norm(last, norm.weight, norm.eps, multiply_in_float32=True)
+        return self.lm_head(last).float()

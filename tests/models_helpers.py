@@ -1,0 +1,167 @@
+"""Shared by the model tests: random-weight checkpoints made with transformers' own classes, a
+small driver that runs our model through real pools and ForwardBatches (chunked prefill, greedy
+decode, requests joining at different steps), and transformers' greedy reference."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from bringup.core.engine.forward_batch import ForwardBatch
+from bringup.core.engine.pools import KVPool, StatePool
+
+
+def randomize(model: torch.nn.Module, seed: int = 0) -> None:
+    """Weights large enough that logits are decisive (transformers' init is near zero), so greedy
+    tokens are a real check. Norm weights near 1, biases small, matrices ~ 1/sqrt(fan_in)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() >= 2:
+                fan_in = p.shape[-1] * (p.shape[-2] if "conv1d" in name else 1)
+                p.copy_(torch.randn(p.shape, generator=g) / math.sqrt(fan_in))
+            elif name.endswith("norm.weight") or "layernorm" in name or name.endswith("norm_f.weight"):
+                p.copy_(1 + 0.1 * torch.randn(p.shape, generator=g))
+            else:
+                p.copy_(0.1 * torch.randn(p.shape, generator=g))
+        for name, buf in model.named_buffers():
+            if name.endswith("e_score_correction_bias"):
+                buf.copy_(0.5 * torch.rand(buf.shape, generator=g))
+        for name, p in model.named_parameters():
+            # Mamba: time steps well inside (time_step_min, inf), so transformers' prefill floor on
+            # dt never bites; slow-to-moderate decays so the carried state matters.
+            if name.endswith("dt_bias"):
+                p.copy_(torch.empty(p.shape).uniform_(-1.0, 1.0, generator=g))
+            elif name.endswith("A_log"):
+                p.copy_(torch.empty(p.shape).uniform_(math.log(0.05), 0.0, generator=g))
+            elif name.endswith("mixer.D"):
+                p.copy_(torch.randn(p.shape, generator=g))
+
+
+def save_checkpoint(hf_model, path, **kwargs) -> None:
+    hf_model.save_pretrained(str(path), **kwargs)
+
+
+def hf_greedy(hf_model, prompt: list[int], steps: int) -> tuple[list[int], list[torch.Tensor]]:
+    """transformers' greedy continuation by full forward passes (no cache: the plainest reference).
+
+    Returns (tokens, logits of the last position after the prompt and after each new token)."""
+    seq, tokens, logits = list(prompt), [], []
+    with torch.no_grad():
+        for _ in range(steps + 1):
+            out = hf_model(torch.tensor([seq]), use_cache=False).logits[0, -1].float()
+            logits.append(out)
+            tokens.append(int(out.argmax()))
+            seq.append(tokens[-1])
+    return tokens[:steps + 1], logits
+
+
+@dataclass
+class Req:
+    prompt: list[int]
+    chunks: list[int]  # prefill chunk sizes, summing to len(prompt)
+    steps: int  # decode steps after the prompt
+    start: int = 0  # engine step at which the request joins
+    pages: list[int] = field(default_factory=list)
+    slot: int | None = None
+    done_prefill: int = 0
+    chunk_i: int = 0
+    tokens: list[int] = field(default_factory=list)
+    logits: list[torch.Tensor] = field(default_factory=list)
+
+    def finished(self) -> bool:
+        return self.chunk_i == len(self.chunks) and len(self.tokens) == self.steps + 1
+
+
+def make_pools(model, num_pages=64, page_size=4, num_slots=8, dtype=torch.float32):
+    spec = model.cache_spec
+    kv = KVPool(num_pages, page_size, spec.kv_layer_ids, spec.num_kv_heads, spec.head_dim, dtype=dtype)
+    state = StatePool(num_slots, spec.state_layer_ids, spec.conv_shape, spec.ssm_shape, conv_dtype=dtype,
+                      ssm_dtype=torch.float32)
+    return kv, state
+
+
+def run_engine(model, requests: list[Req], *, page_size=4, kv_pool=None, state_pool=None) -> list[Req]:
+    """Continuous batching in miniature: each step, every joined request brings its next prefill
+    chunk or one greedy decode token; pages and slots come from real pools and go back at the end."""
+    if kv_pool is None:
+        kv_pool, state_pool = make_pools(model, page_size=page_size)
+    spec = model.cache_spec
+    has_state = bool(spec.state_layer_ids)
+    step = 0
+    while not all(r.finished() for r in requests):
+        active = [r for r in requests if r.start <= step and not r.finished()]
+        step += 1
+        if not active:
+            continue
+        chunks, prefix, tables, slots, has_init = [], [], [], [], []
+        for r in active:
+            if has_state and r.slot is None:
+                r.slot = state_pool.alloc(owner=id(r))
+            computed = r.done_prefill + max(0, len(r.tokens) - 1)
+            if r.chunk_i < len(r.chunks):
+                n = r.chunks[r.chunk_i]
+                new = r.prompt[r.done_prefill : r.done_prefill + n]
+            else:
+                new = [r.tokens[-1]]
+            need = kv_pool.pages_for(computed + len(new)) - len(r.pages)
+            if need > 0:
+                r.pages += kv_pool.alloc(need, owner=id(r))
+            chunks.append(new)
+            prefix.append(computed)
+            tables.append(r.pages)
+            slots.append(r.slot)
+            has_init.append(computed > 0)
+        batch = ForwardBatch.build(token_chunks=chunks, prefix_lens=prefix, block_tables=tables, page_size=page_size,
+                                   state_slots=slots, has_initial_state=has_init,
+                                   kv_pool=kv_pool if spec.kv_layer_ids else None,
+                                   state_pool=state_pool if has_state else None)
+        with torch.no_grad():
+            logits = model(batch)
+        assert logits.shape == (len(active), model.config.vocab_size)
+        for r, row in zip(active, logits):
+            if r.chunk_i < len(r.chunks):
+                r.done_prefill += r.chunks[r.chunk_i]
+                r.chunk_i += 1
+                if r.chunk_i < len(r.chunks):
+                    continue  # mid-prompt chunk: its logits are not a prediction anyone uses
+            r.logits.append(row)
+            r.tokens.append(int(row.argmax()))
+    for r in requests:
+        kv_pool.free(r.pages)
+        if r.slot is not None:
+            state_pool.free(r.slot)
+    kv_pool.check({})
+    state_pool.check({})
+    return requests
+
+
+def assert_matches_hf(hf_model, requests: list[Req], atol=2e-4) -> float:
+    """Every request's logits after its prompt and after each decode step equal transformers' (and
+    so do the greedy tokens). Returns the largest absolute logit difference seen."""
+    worst = 0.0
+    for i, r in enumerate(requests):
+        tokens, logits = hf_greedy(hf_model, r.prompt, r.steps)
+        assert r.tokens == tokens, f"request {i}: greedy tokens {r.tokens} != transformers' {tokens}"
+        for j, (ours, theirs) in enumerate(zip(r.logits, logits)):
+            diff = (ours - theirs).abs().max().item()
+            worst = max(worst, diff)
+            assert diff < atol, f"request {i} step {j}: logits differ by {diff:.2e} (tolerance {atol})"
+    return worst
+
+
+def standard_requests(vocab: int, seed: int = 1) -> list[Req]:
+    """Different lengths, one chunked prompt, one joining late (so prefill and decode share batches)."""
+    g = torch.Generator().manual_seed(seed)
+
+    def prompt(n):
+        return torch.randint(3, vocab, (n,), generator=g).tolist()
+
+    return [
+        Req(prompt(11), [11], steps=4),
+        Req(prompt(13), [6, 7], steps=4),  # chunked prefill: second chunk continues the first's state
+        Req(prompt(3), [3], steps=5, start=2),  # joins while the others decode
+        Req(prompt(1), [1], steps=3, start=1),  # a one-token prompt
+    ]
