@@ -1,0 +1,51 @@
+"""`bringup bench SOURCE --device D --num-seqs N --input-len MIN:MAX --output-len MIN:MAX --seed S`:
+output tokens/s of the embedded engine against transformers' `generate`, same checkpoint, device
+and workload, in one run (after nano-vllm's bench: random lengths, fixed seed, ignore_eos)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from bringup.core.errors import UserError
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("source", nargs="?", default=None,
+                        help="model folder, catalogue name or hub id; omit (or 'default') for the bundled default model")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N, xpu or xpu:N (default cpu)")
+    parser.add_argument("--dtype", default="auto", help="auto (the checkpoint's), float32, bfloat16 or float16")
+    parser.add_argument("--num-seqs", type=int, default=16, help="requests in the workload (default 16)")
+    parser.add_argument("--input-len", default="16:64", help="prompt length range MIN:MAX (default 16:64)")
+    parser.add_argument("--output-len", default="16:64", help="output length range MIN:MAX (default 16:64)")
+    parser.add_argument("--seed", type=int, default=0, help="workload seed (default 0)")
+    parser.add_argument("--baseline", default="transformers", help="transformers (default) or none")
+    parser.add_argument("--max-running-requests", type=int, default=None,
+                        help="engine batch size cap (the baseline uses the same batch size)")
+    parser.add_argument("--mem-fraction", type=float, default=None, help="share of device memory for the engine")
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+
+
+def main(args: argparse.Namespace) -> int:
+    from bringup.core.engine.bench import BenchSettings, parse_range, run_bench
+
+    if args.num_seqs < 1:
+        raise UserError(f"--num-seqs {args.num_seqs} must be at least 1")
+    if args.max_running_requests is not None and args.max_running_requests < 1:
+        raise UserError(f"--max-running-requests {args.max_running_requests} must be at least 1")
+    if args.seed < 0:
+        raise UserError(f"--seed {args.seed} must be >= 0")
+    baseline = None if args.baseline.lower() in ("none", "") else args.baseline.lower()
+    settings = BenchSettings(
+        source=args.source, device=args.device, dtype=args.dtype, num_seqs=args.num_seqs,
+        input_len=parse_range(args.input_len, "--input-len"), output_len=parse_range(args.output_len, "--output-len"),
+        seed=args.seed, baseline=baseline, max_running_requests=args.max_running_requests,
+        mem_fraction=args.mem_fraction,
+    )
+    # Progress goes to stderr with --json, so stdout holds exactly one JSON document.
+    log = (lambda m: print(m, file=sys.stderr)) if args.json else print
+    result = run_bench(settings, log=log)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+    return 0

@@ -1,0 +1,45 @@
+"""`bringup serve [SOURCE] ...`: the embedded engine over HTTP (OpenAI and SGLang APIs, /metrics).
+
+With no SOURCE (or `default`) it serves the bundled default model: a small random-weight
+checkpoint with Nemotron-3-Nano's layer pattern, generated once into the user's cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from bringup.core.errors import UserError
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("source", nargs="?", default=None,
+                        help="model folder, catalogue name or hub id; omit (or 'default') for the bundled default model")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N, xpu or xpu:N (default cpu)")
+    parser.add_argument("--dtype", default="auto", help="auto (the checkpoint's), float32, bfloat16 or float16")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    parser.add_argument("--port", type=int, default=30000, help="port (default 30000; 0 picks a free one)")
+    parser.add_argument("--mem-fraction", type=float, default=None,
+                        help="share of device memory for weights and pools (default: the planner's choice)")
+    parser.add_argument("--max-running-requests", type=int, default=None, help="cap on requests running at once")
+    parser.add_argument("--chunked-prefill-size", type=int, default=None, help="prompt tokens per step (chunk size)")
+    parser.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on every route but /health")
+    parser.add_argument("--served-model-name", default=None, help="name reported by /v1/models")
+
+
+def main(args: argparse.Namespace) -> int:
+    if not 0 <= args.port <= 65535:
+        raise UserError(f"--port {args.port} is not a port; use 1-65535, or 0 for a free one")
+    if args.mem_fraction is not None and not 0 < args.mem_fraction <= 1:
+        raise UserError(f"--mem-fraction {args.mem_fraction:g} must be in (0, 1], e.g. --mem-fraction 0.8")
+    if args.max_running_requests is not None and args.max_running_requests < 1:
+        raise UserError(f"--max-running-requests {args.max_running_requests} must be at least 1")
+    if args.chunked_prefill_size is not None and args.chunked_prefill_size < 1:
+        raise UserError(f"--chunked-prefill-size {args.chunked_prefill_size} must be at least 1")
+    if args.api_key is not None and not args.api_key.strip():
+        raise UserError("--api-key is empty; give a non-empty key or leave the option out")
+    from bringup.core.engine.launch import serve
+
+    return serve(args.source, device=args.device, dtype=args.dtype, host=args.host, port=args.port,
+                 mem_fraction=args.mem_fraction, max_running_requests=args.max_running_requests,
+                 api_key=args.api_key, served_model_name=args.served_model_name,
+                 chunked_prefill_size=args.chunked_prefill_size)

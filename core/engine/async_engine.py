@@ -1,0 +1,226 @@
+"""The engine loop thread and the asyncio side of the server.
+
+`Engine` is single-threaded: one thread (the loop) owns it and is the only one that calls it.
+HTTP handlers hand it work through a command queue (add, abort, or any call such as
+`server_info`), each with a future for the answer, and read their request's outputs from an
+asyncio queue that the loop fills after every step. A client that goes away aborts its request,
+which frees its KV pages and state slot at the next step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import queue
+import threading
+import time
+import traceback
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .metrics import EngineMetrics
+
+log = logging.getLogger("bringup.engine")
+
+# How often an idle loop refreshes the pool gauges (seconds).
+IDLE_TICK_S = 0.25
+
+
+class EngineFailed(RuntimeError):
+    """The engine raised inside a step; the requests that were in it end with this error."""
+
+
+@dataclass
+class RequestTimes:
+    arrival: float
+    first_token: float | None = None
+    last_token: float | None = None
+
+
+@dataclass
+class RequestStream:
+    """What one request's handler reads: StepOutputs in order, ending with a finished one."""
+
+    request_id: str
+    prompt_len: int
+    queue: asyncio.Queue = field(default_factory=asyncio.Queue)
+    finished: bool = False
+
+    async def get(self):
+        out = await self.queue.get()
+        if isinstance(out, BaseException):
+            raise out
+        if out.finished:
+            self.finished = True
+        return out
+
+
+class AsyncEngine:
+    """Runs `engine.step()` in a thread while work exists; fans outputs out to asyncio queues."""
+
+    def __init__(self, engine, metrics: EngineMetrics):
+        self.engine = engine
+        self.metrics = metrics
+        self._commands: queue.Queue = queue.Queue()
+        self._streams: dict[str, tuple[RequestStream, asyncio.AbstractEventLoop]] = {}
+        self._times: dict[str, RequestTimes] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._totals = self._token_totals(engine.stats())
+        self.error: str | None = None  # the last step failure, for /health
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="engine-loop", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        self._commands.put(None)  # wake the loop
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    # ---- asyncio side (called from the event loop) ------------------------------------------
+
+    async def call(self, fn: Callable[[], Any]) -> Any:
+        """Run `fn` on the loop thread between steps and return its result (or raise its error)."""
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+        self._commands.put((fn, fut))
+        return await asyncio.wrap_future(fut)
+
+    async def submit(self, prompt_ids: list[int], params, request_id: str | None = None) -> RequestStream:
+        """Queue a request in the engine; raises the engine's own error (RequestRejected...) if it refuses."""
+        rid = request_id or uuid.uuid4().hex
+        stream = RequestStream(rid, len(prompt_ids))
+        loop = asyncio.get_running_loop()
+
+        def add():
+            self.engine.add_request(list(prompt_ids), params, request_id=rid)
+            self._streams[rid] = (stream, loop)
+            self._times[rid] = RequestTimes(arrival=time.monotonic())
+            self.metrics.record_request_start()
+
+        try:
+            await self.call(add)
+        except asyncio.CancelledError:  # the client left while we queued it
+            self.abort(rid)
+            raise
+        return stream
+
+    def abort(self, request_id: str) -> None:
+        """Abort a request (client gone). Safe to call from any thread, any number of times."""
+
+        def do_abort():
+            if request_id in self._streams:
+                self.engine.abort(request_id)
+
+        self._commands.put((do_abort, None))
+
+    # ---- the loop thread ----------------------------------------------------------------------
+
+    def _run_commands(self, block: bool) -> None:
+        timeout = IDLE_TICK_S if block else None
+        while True:
+            try:
+                item = self._commands.get(block=block, timeout=timeout) if block else self._commands.get_nowait()
+            except queue.Empty:
+                return
+            block = False  # after the first, take only what is already there
+            if item is None:
+                continue
+            fn, fut = item
+            try:
+                result = fn()
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                if fut is not None:
+                    fut.set_exception(exc)
+                else:
+                    log.warning("engine command failed: %s", exc)
+            else:
+                if fut is not None:
+                    fut.set_result(result)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            busy = self.engine.has_unfinished()
+            self._run_commands(block=not busy)
+            if not self.engine.has_unfinished():
+                self.metrics.record_pools(self.engine.stats())
+                continue
+            start = time.monotonic()
+            try:
+                outputs = self.engine.step()
+            except Exception as exc:  # noqa: BLE001 - an engine bug must not kill the server
+                self._fail_all(exc)
+                continue
+            end = time.monotonic()
+            stats = self.engine.stats()
+            totals = self._token_totals(stats)
+            self.metrics.record_step(start, end, max(totals[0] - self._totals[0], 0), max(totals[1] - self._totals[1], 0))
+            self._totals = totals
+            self.metrics.record_pools(stats)
+            for out in outputs:
+                self._deliver(out, end)
+
+    def _deliver(self, out, now: float) -> None:
+        entry = self._streams.get(out.request_id)
+        times = self._times.get(out.request_id)
+        if times is not None and out.token_ids:
+            if times.first_token is None:
+                self.metrics.record_first_token(now - times.arrival)
+                times.first_token = now
+                extra = len(out.token_ids) - 1
+            else:
+                extra = len(out.token_ids)
+            if extra > 0 and times.last_token is not None:
+                self.metrics.record_inter_token(now - times.last_token, extra)
+            times.last_token = now
+        if out.finished:
+            self._streams.pop(out.request_id, None)
+            self._times.pop(out.request_id, None)
+            if times is not None:
+                self.metrics.record_request_end(out.finish_reason, now - times.arrival)
+        if entry is not None:
+            stream, loop = entry
+            _put(loop, stream.queue, out)
+
+    def _fail_all(self, exc: Exception) -> None:
+        """The step raised: end every request we know with the error, abort them in the engine."""
+        text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        self.error = text
+        log.error("engine step failed; ending %d request(s):\n%s", len(self._streams), traceback.format_exc())
+        for rid, (stream, loop) in list(self._streams.items()):
+            try:
+                self.engine.abort(rid)
+            except Exception:  # noqa: BLE001
+                pass
+            _put(loop, stream.queue, EngineFailed(f"the engine failed during a step: {text}"))
+        self._streams.clear()
+        self._times.clear()
+        # Drain the aborts so the pools are released before the next request comes in.
+        try:
+            while self.engine.has_unfinished():
+                self.engine.step()
+        except Exception:  # noqa: BLE001
+            log.error("engine could not drain after a failure:\n%s", traceback.format_exc())
+
+    @staticmethod
+    def _token_totals(stats: dict) -> tuple[int, int]:
+        """(prompt tokens computed, tokens generated) so far, from `Engine.stats()`."""
+        prompt = stats.get("prompt_tokens_total", stats.get("total_prompt_tokens", 0))
+        gen = stats.get("generated_tokens_total", stats.get("total_generated_tokens", 0))
+        return int(prompt or 0), int(gen or 0)
+
+
+def _put(loop: asyncio.AbstractEventLoop, q: asyncio.Queue, item) -> None:
+    try:
+        loop.call_soon_threadsafe(q.put_nowait, item)
+    except RuntimeError:  # the event loop is closed (shutting down)
+        pass

@@ -1,0 +1,187 @@
+"""Throughput of the embedded engine against transformers' `generate`, same checkpoint, same run.
+
+The workload follows nano-vllm's bench: `num_seqs` prompts of random token ids with random input
+and output lengths drawn from the given ranges with a fixed seed, generated with `ignore_eos` so
+every request produces exactly the tokens it asked for. Both sides decode greedily.
+
+The baseline is transformers at its best ordinary use: the same requests in order, in
+left-padded batches (with attention masks) of the engine's own batch size. Each batch generates
+its longest request's length (`min_new_tokens = max_new_tokens`), and only the tokens each request
+asked for are counted, so both sides are credited with the same output tokens. Both are warmed
+up first; the engine is freed before the baseline loads, so they never share the device memory.
+"""
+
+from __future__ import annotations
+
+import gc
+import random
+import time
+from dataclasses import asdict, dataclass, field
+
+from bringup.core.errors import UserError
+
+
+@dataclass
+class BenchSettings:
+    source: str | None
+    device: str = "cpu"
+    dtype: str = "auto"
+    num_seqs: int = 16
+    input_len: tuple[int, int] = (16, 64)
+    output_len: tuple[int, int] = (16, 64)
+    seed: int = 0
+    baseline: str | None = "transformers"
+    max_running_requests: int | None = None
+    mem_fraction: float | None = None
+
+
+@dataclass
+class BenchResult:
+    settings: BenchSettings
+    model: str
+    batch_size: int
+    output_tokens: int
+    input_tokens: int
+    engine_seconds: float
+    engine_tok_s: float
+    baseline_seconds: float | None = None
+    baseline_tok_s: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ratio(self) -> float | None:
+        if not self.baseline_tok_s:
+            return None
+        return self.engine_tok_s / self.baseline_tok_s
+
+    def to_json(self) -> dict:
+        s = asdict(self.settings)
+        s["input_len"], s["output_len"] = list(self.settings.input_len), list(self.settings.output_len)
+        return {"engine_tok_s": round(self.engine_tok_s, 2),
+                "baseline_tok_s": None if self.baseline_tok_s is None else round(self.baseline_tok_s, 2),
+                "ratio": None if self.ratio is None else round(self.ratio, 3),
+                "model": self.model, "batch_size": self.batch_size, "output_tokens": self.output_tokens,
+                "input_tokens": self.input_tokens, "engine_seconds": round(self.engine_seconds, 3),
+                "baseline_seconds": None if self.baseline_seconds is None else round(self.baseline_seconds, 3),
+                **s, "notes": self.notes}
+
+
+def parse_range(text: str, what: str) -> tuple[int, int]:
+    """'MIN:MAX' (or one number) -> (MIN, MAX), both >= 1."""
+    parts = str(text).split(":")
+    try:
+        lo, hi = (int(parts[0]), int(parts[-1])) if len(parts) in (1, 2) else (None, None)
+    except ValueError:
+        lo = hi = None
+    if lo is None or hi is None or lo < 1 or hi < lo:
+        raise UserError(f"{what} {text!r} is not a range; write MIN:MAX with 1 <= MIN <= MAX, e.g. {what} 16:64")
+    return lo, hi
+
+
+def make_workload(num_seqs: int, input_len: tuple[int, int], output_len: tuple[int, int], seed: int,
+                  vocab_size: int, low_id: int = 3) -> list[tuple[list[int], int]]:
+    """[(prompt ids, output length)], reproducible from the seed (ids avoid the special tokens 0..2)."""
+    rng = random.Random(seed)
+    high = max(low_id + 1, vocab_size) - 1
+    work = []
+    for _ in range(num_seqs):
+        n = rng.randint(*input_len)
+        work.append(([rng.randint(low_id, high) for _ in range(n)], rng.randint(*output_len)))
+    return work
+
+
+def run_engine(engine, work) -> tuple[float, int]:
+    """(seconds, output tokens) for the whole workload submitted at once."""
+    from .sampling import SamplingParams
+
+    params = [SamplingParams(max_new_tokens=n, temperature=0.0, ignore_eos=True) for _, n in work]
+    start = time.perf_counter()
+    outs = engine.generate([p for p, _ in work], params)
+    seconds = time.perf_counter() - start
+    produced = sum(len(o) for o in outs)
+    expected = sum(n for _, n in work)
+    if produced != expected:
+        raise RuntimeError(f"the engine produced {produced} tokens, the workload asked for {expected}")
+    return seconds, produced
+
+
+def run_transformers(model, work, batch_size: int, pad_id: int, device) -> float:
+    """Seconds for the workload in left-padded batches of `batch_size`."""
+    import torch
+
+    from . import device as devices
+
+    start = time.perf_counter()
+    for i in range(0, len(work), batch_size):
+        batch = work[i:i + batch_size]
+        width = max(len(p) for p, _ in batch)
+        ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+        mask = torch.zeros((len(batch), width), dtype=torch.long)
+        for row, (prompt, _) in enumerate(batch):
+            ids[row, width - len(prompt):] = torch.tensor(prompt)
+            mask[row, width - len(prompt):] = 1
+        new = max(n for _, n in batch)
+        with torch.inference_mode():
+            out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), max_new_tokens=new,
+                                 min_new_tokens=new, do_sample=False, pad_token_id=pad_id)
+        if out.shape[1] != width + new:
+            raise RuntimeError(f"transformers generated {out.shape[1] - width} tokens, asked for {new}")
+    devices.synchronize(device)
+    return time.perf_counter() - start
+
+
+def _load_transformers(folder, device, dtype_name: str):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, dtype_name))
+    return model.to(device).eval()
+
+
+def run_bench(settings: BenchSettings, log=print) -> BenchResult:
+    from . import device as devices
+    from .default_model import DEFAULT_CHECKPOINT_NAME, resolve_default
+    from .engine import Engine
+    from .sampling import SamplingParams
+
+    source = resolve_default(settings.source) or settings.source
+    if settings.baseline not in (None, "transformers"):
+        raise UserError(f"--baseline {settings.baseline!r} is not known; use transformers or none")
+    engine = Engine(source, device=settings.device, dtype=settings.dtype, mem_fraction=settings.mem_fraction,
+                    max_running_requests=settings.max_running_requests, log=lambda m: None)
+    device = engine.device
+    dtype_name = str(engine.dtype).removeprefix("torch.")
+    folder = engine.folder
+    model_name = DEFAULT_CHECKPOINT_NAME if source != settings.source else engine.model_name
+    vocab = int(engine.vocab_size or len(engine.tokenizer))
+    work = make_workload(settings.num_seqs, settings.input_len, settings.output_len, settings.seed, vocab)
+    batch_size = min(engine.max_running_requests, settings.num_seqs)
+    log(f"bench: {model_name} on {device} ({dtype_name}), {settings.num_seqs} seqs, input {settings.input_len[0]}:"
+        f"{settings.input_len[1]}, output {settings.output_len[0]}:{settings.output_len[1]}, seed {settings.seed}, "
+        f"batch {batch_size}")
+
+    engine.generate([work[0][0][:8]] * 2, SamplingParams(max_new_tokens=4, temperature=0.0, ignore_eos=True))
+    engine_s, out_tokens = run_engine(engine, work)
+    engine.check_pools()
+    result = BenchResult(settings, model_name, batch_size, out_tokens, sum(len(p) for p, _ in work), engine_s,
+                         out_tokens / engine_s)
+    log(f"  engine        {out_tokens} output tokens in {engine_s:.2f} s = {result.engine_tok_s:.1f} tok/s")
+    pad_id = int(engine.config.get("pad_token_id") or 0)
+    del engine
+    gc.collect()
+    devices.empty_cache(device)
+
+    if settings.baseline == "transformers":
+        if folder is None:
+            raise UserError(f"{settings.source!r} has no checkpoint folder for transformers to load")
+        model = _load_transformers(folder, device, dtype_name)
+        run_transformers(model, [(p[:8], 4) for p, _ in work[:batch_size]], batch_size, pad_id, device)  # warm-up
+        base_s = run_transformers(model, work, batch_size, pad_id, device)
+        result.baseline_seconds, result.baseline_tok_s = base_s, out_tokens / base_s
+        log(f"  transformers  {out_tokens} output tokens in {base_s:.2f} s = {result.baseline_tok_s:.1f} tok/s "
+            f"(left-padded batches of {batch_size})")
+        log(f"  ratio         {result.ratio:.2f}x")
+        del model
+        gc.collect()
+        devices.empty_cache(device)
+    return result

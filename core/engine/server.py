@@ -1,0 +1,394 @@
+"""The HTTP face of the embedded engine: OpenAI-compatible and SGLang-compatible endpoints.
+
+Routes: `/v1/completions`, `/v1/chat/completions` (both streaming and not), `/v1/models`,
+SGLang's `/generate` (token ids or text in, token ids and text out), `/health`, `/server_info`
+and Prometheus `/metrics`. Handlers never touch the engine directly: they go through
+`AsyncEngine`, which owns it on its own thread. A bad request is answered with a 4xx and a
+message before it reaches the engine; a client that disconnects aborts its requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import time
+import uuid
+from typing import AsyncIterator
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+
+from .api_protocol import BadRequest, Work, chat_work, completion_work, generate_work, parse_body
+from .async_engine import AsyncEngine, EngineFailed, RequestStream
+
+log = logging.getLogger("bringup.server")
+
+# Paths served without the API key: liveness must be checkable by anyone on the machine.
+OPEN_PATHS = frozenset({"/health"})
+
+
+class ServerState:
+    """What the handlers share: the engine, its tokenizer and the fixed facts of this server."""
+
+    def __init__(self, aengine: AsyncEngine, *, model_name: str, tokenizer, vocab_size: int,
+                 api_key: str | None = None, info: dict | None = None, context_len: int | None = None):
+        self.aengine = aengine
+        self.model_name = model_name
+        self.tokenizer = tokenizer
+        self.vocab_size = vocab_size
+        self.api_key = api_key
+        self.info = dict(info or {})
+        self.context_len = context_len
+        self.created = int(time.time())
+        self.ready = False  # set once the warm-up request went through
+
+
+def error_body(message: str, status: int, param: str | None = None) -> dict:
+    kind = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
+            405: "invalid_request_error",
+            503: "service_unavailable"}.get(status, "server_error")
+    return {"object": "error", "error": {"message": message, "type": kind, "param": param, "code": status},
+            "message": message}
+
+
+def create_app(state: ServerState) -> FastAPI:
+    app = FastAPI(title="bringup embedded engine", docs_url=None, redoc_url=None, openapi_url=None)
+    metrics = state.aengine.metrics
+
+    def error(message: str, status: int = 400, param: str | None = None) -> JSONResponse:
+        if 400 <= status < 500:
+            metrics.record_bad_request()
+        return JSONResponse(error_body(message, status, param), status_code=status)
+
+    if state.api_key:
+        app.add_middleware(ApiKeyMiddleware, api_key=state.api_key, on_reject=metrics.record_bad_request)
+
+    async def body_of(request: Request) -> dict:
+        return parse_body(await request.body())
+
+    @app.exception_handler(BadRequest)
+    async def bad_request(_request: Request, exc: BadRequest):
+        return error(exc.message, exc.status, exc.param)
+
+    @app.exception_handler(404)
+    async def not_found(request: Request, _exc):
+        return error(f"no route {request.method} {request.url.path}; see /v1/models, /v1/completions, "
+                     "/v1/chat/completions, /generate, /health, /server_info, /metrics", 404)
+
+    @app.exception_handler(405)
+    async def wrong_method(request: Request, _exc):
+        return error(f"{request.method} is not allowed on {request.url.path}", 405)
+
+    @app.get("/health")
+    async def health():
+        if not state.aengine.alive:
+            return error("the engine loop has stopped", 503)
+        if not state.ready:
+            return error("the server is still starting", 503)
+        return {"status": "ok"}
+
+    @app.get("/server_info")
+    async def server_info():
+        engine = state.aengine.engine
+
+        def read():
+            try:
+                engine.check_pools()
+                pools = "ok"
+            except Exception as err:  # noqa: BLE001 - reported, not raised
+                pools = f"{type(err).__name__}: {err}"
+            return {**engine.server_info(), "stats": engine.stats(), "pools_check": pools}
+
+        live = await state.aengine.call(read)
+        return {**state.info, **live, "model_name": state.model_name, "ready": state.ready,
+                "metrics": metrics.snapshot(), "last_engine_error": state.aengine.error}
+
+    @app.get("/metrics")
+    async def prometheus():
+        return PlainTextResponse(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    @app.get("/v1/models")
+    async def models():
+        card = {"id": state.model_name, "object": "model", "created": state.created, "owned_by": "bringup",
+                "root": state.model_name}
+        if state.context_len:
+            card["max_model_len"] = state.context_len
+        return {"object": "list", "data": [card]}
+
+    @app.post("/v1/completions")
+    async def completions(request: Request):
+        work = completion_work(await body_of(request), state.tokenizer, state.vocab_size)
+        return await respond(request, work, _CompletionFormat(state.model_name))
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request):
+        work = chat_work(await body_of(request), state.tokenizer)
+        return await respond(request, work, _ChatFormat(state.model_name))
+
+    @app.api_route("/generate", methods=["POST", "PUT"])
+    async def generate(request: Request):
+        work = generate_work(await body_of(request), state.tokenizer, state.vocab_size)
+        return await respond(request, work, _GenerateFormat())
+
+    async def submit_all(work: Work) -> list[RequestStream]:
+        streams: list[RequestStream] = []
+        try:
+            for prompt, params in zip(work.prompts, work.params):
+                streams.append(await state.aengine.submit(prompt, params))
+        except ValueError as err:  # RequestRejected / invalid parameters: the client's to fix
+            for s in streams:
+                state.aengine.abort(s.request_id)
+            raise BadRequest(str(err)) from None
+        except BaseException:
+            for s in streams:
+                state.aengine.abort(s.request_id)
+            raise
+        return streams
+
+    async def respond(request: Request, work: Work, fmt):
+        streams = await submit_all(work)
+        if work.stream:
+            return StreamingResponse(sse(streams, work, fmt), media_type="text/event-stream",
+                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        watcher = asyncio.ensure_future(_abort_on_disconnect(request, state.aengine, streams))
+        try:
+            results = await asyncio.gather(*(_collect(s) for s in streams))
+        except EngineFailed as err:
+            return error(str(err), 500)
+        finally:
+            watcher.cancel()
+        failed = [r for r in results if r.error]
+        if failed:
+            return error(f"the engine ended the request: {failed[0].error}", 503)
+        return fmt.whole(results, work)
+
+    async def sse(streams: list[RequestStream], work: Work, fmt) -> AsyncIterator[str]:
+        results = [_Result(s.request_id, s.prompt_len) for s in streams]
+        try:
+            for chunk in fmt.stream_start(results, work):
+                yield _event(chunk)
+            async for index, out in _merged(streams):
+                res = results[index]
+                res.add(out)
+                if out.error:
+                    yield _event(error_body(f"the engine ended the request: {out.error}", 503))
+                for chunk in fmt.stream_chunk(res, index, out, work):
+                    yield _event(chunk)
+            for chunk in fmt.stream_end(results, work):
+                yield _event(chunk)
+        except EngineFailed as err:
+            yield _event(error_body(str(err), 500))
+        finally:
+            for s in streams:  # the client went away (or we failed): free its pool space
+                if not s.finished:
+                    state.aengine.abort(s.request_id)
+        yield "data: [DONE]\n\n"
+
+    return app
+
+
+class ApiKeyMiddleware:
+    """Plain ASGI (not BaseHTTPMiddleware), so streaming and disconnects pass through untouched."""
+
+    def __init__(self, app, api_key: str, on_reject=None):
+        self.app = app
+        self.expected = f"Bearer {api_key}".encode()
+        self.on_reject = on_reject
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope.get("path") in OPEN_PATHS:
+            return await self.app(scope, receive, send)
+        given = dict(scope.get("headers") or []).get(b"authorization", b"")
+        if hmac.compare_digest(given, self.expected):
+            return await self.app(scope, receive, send)
+        if self.on_reject:
+            self.on_reject()
+        body = json.dumps(error_body("missing or wrong API key; send the header 'Authorization: Bearer <key>' "
+                                     "with the key given to --api-key", 401)).encode()
+        await send({"type": "http.response.start", "status": 401,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                                (b"www-authenticate", b"Bearer")]})
+        await send({"type": "http.response.body", "body": body})
+
+
+# ---- per-request results --------------------------------------------------------------------
+
+
+class _Result:
+    def __init__(self, request_id: str, prompt_len: int):
+        self.request_id = request_id
+        self.prompt_tokens = prompt_len
+        self.output_ids: list[int] = []
+        self.text = ""
+        self.finish_reason: str | None = None
+        self.error: str | None = None
+        self.start = time.monotonic()
+        self.latency = 0.0
+
+    def add(self, out) -> None:
+        self.output_ids.extend(out.token_ids)
+        self.text += out.text
+        if out.finished:
+            self.finish_reason = out.finish_reason
+            self.error = out.error
+            self.latency = time.monotonic() - self.start
+        self.prompt_tokens = out.prompt_tokens or self.prompt_tokens
+
+    @property
+    def usage(self) -> dict:
+        n = len(self.output_ids)
+        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": n, "total_tokens": self.prompt_tokens + n}
+
+
+async def _collect(stream: RequestStream) -> _Result:
+    res = _Result(stream.request_id, stream.prompt_len)
+    while True:
+        out = await stream.get()
+        res.add(out)
+        if out.finished:
+            return res
+
+
+async def _merged(streams: list[RequestStream]) -> AsyncIterator[tuple[int, object]]:
+    """Outputs of several streams as they come: (index, StepOutput), until all have finished."""
+    if len(streams) == 1:
+        while True:
+            out = await streams[0].get()
+            yield 0, out
+            if out.finished:
+                return
+    pending = {asyncio.ensure_future(s.get()): i for i, s in enumerate(streams)}
+    try:
+        while pending:
+            done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                i = pending.pop(task)
+                out = task.result()
+                yield i, out
+                if not out.finished:
+                    pending[asyncio.ensure_future(streams[i].get())] = i
+    finally:
+        for task in pending:
+            task.cancel()
+
+
+async def _abort_on_disconnect(request, aengine: AsyncEngine, streams: list[RequestStream]) -> None:
+    """For non-streaming answers: wait for the client to hang up, then abort what is unfinished."""
+    while True:
+        message = await request.receive()
+        if message.get("type") == "http.disconnect":
+            for s in streams:
+                if not s.finished:
+                    aengine.abort(s.request_id)
+            return
+
+
+def _event(obj) -> str:
+    return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n"
+
+
+def _new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:24]}"
+
+
+# ---- response formats ---------------------------------------------------------------------------
+
+
+class _CompletionFormat:
+    object = "text_completion"
+
+    def __init__(self, model: str):
+        self.model, self.id, self.created = model, _new_id("cmpl"), int(time.time())
+
+    def _frame(self, choices: list, usage: dict | None = None, obj: str | None = None) -> dict:
+        body = {"id": self.id, "object": obj or self.object, "created": self.created, "model": self.model,
+                "choices": choices}
+        if usage is not None:
+            body["usage"] = usage
+        return body
+
+    def _choice(self, index: int, text: str, finish_reason) -> dict:
+        return {"index": index, "text": text, "logprobs": None, "finish_reason": finish_reason}
+
+    def whole(self, results: list[_Result], work: Work) -> dict:
+        choices = [self._choice(i, r.text, r.finish_reason) for i, r in enumerate(results)]
+        return self._frame(choices, _sum_usage(results))
+
+    def stream_start(self, results, work):
+        return []
+
+    def stream_chunk(self, res: _Result, index: int, out, work: Work):
+        if out.text or out.finished:
+            yield self._frame([self._choice(index, out.text, out.finish_reason if out.finished else None)])
+
+    def stream_end(self, results, work: Work):
+        if work.include_usage:
+            yield self._frame([], _sum_usage(results))
+
+
+class _ChatFormat(_CompletionFormat):
+    object = "chat.completion"
+
+    def __init__(self, model: str):
+        super().__init__(model)
+        self.id = _new_id("chatcmpl")
+
+    def whole(self, results: list[_Result], work: Work) -> dict:
+        choices = [{"index": i, "message": {"role": "assistant", "content": r.text}, "logprobs": None,
+                    "finish_reason": r.finish_reason} for i, r in enumerate(results)]
+        return self._frame(choices, _sum_usage(results))
+
+    def _delta(self, index: int, delta: dict, finish_reason=None) -> dict:
+        return self._frame([{"index": index, "delta": delta, "logprobs": None, "finish_reason": finish_reason}],
+                           obj="chat.completion.chunk")
+
+    def stream_start(self, results, work):
+        return [self._delta(i, {"role": "assistant", "content": ""}) for i in range(len(results))]
+
+    def stream_chunk(self, res: _Result, index: int, out, work: Work):
+        if out.text:
+            yield self._delta(index, {"content": out.text})
+        if out.finished:
+            yield self._delta(index, {}, out.finish_reason)
+
+    def stream_end(self, results, work: Work):
+        if work.include_usage:
+            yield self._frame([], _sum_usage(results), obj="chat.completion.chunk")
+
+
+class _GenerateFormat:
+    """SGLang's native shape: one object per prompt (a list for a batch); streams are cumulative."""
+
+    @staticmethod
+    def _item(res: _Result) -> dict:
+        reason = {"type": res.finish_reason} if res.finish_reason else None
+        if reason and res.error:
+            reason["message"] = res.error
+        return {"text": res.text, "output_ids": list(res.output_ids), "meta_info": {
+            "id": res.request_id, "finish_reason": reason, "prompt_tokens": res.prompt_tokens,
+            "completion_tokens": len(res.output_ids), "cached_tokens": 0, "e2e_latency": round(res.latency, 6)}}
+
+    def whole(self, results: list[_Result], work: Work):
+        items = [self._item(r) for r in results]
+        return items if work.batch else items[0]
+
+    def stream_start(self, results, work):
+        return []
+
+    def stream_chunk(self, res: _Result, index: int, out, work: Work):
+        if out.token_ids or out.finished:
+            item = self._item(res)
+            if work.batch:
+                item["index"] = index
+            yield item
+
+    def stream_end(self, results, work):
+        return []
+
+
+def _sum_usage(results: list[_Result]) -> dict:
+    prompt = sum(r.prompt_tokens for r in results)
+    completion = sum(len(r.output_ids) for r in results)
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
