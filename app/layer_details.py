@@ -62,7 +62,7 @@ class LayerDetails(QFrame):
         if layer is not None:
             self._show_layer(layer, mtp=self.state.selected[0] == "mtp")
         elif layer_map is not None:
-            self.title.setText(layer_map.name)
+            self.title.setText("Model")
             self.subtitle.setText("Click a layer for its details")
             self.body.setText(_table(model_summary(layer_map)))
         else:

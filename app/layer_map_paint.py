@@ -68,10 +68,10 @@ def _cell_fill(painter: QPainter, rect: QRectF, mixer: str, colour_of) -> None:
 
 
 def _empty_cell(painter: QPainter, rect: QRectF) -> None:
-    pen = QPen(st.EMPTY_BORDER, 1.0, Qt.PenStyle.DashLine)
-    painter.setPen(pen)
-    painter.setBrush(QColor("#FFFFFF"))
-    painter.drawRoundedRect(rect.adjusted(0.5, 0.5, -0.5, -0.5), RADIUS, RADIUS)
+    # A quiet placeholder: a NemotronH block is a mixer or an FFN, so half the slots are empty.
+    painter.setPen(Qt.PenStyle.NoPen)
+    painter.setBrush(st.EMPTY_FILL)
+    painter.drawRoundedRect(rect, RADIUS, RADIUS)
 
 
 def _draw_cell(painter: QPainter, cell: CellBox, letters: bool) -> None:
@@ -234,7 +234,7 @@ def _legend_entries(layer_map: LayerMap, state: LayerMapState) -> list[tuple[str
     entries = [("mixer", m, st.MIXER_NAMES[m]) for m in mixers if m != "none"]
     entries += [("ffn", f, st.FFN_NAMES[f]) for f in ffns if f != "none"]
     if "none" in mixers or "none" in ffns:
-        entries.append(("mixer", "none", "none (block is only a mixer or only an FFN)"))
+        entries.append(("mixer", "none", "empty (the block is only a mixer or only an FFN)"))
     if state.highlight is not None:
         entries.append(("mark", "requested", "named by a finding"))
         if state.highlight.related:

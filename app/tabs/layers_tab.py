@@ -67,8 +67,13 @@ class _Filter(QSortFilterProxyModel):
         self.words: list[str] = []
 
     def set_text(self, text: str) -> None:
-        self.words = text.lower().split()
-        self.invalidateFilter()
+        if hasattr(self, "beginFilterChange"):  # Qt >= 6.10; invalidateFilter is deprecated there
+            self.beginFilterChange()
+            self.words = text.lower().split()
+            self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
+        else:
+            self.words = text.lower().split()
+            self.invalidateFilter()
 
     def filterAcceptsRow(self, row: int, parent) -> bool:
         haystack = self.sourceModel().search_text(row)

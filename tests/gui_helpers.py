@@ -1,0 +1,21 @@
+"""Shared bits of the GUI tests: where the real configs live, and small model files of our own."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+SHARED_MODELS = Path(__file__).resolve().parents[2] / "shared" / "models"
+NANO = "NVIDIA-Nemotron-3-Nano-30B-A3B"  # catalogue name, works offline
+NEMOTRON_H_56B = SHARED_MODELS / "nvidia__Nemotron-H-56B-Base-8K.json"
+NANO_ATTENTION = [5, 12, 19, 26, 33, 42]
+
+
+def write_mtp_config(folder: Path) -> Path:
+    """A small NemotronH config with two MTP blocks, written as a model folder."""
+    config = json.loads((SHARED_MODELS / "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B.json").read_text())  # Python reads the bare Infinity
+    config["mtp_hybrid_override_pattern"] = "*E"
+    config["num_nextn_predict_layers"] = 1
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder

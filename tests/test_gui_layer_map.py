@@ -1,0 +1,165 @@
+"""The layer map widget on real models: layout, tooltip, selection, folding, highlight, export."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import QEvent, QPoint, Qt
+from PySide6.QtGui import QHelpEvent, QImage
+from PySide6.QtWidgets import QToolTip
+
+from bringup.app.highlight import Highlight
+from bringup.app.layer_map_layout import MIN_CELL
+from bringup.app.layer_map_panel import LayerMapPanel
+from bringup.core.sources import load_layer_map
+
+from gui_helpers import NANO, NANO_ATTENTION, NEMOTRON_H_56B, write_mtp_config
+
+
+@pytest.fixture(scope="module")
+def nano():
+    return load_layer_map(NANO)
+
+
+@pytest.fixture(scope="module")
+def big():
+    return load_layer_map(str(NEMOTRON_H_56B))
+
+
+@pytest.fixture
+def panel(qtbot):
+    p = LayerMapPanel()
+    qtbot.addWidget(p)
+    p.resize(1440, 420)
+    p.show()
+    qtbot.waitExposed(p)
+    return p
+
+
+def test_nano_draws_one_cell_per_layer_with_attention_tags(panel, nano):
+    panel.set_layer_map(nano)
+    layout = panel.view.map_layout()
+    assert [c.key for c in layout.cells] == [("layer", i) for i in range(52)]
+    assert [int(c.tag) for c in layout.cells if c.tag] == NANO_ATTENTION
+    assert len(layout.lines) == 1
+    assert panel.view.height() == int(layout.height)
+
+
+def test_118_layers_wrap_into_round_lines_and_stay_legible(panel, big):
+    panel.set_layer_map(big)
+    layout = panel.view.map_layout()
+    assert len(layout.cells) == 118
+    per_line = [sum(1 for c in layout.cells if c.line == n) for n in range(len(layout.lines))]
+    assert per_line == [60, 58]
+    assert layout.cell_w >= MIN_CELL
+    right_edge = max(c.rect.right() for c in layout.cells)
+    assert right_edge <= panel.view.width()
+    rects = [c.mixer_rect for c in layout.cells]
+    assert not any(a.intersects(b) for i, a in enumerate(rects) for b in rects[i + 1:])
+    assert [int(c.tag) for c in layout.cells if c.tag] == [7, 18, 29, 40, 51, 62, 73, 84, 95, 106]
+
+
+def test_hover_tooltip_names_pools_params_and_cache_bytes(panel, nano, qtbot):
+    panel.set_layer_map(nano)
+    view = panel.view
+    mamba = view.tooltip_at(view.cell_center(2))
+    assert mamba.splitlines()[0] == "Layer 2"
+    assert "mixer: mamba2" in mamba and "state pool index: 1" in mamba and "KV pool index: —" in mamba
+    assert "MiB per request (bf16 conv + fp32 SSM)" in mamba
+    attention = view.tooltip_at(view.cell_center(12))
+    assert "KV pool index: 1" in attention and "1 KiB per token (bf16)" in attention
+    assert "params: 23.4 M" in attention
+    # The real tooltip event path shows the same text.
+    pos = view.cell_center(12)
+    event = QHelpEvent(QEvent.Type.ToolTip, pos, view.mapToGlobal(pos))
+    view.event(event)
+    assert QToolTip.text() == attention
+    # Moving the mouse marks the hovered cell in the state.
+    qtbot.mouseMove(view, view.cell_center(7))
+    qtbot.waitUntil(lambda: panel.state.hovered == ("layer", 7), timeout=1000)
+
+
+def test_click_selects_and_details_show_the_layer(panel, nano, qtbot):
+    panel.set_layer_map(nano)
+    assert "Click a layer" in panel.details.text()
+    qtbot.mouseClick(panel.view, Qt.MouseButton.LeftButton, pos=panel.view.cell_center(12))
+    assert panel.state.selected == ("layer", 12)
+    text = panel.details.text()
+    assert "Layer 12" in text and "full attention" in text and "kv_heads" in text and "1 KiB" in text
+    qtbot.keyClick(panel.view, Qt.Key.Key_Right)
+    assert panel.state.selected == ("layer", 13)
+    assert "Layer 13" in panel.details.text() and "experts" in panel.details.text()
+    qtbot.mouseClick(panel.view, Qt.MouseButton.LeftButton, pos=QPoint(3, 3))  # empty space
+    assert panel.state.selected is None
+
+
+def test_fold_draws_each_unit_once_with_its_count(panel, big):
+    panel.set_layer_map(big)
+    unfolded = len(panel.view.map_layout().cells)
+    panel.fold.setChecked(True)
+    layout = panel.view.map_layout()
+    assert len(layout.cells) < unfolded / 3
+    covered = sorted(i for c in layout.cells for i in c.represents)
+    assert covered == list(range(118))
+    assert any(g.text.startswith("× ") for g in layout.groups)
+    tip = panel.view.tooltip_at(panel.view.cell_center(7))
+    assert "folded: also layers" in tip
+    panel.fold.setChecked(False)
+    assert len(panel.view.map_layout().cells) == unfolded
+
+
+def _pixel(image: QImage, x: float, y: float):
+    c = image.pixelColor(int(x), int(y))
+    return c.red(), c.green(), c.blue()
+
+
+def test_highlight_marks_requested_red_and_related_outlined(panel, nano, qtbot):
+    panel.set_layer_map(nano)
+    before = panel.view.map_layout().height
+    panel.set_highlight(Highlight(requested=[0], related=NANO_ATTENTION,
+                                  message="layer 0 is a Mamba2 layer; the KV pool holds 5, 12, 19, 26, 33, 42"))
+    assert panel.clear_marks.isVisible()
+    layout = panel.view.map_layout()
+    assert layout.height > before  # room for the callout
+    image = panel.view.grab().toImage()
+    cell = layout.cell_of(("layer", 0))
+    r, g, b = _pixel(image, cell.rect.center().x(), cell.rect.top() - 2.2)  # on the red outline
+    assert r > 180 and g < 110 and b < 110
+    cell1 = layout.cell_of(("layer", 1))
+    r, g, b = _pixel(image, cell1.rect.center().x(), cell1.rect.top() - 2.2)  # not highlighted
+    assert not (r > 180 and g < 110)
+    assert panel.state.highlight_role(12) == "related" and panel.state.highlight_role(1) is None
+    panel.clear_highlight()
+    assert panel.state.highlight is None and panel.view.map_layout().height == before
+
+
+def test_export_png_and_svg(panel, nano, tmp_path):
+    panel.set_layer_map(nano)
+    panel.state.select_layer(5)
+    png = panel.view.export(tmp_path / "map.png", width=1000)
+    image = QImage(str(png))
+    assert image.width() == 2000 and image.height() > 200
+    svg = panel.view.export(tmp_path / "map.svg", width=1000).read_text()
+    assert svg.lstrip().startswith("<?xml") and "<svg" in svg and ">42<" in svg
+    from bringup.core.errors import UserError
+
+    with pytest.raises(UserError, match="png or .svg"):
+        panel.view.export(tmp_path / "map.bmp")
+
+
+def test_pp_stage_bands(panel):
+    panel.set_layer_map(load_layer_map(NANO, pp=3))
+    bands = panel.view.map_layout().bands
+    assert sorted({b.stage for b in bands}) == [0, 1, 2]
+    assert bands[0].text.startswith("PP 0 · layers 0–")
+
+
+def test_mtp_blocks_are_drawn_apart(panel, tmp_path):
+    layer_map = load_layer_map(str(write_mtp_config(tmp_path / "mtp-model")))
+    panel.set_layer_map(layer_map)
+    layout = panel.view.map_layout()
+    mtp = [c for c in layout.cells if c.key[0] == "mtp"]
+    main = [c for c in layout.cells if c.key[0] == "layer"]
+    assert len(mtp) == 2 and len(main) == 52
+    assert mtp[0].mixer_rect.left() - main[-1].mixer_rect.right() > 20  # a visible gap
+    assert any(g.kind == "mtp" for g in layout.groups)
+    assert "MTP block 0" in panel.view.tooltip_at(panel.view.cell_center(0, kind="mtp"))
