@@ -16,10 +16,33 @@ from bringup.core.layermap import LayerMap
 # model_type -> module under bringup.core.families (kept in step with each module's MODEL_TYPES).
 FAMILY_MODULES: dict[str, str] = {
     "nemotron_h": "nemotron_h",
+    "qwen3_next": "qwen3_next", "qwen3_5": "qwen3_next", "qwen3_5_text": "qwen3_next",
+    "qwen3_5_moe": "qwen3_next", "qwen3_5_moe_text": "qwen3_next",
+    "kimi_linear": "kimi_linear",
+    "minimax": "minimax", "minimax_m1": "minimax", "minimax_text_01": "minimax",
+    "falcon_h1": "falcon_h1",
+    "lfm2": "lfm2",
+    "granitemoehybrid": "granite_hybrid", "bamba": "granite_hybrid",
+    "jamba": "jamba",
+    "zamba2": "zamba2",
+    "gpt_oss": "sliding", "gemma2": "sliding", "gemma3": "sliding", "gemma3_text": "sliding",
+    "gemma4": "sliding", "gemma4_text": "sliding",
+    "llama": "dense", "mistral": "dense", "qwen2": "dense", "qwen3": "dense", "granite": "dense",
+    "mixtral": "dense", "qwen2_moe": "dense", "qwen3_moe": "dense",
 }
 # What the error message lists when a model_type is unknown.
 FAMILY_NAMES = {
     "nemotron_h": "NemotronH",
+    "qwen3_next": "Qwen3-Next / Qwen3.5",
+    "kimi_linear": "Kimi-Linear",
+    "minimax": "MiniMax-M1 / Text-01",
+    "falcon_h1": "Falcon-H1",
+    "lfm2": "LFM2",
+    "granite_hybrid": "Granite-4.0-H / Bamba",
+    "jamba": "Jamba",
+    "zamba2": "Zamba2",
+    "sliding": "gpt-oss / Gemma 2-4",
+    "dense": "dense (Llama, Mistral, Qwen2/3, Granite, Mixtral, Qwen-MoE)",
 }
 
 
@@ -50,7 +73,7 @@ def _module_for(cfg: dict, label: str):
 
     if generic.applies(cfg):
         return generic
-    families = ", ".join(sorted(set(FAMILY_NAMES.values())))
+    families = ", ".join(FAMILY_NAMES.values())
     shown = repr(model_type) if model_type is not None else "missing"
     raise UserError(
         f"{label}: model_type {shown} is not a supported architecture. Supported families: {families} "

@@ -102,6 +102,7 @@ def mamba2(
     *,
     conv_bias: bool = True,
     proj_bias: bool = False,
+    out_bias: bool | None = None,  # defaults to proj_bias
     gated_norm: bool = True,
     intermediate: int | None = None,
 ) -> Part:
@@ -112,7 +113,7 @@ def mamba2(
         + conv_dim * conv_kernel + (conv_dim if conv_bias else 0)
         + 3 * heads  # dt_bias, A_log, D
         + (inter if gated_norm else 0)
-        + linear(inter, hidden, proj_bias)
+        + linear(inter, hidden, proj_bias if out_bias is None else out_bias)
     )
     return Part(
         params=p,
@@ -136,3 +137,13 @@ def check_divisible(view, what: str, num: int, den: int, keys: str) -> None:
             f"{view.label}: {what} ({num}) is not divisible by {den} ({keys}); "
             "the config is inconsistent, fix those fields in config.json"
         )
+
+
+def embeddings(vocab: int, hidden: int, tied: bool, final_norm: bool = True) -> Part:
+    """Token embeddings, the LM head unless tied to them, and the final norm."""
+    return Part(params=vocab * hidden * (1 if tied else 2) + (hidden if final_norm else 0))
+
+
+def gated_experts(hidden: int, inter: int) -> int:
+    """One SwiGLU expert: gate and up (stored fused in transformers v5) and down."""
+    return 3 * hidden * inter
