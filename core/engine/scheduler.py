@@ -106,7 +106,7 @@ class Scheduler:
         """Give `req` pages for n more tokens, preempting the newest unscheduled requests if needed."""
         if not self.uses_kv:
             return True
-        need = self.kv_pool.pages_for(req.num_computed + n) - len(req.pages)
+        need = max(0, self.kv_pool.pages_for(req.num_computed + n) - len(req.pages))
         while need > self.kv_pool.num_free_pages and queue:
             self._preempt(queue.pop(), step)
         if need <= self.kv_pool.num_free_pages:

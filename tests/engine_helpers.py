@@ -1,0 +1,59 @@
+"""Tiny random-weight checkpoints for the engine tests, written with transformers' own classes."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+# Mamba, attention, MoE and MLP blocks, two of each mixer, in a short NemotronH stack.
+SHORT_PATTERN = "M*EM-*E"
+
+
+def tiny_nemotron_h(folder: Path, pattern: str = SHORT_PATTERN) -> Path:
+    from bringup.core.engine.default_model import TINY_TEST_SPEC, build_checkpoint
+
+    build_checkpoint(folder, replace(TINY_TEST_SPEC, pattern=pattern, chunk_size=8))
+    return folder
+
+
+def tiny_llama(folder: Path) -> Path:
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from bringup.core.engine.default_model import build_tokenizer
+
+    tokenizer = build_tokenizer(512)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=1024,
+        initializer_range=0.05, bos_token_id=1, eos_token_id=2, pad_token_id=0, tie_word_embeddings=False,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(7)
+        model = LlamaForCausalLM(config).float()
+    model.save_pretrained(folder, safe_serialization=True)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def hf_greedy(folder: Path, prompts: list[list[int]], max_new_tokens: int) -> list[list[int]]:
+    """transformers' own greedy `generate`, one prompt at a time, never stopping at EOS."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    model.generation_config.eos_token_id = None
+    outs = []
+    with torch.inference_mode():
+        for ids in prompts:
+            out = model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                                 max_new_tokens=max_new_tokens, do_sample=False)
+            outs.append(out[0, len(ids):].tolist())
+    return outs
+
+
+def prompts_of_lengths(lengths, vocab: int, seed: int = 0) -> list[list[int]]:
+    import random
+
+    rng = random.Random(seed)
+    return [[rng.randrange(3, vocab) for _ in range(n)] for n in lengths]

@@ -1,0 +1,147 @@
+"""The Engine end to end on tiny random-weight NemotronH and Llama checkpoints (CPU, fp32):
+greedy output equals transformers', across batching, chunked prefill and preemption; pools end empty."""
+
+import pytest
+
+from bringup.core.engine.engine import Engine
+from bringup.core.engine.pools import PoolLayerError
+from bringup.core.engine.request import RequestRejected
+from bringup.core.engine.sampling import SamplingParams
+
+from engine_helpers import hf_greedy, prompts_of_lengths, tiny_llama, tiny_nemotron_h
+
+LENGTHS = [3, 21, 9, 40]
+NEW = 6
+GREEDY = SamplingParams(max_new_tokens=NEW, temperature=0, ignore_eos=True)
+
+
+@pytest.fixture(scope="module", params=["nemotron_h", "llama"])
+def checkpoint(request, tmp_path_factory):
+    folder = tmp_path_factory.mktemp(request.param)
+    build = tiny_nemotron_h if request.param == "nemotron_h" else tiny_llama
+    build(folder)
+    prompts = prompts_of_lengths(LENGTHS, 400, seed=len(request.param))
+    return request.param, folder, prompts, hf_greedy(folder, prompts, NEW)
+
+
+def quiet_engine(folder, **kwargs):
+    lines = []
+    engine = Engine(str(folder), device="cpu", log=lines.append, **kwargs)
+    return engine, lines
+
+
+def test_batched_greedy_equals_transformers(checkpoint):
+    kind, folder, prompts, expected = checkpoint
+    engine, lines = quiet_engine(folder, chunked_prefill_size=16)  # the 21- and 40-token prompts are chunked
+    assert engine.generate(prompts, GREEDY) == expected
+    engine.check_pools()
+    stats = engine.stats()
+    assert stats["kv_tokens_used"] == 0 and stats["state_slots_used"] == 0 and stats["num_running"] == 0
+    assert stats["prompt_tokens_total"] == sum(LENGTHS) and stats["generated_tokens_total"] == NEW * len(LENGTHS)
+    assert any(l.startswith("Load weight end.") and "type=" in l for l in lines)
+    assert any(l.startswith("KV Cache is allocated. dtype: float32, #tokens: ") for l in lines)
+    assert any(l.startswith("Mamba Cache is allocated. max_mamba_cache_size: ") for l in lines) == (kind == "nemotron_h")
+
+
+def test_preemption_recomputes_to_the_same_tokens(checkpoint):
+    kind, folder, prompts, expected = checkpoint
+    # 12 pages of 4 tokens: the first three prompts are admitted together (10 pages) and outgrow
+    # the pool while decoding; the 40-token one fits only alone.
+    engine, _ = quiet_engine(folder, page_size=4, max_total_tokens=48, chunked_prefill_size=32)
+    assert engine.kv_pool.num_pages == 12
+    assert engine.generate(prompts, GREEDY) == expected
+    assert engine.stats()["preemptions_total"] > 0
+    engine.check_pools()
+
+
+def test_pools_hold_only_their_layers(checkpoint):
+    kind, folder, _, _ = checkpoint
+    engine, _ = quiet_engine(folder)
+    info = engine.server_info()
+    assert info["kv_layers"] == engine.layer_map.kv_layers
+    assert info["state_layers"] == engine.layer_map.state_layers
+    missing = next(i for i in range(engine.layer_map.num_layers) if i not in info["kv_layers"]) \
+        if kind == "nemotron_h" else None
+    if missing is not None:
+        with pytest.raises(PoolLayerError, match=f"layer {missing} is not in the KV pool; it holds layers"):
+            engine.kv_pool.k(missing)
+    for key in ("kv_tokens", "state_slots", "max_running_requests", "weights_bytes", "kv_bytes_per_token"):
+        assert key in info["predicted"] and key in info["allocated"]
+    assert info["allocated"]["kv_tokens"] == info["predicted"]["kv_tokens"]
+    assert info["allocated"]["kv_bytes_per_token"] == info["predicted"]["kv_bytes_per_token"]
+    if kind == "nemotron_h":
+        assert info["allocated"]["state_slots"] == info["predicted"]["state_slots"]
+        assert info["allocated"]["state_bytes_per_request"] == info["predicted"]["state_bytes_per_request"]
+
+
+@pytest.fixture(scope="module")
+def nemotron(tmp_path_factory):
+    return tiny_nemotron_h(tmp_path_factory.mktemp("nemo"))
+
+
+def test_abort_frees_at_once_and_reports(nemotron):
+    engine, _ = quiet_engine(nemotron)
+    a = engine.add_request(list(range(5, 25)), SamplingParams(max_new_tokens=50, ignore_eos=True))
+    b = engine.add_request(list(range(5, 15)), SamplingParams(max_new_tokens=3, ignore_eos=True, temperature=0))
+    engine.step()
+    assert engine.stats()["state_slots_used"] == 2
+    assert engine.abort(a)
+    assert engine.stats()["state_slots_used"] == 1  # freed now, not at the next step
+    engine.check_pools()
+    outs = {}
+    while engine.has_unfinished():
+        for out in engine.step():
+            outs.setdefault(out.request_id, []).append(out)
+    assert outs[a][-1].finished and outs[a][-1].finish_reason == "abort"
+    assert outs[b][-1].finish_reason == "length" and outs[b][-1].completion_tokens == 3
+    assert not engine.abort(a) and not engine.abort("nope")
+    engine.check_pools()
+    assert engine.stats()["kv_tokens_used"] == 0
+
+
+def test_stop_string_trims_text(nemotron):
+    engine, _ = quiet_engine(nemotron)
+    prompt = engine.tokenizer.encode("The model says")
+    full = _run_text(engine, prompt, SamplingParams(max_new_tokens=12, temperature=0, ignore_eos=True))
+    text = "".join(o.text for o in full)
+    assert full[-1].finish_reason == "length" and len(text) > 4
+    stop = text[len(text) // 2:len(text) // 2 + 2]
+    outs = _run_text(engine, prompt, SamplingParams(max_new_tokens=12, temperature=0, ignore_eos=True, stop=[stop]))
+    assert outs[-1].finish_reason == "stop"
+    assert "".join(o.text for o in outs) == text[:text.index(stop)]
+    engine.check_pools()
+
+
+def test_seeded_sampling_is_reproducible_in_any_batch(nemotron):
+    engine, _ = quiet_engine(nemotron)
+    prompt = list(range(10, 20))
+    seeded = SamplingParams(max_new_tokens=8, temperature=1.0, seed=1234, ignore_eos=True)
+    alone = engine.generate([prompt], seeded)[0]
+    crowd = engine.generate([list(range(30, 47)), prompt, [5, 6, 7]],
+                            [SamplingParams(max_new_tokens=8, ignore_eos=True), seeded, SamplingParams(max_new_tokens=4)])
+    assert crowd[1] == alone
+    other = engine.generate([prompt], SamplingParams(max_new_tokens=8, temperature=1.0, seed=99, ignore_eos=True))[0]
+    assert other != alone
+
+
+def test_refuses_what_can_never_run(nemotron):
+    engine, _ = quiet_engine(nemotron, page_size=4, max_total_tokens=32)
+    with pytest.raises(RequestRejected, match="needs 9 KV pages"):
+        engine.add_request(list(range(3, 35)), GREEDY)
+    with pytest.raises(RequestRejected, match="outside the vocabulary"):
+        engine.add_request([3, 10**6], GREEDY)
+    with pytest.raises(RequestRejected, match="empty"):
+        engine.add_request([], GREEDY)
+    assert not engine.has_unfinished()
+    # A request that fills the pool alone ends with "length" and a reason, and frees everything.
+    out = engine.generate([list(range(3, 20))], SamplingParams(max_new_tokens=100, ignore_eos=True))[0]
+    assert len(out) == 32 - 17 + 1
+    engine.check_pools()
+
+
+def _run_text(engine, prompt, params):
+    rid = engine.add_request(prompt, params)
+    outs = []
+    while engine.has_unfinished():
+        outs += [o for o in engine.step() if o.request_id == rid]
+    return outs
