@@ -1,0 +1,87 @@
+"""The command line that launches the validated settings: `python -m sglang.launch_server ...` for
+SGLang, `bringup serve ...` for the embedded engine. Only what the user chose is spelled out; the
+rest is left to the engine's own defaults, which the validation has already resolved."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shlex
+
+from bringup.core.layermap import LayerMap
+from bringup.core.rules.settings import LaunchSettings
+from bringup.core.rules.sglang_backends import SGLANG_DEVICE
+
+_HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
+
+
+def model_path(lm: LayerMap) -> str:
+    """What to hand the engine: a local model folder that has weights, else the hub id, else the source."""
+    source = lm.source or lm.name
+    folder = source if os.path.isdir(source) else os.path.dirname(source) if os.path.isfile(source) else None
+    if folder and any(f.endswith(".safetensors") for f in os.listdir(folder)):
+        return folder
+    if _HUB_ID.match(lm.name or ""):
+        return lm.name
+    return folder or source
+
+
+def sglang_argv(path: str, s: LaunchSettings) -> list[str]:
+    argv = ["python", "-m", "sglang.launch_server", "--model-path", path, "--device", SGLANG_DEVICE.get(s.device, s.device)]
+    if s.attention_backend:
+        argv += ["--attention-backend", s.attention_backend]
+    if s.linear_attn_backend:
+        argv += ["--linear-attn-backend", s.linear_attn_backend]
+    if s.mamba_strategy != "auto":
+        argv += ["--mamba-radix-cache-strategy", s.mamba_strategy]
+    if s.page_size is not None:
+        argv += ["--page-size", str(s.page_size)]
+    if s.tp > 1:
+        argv += ["--tp-size", str(s.tp)]
+    if s.pp > 1:
+        argv += ["--pp-size", str(s.pp)]  # not --pp: ambiguous in 0.5.23 (--pp-max-micro-batch-size...)
+    if s.disable_radix_cache:
+        argv.append("--disable-radix-cache")
+    if s.disable_overlap_schedule:
+        argv.append("--disable-overlap-schedule")
+    if s.dtype != "auto":
+        argv += ["--dtype", s.dtype]
+    if s.kv_dtype != "auto":
+        argv += ["--kv-cache-dtype", s.kv_dtype]
+    if s.mamba_ssm_dtype:
+        argv += ["--mamba-ssm-dtype", s.mamba_ssm_dtype]
+    return argv
+
+
+def _serve_options() -> set[str]:
+    """The options `bringup serve` really has (read from its parser), so the command never names one it lacks."""
+    try:
+        from bringup.core.cli import serve
+    except ImportError:
+        return {"--device", "--dtype"}
+    parser = argparse.ArgumentParser()
+    serve.configure(parser)
+    return {opt for action in parser._actions for opt in action.option_strings}
+
+
+def embedded_argv(path: str, s: LaunchSettings) -> list[str]:
+    options = _serve_options()
+    argv = ["bringup", "serve", path, "--device", s.device]
+    if s.dtype != "auto":
+        argv += ["--dtype", s.dtype]
+    if s.page_size is not None and "--page-size" in options:
+        argv += ["--page-size", str(s.page_size)]
+    if s.mamba_ssm_dtype and "--ssm-dtype" in options:
+        argv += ["--ssm-dtype", s.mamba_ssm_dtype]
+    return argv
+
+
+def launch_command(lm: LayerMap, engine: str, s: LaunchSettings, *, path: str | None = None) -> list[str]:
+    """argv for `engine` ("sglang" or "embedded"); shlex.join() it for a shell."""
+    path = path or model_path(lm)
+    return sglang_argv(path, s) if engine == "sglang" else embedded_argv(path, s)
+
+
+def shell(argv: list[str]) -> str:
+    return shlex.join(argv)

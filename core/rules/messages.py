@@ -1,0 +1,33 @@
+"""SGLang's own texts, verbatim from its source (sglang-notes §2-§4), with the exception class that
+carries each. Version-dependent texts live in the profiles (profiles.py)."""
+
+from __future__ import annotations
+
+NO_BUFFER_PAGE = "AssertionError: no_buffer only supports page_size=1."
+NO_BUFFER_OVERLAP = "AssertionError: no_buffer do not support overlap schedule. Try to set disable_overlap_schedule=True."
+NO_BUFFER_TRTLLM = "AssertionError: no_buffer do not support trtllm_mha attention backend."
+EXTRA_BUFFER_ARCH = "AssertionError: extra_buffer is not supported for {arch}; use no_buffer."
+EXTRA_BUFFER_PLATFORM = "AssertionError: {text}"
+LAZY_OVERLAP = "AssertionError: Lazy extra buffer requires overlap schedule (--disable-overlap-schedule is incompatible)"
+CHUNK_PAGE = ("AssertionError: For SSM models, either chunk_size or page_size must be divisible by the other, "
+              "got chunk_size={chunk}, page_size={page}")
+TRACK_INTERVAL = "AssertionError"  # mamba_track_interval % page_size == 0 is asserted without a message
+STRATEGY_NEEDS_MAMBA = "ValueError: --mamba-radix-cache-strategy {strategy} needs mamba state, got {arch}."
+NONE_SUBSCRIPT = "TypeError: 'NoneType' object is not subscriptable"
+TRITON_REFUSED = ("AssertionError: {arch} does not support triton attention backend, as the first layer might not "
+                  "be an attention layer")
+LAYER_ID = "ValueError: layer_id={layer} not in full attention layers: dict_keys({layers})"
+INTEL_XPU_PAGE = ("Intel XPU attention backend only supports page_sizes of [64, 128], changing page_size from {old} "
+                  "to 128.")
+NO_XMX = "The current platform does not support Intel XMX, will fallback to triton backend."
+DEFAULT_BACKEND = "Attention backend not specified. Use {backend} backend by default."
+GDN_BLACKWELL = ("AssertionError: Only {allowed} backends are supported on Blackwell GPUs for hybrid GDN models. "
+                 "Got prefill={backend}, decode={backend}.")
+GDN_NPU = ("AssertionError: ascend backend is the only supported backend on NPU for hybrid GDN models, use "
+           "--attention-backend ascend to specify the backend.")
+SHORT_CONV_NPU = "NotImplementedError: Short-conv hybrid models (ZAYA1 CCA, LFM2 / LFM2-MoE) are not yet supported on NPU…"
+LINEAR_XPU_DEVICE = "--linear-attn-backend intel_xpu requires Intel XPU"
+DIVISIBLE = "AssertionError: {num} is not divisible by {den}"
+TORCH_NATIVE_GRAPH = "Cuda graph is disabled because of using torch native attention backend"
+UNKNOWN_HYBRID = ("Expected hybrid GDN or NemotronH models, but got unknown model. If this is a custom hybrid model, "
+                  "use register_linear_attn_model() …")

@@ -1,0 +1,89 @@
+"""The facts about a model that launch rules need, read once from its LayerMap.
+
+Head counts come from the layers' `attrs` (core/families), with the raw config as a fallback, so
+a rule never has to know which family spelled a field how.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bringup.core.layermap import LayerMap
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    name: str
+    model_type: str
+    architecture: str
+    family: str | None  # mamba2 | gdn | kimi_linear | linear_attn | None
+    num_layers: int
+    full_attention_layers: tuple[int, ...]
+    state_layers: tuple[int, ...]
+    stage_of: tuple[int, ...]  # pp stage of each layer
+    pp_size: int
+    attention_heads: int | None
+    kv_heads: int | None
+    mamba_heads: int | None  # Mamba2 heads, or linear-attention value heads
+    mamba_groups: int | None  # Mamba2 n_groups, or linear-attention key heads
+    mamba_chunk_size: int | None
+    config_ssm_dtype: str | None
+    config_dtype: str | None
+    mla: bool  # full attention is MLA (Kimi-Linear)
+    first_layer_mixer: str
+
+    @property
+    def is_hybrid(self) -> bool:
+        return bool(self.state_layers)
+
+    def attention_layers_of_stage(self, stage: int) -> list[int]:
+        return [i for i in self.full_attention_layers if self.stage_of[i] == stage]
+
+    def state_layers_of_stage(self, stage: int) -> list[int]:
+        return [i for i in self.state_layers if self.stage_of[i] == stage]
+
+
+def _first(layers, *keys):
+    for layer in layers:
+        for key in keys:
+            value = layer.attrs.get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+    return None
+
+
+def _cfg_int(cfg: dict, *keys):
+    for key in keys:
+        value = cfg.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
+
+
+def facts_of(lm: LayerMap) -> ModelFacts:
+    cfg = lm.config or {}
+    attn = [l for l in lm.layers if l.is_kv]
+    state = [l for l in lm.layers if l.is_state]
+    linear = cfg.get("linear_attn_config") if isinstance(cfg.get("linear_attn_config"), dict) else {}
+    mamba_heads = _first(state, "mamba_heads", "linear_num_value_heads", "num_value_heads") or _cfg_int(
+        cfg, "mamba_num_heads", "mamba_n_heads", "linear_num_value_heads") or _cfg_int(linear, "num_heads")
+    mamba_groups = _first(state, "mamba_groups", "linear_num_key_heads", "num_key_heads") or _cfg_int(
+        cfg, "n_groups", "mamba_n_groups", "linear_num_key_heads")
+    chunk = _cfg_int(cfg, "mamba_chunk_size", "chunk_size")
+    if chunk is None and lm.family == "mamba2" and lm.model_type == "nemotron_h":
+        chunk = 256  # SGLang's NemotronH default (notes §1.2)
+    dtype = cfg.get("torch_dtype") or cfg.get("dtype")
+    ssm = cfg.get("mamba_ssm_dtype")
+    return ModelFacts(
+        name=lm.name, model_type=lm.model_type, architecture=lm.architecture, family=lm.family,
+        num_layers=lm.num_layers, full_attention_layers=tuple(lm.full_attention_layers),
+        state_layers=tuple(lm.state_layers), stage_of=tuple(l.pp_stage for l in lm.layers), pp_size=lm.pp_size,
+        attention_heads=_first(attn, "heads") or _cfg_int(cfg, "num_attention_heads"),
+        kv_heads=_first(attn, "kv_heads") or _cfg_int(cfg, "num_key_value_heads", "num_attention_heads"),
+        mamba_heads=mamba_heads if state else None, mamba_groups=mamba_groups if state else None,
+        mamba_chunk_size=chunk if state else None,
+        config_ssm_dtype=ssm if isinstance(ssm, str) else None,
+        config_dtype=dtype if isinstance(dtype, str) else None,
+        mla=lm.family == "kimi_linear" or bool(_cfg_int(cfg, "kv_lora_rank")),
+        first_layer_mixer=lm.layers[0].mixer if lm.layers else "none",
+    )

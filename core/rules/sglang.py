@@ -1,0 +1,55 @@
+"""All SGLang rules for one launch, in the order SGLang itself applies them: architecture support,
+dtypes, the mamba radix cache strategy (model_hook), the attention backend default and page-size
+snaps, then what the backends and parallel layout do at start-up."""
+
+from __future__ import annotations
+
+from bringup.core.rules import sglang_archs as archs
+from bringup.core.rules import messages as msg
+from bringup.core.rules.check import Check
+from bringup.core.rules.dtypes import check_sglang_dtypes, resolve_dtypes
+from bringup.core.rules.model_facts import ModelFacts
+from bringup.core.rules.parallel import check_pp, check_tp
+from bringup.core.rules.profiles import SglangProfile
+from bringup.core.rules.settings import LaunchSettings, Resolved
+from bringup.core.rules.sglang_attention import check_model_hook, check_startup, resolve_backend
+from bringup.core.rules.sglang_mamba import check_mamba_strategy
+
+
+def check_sglang(m: ModelFacts, s: LaunchSettings, profile: SglangProfile) -> Check:
+    r = Resolved(
+        device=s.device, attention_backend=None, page_size=s.page_size or 1, tp=s.tp, pp=s.pp, dtype=s.dtype,
+        kv_dtype=s.kv_dtype, mamba_ssm_dtype=None, mamba_conv_dtype=None, radix_cache=not s.disable_radix_cache,
+        overlap_schedule=not s.disable_overlap_schedule,
+        linear_attn_backend=(s.linear_attn_backend or "triton") if m.family in ("gdn", "kimi_linear", "linear_attn") else None,
+    )
+    c = Check(m, s, r, profile)
+    if s.device == "rocm":
+        r.why["device"] = "a ROCm build of torch: SGLang's --device cuda"
+    _check_architecture(c)
+    resolve_dtypes(c)
+    if not c.has("ARCH_NOT_IMPLEMENTED"):
+        check_mamba_strategy(c)
+    check_model_hook(c)
+    resolve_backend(c)
+    check_startup(c)
+    check_tp(c)
+    check_pp(c)
+    check_sglang_dtypes(c)
+    return c
+
+
+def _check_architecture(c: Check) -> None:
+    m = c.m
+    if archs.not_implemented(m):
+        c.add("ARCH_NOT_IMPLEMENTED", "error",
+              f"SGLang has no implementation of {m.architecture} (no model or config file; read in 0.5.23).",
+              fix="serve it with another engine, or pick a supported hybrid (NemotronH, Falcon-H1, Qwen3-Next, LFM2...)",
+              source="sglang-notes §1.2 (Jamba, Bamba and Zamba are not implemented)", stage="model load")
+    elif m.is_hybrid and not archs.hybrid_kv_pool(m):
+        c.add("ARCH_UNKNOWN_HYBRID", "warning",
+              f"{m.architecture or m.model_type} keeps recurrent state, but it is not in SGLang's hybrid architecture "
+              "lists (configs/hybrid_arch.py), so its state cache rules cannot be predicted here.",
+              fix="check that SGLang supports this architecture; out-of-tree hybrids register through "
+                  "register_linear_attn_model()", engine_message=msg.UNKNOWN_HYBRID,
+              layers=tuple(m.state_layers), source="configs/hybrid_arch.py; layers/attention/attention_registry.py")

@@ -1,0 +1,135 @@
+"""SGLang attention-backend rules: defaults and page-size snaps, backends that probe layer 0 of a pool
+holding only attention layers (the PR #32227 crash), LFM2 with triton, per-device restrictions."""
+
+from __future__ import annotations
+
+from bringup.core.rules import messages as msg
+from bringup.core.rules import sglang_archs as archs
+from bringup.core.rules import sglang_backends as backends
+from bringup.core.rules.check import Check
+
+GDN_BLACKWELL_ALLOWED = ("triton", "trtllm_mha", "fa4", "flashinfer")
+
+
+def check_model_hook(c: Check) -> None:
+    """Argument checks that run before the default backend is filled in (model_hook)."""
+    m, s = c.m, c.s
+    if s.attention_backend == "triton" and archs.refuses_triton(m):
+        c.add("TRITON_REFUSED_FOR_MODEL", "error",
+              f"{m.architecture}'s first layer is {m.first_layer_mixer}, not attention, and SGLang refuses the triton "
+              "attention backend for it outright.",
+              fix="use --attention-backend intel_xpu on XPU, or flashinfer / fa3 on CUDA",
+              engine_message=msg.TRITON_REFUSED.format(arch=m.architecture), layers=(0,),
+              source=f"{c.profile.where} (model_hook: LFM2 / LFM2-MoE)", stage="arguments")
+
+
+def resolve_backend(c: Check) -> None:
+    """handle_attention_backend_compatibility: fill the default backend, then snap the page size."""
+    m, s, r = c.m, c.s, c.r
+    if s.attention_backend:
+        r.attention_backend = s.attention_backend
+        r.why["attention_backend"] = "--attention-backend"
+    else:
+        backend, why = backends.default_backend(m, s.device, s.gpu)
+        r.attention_backend = backend
+        r.why["attention_backend"] = why
+        if backend:
+            c.add("ATTENTION_BACKEND_DEFAULT", "info", f"No --attention-backend: {backend} ({why}).",
+                  engine_message=msg.DEFAULT_BACKEND.format(backend=backend), source=backends.SOURCE)
+    backend = r.attention_backend
+    if backend and backend not in backends.BACKENDS.get(s.device, ()):
+        c.add("ATTENTION_BACKEND_DEVICE", "warning",
+              f"The {backend} attention backend is not known to run on {s.device}; backends checked there: "
+              f"{', '.join(backends.BACKENDS.get(s.device, ())) or 'none'}.",
+              fix=f"pick one of: {', '.join(backends.BACKENDS.get(s.device, ()))}", source=backends.SOURCE)
+    snap = backends.page_snap(backend, s.page_size, m.mla)
+    if snap:
+        new, why = snap
+        old = s.page_size
+        r.page_size = new
+        r.why["page_size"] = f"{why}: changed from {old if old is not None else 'the default 1'} to {new}"
+        c.add("PAGE_SIZE_SNAPPED", "info" if old is None else "warning", f"Page size {r.why['page_size']}.",
+              fix=f"pass --page-size {new} to say it yourself",
+              engine_message=msg.INTEL_XPU_PAGE.format(old=old) if backend == "intel_xpu" else "",
+              source="arg_groups attention_hook (_intel_xpu_page_constraint)" if backend == "intel_xpu" else backends.SOURCE,
+              stage="arguments")
+        if r.mamba_strategy == "no_buffer" and s.page_size is None:
+            c.add("NO_BUFFER_PAGE_AFTER_SNAP", "warning",
+                  f"Ordering trap: the strategy checks ran first (no_buffer, page 1 passed) and {backend} then set page_size "
+                  f"{new}. no_buffer with page {new} was never validated by the engine; read from the code, not tested.",
+                  fix="use --disable-radix-cache (the known-good XPU recipe, PR #24390)",
+                  source="arg_groups/pipeline.py order: handle_model_specific_adjustments before "
+                         "handle_attention_backend_compatibility", stage="arguments")
+        if r.mamba_strategy == "no_buffer" and backend == "trtllm_mha" and s.attention_backend is None:
+            c.add("NO_BUFFER_TRTLLM", "warning", "The default backend trtllm_mha does not work with no_buffer.",
+                  fix="use extra_buffer or --disable-radix-cache", engine_message=msg.NO_BUFFER_TRTLLM,
+                  source=c.profile.where)
+    if s.attention_backend is None and backend == "triton" and archs.refuses_triton(m):
+        c.add("TRITON_DEFAULT_FOR_MODEL", "warning",
+              f"triton becomes the default on {s.device}, but SGLang says {m.architecture} does not support triton "
+              "(its first layer might not be attention). The refusal is checked before the default is filled, so it "
+              "may not fire; the backend is still wrong for this model.",
+              fix="pass --attention-backend intel_xpu (XPU) or another non-triton backend",
+              engine_message=msg.TRITON_REFUSED.format(arch=m.architecture), layers=(0,),
+              source="sglang-notes §1.2 (LFM2 on XPU needs an explicit backend)")
+
+
+def check_startup(c: Check) -> None:
+    """What the chosen backend does when the engine builds it."""
+    m, s, r, p = c.m, c.s, c.r, c.profile
+    backend = r.attention_backend
+    if backend == "intel_xpu" and s.xmx is False:
+        c.add("INTEL_XPU_NO_XMX", "warning", "This XPU has no XMX matrix engines, so intel_xpu falls back to triton.",
+              fix="expect triton's speed and rules", engine_message=msg.NO_XMX,
+              source="layers/attention/xpu_backend.py")
+        backend = "triton"
+    if backend == "torch_native":
+        c.add("TORCH_NATIVE_NO_GRAPH", "info", "torch_native attention disables CUDA graphs: expect slow decode.",
+              engine_message=msg.TORCH_NATIVE_GRAPH, source="server_args")
+    _layer0_probe(c, backend)
+    if s.device == "cuda" and s.gpu == "blackwell" and m.family == "gdn" and backend not in GDN_BLACKWELL_ALLOWED:
+        c.add("GDN_BLACKWELL_BACKEND", "error", f"Hybrid GDN models on Blackwell run only with {', '.join(GDN_BLACKWELL_ALLOWED)}.",
+              fix="use --attention-backend triton", engine_message=msg.GDN_BLACKWELL.format(
+                  allowed="{" + ", ".join(map(repr, GDN_BLACKWELL_ALLOWED)) + "}", backend=backend), source="arg_groups model overrides (Qwen3-Next)",
+              stage="arguments")
+    if s.device == "npu" and m.family == "gdn" and backend != "ascend":
+        c.add("GDN_NPU_BACKEND", "error", "Hybrid GDN models on NPU run only with the ascend backend.",
+              fix="add --attention-backend ascend", engine_message=msg.GDN_NPU, source="arg_groups model overrides",
+              stage="arguments")
+    if s.device == "npu" and archs.short_conv(m):
+        c.add("SHORT_CONV_NPU", "error", "SGLang has no short-conv (LFM2 / Zaya) kernels for NPU.",
+              fix="use another device", engine_message=msg.SHORT_CONV_NPU, layers=tuple(m.state_layers),
+              source="ShortConvAttnBackend", stage="start-up")
+    if s.linear_attn_backend == "intel_xpu" and s.device != "xpu":
+        c.add("LINEAR_BACKEND_DEVICE", "error", "--linear-attn-backend intel_xpu runs only on Intel XPU.",
+              fix="drop --linear-attn-backend", engine_message=msg.LINEAR_XPU_DEVICE,
+              source="hardware_backend/xpu/attention/xpu_gdn_backend.py", stage="start-up")
+    if backend == "intel_xpu" and m.is_hybrid and r.radix_cache:
+        c.add("XPU_RECIPE", "info", "Known-good XPU launch for hybrids: --device xpu --attention-backend intel_xpu "
+              "--disable-radix-cache (PR #24390 reached GSM8K parity with it at tp=4).",
+              fix="add --disable-radix-cache", source="PR #24390")
+
+
+def _layer0_probe(c: Check, backend: str | None) -> None:
+    """triton (before PR #32227) and wave (still in 0.5.23) read the value buffer of layer 0 to learn
+    v_head_dim; a hybrid pool maps only attention layers, so layer 0 must be one of them."""
+    m, p = c.m, c.profile
+    if not archs.hybrid_kv_pool(m) or m.mla or c.has("TRITON_REFUSED_FOR_MODEL"):
+        return
+    if backend == "triton" and p.triton_probes_layer0:
+        code, where, fix = ("TRITON_LAYER0_PROBE", "layers/attention/triton_backend.py: get_value_buffer(0)",
+                            "upgrade to sglang 0.5.19 or later (PR #32227), or use --attention-backend intel_xpu on XPU")
+    elif backend == "wave":
+        code, where, fix = ("WAVE_LAYER0_PROBE", "layers/attention/wave_backend.py: get_value_buffer(0) (issues #22605, #23080)",
+                            "use --attention-backend aiter or triton on ROCm")
+    else:
+        return
+    valid = m.attention_layers_of_stage(0)
+    if 0 in valid:
+        return
+    c.add(code, "error",
+          f"The {backend} backend asks the KV pool for layer 0 to learn the value head size, but layer 0 is "
+          f"{m.first_layer_mixer}: the hybrid KV pool holds only the attention layers {valid}.",
+          fix=fix, engine_message=msg.LAYER_ID.format(layer=0, layers=list(valid)), layers=(0, *valid),
+          source=f"{where}; mem_cache/memory_pool.py HybridLinearKVPool._transfer_full_attention_id; PR #32227",
+          stage="start-up (attention backend init)", requested_layer=0, valid_layers=tuple(valid))

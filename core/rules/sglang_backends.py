@@ -1,0 +1,58 @@
+"""SGLang's attention backends per device, their defaults and the page sizes they force (notes §4.1-§4.2)."""
+
+from __future__ import annotations
+
+from bringup.core.rules.model_facts import ModelFacts
+
+# Backends worth checking per device (the compatibility matrix's columns). A backend named for a
+# device outside its list gets a "not known to run there" warning, not an invented error.
+BACKENDS: dict[str, tuple[str, ...]] = {
+    "cuda": ("fa3", "flashinfer", "triton", "trtllm_mha", "torch_native"),
+    "rocm": ("aiter", "triton", "wave"),
+    "xpu": ("triton", "intel_xpu"),
+    "npu": ("ascend",),
+    "cpu": ("intel_amx", "torch_native"),
+    "mps": ("torch_native",),
+}
+ALL_BACKENDS = tuple(dict.fromkeys(b for bs in BACKENDS.values() for b in bs))
+SGLANG_DEVICE = {"rocm": "cuda"}  # what --device says for a ROCm build of torch
+
+SOURCE = "python/sglang/srt/arg_groups/model_override_base.py::get_default_attn_backend"
+
+
+def default_backend(m: ModelFacts, device: str, gpu: str | None) -> tuple[str | None, str]:
+    """(backend, why). None when the source read does not say (NPU)."""
+    if device == "cuda":
+        gen = gpu or "hopper"
+        assumed = "" if gpu else " (GPU generation unknown: Hopper assumed; pass --gpu)"
+        if gen == "hopper":
+            return "fa3", "default on Hopper (CUDA >= 12.3, no speculative decoding)" + assumed
+        if gen == "blackwell":
+            if m.mla:
+                return "flashinfer", "default for MLA models on SM100"
+            if m.architecture.startswith(("FalconH1", "JetNemotron", "JetVLM")):
+                return "triton", f"{m.architecture} override on SM100"
+            if m.architecture.startswith(("Lfm2", "GraniteMoeHybrid")):
+                return "flashinfer", f"{m.architecture} override on SM100"
+            return "trtllm_mha", "default on SM100 (Blackwell)"
+        return ("triton" if m.mla else "flashinfer"), "default on other CUDA GPUs"
+    if device == "rocm":
+        return "aiter", "default on ROCm (HIP)"
+    if device == "xpu":
+        return "triton", "XPU has no flashinfer, so the default is triton; intel_xpu is opt-in"
+    if device == "mps":
+        return "torch_native", "default on MPS"
+    if device == "cpu":
+        return "intel_amx", "default on CPU (server_args _handle_cpu_backends)"
+    return None, "the SGLang source read does not say NPU's default; pass --attention-backend ascend"
+
+
+def page_snap(backend: str | None, page_size: int | None, mla: bool) -> tuple[int, str] | None:
+    """(new page size, why) when the backend forces one, else None."""
+    if backend == "intel_xpu":
+        allowed = (16, 32, 64, 128) if mla else (64, 128)
+        if page_size not in allowed:
+            return 128, "intel_xpu only supports page sizes " + "/".join(map(str, allowed))
+    if backend == "trtllm_mha" and page_size not in (16, 32, 64, 128):
+        return 64, "trtllm_mha only supports page sizes 16/32/64/128"
+    return None

@@ -1,0 +1,177 @@
+"""SGLang's mamba radix cache strategies: auto resolution and validation (notes §3).
+
+`--mamba-radix-cache-strategy {auto, no_buffer, extra_buffer, extra_buffer_lazy}` only matters while
+the radix cache is on. Auto picks extra_buffer when the overlap schedule is wanted (or page_size > 1)
+and the model and platform support it, else no_buffer with the overlap schedule switched off.
+"""
+
+from __future__ import annotations
+
+from bringup.core.rules import messages as msg
+from bringup.core.rules import sglang_archs as archs
+from bringup.core.rules.check import Check
+
+FLA_CHUNK_SIZE = 64
+TRACK_INTERVAL = 256  # --mamba-track-interval default
+XPU_RECIPE = "--attention-backend intel_xpu --disable-radix-cache"
+
+
+def supports_extra_buffer(c: Check) -> bool:
+    """`supports_mamba_cache_extra_buffer()` of the profile's release (the arch gate, not the platform gate)."""
+    p = c.profile
+    if not archs.extra_buffer_arch(c.m):
+        return False
+    if p.extra_buffer_refused_on_xpu and c.s.device == "xpu":
+        return False
+    if p.extra_buffer_needs_triton_linear_backend and (c.s.linear_attn_backend or "triton") != "triton":
+        return False
+    return True
+
+
+def slots_per_request(strategy: str | None, radix: bool, overlap: bool) -> int:
+    """SGLang's mamba_ratio: state slots held per running request (notes §2.5)."""
+    if not radix or strategy is None:
+        return 1
+    if strategy == "extra_buffer":
+        return 3 + (2 if overlap else 1)
+    if strategy == "extra_buffer_lazy":
+        return 4
+    return 3
+
+
+def check_mamba_strategy(c: Check) -> None:
+    s, r, m, p = c.s, c.r, c.m, c.profile
+    strategy = s.mamba_strategy
+    where = p.where
+    if not archs.uses_mamba_radix_cache(m):
+        r.mamba_radix_cache, r.mamba_strategy = False, None
+        r.state_slots_per_request = 1 if m.is_hybrid else None
+        if strategy in ("extra_buffer", "extra_buffer_lazy"):
+            text = msg.STRATEGY_NEEDS_MAMBA.format(strategy=strategy, arch=m.architecture)
+            if p.rejects_strategy_without_mamba:
+                c.add("MAMBA_STRATEGY_WITHOUT_MAMBA", "error",
+                      f"--mamba-radix-cache-strategy {strategy} asks for mamba state snapshots, but {m.architecture} "
+                      "does not route through SGLang's mamba radix cache.",
+                      fix="drop --mamba-radix-cache-strategy", engine_message=text, source=f"{where}; issue #39430",
+                      stage="arguments")
+            else:
+                c.add("MAMBA_STRATEGY_WITHOUT_MAMBA", "warning",
+                      f"--mamba-radix-cache-strategy {strategy} on {m.architecture}, which has no mamba radix cache: "
+                      f"issue #39430 reports a crash at the first decode; {c.version} does not reject it at start-up "
+                      "(0.5.23 does).",
+                      fix="drop --mamba-radix-cache-strategy", engine_message=msg.NONE_SUBSCRIPT,
+                      source="issue #39430", stage="first decode")
+        elif strategy == "no_buffer":
+            c.add("MAMBA_STRATEGY_IGNORED", "info",
+                  f"{m.architecture} has no mamba radix cache in SGLang, so --mamba-radix-cache-strategy is ignored.",
+                  fix="drop --mamba-radix-cache-strategy", source=where)
+        return
+    if s.disable_radix_cache:
+        r.mamba_radix_cache, r.mamba_strategy, r.state_slots_per_request = False, None, 1
+        r.why["mamba_strategy"] = "--disable-radix-cache: no prefix caching of state, one slot per request"
+        if strategy != "auto":
+            c.add("MAMBA_STRATEGY_IGNORED", "info",
+                  f"With --disable-radix-cache the strategy {strategy} is meaningless (maintainers in issue #27418); "
+                  "state is not cached across requests.", fix="drop --mamba-radix-cache-strategy",
+                  source="issue #27418")
+            if strategy == "extra_buffer" and p.era == "server_args":
+                c.add("EXTRA_BUFFER_WITHOUT_RADIX", "warning",
+                      "PR #19169 made extra_buffer with the radix cache disabled (and no speculative decoding) a "
+                      "ValueError telling you to use no_buffer, because it wastes 2 mamba slots per request; "
+                      f"{c.version} may still raise it (0.5.23 simply switches extra_buffer off).",
+                      fix="drop --mamba-radix-cache-strategy extra_buffer", source="PR #19169")
+        return
+    r.mamba_radix_cache = True
+    if strategy == "auto":
+        wants_eb = r.overlap_schedule or (s.page_size or 1) > 1
+        reason = "the overlap schedule is on" if r.overlap_schedule else f"page_size={s.page_size} > 1"
+        if wants_eb and supports_extra_buffer(c):
+            strategy = "extra_buffer"
+            why = f"auto -> extra_buffer: {reason} and {m.architecture} supports extra_buffer in {c.version}"
+        else:
+            strategy = "no_buffer"
+            r.overlap_schedule = False
+            if not wants_eb:
+                why = "auto -> no_buffer: overlap schedule off and page_size 1"
+            elif not archs.extra_buffer_arch(m):
+                why = f"auto -> no_buffer (overlap schedule switched off): {m.architecture} is not an extra_buffer architecture"
+            elif c.s.device == "xpu" and p.extra_buffer_refused_on_xpu:
+                why = f"auto -> no_buffer (overlap schedule switched off): {c.version} refuses extra_buffer on XPU"
+            else:
+                why = "auto -> no_buffer (overlap schedule switched off): --linear-attn-backend is not triton"
+        r.why["mamba_strategy"] = why
+        c.add("MAMBA_AUTO_RESOLVED", "info", f"Mamba radix cache strategy: {why}.", source=f"{where} (auto resolution)")
+    else:
+        r.why["mamba_strategy"] = f"--mamba-radix-cache-strategy {strategy}"
+    r.mamba_strategy = strategy
+    if strategy == "no_buffer":
+        _validate_no_buffer(c)
+    else:
+        _validate_extra_buffer(c, strategy)
+    r.state_slots_per_request = slots_per_request(strategy, True, r.overlap_schedule)
+
+
+def _validate_no_buffer(c: Check) -> None:
+    s, r, where = c.s, c.r, c.profile.where
+    if (s.page_size or 1) != 1:
+        c.add("NO_BUFFER_PAGE_SIZE", "error",
+              f"no_buffer caches state per token, so it needs page_size 1; --page-size {s.page_size} is refused.",
+              fix="use --disable-radix-cache (keeps the page size), or drop --page-size",
+              engine_message=msg.NO_BUFFER_PAGE, source=f"{where} (validate_mamba_no_buffer)", stage="arguments")
+    if r.overlap_schedule:
+        c.add("NO_BUFFER_OVERLAP", "error",
+              "no_buffer cannot run with the overlap scheduler, and an explicit no_buffer does not switch it off.",
+              fix="add --disable-overlap-schedule (or use --disable-radix-cache)",
+              engine_message=msg.NO_BUFFER_OVERLAP, source=f"{where} (validate_mamba_no_buffer); PR #29158 review",
+              stage="arguments")
+    if s.attention_backend == "trtllm_mha":
+        c.add("NO_BUFFER_TRTLLM", "error", "no_buffer does not work with the trtllm_mha attention backend.",
+              fix="use --mamba-radix-cache-strategy extra_buffer, or --disable-radix-cache",
+              engine_message=msg.NO_BUFFER_TRTLLM, source=f"{where} (validate_mamba_no_buffer); issue #27418",
+              stage="arguments")
+
+
+def _validate_extra_buffer(c: Check, strategy: str) -> None:
+    s, r, m, p = c.s, c.r, c.m, c.profile
+    where = p.where
+    auto = s.mamba_strategy == "auto"
+    picked = "auto picked extra_buffer, then " if auto else ""
+    recipe = XPU_RECIPE if s.device == "xpu" else "--disable-radix-cache"
+    if not supports_extra_buffer(c):
+        if s.device == "xpu" and p.extra_buffer_refused_on_xpu and archs.extra_buffer_arch(m):
+            why = f"{c.version} refuses extra_buffer on XPU (supports_mamba_cache_extra_buffer() is False there)"
+        elif archs.extra_buffer_arch(m):
+            why = "extra_buffer needs --linear-attn-backend triton"
+        else:
+            why = f"{m.architecture} is not in SGLang's extra_buffer architecture list"
+        c.add("EXTRA_BUFFER_UNSUPPORTED", "error", f"{strategy}: {why}.",
+              fix=f"use --mamba-radix-cache-strategy no_buffer --disable-overlap-schedule, or {recipe}",
+              engine_message=msg.EXTRA_BUFFER_ARCH.format(arch=m.architecture),
+              source=f"{where} (validate_mamba_extra_buffer)", stage="arguments")
+    elif s.device not in p.extra_buffer_platforms:
+        ok = "/".join(d.upper() if d != "rocm" else "ROCm" for d in p.extra_buffer_platforms)
+        c.add("EXTRA_BUFFER_PLATFORM", "error",
+              f"{picked}the platform gate refused it: extra_buffer snapshots state with flash-linear-attention "
+              f"kernels, and {c.version} allows them only on {ok}, not on {s.device}.",
+              fix=(f"use {recipe}, or sglang 0.5.19 or later (PR #32227 added XPU)" if s.device == "xpu" and p.era == "server_args"
+                   else f"use {recipe} (or --mamba-radix-cache-strategy no_buffer --disable-overlap-schedule)"),
+              engine_message=msg.EXTRA_BUFFER_PLATFORM.format(text=p.extra_buffer_platform_message),
+              source=f"{where} (validate_mamba_extra_buffer); PR #32227", stage="arguments")
+    if strategy == "extra_buffer_lazy" and not r.overlap_schedule:
+        c.add("LAZY_NEEDS_OVERLAP", "error", "extra_buffer_lazy allocates its second track slot on demand and needs "
+              "the overlap schedule.", fix="drop --disable-overlap-schedule, or use extra_buffer",
+              engine_message=msg.LAZY_OVERLAP, source=f"{where}; PR #27118", stage="arguments")
+    page = s.page_size
+    if page is not None and page > 1:
+        if TRACK_INTERVAL % page:
+            c.add("EXTRA_BUFFER_TRACK_INTERVAL", "error",
+                  f"--mamba-track-interval ({TRACK_INTERVAL}) must be a multiple of page_size {page}: state snapshots "
+                  "land on page boundaries.", fix="use a power-of-two page size up to 256",
+                  engine_message=msg.TRACK_INTERVAL, source=f"{where} (validate_mamba_extra_buffer)", stage="arguments")
+        chunk = m.mamba_chunk_size or FLA_CHUNK_SIZE
+        if chunk % page and page % chunk:
+            c.add("EXTRA_BUFFER_CHUNK_PAGE", "error",
+                  f"The model's mamba chunk size {chunk} and page_size {page} must divide one another, or state "
+                  "snapshots cannot line up with both.", fix=f"use a page size that divides {chunk} or is a multiple of it",
+                  engine_message=msg.CHUNK_PAGE.format(chunk=chunk, page=page),
+                  source=f"{where} (mamba_cache_chunk_size)", stage="arguments")

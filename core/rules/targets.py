@@ -1,0 +1,69 @@
+"""Targets: `embedded` (our engine) or `sglang==X.Y.Z` (SGLang, by its rule profile for that release)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from bringup.core.errors import UserError
+from bringup.core.rules.finding import Finding
+from bringup.core.rules.profiles import NEWEST, OLDEST, PROFILES, SglangProfile, profile_for
+
+_VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)(?:\.?(?:post|rc|dev)\d*)?$")
+
+
+@dataclass(frozen=True)
+class Target:
+    engine: str  # "embedded" | "sglang"
+    version: str | None = None  # the version the user named (sglang)
+    profile: SglangProfile | None = None  # the rule profile applied (sglang)
+    findings: tuple[Finding, ...] = ()  # e.g. "0.5.20 uses the rules of 0.5.19"
+
+    @property
+    def label(self) -> str:
+        return "embedded" if self.engine == "embedded" else f"sglang=={self.version}"
+
+    def to_json(self) -> dict:
+        out = {"engine": self.engine, "label": self.label}
+        if self.profile:
+            out["version"] = self.version
+            out["profile"] = self.profile.to_json()
+        return out
+
+
+def known_targets() -> list[str]:
+    return ["embedded"] + [f"sglang=={p.label}" for p in PROFILES]
+
+
+def parse_target(text: str) -> Target:
+    """'embedded', 'sglang==0.5.19' (also 'sglang' alone: the newest profile)."""
+    raw = (text or "").strip()
+    if raw.lower() in ("embedded", "bringup"):
+        return Target("embedded")
+    name, sep, version = raw.partition("==")
+    if name.strip().lower() != "sglang":
+        raise UserError(f"unknown target {text!r}; use 'embedded' or 'sglang==X.Y.Z' (rule profiles: "
+                        f"{', '.join(p.label for p in PROFILES)})")
+    if not sep:
+        note = Finding("TARGET_VERSION_ASSUMED", "info",
+                       f"No SGLang version given; the rules of the newest profile ({NEWEST.label}) are used.",
+                       fix=f"name the release you will run, e.g. --target sglang=={NEWEST.label}", source="core/rules/profiles.py")
+        return Target("sglang", NEWEST.label, NEWEST, (note,))
+    match = _VERSION.match(version.strip())
+    if not match:
+        raise UserError(f"target version {version!r} is not a release number like 0.5.19; use sglang==X.Y.Z")
+    numbers = tuple(int(g) for g in match.groups())
+    profile = profile_for(numbers)
+    if profile is None:
+        raise UserError(f"sglang {version} is older than the oldest rule profile ({OLDEST.label}); its rules were never "
+                        f"read, so they are not guessed. Validate against sglang=={OLDEST.label} or newer")
+    findings = ()
+    if profile.version != numbers:
+        newer = numbers > NEWEST.version
+        findings = (Finding(
+            "TARGET_PROFILE_NEAREST", "warning" if newer else "info",
+            f"There is no rule profile for sglang {version}; the nearest earlier one, {profile.label}, is used. "
+            + ("Releases after it may have changed rules and messages that this check does not know."
+               if newer else "Rules that changed between those releases are not known here."),
+            fix=f"compare with sglang=={profile.label}'s release notes", source="core/rules/profiles.py"),)
+    return Target("sglang", version.strip(), profile, findings)

@@ -1,0 +1,92 @@
+"""`validate()`: check one launch configuration of one model against a target's rules."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from bringup.core.layermap import LayerMap
+from bringup.core.rules.command import launch_command, shell
+from bringup.core.rules.embedded import check_embedded
+from bringup.core.rules.finding import Finding, worst
+from bringup.core.rules.model_facts import ModelFacts, facts_of
+from bringup.core.rules.settings import LaunchSettings, Resolved
+from bringup.core.rules.sglang import check_sglang
+from bringup.core.rules.targets import Target, parse_target
+
+
+@dataclass
+class ValidationResult:
+    model: str
+    target: Target
+    settings: LaunchSettings
+    resolved: Resolved
+    findings: list[Finding]  # in the order the engine would meet them
+    argv: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not any(f.is_error for f in self.findings)
+
+    @property
+    def verdict(self) -> str:
+        """ok | warning | failure (info findings do not count)."""
+        level = worst(f for f in self.findings if f.severity != "info")
+        return {"error": "failure", "warning": "warning"}.get(level, "ok")
+
+    @property
+    def first_error(self) -> Finding | None:
+        """What the engine would stop on first."""
+        return next((f for f in self.findings if f.is_error), None)
+
+    @property
+    def command(self) -> str:
+        return shell(self.argv)
+
+    def to_json(self) -> dict:
+        first = self.first_error
+        return {
+            "ok": self.ok,
+            "verdict": self.verdict,
+            "model": self.model,
+            "target": self.target.to_json(),
+            "settings": self.settings.to_json(),
+            "resolved": self.resolved.to_json(),
+            "findings": [f.to_json() for f in self.findings],
+            "first_error": first.code if first else None,
+            "command": self.command,
+            "argv": list(self.argv),
+        }
+
+
+def _facts_for_pp(lm: LayerMap, pp: int) -> ModelFacts:
+    facts = facts_of(lm)
+    if pp == lm.pp_size:
+        return facts
+    from bringup.core.pp_split import stage_of_each_layer
+
+    return replace(facts, stage_of=tuple(stage_of_each_layer(lm.num_layers, pp)), pp_size=pp)
+
+
+def validate(layer_map: LayerMap, target: str | Target, settings: LaunchSettings | None = None, *,
+             model_path: str | None = None, available_devices: list[str] | None = None) -> ValidationResult:
+    """Predict what `target` does with `settings` for this model, before anything is launched.
+
+    `available_devices` (from the probe, e.g. `ProbeReport.available_devices()`) adds a warning when the
+    device is not on this machine; leave it None to validate for another machine."""
+    target = parse_target(target) if isinstance(target, str) else target
+    settings = settings or LaunchSettings()
+    facts = _facts_for_pp(layer_map, settings.pp)
+    if target.engine == "embedded":
+        check = check_embedded(facts, settings)
+    else:
+        check = check_sglang(facts, settings, target.profile)
+    findings = list(target.findings) + check.findings
+    if available_devices is not None:
+        here = "cuda" if settings.device == "rocm" else settings.device
+        if here not in available_devices:
+            findings.insert(0, Finding(
+                "DEVICE_NOT_ON_THIS_MACHINE", "warning",
+                f"The probe found no {settings.device} device on this machine (it has: {', '.join(available_devices) or 'none'}).",
+                fix="validate for another machine, or pick a device the probe lists", source="bringup probe"))
+    argv = launch_command(layer_map, target.engine, settings, path=model_path)
+    return ValidationResult(layer_map.name, target, settings, check.r, findings, argv)
