@@ -26,7 +26,7 @@ def tiny_llama(folder: Path) -> Path:
     config = LlamaConfig(
         vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=3,
         num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=1024,
-        initializer_range=0.05, bos_token_id=1, eos_token_id=2, pad_token_id=0, tie_word_embeddings=False,
+        initializer_range=0.15, bos_token_id=1, eos_token_id=2, pad_token_id=0, tie_word_embeddings=False,
     )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(7)

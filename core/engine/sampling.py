@@ -91,20 +91,16 @@ def top_k_mask(logits: torch.Tensor, top_k: torch.Tensor) -> torch.Tensor:
     """Set to -inf everything below each row's k-th largest logit; k <= 0 means off."""
     vocab = logits.shape[-1]
     k = torch.where(top_k <= 0, vocab, top_k.clamp(max=vocab)).to(torch.long)
-    if bool((k >= vocab).all()):
-        return logits
     kth = logits.sort(dim=-1, descending=True).values.gather(-1, (k - 1).unsqueeze(-1))
     return logits.masked_fill(logits < kth, float("-inf"))
 
 
 def top_p_mask(logits: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
     """Keep the smallest set of top tokens whose probability reaches top_p (always at least one)."""
-    if bool((top_p >= 1).all()):
-        return logits
     sorted_logits, order = logits.sort(dim=-1, descending=True)
     probs = sorted_logits.softmax(dim=-1)
     before = probs.cumsum(dim=-1) - probs  # mass of the tokens ranked above this one
-    drop_sorted = before >= top_p.unsqueeze(-1)
+    drop_sorted = (before >= top_p.unsqueeze(-1)) & (top_p < 1).unsqueeze(-1)
     drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
     return logits.masked_fill(drop, float("-inf"))
 
@@ -118,9 +114,13 @@ def sample(logits: torch.Tensor, params: list[SamplingParams], generators: list)
         return tokens
     dev = logits.device
     idx = torch.tensor(rows, device=dev)
-    sub = logits[idx] / torch.tensor([params[i].temperature for i in rows], device=dev).unsqueeze(-1)
-    sub = top_k_mask(sub, torch.tensor([params[i].top_k for i in rows], device=dev))
-    sub = top_p_mask(sub, torch.tensor([params[i].top_p for i in rows], device=dev, dtype=sub.dtype))
+    chosen = [params[i] for i in rows]
+    sub = logits[idx] / torch.tensor([p.temperature for p in chosen], device=dev).unsqueeze(-1)
+    # Decide on the host which masks apply, so a plain temperature batch costs no extra sort or sync.
+    if any(0 < p.top_k < sub.shape[-1] for p in chosen):
+        sub = top_k_mask(sub, torch.tensor([p.top_k for p in chosen], device=dev))
+    if any(p.top_p < 1 for p in chosen):
+        sub = top_p_mask(sub, torch.tensor([p.top_p for p in chosen], device=dev, dtype=sub.dtype))
     probs = sub.softmax(dim=-1)
     noise = torch.empty_like(probs).exponential_()
     for j, i in enumerate(rows):

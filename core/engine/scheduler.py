@@ -127,6 +127,11 @@ class Scheduler:
                 return
             if self.uses_kv:
                 need = self.kv_pool.pages_for(req.num_tokens + 1)
+                if need > self.kv_pool.num_pages:  # preempted after growing to the whole pool
+                    self.finish(req, "length", error=(
+                        f"the request grew to {req.num_tokens} tokens, more than the KV pool holds "
+                        f"({self.kv_pool.capacity_tokens}); give the pool more memory or ask for fewer tokens"))
+                    continue
                 reserve = self.watermark_pages if self.running else 0
                 if need + reserve > self.kv_pool.num_free_pages:
                     return
