@@ -15,7 +15,7 @@ from bringup.core.layermap import Layer
 
 def _table(rows: list[tuple[str, str]]) -> str:
     cells = "".join(
-        f"<tr><td style='color:{st.MUTED.name()}; padding:1px 10px 1px 0'>{escape(k)}</td>"
+        f"<tr><td style='color:{st.MUTED.name()}; padding:1px 10px 1px 0; white-space:nowrap'>{escape(k)}</td>"
         f"<td style='padding:1px 0'>{escape(v)}</td></tr>"
         for k, v in rows
     )

@@ -126,7 +126,6 @@ def compact_ranges(indices: list[int]) -> str:
 def model_summary(layer_map: LayerMap) -> list[tuple[str, str]]:
     """Rows for the details panel when no layer is selected."""
     rows = [
-        ("model", layer_map.name),
         ("type", f"{layer_map.model_type}" + (f" ({layer_map.architecture})" if layer_map.architecture else "")),
         ("hybrid family", layer_map.family or "none (no recurrent layers)"),
         ("layers", str(layer_map.num_layers)),

@@ -18,12 +18,12 @@ from bringup.core.layermap import Fold, Layer, LayerMap
 
 MARGIN = 14
 GUTTER = 50  # row names ("mixer", "ffn") on the left
-HEADER_H = 24
+HEADER_H = 42  # two lines: what the layers are, what they cache
 GROUP_H = 17  # "× 5" over a folded unit, "MTP" over the MTP blocks
 TAG_H = 17  # full-attention index tags
-MIXER_H = 30
+MIXER_H = 34
 ROW_GAP = 3
-FFN_H = 14
+FFN_H = 16
 INDEX_H = 15
 BAND_H = 15
 LINE_GAP = 12

@@ -9,6 +9,7 @@ from PySide6.QtGui import QColor, QFontMetricsF, QPainter, QPainterPath, QPen, Q
 
 from bringup.app import layer_map_style as st
 from bringup.app.layer_map_layout import GUTTER, LEGEND_H, MARGIN, CellBox, MapLayout
+from bringup.app.layer_facts import human_bytes, kv_bytes_per_token, state_bytes_per_request
 from bringup.app.layer_map_state import LayerMapState
 from bringup.core.layermap import LayerMap
 
@@ -43,6 +44,20 @@ def header_text(layer_map: LayerMap) -> str:
     mlp = len(layer_map.mlp_layers)
     if mlp:
         parts.append(f"{mlp} dense MLP")
+    return "   ·   ".join(parts)
+
+
+def cache_text(layer_map: LayerMap) -> str:
+    """What the pools hold per token and per request, at the engine's default dtypes."""
+    parts = []
+    kv_layers = [l for l in layer_map.layers if l.is_kv]
+    state_layers = [l for l in layer_map.layers if l.is_state]
+    if kv_layers:
+        kv = sum(kv_bytes_per_token(l) for l in kv_layers)
+        parts.append(f"KV pool: {len(kv_layers)} layers, {human_bytes(kv)} per token (bf16)")
+    if state_layers:
+        state = sum(state_bytes_per_request(l) for l in state_layers)
+        parts.append(f"state pool: {len(state_layers)} layers, {human_bytes(state)} per request (bf16 conv + fp32 SSM)")
     return "   ·   ".join(parts)
 
 
@@ -104,7 +119,7 @@ def _outline(painter: QPainter, rect: QRectF, colour: QColor, width: float, styl
 def _marker(painter: QPainter, cell: CellBox, tag_bottom: float, colour: QColor) -> None:
     """A small downward triangle above the cell."""
     cx = cell.mixer_rect.center().x()
-    size = min(6.0, cell.mixer_rect.width() / 2)
+    size = min(7.0, cell.mixer_rect.width() / 2)
     y = tag_bottom - 1
     tri = QPolygonF([QPointF(cx - size, y - size), QPointF(cx + size, y - size), QPointF(cx, y)])
     painter.setPen(Qt.PenStyle.NoPen)
@@ -127,13 +142,20 @@ def paint_map(painter: QPainter, layout: MapLayout, layer_map: LayerMap | None, 
     header = QRectF(MARGIN, MARGIN, layout.width - 2 * MARGIN, 18)
     painter.drawText(header, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
                      QFontMetricsF(st.font(9.5)).elidedText(header_text(layer_map), Qt.TextElideMode.ElideRight, header.width()))
+    caches = cache_text(layer_map)
+    if caches:
+        painter.setPen(st.MUTED)
+        painter.setFont(st.font(8.5))
+        line2 = header.translated(0, 18)
+        painter.drawText(line2, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                         QFontMetricsF(st.font(8.5)).elidedText(caches, Qt.TextElideMode.ElideRight, line2.width()))
 
     # Row names and PP bands.
     painter.setFont(st.font(8))
     for lb in layout.lines:
         painter.setPen(st.MUTED)
-        painter.drawText(QRectF(MARGIN, lb.mixer_y, GUTTER - 6, 30), Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, "mixer")
-        painter.drawText(QRectF(MARGIN, lb.ffn_y - 1, GUTTER - 6, 16), Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, "ffn")
+        painter.drawText(QRectF(MARGIN, lb.mixer_y, GUTTER - 6, lb.ffn_y - lb.mixer_y), Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, "mixer")
+        painter.drawText(QRectF(MARGIN, lb.ffn_y, GUTTER - 6, lb.index_y - lb.ffn_y), Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, "ffn")
     for band in layout.bands:
         painter.setPen(Qt.PenStyle.NoPen)
         painter.setBrush(st.stage_color(band.stage))
@@ -144,7 +166,7 @@ def paint_map(painter: QPainter, layout: MapLayout, layer_map: LayerMap | None, 
                          small_metrics.elidedText(band.text, Qt.TextElideMode.ElideRight, band.rect.width() - 6))
 
     # Folded units ("× 5") and the MTP title above their cells.
-    for group in layout.groups:
+    for n, group in enumerate(layout.groups):
         r = group.rect
         pen = QPen(st.MUTED, 1.0)
         painter.setPen(pen)
@@ -154,10 +176,17 @@ def paint_map(painter: QPainter, layout: MapLayout, layer_map: LayerMap | None, 
         painter.drawLine(QPointF(r.right() - 1, y), QPointF(r.right() - 1, y + 3))
         painter.setFont(st.font(8, bold=True))
         painter.setPen(st.TEXT)
-        text_rect = r.adjusted(2, 0, -2, -4)
+        # The label may run on past a narrow unit, up to the next group on the line.
+        limit = layout.width - MARGIN
+        for other in layout.groups[n + 1:]:
+            if abs(other.rect.top() - r.top()) < 1:
+                limit = other.rect.left() - 6
+                break
+        text_rect = QRectF(r.left() + 2, r.top(), max(r.width() - 4, limit - r.left() - 2), r.height() - 4)
         painter.drawText(text_rect, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignBottom,
                          QFontMetricsF(st.font(8, bold=True)).elidedText(group.text, Qt.TextElideMode.ElideRight, text_rect.width()))
 
+    _paint_halos(painter, layout, state)
     letters = layout.cell_w >= 15
     for cell in layout.cells:
         _draw_cell(painter, cell, letters)
@@ -183,28 +212,49 @@ def paint_map(painter: QPainter, layout: MapLayout, layer_map: LayerMap | None, 
     _paint_legend(painter, layout, layer_map, state)
 
 
-def _paint_marks(painter: QPainter, layout: MapLayout, state: LayerMapState, selected_cell: CellBox | None) -> None:
+def _highlight_roles(layout: MapLayout, state: LayerMapState):
+    """(cell, 'requested' | 'related') for each decoder-layer cell a highlight names."""
     h = state.highlight
-    if h is not None:
-        requested, related = set(h.requested), set(h.related)
-        colour = st.SEVERITY_COLORS.get(h.severity, st.HIGHLIGHT)
-        for cell in layout.cells:
-            if cell.key[0] != "layer":
-                continue
-            reps = set(cell.represents)
-            if reps & requested:
-                painter.setPen(Qt.PenStyle.NoPen)
-                painter.setBrush(QColor(colour.red(), colour.green(), colour.blue(), 45))
-                painter.drawRoundedRect(cell.rect.adjusted(-2, -2, 2, 2), RADIUS + 1, RADIUS + 1)
-                _outline(painter, cell.rect, colour, 2.5)
-                _marker(painter, cell, layout.lines[cell.line].mixer_y, colour)
-            elif reps & related:
-                _outline(painter, cell.rect, colour, 1.5, Qt.PenStyle.DashLine)
+    if h is None:
+        return
+    requested, related = set(h.requested), set(h.related)
+    for cell in layout.cells:
+        if cell.key[0] != "layer":
+            continue
+        reps = set(cell.represents)
+        if reps & requested:
+            yield cell, "requested"
+        elif reps & related:
+            yield cell, "related"
+
+
+def _paint_halos(painter: QPainter, layout: MapLayout, state: LayerMapState) -> None:
+    """A pale red field under a requested cell, so its own colour stays readable."""
+    if state.highlight is None:
+        return
+    colour = st.SEVERITY_COLORS.get(state.highlight.severity, st.HIGHLIGHT)
+    for cell, role in _highlight_roles(layout, state):
+        if role == "requested":
+            painter.setPen(Qt.PenStyle.NoPen)
+            painter.setBrush(QColor(colour.red(), colour.green(), colour.blue(), 50))
+            painter.drawRoundedRect(cell.rect.adjusted(-4, -4, 4, 4), RADIUS + 2, RADIUS + 2)
+
+
+def _paint_marks(painter: QPainter, layout: MapLayout, state: LayerMapState, selected_cell: CellBox | None) -> None:
     hovered = layout.cell_of(state.hovered) if state.hovered else None
     if hovered is not None and hovered is not selected_cell:
         _outline(painter, hovered.rect, st.HOVER, 1.2)
-    if selected_cell is not None:
-        _outline(painter, selected_cell.rect, st.SELECTED, 2.2)
+    if selected_cell is not None:  # drawn a little further out, so a red mark stays visible inside it
+        _outline(painter, selected_cell.rect.adjusted(-2.5, -2.5, 2.5, 2.5), st.SELECTED, 2.0)
+    if state.highlight is None:
+        return
+    colour = st.SEVERITY_COLORS.get(state.highlight.severity, st.HIGHLIGHT)
+    for cell, role in _highlight_roles(layout, state):
+        if role == "requested":
+            _outline(painter, cell.rect, colour, 2.5)
+            _marker(painter, cell, layout.lines[cell.line].mixer_y - 1, colour)
+        else:
+            _outline(painter, cell.rect, colour, 1.5, Qt.PenStyle.DashLine)
 
 
 def _paint_callout(painter: QPainter, layout: MapLayout, layer_map: LayerMap, state: LayerMapState) -> None:

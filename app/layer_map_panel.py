@@ -24,6 +24,7 @@ from bringup.core.errors import UserError
 from bringup.core.layermap import LayerMap
 
 DETAILS_WIDTH = 300
+MIN_HEIGHT = 300  # room for the details panel beside a one-line map
 
 
 class LayerMapPanel(QFrame):
@@ -64,6 +65,8 @@ class LayerMapPanel(QFrame):
         self.scroll.setFrameShape(QFrame.Shape.NoFrame)
         self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         holder = QWidget()
+        holder.setObjectName("mapHolder")
+        self.scroll.setObjectName("mapScroll")
         holder_box = QVBoxLayout(holder)
         holder_box.setContentsMargins(0, 0, 0, 0)
         holder_box.addWidget(self.view)
@@ -109,7 +112,7 @@ class LayerMapPanel(QFrame):
 
     def preferred_height(self) -> int:
         """Enough to show the whole map without scrolling (plus the toolbar)."""
-        return self.view.height() + 40
+        return max(MIN_HEIGHT, self.view.height() + 40)
 
     def _set_folded(self, folded: bool) -> None:
         try:

@@ -84,6 +84,7 @@ class MainWindow(QMainWindow):
         self.tabs_built = False
         self._want_tabs = build_tabs
         self._settle_pending = False
+        self._fitted_for = 0  # the map height the splitter was last fitted to
 
         self.model_bar = ModelBar()
         self.banner = ErrorBanner()
@@ -159,10 +160,15 @@ class MainWindow(QMainWindow):
         else:
             self._settle_soon()
 
-    def _fit_map(self) -> None:
-        """Give the map the height it needs; the tabs get the rest."""
+    def _fit_map(self, *, force: bool = True) -> None:
+        """Give the map the height it needs; the tabs get the rest. A resize refits only when
+        the map's own height changed (it wraps), so a splitter the user dragged stays put."""
+        preferred = self.map_panel.preferred_height()
+        if not force and preferred == self._fitted_for:
+            return
+        self._fitted_for = preferred
         total = sum(self.splitter.sizes()) or self.height()
-        want = min(self.map_panel.preferred_height(), int(total * 0.62))
+        want = min(preferred, int(total * 0.62))
         self.splitter.setSizes([want, max(120, total - want)])
 
     def _after_paint(self) -> None:
@@ -227,7 +233,7 @@ class MainWindow(QMainWindow):
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
         if self.layer_map is not None:
-            QTimer.singleShot(0, self._fit_map)
+            QTimer.singleShot(0, lambda: self._fit_map(force=False))
 
     def closeEvent(self, event) -> None:
         self.loader.cancel()

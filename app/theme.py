@@ -9,8 +9,9 @@ QLabel#modelName { font-size: 13pt; font-weight: 600; color: #1F2A44; }
 QLabel#modelFacts { color: #4A5468; font-size: 10pt; }
 QLabel#progressText { color: #4A5468; }
 QFrame#mapPanel { background: #FBFBF9; border-bottom: 1px solid #DDE1E7; }
+QScrollArea#mapScroll, QWidget#mapHolder { background: #FBFBF9; }
 QLabel#sectionTitle { font-weight: 600; color: #1F2A44; font-size: 10pt; }
-QFrame#layerDetails { background: #FFFFFF; }
+QFrame#layerDetails, QFrame#layerDetails QScrollArea, QFrame#layerDetails QLabel { background: #FFFFFF; }
 QLabel#detailsTitle { font-size: 12pt; font-weight: 600; color: #1F2A44; }
 QLabel#detailsSubtitle { color: #4A5468; }
 QFrame#divider { color: #DDE1E7; }
