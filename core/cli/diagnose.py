@@ -1,0 +1,95 @@
+"""`bringup diagnose LOGFILE|- [--model SOURCE] [--json]`: name the failures in an engine log.
+
+Exit code 0 when no error was found, 1 when errors were found (so scripts can gate on it), 2 for
+bad input (a missing file, an unknown model).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+WIDTH = 100
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("logfile", help="the log or traceback to read; - reads standard input")
+    parser.add_argument("--model", metavar="SOURCE",
+                        help="the model the log came from (config.json, folder, catalogue name or hub id): layer "
+                             "findings then say what the requested and valid layers are")
+    parser.add_argument("--json", action="store_true", help="print one JSON document instead of text")
+
+
+def read_log(name: str) -> str:
+    from bringup.core.errors import UserError
+
+    if name == "-":
+        return sys.stdin.read()
+    path = Path(name)
+    if not path.exists():
+        raise UserError(f"no log file at {name}; give the path of a log, or - to read standard input")
+    if path.is_dir():
+        raise UserError(f"{name} is a folder; give the log file inside it")
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError as err:
+        raise UserError(f"cannot read {name}: {err}") from err
+
+
+def main(args: argparse.Namespace) -> int:
+    from bringup.core.diagnosis import diagnose
+
+    text = read_log(args.logfile)
+    layer_map = None
+    if args.model:
+        from bringup.core.sources import load_layer_map
+
+        layer_map = load_layer_map(args.model)
+    result = diagnose(text, layer_map)
+    if args.json:
+        json.dump(result.to_json(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render_text(result, "standard input" if args.logfile == "-" else args.logfile))
+    return 0 if result.ok else 1
+
+
+def _wrap(label: str, text: str) -> list[str]:
+    return textwrap.wrap(text, WIDTH, initial_indent=f"  {label:<5}", subsequent_indent=" " * 7) or [f"  {label}"]
+
+
+def _layer_line(f) -> str:
+    if f.requested is not None:
+        kinds = sorted({v.mixer for v in f.valid})
+        return (f"requested {f.requested_layer} ({f.requested.mixer}), valid {list(f.valid_layers)} "
+                f"({' / '.join(kinds) or '?'})")
+    return f"requested {f.requested_layer}, valid {list(f.valid_layers)} (add --model to name them)"
+
+
+def render_text(result, name: str) -> str:
+    counts = {s: sum(f.severity == s for f in result.findings) for s in ("error", "warning", "info")}
+    summary = ", ".join(f"{n} {s}{'s' if n != 1 else ''}" for s, n in counts.items() if n) or "nothing recognised"
+    out = [f"{name}: {summary} in {result.lines_read} lines"]
+    if result.facts:
+        facts = " ".join(f"{k}={v}" for k, v in result.facts.items())
+        out += textwrap.wrap(facts, WIDTH, initial_indent="  launch: ", subsequent_indent=" " * 10)
+    for f in result.findings:
+        where = "line" if len(f.lines) == 1 else "lines"
+        shown = ", ".join(map(str, f.lines[:8])) + (" ..." if len(f.lines) > 8 else "")
+        out.append("")
+        out.append(f"{f.severity.upper()} {f.code}  ({where} {shown})")
+        out.append(f"  {f.title}")
+        out += _wrap("why", f.explanation)
+        out += _wrap("fix", f.fix)
+        if f.requested_layer is not None:
+            out += _wrap("map", _layer_line(f))
+        out.append(f"  > {f.matched[:WIDTH * 2]}")
+        if f.source:
+            out += _wrap("see", f.source)
+    if not result.findings:
+        out.append("  No known failure and no traceback found. If the engine still failed, the cause may be "
+                   "above the captured part of the log.")
+    return "\n".join(out) + "\n"

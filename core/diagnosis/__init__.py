@@ -1,0 +1,8 @@
+"""Crash-log diagnosis: a catalogue of bring-up failures (SGLang, our engine, torch, transformers) as
+data, and a parser that turns a log into findings, layer-index findings tied to the layer map."""
+
+from .catalogue import PATTERNS, codes
+from .finding import Diagnosis, DiagnosisFinding, LayerInfo
+from .parser import diagnose
+
+__all__ = ["diagnose", "Diagnosis", "DiagnosisFinding", "LayerInfo", "PATTERNS", "codes"]

@@ -1,0 +1,63 @@
+"""Settings and pool sizes read from a log: what the engine was launched with and what it allocated.
+
+They let a finding's advice fit the launch (a hint for XPU, for the wave backend ...) and let the
+Diagnose tab show the allocated pools next to the planner's prediction.
+"""
+
+from __future__ import annotations
+
+import re
+
+# server_args=ServerArgs(model_path='...', device='xpu', tp_size=1, ...): the keys worth showing.
+_ARG_KEYS = ("model_path", "device", "attention_backend", "linear_attn_backend", "mamba_radix_cache_strategy",
+             "mamba_scheduler_strategy", "tp_size", "pp_size", "page_size", "disable_radix_cache",
+             "disable_overlap_schedule", "mem_fraction_static", "mamba_ssm_dtype", "kv_cache_dtype",
+             "max_running_requests", "chunked_prefill_size", "context_length")
+_ARG = re.compile(r"(?P<key>\w+)=(?P<value>'[^']*'|\"[^\"]*\"|[^,()\s]+)")
+_LINES = (
+    ("kv_tokens", re.compile(r"KV Cache is allocated\. dtype: (?P<kv_dtype>\S+), #tokens: (?P<v>\d+)")),
+    ("mamba_cache_size", re.compile(r"Mamba Cache is allocated\. max_mamba_cache_size: (?P<v>\d+)")),
+    ("max_total_num_tokens", re.compile(r"max_total_num_tokens=(?P<v>\d+)")),
+    ("max_running_requests", re.compile(r"max_total_num_tokens=.*max_running_requests=(?P<v>\d+)")),
+    ("context_len", re.compile(r"max_total_num_tokens=.*context_len=(?P<v>\d+)")),
+    ("attention_backend", re.compile(r"Use (?P<v>\w+) backend by default")),
+    ("weights_gb", re.compile(r"Load weight end\..*mem usage=(?P<v>[\d.]+) GB")),
+    ("sglang_version", re.compile(r"sglang(?:==| version:? ?v?)(?P<v>\d+\.\d+\.\d+)", re.IGNORECASE)),
+)
+
+
+def _value(text: str):
+    text = text.strip("'\"")
+    if text in ("True", "False"):
+        return text == "True"
+    if text == "None":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return float(text)
+        except ValueError:
+            return text
+
+
+def read_facts(lines: list[str]) -> dict:
+    facts: dict = {}
+    for line in lines:
+        if "ServerArgs(" in line:
+            for m in _ARG.finditer(line[line.index("ServerArgs("):]):
+                if m["key"] in _ARG_KEYS and m["key"] not in facts:
+                    facts[m["key"]] = _value(m["value"])
+            continue
+        for key, regex in _LINES:
+            m = regex.search(line)
+            if m and key not in facts:
+                facts[key] = _value(m["v"])
+    if "mamba_scheduler_strategy" in facts and "mamba_radix_cache_strategy" not in facts:
+        facts["mamba_radix_cache_strategy"] = facts.pop("mamba_scheduler_strategy")
+    return {k: v for k, v in facts.items() if v is not None}
+
+
+def facts_text(facts: dict) -> str:
+    """The facts as `key='value'` text, so hint patterns can match them like log text."""
+    return " ".join(f"{k}='{v}'" for k, v in facts.items())

@@ -1,0 +1,149 @@
+"""Read a log (SGLang's, our engine's, a traceback) and name the failures in it.
+
+Every catalogue pattern is tried on every line; a pattern with `near` also needs its context in
+the lines just above (the traceback). The same failure printed by several ranks or re-raised by
+the launcher becomes one finding with all its line numbers. An exception no pattern knows still
+becomes an UNRECOGNIZED_ERROR finding, so a log never comes back empty-handed.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+
+from bringup.core.layermap import LayerMap
+
+from .catalogue import PATTERNS
+from .facts import facts_text, read_facts
+from .finding import Diagnosis, DiagnosisFinding
+from .layers import layer_context
+from .pattern import Pattern
+
+NEAR_LINES = 40  # how far above a match its traceback context may be
+HINT_LINES = 200  # how far above a match hints (backend file, device) are looked for
+MAX_MATCHED = 400  # characters of the matched line kept in a finding
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_EXCEPTION = re.compile(r"^(?:\[[^\]]*\]\s*)?(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception))(?::\s*(?P<msg>.*))?$")
+# Wrappers that only say "see above": never findings of their own.
+_WRAPPERS = re.compile(
+    r"scheduler is dead|Initialization failed\. Please see the error messages above|"
+    r"Please check if there are relevant logs|The above exception was the direct cause|"
+    r"During handling of the above exception|ChildFailedError|exited with code|Received sigquit"
+)
+
+
+class _Safe(dict):
+    def __missing__(self, key: str) -> str:
+        return "?"
+
+
+def _format(template: str, values: dict) -> str:
+    return string.Formatter().vformat(template, (), _Safe(values))
+
+
+def _ids(text: str) -> list[int]:
+    return [int(x) for x in re.findall(r"\d+", text or "")]
+
+
+def _hints(pattern: Pattern, before: str) -> str:
+    extra = [sentence for regex, sentence in pattern.hints if re.search(regex, before)]
+    return (" " + " ".join(extra)) if extra else ""
+
+
+def _finding(pattern: Pattern, match: re.Match, line_no: int, line: str, lines: list[str], facts: dict,
+             layer_map: LayerMap | None) -> DiagnosisFinding:
+    groups = {k: (v if v is not None else "") for k, v in match.groupdict().items()}
+    values = {**{k: str(v) for k, v in facts.items()}, **groups}
+    before = "\n".join(lines[max(0, line_no - HINT_LINES):line_no + 1]) + "\n" + facts_text(facts)
+    explanation = _format(pattern.explanation, values)
+    fix = _format(pattern.fix, values) + _hints(pattern, before)
+    requested = valid = None
+    requested_info, valid_infos, layers = None, (), ()
+    if pattern.kind == "layer":
+        requested, valid = int(groups["layer"]), _ids(groups["valid"])
+        layers = (requested, *valid)
+        if layer_map is not None:
+            pool = "state" if "state" in groups.get("pool", "") else "kv"
+            requested_info, infos, sentence = layer_context(layer_map, requested, valid, pool)
+            valid_infos = tuple(infos)
+            explanation += sentence
+    details = {k: v for k, v in groups.items() if v != "" and k not in ("layer", "valid")}
+    return DiagnosisFinding(
+        code=pattern.code, severity=pattern.severity, title=_format(pattern.title, values), explanation=explanation,
+        fix=fix, lines=(line_no + 1,), matched=line.strip()[:MAX_MATCHED], engine=pattern.engine,
+        source=_format(pattern.source, values), layers=layers, requested_layer=requested,
+        valid_layers=tuple(valid) if valid is not None else None, requested=requested_info, valid=valid_infos,
+        details=details,
+    )
+
+
+def _unrecognized(match: re.Match, line_no: int, line: str) -> DiagnosisFinding:
+    exc, msg = match["exc"], (match["msg"] or "").strip()
+    return DiagnosisFinding(
+        code="UNRECOGNIZED_ERROR", severity="error", title=f"{exc}" + (f": {msg[:120]}" if msg else ""),
+        explanation="This exception is not in the diagnosis catalogue; it is the last thing the traceback says.",
+        fix="Read the traceback above it: the innermost frames name the file and the call that failed.",
+        lines=(line_no + 1,), matched=line.strip()[:MAX_MATCHED], engine="", details={"exception": exc},
+    )
+
+
+def _dedupe_key(f: DiagnosisFinding) -> tuple:
+    # Rank prefixes and timestamps differ between copies; the failure itself does not.
+    body = re.sub(r"^\[[^\]]*\]\s*", "", f.matched)
+    return f.code, f.title, body
+
+
+def diagnose(text: str, layer_map: LayerMap | None = None) -> Diagnosis:
+    """Findings for a log or traceback; with `layer_map`, layer-index findings say what the layers are."""
+    lines = [_ANSI.sub("", line) for line in text.splitlines()]
+    facts = read_facts(lines)
+    found: dict[tuple, DiagnosisFinding] = {}
+    covered: set[int] = set()  # lines a catalogue entry explained
+    for i, line in enumerate(lines):
+        for pattern in PATTERNS:
+            match = pattern.compiled.search(line)
+            if not match:
+                continue
+            if pattern.near and not re.search(pattern.near, "\n".join(lines[max(0, i - NEAR_LINES):i])):
+                continue
+            _add(found, _finding(pattern, match, i, line, lines, facts, layer_map))
+            covered.add(i)
+    for i, line in enumerate(lines):
+        match = _EXCEPTION.match(line.strip())
+        if not match or i in covered or _WRAPPERS.search(line):
+            continue
+        if not any("Traceback (most recent call last)" in l for l in lines[max(0, i - 400):i]):
+            continue
+        _add(found, _unrecognized(match, i, line))
+    findings = sorted(found.values(), key=lambda f: f.lines[0])
+    # A catalogue finding explains the generic "unrecognised" ones of the same traceback.
+    explained = [f for f in findings if "UNRECOGNIZED_ERROR" in _supersedes(f.code)]
+    if explained:
+        findings = [f for f in findings if f.code != "UNRECOGNIZED_ERROR" or not _same_block(f, explained, lines)]
+    return Diagnosis(findings=findings, lines_read=len(lines), facts=facts,
+                     model=layer_map.name if layer_map is not None else None)
+
+
+def _add(found: dict, finding: DiagnosisFinding) -> None:
+    key = _dedupe_key(finding)
+    if key in found:
+        old = found[key]
+        merged = tuple(sorted(set(old.lines) | set(finding.lines)))
+        found[key] = DiagnosisFinding(**{**old.__dict__, "lines": merged})
+    else:
+        found[key] = finding
+
+
+def _supersedes(code: str) -> tuple[str, ...]:
+    return next((p.supersedes for p in PATTERNS if p.code == code), ())
+
+
+def _same_block(generic: DiagnosisFinding, explained: list[DiagnosisFinding], lines: list[str]) -> bool:
+    """Whether a catalogue finding sits in the same traceback block as the generic one."""
+    start = generic.lines[0]
+    for f in explained:
+        for n in f.lines:
+            if abs(n - start) <= NEAR_LINES:
+                return True
+    return False

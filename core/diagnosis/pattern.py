@@ -1,0 +1,31 @@
+"""The shape of one catalogue entry: a regular expression over one log line, and what to say."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Pattern:
+    code: str
+    engine: str  # sglang | bringup | torch | transformers | triton | system
+    severity: str  # error | warning | info
+    regex: str  # searched in each line; named groups feed the texts below
+    title: str
+    explanation: str  # str.format with the named groups (and log facts such as {device})
+    fix: str
+    source: str = ""
+    # "layer": a layer-index error; the regex has groups `layer` and `valid` (a list of ids).
+    kind: str = ""
+    # A regex that must occur in the lines just before the match (the traceback above it).
+    near: str = ""
+    # (regex over the log before the match, sentence added to the fix): advice that depends on
+    # which backend raised it or which device the log ran on.
+    hints: tuple[tuple[str, str], ...] = ()
+    # Codes of findings this one makes redundant when both are seen (e.g. a generic ValueError).
+    supersedes: tuple[str, ...] = ()
+    compiled: re.Pattern = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "compiled", re.compile(self.regex))
