@@ -229,6 +229,11 @@ def load_tokenizer(folder: Path):
     """The checkpoint's tokenizer through transformers (chat template included)."""
     from transformers import AutoTokenizer
 
+    vocab_files = ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json")
+    if not any((Path(folder) / name).is_file() for name in vocab_files):
+        # transformers 5 would build an empty one-token tokenizer from the config alone.
+        raise UserError(f"{folder}: no tokenizer files ({', '.join(vocab_files)}); copy the model's tokenizer "
+                        "into the folder or download the full checkpoint")
     try:
         return AutoTokenizer.from_pretrained(str(folder))
     except Exception as err:  # noqa: BLE001 - many formats, many errors: one message
