@@ -19,6 +19,7 @@ import importlib
 
 TAB_FACTORIES: list[str] = [
     "bringup.app.tabs.layers_tab:LayersTab",
+    "bringup.app.tabs.validate_tab:ValidateTab",
     "bringup.app.tabs.plan_tab:PlanTab",
     "bringup.app.tabs.run_tab:RunTab",
 ]

@@ -64,7 +64,7 @@ class _FindingDelegate(QStyledItemDelegate):
     ROW_HEIGHT = 50
 
     def sizeHint(self, option, index) -> QSize:
-        return QSize(option.rect.width(), self.ROW_HEIGHT)
+        return QSize(0, self.ROW_HEIGHT)
 
     def paint(self, painter: QPainter, option, index) -> None:
         finding = index.data(FINDING_ROLE) or {}
@@ -100,7 +100,7 @@ class _FindingDelegate(QStyledItemDelegate):
         width = rect.right() - left - 8
         title_rect = QRect(left, rect.top() + 6, width, rect.height() // 2 - 6)
         painter.setPen(text_colour)
-        title = finding.get("code") or finding.get("title") or "finding"
+        title = finding.get("title") or finding.get("code") or "finding"
         where = layers_text(finding.get("layers"))
         painter.drawText(title_rect, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, title)
         if where:
@@ -121,7 +121,7 @@ class _FindingDelegate(QStyledItemDelegate):
         message_colour = QColor(text_colour)
         message_colour.setAlpha(200)
         painter.setPen(message_colour)
-        message = " ".join(str(finding.get("message") or "").split())
+        message = " ".join(str(finding.get("message") or finding.get("explanation") or "").split())
         elided = painter.fontMetrics().elidedText(message, Qt.TextElideMode.ElideRight, width)
         painter.drawText(message_rect, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, elided)
         painter.restore()
@@ -157,23 +157,28 @@ def finding_html(finding: dict, extra_rows: list[tuple[str, str]] = ()) -> str:
     """The details pane: what happened and why, what to do, the engine's own words, the source."""
     colour, glyph, _ = severity_style(finding.get("severity"))
     esc = lambda s: html.escape(str(s))  # noqa: E731
+    title = finding.get("title")
     parts = [
         f"<p style='margin:0 0 6px 0'><span style='color:{colour};font-weight:bold'>"
-        f"{esc((finding.get('severity') or '').upper())}</span>&nbsp;&nbsp;<b>{esc(finding.get('code') or '')}</b></p>",
-        f"<p style='margin:0 0 8px 0'>{esc(finding.get('message') or finding.get('explanation') or '')}</p>",
+        f"{esc((finding.get('severity') or '').upper())}</span>&nbsp;&nbsp;<b>{esc(title or finding.get('code') or '')}</b>"
+        + (f"&nbsp;&nbsp;<span style='color:#8a8f98'>{esc(finding.get('code') or '')}</span>" if title else "")
+        + "</p>",
     ]
-    explanation = finding.get("explanation")
-    if explanation and explanation != finding.get("message"):
-        parts.append(f"<p style='margin:0 0 8px 0'>{esc(explanation)}</p>")
+    for text in dict.fromkeys(t for t in (finding.get("message"), finding.get("explanation")) if t):
+        parts.append(f"<p style='margin:0 0 8px 0'>{esc(text)}</p>")
     if finding.get("fix"):
         parts.append(
             "<table width='100%' cellpadding='6' style='background:#eaf5ee;margin:0 0 8px 0'><tr><td>"
             f"<b style='color:#2e7d4f'>Fix</b>&nbsp; {esc(finding['fix'])}</td></tr></table>"
         )
-    engine_message = finding.get("engine_message") or finding.get("matched") or finding.get("line")
+    engine_message = finding.get("engine_message") or finding.get("matched")
     if engine_message:
+        lines = finding.get("lines") or []
+        where = f" (log line {', '.join(str(n) for n in lines[:5])})" if lines else ""
+        whose = {"sglang": "SGLang's", "bringup": "our engine's", "torch": "torch's", "transformers": "transformers'",
+                 "triton": "Triton's"}.get(finding.get("engine") or "", "the engine's")
         parts.append(
-            "<p style='margin:0 0 2px 0;color:#666'>The engine's own words</p>"
+            f"<p style='margin:0 0 2px 0;color:#666'>In {whose} own words{where}</p>"
             "<pre style='background:#f4f4f6;padding:6px;margin:0 0 8px 0;white-space:pre-wrap'>"
             f"{esc(engine_message)}</pre>"
         )
@@ -210,6 +215,7 @@ class FindingsList(QWidget):
         self.list.setMouseTracking(True)
         self.list.setAlternatingRowColors(False)
         self.list.setSpacing(1)
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.details = QTextBrowser()
         self.details.setOpenExternalLinks(True)
         self.details.setPlaceholderText("Select a finding to see why it happens and what to change.")
@@ -239,7 +245,7 @@ class FindingsList(QWidget):
         for finding in items:
             item = QListWidgetItem()
             item.setData(FINDING_ROLE, finding)
-            item.setToolTip(str(finding.get("message") or ""))
+            item.setToolTip(f"{finding.get('code', '')}: {finding.get('message') or finding.get('explanation') or ''}")
             self.list.addItem(item)
             if current and (finding.get("code"), tuple(finding.get("layers") or ())) == key:
                 keep = item

@@ -28,11 +28,11 @@ from .plan_widgets import GIB, FigureCard, MemoryBar, Segment, fmt_bytes, fmt_co
 
 # Device memory presets (GiB as the devices report it); "custom" keeps the spin box value.
 DEVICE_PRESETS = [
-    ("Intel Arc Pro B60 (24 GB)", 24.0, "xpu"),
-    ("Intel Data Center GPU Max 1550 (128 GB)", 128.0, "xpu"),
-    ("NVIDIA H100 (80 GB)", 79.6, "cuda"),
-    ("NVIDIA H200 (141 GB)", 139.8, "cuda"),
-    ("CPU, 64 GiB of RAM", 64.0, "cpu"),
+    ("Intel Arc Pro B60 \u00b7 24 GB", 24.0, "xpu"),
+    ("Intel GPU Max 1550 \u00b7 128 GB", 128.0, "xpu"),
+    ("NVIDIA H100 \u00b7 80 GB", 79.6, "cuda"),
+    ("NVIDIA H200 \u00b7 141 GB", 139.8, "cuda"),
+    ("CPU \u00b7 64 GiB of RAM", 64.0, "cpu"),
 ]
 DEVICES = ("cuda", "xpu", "cpu")
 TARGETS = ("embedded", "sglang==0.5.23", "sglang==0.5.21", "sglang==0.5.19", "sglang==0.5.17")
@@ -81,6 +81,7 @@ class PlanTab(QWidget):
         self.auto_fraction.setChecked(True)
         self.fraction = QDoubleSpinBox()
         self.fraction.setRange(0.05, 0.99)
+        self.fraction.setDecimals(3)
         self.fraction.setSingleStep(0.01)
         self.fraction.setValue(0.88)
         self.fraction.setEnabled(False)
@@ -249,6 +250,10 @@ class PlanTab(QWidget):
             for card in self.cards.values():
                 card.set("\u2014")
             return
+        if self.auto_fraction.isChecked():  # show what "auto" came to
+            self.fraction.blockSignals(True)
+            self.fraction.setValue(self.plan.mem_fraction)
+            self.fraction.blockSignals(False)
         self._show_plan(self.plan.to_json(), kwargs)
 
     # --- showing a plan -----------------------------------------------------------------------

@@ -169,6 +169,7 @@ class FigureCard(QFrame):
         layout.addWidget(self.caption)
         layout.addWidget(self.value)
         layout.addWidget(self.note)
+        layout.addStretch(1)
 
     def set(self, value: str, note: str = "", accent: str | None = None) -> None:
         self.value.setText(value)

@@ -1,0 +1,419 @@
+"""The Validate tab: what this machine has, and whether a launch configuration would work on it.
+
+Left: the launch settings and the device probe. Right: a verdict banner, the findings (click one
+and the layer map shows its layers), the resolved settings, the compatibility matrix of the model
+(device x strategy x attention backend) and the exact launch command with a Copy button.
+Validation is pure Python in `bringup.core.rules`, re-run on every settings change behind a
+debounce timer; the probe imports torch, so it runs in a child process (`bringup.core.probe`)
+driven from a worker thread, and a crashed or hung probe is shown as a failed step.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from PySide6.QtCore import QCoreApplication, QObject, Qt, QTimer, Signal
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QScrollArea,
+    QSpinBox,
+    QSplitter,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from .findings_widgets import FindingsList, as_dict, highlight_for, severity_style
+from .validate_widgets import CompatMatrixView, LaunchCommand, ProbeChecklist, ResolvedTable
+from . import validate_logic as logic
+
+
+class _ProbeRelay(QObject):
+    """Lives on the GUI thread; the probe worker emits into it, Qt queues the call across threads."""
+
+    step = Signal(object)
+
+
+class ValidateTab(QWidget):
+    title = "Validate"
+    highlight_requested = Signal(object)
+    probe_finished = Signal(object)  # the probe report, for tests and for other tabs
+
+    def __init__(self, parent=None, *, probe_on_show: bool = True) -> None:
+        super().__init__(parent)
+        self.layer_map = None
+        self.report = None  # the last validation report (dict)
+        self.matrix = None  # the last compatibility matrix (dict)
+        self.probe_report = None
+        self.probe_on_show = probe_on_show
+        self._probe_worker = None
+        self.probe_options: dict = {}  # run_probe keywords: timeout, steps, simulate
+        self._probe_relay = _ProbeRelay(self)
+        self._probe_relay.step.connect(self._probe_step)
+        self._probe_cancel = threading.Event()
+        app = QCoreApplication.instance()
+        if app is not None:  # quitting must not wait for a probe child (its timeout is a minute)
+            app.aboutToQuit.connect(self._probe_cancel_all)
+        self._device_touched = False
+        self._matrix_key = None
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(150)
+        self._timer.timeout.connect(self.validate)
+        self._build()
+
+    # --- layout -------------------------------------------------------------------------------
+    def _build(self) -> None:
+        choices = logic.choices()
+        self.target = QComboBox()
+        self.target.addItems(choices["targets"])
+        self.target.setEditable(True)
+        self.target.setToolTip("embedded (our engine) or sglang==X.Y.Z; a version between rule profiles "
+                               "uses the nearest earlier one")
+        self.device = QComboBox()
+        self.device.addItems(choices["devices"])
+        self.gpu = QComboBox()
+        self.gpu.addItems(["auto", *choices["gpu_generations"]])
+        self.gpu.setToolTip("CUDA GPU generation: decides SGLang's default attention backend")
+        self.backend = QComboBox()
+        self.backend.addItems(["auto", *choices["attention_backends"]])
+        self.backend.setEditable(True)
+        self.strategy = QComboBox()
+        self.strategy.addItems(choices["strategies"])
+        self.disable_radix = QCheckBox("Disable radix cache")
+        self.disable_overlap = QCheckBox("Disable overlap schedule")
+        self.page_size = QSpinBox()
+        self.page_size.setRange(0, 1024)
+        self.page_size.setSpecialValueText("auto")
+        self.tp = QSpinBox()
+        self.tp.setRange(1, 64)
+        self.pp = QSpinBox()
+        self.pp.setRange(1, 64)
+        self.dtype = QComboBox()
+        self.dtype.addItems(choices["dtypes"])
+        self.kv_dtype = QComboBox()
+        self.kv_dtype.addItems(choices["kv_dtypes"])
+        self.ssm_dtype = QComboBox()
+        self.ssm_dtype.addItems(["auto", *choices["ssm_dtypes"]])
+        self.ssm_dtype.setToolTip("auto: the config's mamba_ssm_dtype, else float32")
+
+        form = QFormLayout()
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        form.addRow("Target engine", self.target)
+        form.addRow("Device", self.device)
+        form.addRow("CUDA GPU", self.gpu)
+        form.addRow("Attention backend", self.backend)
+        form.addRow("Mamba strategy", self.strategy)
+        form.addRow("", self.disable_radix)
+        form.addRow("", self.disable_overlap)
+        form.addRow("Page size", self.page_size)
+        parallel = QHBoxLayout()
+        parallel.addWidget(QLabel("TP"))
+        parallel.addWidget(self.tp, 1)
+        parallel.addWidget(QLabel("PP"))
+        parallel.addWidget(self.pp, 1)
+        form.addRow("Parallelism", parallel)
+        form.addRow("Model dtype", self.dtype)
+        form.addRow("KV cache dtype", self.kv_dtype)
+        form.addRow("SSM state dtype", self.ssm_dtype)
+        settings_box = QGroupBox("Launch settings")
+        settings_box.setLayout(form)
+
+        self.probe = ProbeChecklist()
+        self.probe.reprobe_requested.connect(self.start_probe)
+
+        self.banner = QLabel("")
+        self.banner.setWordWrap(True)
+        self.banner.setTextFormat(Qt.TextFormat.RichText)
+        self.banner.setMargin(8)
+        self.findings = FindingsList("No findings: this launch should work.")
+        self.findings.finding_selected.connect(self._finding_selected)
+        findings_column = QWidget()
+        findings_layout = QVBoxLayout(findings_column)
+        findings_layout.setContentsMargins(0, 0, 0, 0)
+        findings_layout.addWidget(self.banner)
+        findings_layout.addWidget(self.findings, 1)
+
+        self.resolved = ResolvedTable()
+        self.grid = CompatMatrixView()
+        self.grid.cell_chosen.connect(self.apply_cell)
+        self.grid_caption = QLabel("")
+        self.grid_caption.setWordWrap(True)
+        self.grid_caption.setStyleSheet("color: #6b7280;")
+        grid_page = QWidget()
+        grid_layout = QVBoxLayout(grid_page)
+        grid_layout.setContentsMargins(6, 6, 6, 6)
+        grid_layout.addWidget(self.grid_caption)
+        grid_layout.addWidget(self.grid)
+        grid_layout.addStretch(1)
+        grid_scroll = QScrollArea()
+        grid_scroll.setWidgetResizable(True)
+        grid_scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        grid_scroll.setWidget(grid_page)
+        self.side = QTabWidget()
+        self.side.addTab(grid_scroll, "Compatibility matrix")
+        self.side.addTab(self.resolved, "Resolved settings")
+        self.side.addTab(self.probe, "This machine")
+
+        columns = QSplitter(Qt.Orientation.Horizontal)
+        columns.addWidget(self._scrolled(settings_box))
+        columns.addWidget(findings_column)
+        columns.addWidget(self.side)
+        columns.setStretchFactor(0, 0)
+        columns.setStretchFactor(1, 3)
+        columns.setStretchFactor(2, 3)
+        columns.setSizes([320, 560, 560])
+        self.command = LaunchCommand()
+        command_row = QHBoxLayout()
+        command_label = QLabel("Launch command")
+        command_label.setStyleSheet("font-weight: 600;")
+        command_row.addWidget(command_label, 0, Qt.AlignmentFlag.AlignTop)
+        command_row.addWidget(self.command, 1)
+        layout = QVBoxLayout(self)
+        layout.addWidget(columns, 1)
+        layout.addLayout(command_row)
+
+        for combo in (self.target, self.device, self.gpu, self.backend, self.strategy, self.dtype, self.kv_dtype,
+                      self.ssm_dtype):
+            combo.currentTextChanged.connect(self.schedule)
+        self.device.currentTextChanged.connect(self._device_chosen)
+        self.target.setCurrentText(choices["targets"][-1])  # the newest SGLang profile
+        self.device.setCurrentText("xpu" if "xpu" in choices["devices"] else choices["devices"][0])
+        self._device_chosen(self.device.currentText())
+        for spin in (self.page_size, self.tp, self.pp):
+            spin.valueChanged.connect(self.schedule)
+        self.disable_radix.toggled.connect(self.schedule)
+        self.disable_overlap.toggled.connect(self.schedule)
+        self.device.activated.connect(lambda _i: setattr(self, "_device_touched", True))
+        self._clear("Load a model to validate a launch.", "info")
+
+    # --- the tab contract ---------------------------------------------------------------------
+    def set_layer_map(self, layer_map) -> None:
+        self.layer_map = layer_map
+        self._matrix_key = None
+        self.validate()
+
+    # --- settings -----------------------------------------------------------------------------
+    def settings(self) -> dict:
+        """The launch settings as the form sets them: `target` plus LaunchSettings' fields."""
+        def opt(combo):
+            text = combo.currentText().strip()
+            return None if text in ("", "auto") else text
+
+        device = self.device.currentText()
+        return {
+            "target": self.target.currentText().strip(),
+            "device": device,
+            "gpu": opt(self.gpu) if device == "cuda" else None,
+            "attention_backend": opt(self.backend),
+            "mamba_strategy": self.strategy.currentText(),
+            "disable_radix_cache": self.disable_radix.isChecked(),
+            "disable_overlap_schedule": self.disable_overlap.isChecked(),
+            "page_size": self.page_size.value() or None,
+            "tp": self.tp.value(),
+            "pp": self.pp.value(),
+            "dtype": self.dtype.currentText(),
+            "kv_dtype": self.kv_dtype.currentText(),
+            "mamba_ssm_dtype": opt(self.ssm_dtype),
+        }
+
+    def set_settings(self, **values) -> None:
+        """Set form fields by settings() key; one validation follows."""
+        combos = {"target": self.target, "device": self.device, "gpu": self.gpu, "attention_backend": self.backend,
+                  "mamba_strategy": self.strategy, "dtype": self.dtype, "kv_dtype": self.kv_dtype,
+                  "mamba_ssm_dtype": self.ssm_dtype}
+        spins = {"page_size": self.page_size, "tp": self.tp, "pp": self.pp}
+        checks = {"disable_radix_cache": self.disable_radix, "disable_overlap_schedule": self.disable_overlap}
+        for key, value in values.items():
+            if key in combos:
+                combo = combos[key]
+                text = "auto" if value is None else str(value)
+                if combo.findText(text) < 0 and combo.isEditable():
+                    combo.addItem(text)
+                combo.setCurrentText(text)
+            elif key in spins:
+                spins[key].setValue(int(value or 0))
+            elif key in checks:
+                checks[key].setChecked(bool(value))
+            else:
+                raise KeyError(f"unknown setting {key!r}")
+        self.schedule()
+
+    def _device_chosen(self, device: str) -> None:
+        """Offer the attention backends known for this device first; keep a backend the user typed."""
+        self.gpu.setEnabled(device == "cuda")
+        current = self.backend.currentText()
+        ours = logic.backends_for(device)
+        self.backend.blockSignals(True)
+        self.backend.clear()
+        self.backend.addItems(["auto", *ours])
+        others = [b for b in logic.choices()["attention_backends"] if b not in ours]
+        if others:
+            self.backend.insertSeparator(self.backend.count())
+            self.backend.addItems(others)
+        self.backend.setCurrentText(current if current else "auto")
+        self.backend.blockSignals(False)
+
+    def apply_cell(self, cell: dict) -> None:
+        """A compatibility-grid click: try that device / strategy / backend in the form."""
+        self.set_settings(**logic.cell_settings(cell))
+
+    def schedule(self, *_args) -> None:
+        self._timer.start()
+
+    # --- validation ---------------------------------------------------------------------------
+    def validate(self) -> None:
+        """Validate the form's settings now (settings changes call this through the debounce)."""
+        self._timer.stop()
+        if self.layer_map is None:
+            self._clear("Load a model to validate a launch.", "info")
+            return
+        settings = self.settings()
+        devices = self.probe_report.available_devices() if self.probe_report is not None else None
+        try:
+            report = logic.validate(self.layer_map, settings, devices)
+        except logic.UserError as exc:
+            self._clear(str(exc), "error")
+            return
+        self.report = report
+        findings = [as_dict(f) for f in report["findings"]] + self._probe_findings()
+        self.findings.set_empty_text("No findings: this launch should work.", ok=True)
+        self.findings.set_findings(findings)
+        self.resolved.set_resolved(report.get("resolved") or {}, settings, report.get("why") or {})
+        self.command.set_command(report.get("command") or "")
+        self._show_verdict(findings, settings)
+        self._refresh_matrix(settings)
+
+    def _probe_findings(self) -> list[dict]:
+        """A probe step that crashed, hung or failed concerns any launch on this machine."""
+        if self.probe_report is None:
+            return []
+        return [f.to_json() for f in self.probe_report.findings if f.severity in ("error", "warning")]
+
+    def _clear(self, text: str, severity: str) -> None:
+        self.report = None
+        self.matrix = None
+        self._matrix_key = None
+        self.findings.set_findings([])
+        self.findings.set_empty_text(text, ok=False)
+        self.command.set_command("")
+        self.resolved.set_resolved({})
+        self.grid.set_matrix(None)
+        self.grid_caption.setText("")
+        self._show_banner(text, severity)
+        self.highlight_requested.emit(None)
+
+    def _refresh_matrix(self, settings: dict) -> None:
+        """The matrix depends on the model and the settings that are not its axes; cache it."""
+        key = logic.matrix_key(settings)
+        if key != self._matrix_key:
+            self.matrix = logic.matrix(self.layer_map, settings)
+            self._matrix_key = key
+            self.grid_caption.setText(logic.matrix_caption(self.matrix))
+        self.grid.set_matrix(self.matrix, logic.current_cell(settings))
+
+    @staticmethod
+    def _scrolled(widget: QWidget) -> QScrollArea:
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        scroll.setWidget(widget)
+        return scroll
+
+    def _show_verdict(self, findings: list[dict], settings: dict) -> None:
+        errors = sum(1 for f in findings if severity_style(f.get("severity"))[2] == 0)
+        warnings = sum(1 for f in findings if severity_style(f.get("severity"))[2] == 1)
+        target = settings["target"]
+        where = f"{target} on {settings['device']}"
+        if errors:
+            text = (f"<b>This launch would fail</b> ({where}): {errors} error{'s' if errors > 1 else ''}"
+                    + (f", {warnings} warning{'s' if warnings > 1 else ''}" if warnings else "")
+                    + ". Click a finding to see the layers it names.")
+            self._show_banner(text, "error")
+        elif warnings:
+            self._show_banner(f"<b>This launch should start</b> ({where}), with {warnings} "
+                              f"warning{'s' if warnings > 1 else ''}.", "warning")
+        else:
+            self._show_banner(f"<b>This launch should work</b> ({where}).", "ok")
+
+    def _show_banner(self, html: str, severity: str) -> None:
+        colour = QColor(severity_style(severity)[0])
+        tint = f"rgba({colour.red()}, {colour.green()}, {colour.blue()}, 28)"
+        self.banner.setText(html)
+        self.banner.setStyleSheet(
+            f"QLabel {{ border-left: 5px solid {colour.name()}; background: {tint}; border-radius: 4px; }}"
+        )
+
+    def _finding_selected(self, finding) -> None:
+        self.highlight_requested.emit(highlight_for(finding))
+
+    # --- the device probe ---------------------------------------------------------------------
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        if self.probe_on_show and self.probe_report is None and self._probe_worker is None:
+            self.start_probe()
+
+    def start_probe(self) -> None:
+        """Probe the devices in a child process, from a worker thread; the window stays live.
+
+        Steps stream into the checklist as they finish (the worker's `on_step` callback emits a
+        queued signal, so rows are added on the GUI thread).
+        """
+        if self._probe_worker is not None:
+            return
+        from superqt.utils import create_worker
+
+        self.probe.set_running()
+        relay = self._probe_relay
+        options = dict(self.probe_options)
+        cancel = threading.Event()
+        self._probe_cancel = cancel
+
+        def on_step(step) -> None:
+            try:
+                relay.step.emit(step)
+            except RuntimeError:  # the tab is gone (window closed): stop probing
+                cancel.set()
+
+        worker = create_worker(
+            lambda: logic.run_probe(on_step=on_step, cancel=cancel.is_set, **options), _start_thread=False
+        )
+        worker.returned.connect(self._probe_done)
+        worker.errored.connect(self._probe_errored)
+        worker.finished.connect(self._probe_worker_finished)
+        self._probe_worker = worker
+        worker.start()
+
+    def _probe_cancel_all(self) -> None:
+        self._probe_cancel.set()
+
+    def _probe_step(self, step) -> None:
+        self.probe.add_step(logic.LAYER_TITLES.get(step.layer, step.layer), step.title, step.verdict, step.detail)
+
+    def _probe_worker_finished(self) -> None:
+        self._probe_worker = None
+
+    def _probe_done(self, report) -> None:
+        self.probe_report = report
+        rows, status, ok = logic.probe_rows(report)
+        self.probe.set_steps(rows, status, ok)
+        if not self._device_touched:
+            device = logic.preferred_device(report)
+            if device and self.device.findText(device) >= 0 and device != self.device.currentText():
+                self.device.setCurrentText(device)
+                self._device_touched = False  # chosen by the probe, not by the user
+        self.validate()
+        self.probe_finished.emit(report)
+
+    def _probe_errored(self, exc) -> None:
+        # The probe's parent side failed (not a step in the child): say so; the window lives on.
+        self.probe_report = None
+        self.probe.set_steps([("Probe", "probe", "failed", f"{type(exc).__name__}: {exc}")],
+                             "The device probe could not run. The rest of the workbench still works.", ok=False)
+        self.probe_finished.emit(None)

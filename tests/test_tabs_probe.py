@@ -1,0 +1,57 @@
+"""The Validate tab's device probe: real child processes; a crashing child leaves the tab working."""
+
+from __future__ import annotations
+
+import pytest
+
+from bringup.app.tabs.validate_tab import ValidateTab
+
+# The cheap steps: no torch import, so each probe takes a fraction of a second.
+FAST_STEPS = ["python", "packages", "cpu"]
+
+
+@pytest.fixture
+def tab(qtbot):
+    tab = ValidateTab(probe_on_show=False)
+    qtbot.addWidget(tab)
+    return tab
+
+
+def _probe(tab, qtbot, **options):
+    tab.probe_options = {"timeout": 30, "steps": FAST_STEPS, **options}
+    with qtbot.waitSignal(tab.probe_finished, timeout=30000) as blocker:
+        tab.start_probe()
+    return blocker.args[0]
+
+
+def test_probe_fills_the_checklist(tab, qtbot):
+    report = _probe(tab, qtbot)
+    assert [s.verdict for s in report.steps] == ["ok", "ok", "ok"]
+    rows = tab.probe.steps()
+    assert len(rows) == 3 and all(text.startswith("\u2713") for text, _ in rows)
+    assert "cpu available" in tab.probe.status.text()
+    assert tab.probe.button.isEnabled()
+
+
+def test_crashing_probe_child_is_a_failed_step_and_the_tab_lives_on(tab, qtbot):
+    report = _probe(tab, qtbot, simulate="crash:packages")
+    verdicts = {s.name: s.verdict for s in report.steps}
+    assert verdicts == {"python": "ok", "packages": "crashed", "cpu": "ok"}  # cpu ran in a fresh child
+    rows = dict(tab.probe.steps())
+    crashed = [text for text, tip in tab.probe.steps() if tip.endswith("crashed")]
+    assert crashed and "installed packages" in crashed[0]
+    assert "'packages' crashed" in tab.probe.status.text()
+    assert "the window is unaffected" in tab.probe.status.text()
+    assert len(rows) == 3
+    # The tab still works: the form still validates and the probe can run again.
+    tab.tp.setValue(2)
+    assert tab.settings()["tp"] == 2
+    again = _probe(tab, qtbot)
+    assert all(s.verdict == "ok" for s in again.steps)
+
+
+def test_hung_probe_step_times_out(tab, qtbot):
+    report = _probe(tab, qtbot, simulate="hang:cpu", timeout=1.5)
+    assert report.step("cpu").verdict == "timeout"
+    assert any("\u231b" in text for text, _ in tab.probe.steps())
+    assert "'cpu' timeout" in tab.probe.status.text()
