@@ -90,8 +90,11 @@ def download_checkpoint(hub_id: str, *, progress: Progress | None = None) -> Pat
         folder = snapshot_download(repo, revision=revision, allow_patterns=HUB_PATTERNS, local_files_only=cache_only,
                                    tqdm_class=_tqdm_reporting_to(progress) if progress else None)
     except Exception as err:  # noqa: BLE001 - every failure becomes a message
-        user_err = explain(err, hub_id, hf_errors)
-        raise UserError(str(user_err).replace("config.json", "the checkpoint")) from None
+        # hub.explain words its messages for config.json alone; here the whole checkpoint was asked for.
+        message = str(explain(err, hub_id, hf_errors))
+        message = message.replace("a local config.json or model folder", "a local checkpoint folder")
+        message = message.replace("a local file", "a local checkpoint folder")
+        raise UserError(message.replace("config.json", "the checkpoint")) from None
     finally:
         quiet.setLevel(level)
     folder = Path(folder)
