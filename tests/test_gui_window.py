@@ -51,7 +51,10 @@ def load(window, qtbot, source, pp=1):
 
 
 def test_loads_catalogue_model_in_background_and_fills_bar_map_and_tabs(window, qtbot):
+    steps = []
+    window.loader.progress.connect(steps.append)
     load(window, qtbot, NANO)
+    assert steps and any(NANO in s for s in steps)  # the loader's own step messages reach the bar
     assert window.layer_map.name == NANO
     assert window.model_bar.name.text() == NANO
     facts = window.model_bar.facts.text()
