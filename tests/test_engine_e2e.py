@@ -1,5 +1,11 @@
-"""The Engine end to end on tiny random-weight NemotronH and Llama checkpoints (CPU, fp32):
-greedy output equals transformers', across batching, chunked prefill and preemption; pools end empty."""
+"""The Engine end to end on tiny random-weight NemotronH and Llama checkpoints (fp32):
+greedy output equals transformers', across batching, chunked prefill and preemption; pools end empty.
+
+The engine runs on CPU unless BRINGUP_TEST_DEVICE names another device (e.g. cuda, xpu); the
+transformers reference always runs on CPU.
+"""
+
+import os
 
 import pytest
 
@@ -12,6 +18,7 @@ from engine_helpers import hf_greedy, prompts_of_lengths, tiny_llama, tiny_nemot
 
 LENGTHS = [3, 21, 9, 40]
 NEW = 6
+DEVICE = os.environ.get("BRINGUP_TEST_DEVICE", "cpu")
 GREEDY = SamplingParams(max_new_tokens=NEW, temperature=0, ignore_eos=True)
 
 
@@ -26,7 +33,7 @@ def checkpoint(request, tmp_path_factory):
 
 def quiet_engine(folder, **kwargs):
     lines = []
-    engine = Engine(str(folder), device="cpu", log=lines.append, **kwargs)
+    engine = Engine(str(folder), device=DEVICE, log=lines.append, **kwargs)
     return engine, lines
 
 
