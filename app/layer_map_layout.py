@@ -153,21 +153,22 @@ def _items(layer_map: LayerMap, folds: list[Fold] | None) -> tuple[list[_Item], 
     return items, groups
 
 
-def _cell_width(items: list[_Item], avail: float, main_count: int, folded: bool) -> float:
+def _cell_width(items: list[_Item], avail: float, main_count: int, folded: bool, zoom: float) -> float:
+    min_cell, max_cell = MIN_CELL * zoom, MAX_CELL * zoom
     gaps = sum(it.gap_before for it in items)
     fit = (avail - gaps) / max(1, len(items))
-    if fit >= MIN_CELL:
-        return min(MAX_CELL, fit)
+    if fit >= min_cell:
+        return min(max_cell, fit)
     if folded:
-        return MIN_CELL
+        return min(min_cell, max(MIN_CELL * 0.8, avail / max(1, len(items))))
     # Wrap into lines of a round number of layers so indices line up from line to line.
-    lines = math.ceil(main_count * MIN_CELL / avail)
+    lines = math.ceil(main_count * min_cell / avail)
     per_line = math.ceil(main_count / lines)
     step = 10 if per_line >= 20 else 1
     per_line = math.ceil(per_line / step) * step
-    while per_line * MIN_CELL > avail and per_line > step:
+    while per_line * min_cell > avail and per_line > step:
         per_line -= step
-    return min(MAX_CELL, max(MIN_CELL * 0.8, avail / per_line))
+    return min(max_cell, max(MIN_CELL * 0.8, avail / per_line))
 
 
 def _label_step(cell_w: float, text_width: Callable[[str], float], max_index: int) -> int:
@@ -185,14 +186,18 @@ def compute_layout(
     folds: list[Fold] | None = None,
     text_width: Callable[[str], float] = lambda s: 6.5 * len(s),
     callout: bool = False,
+    zoom: float = 1.0,
 ) -> MapLayout:
-    """Place every cell for a widget `width` pixels wide. `folds` given: draw folded."""
+    """Place every cell for a widget `width` pixels wide. `folds` given: draw folded.
+    `zoom` scales the cells (wider cells wrap into more lines; taller up to 1.5x)."""
     width = max(width, GUTTER + 2 * MARGIN + 8 * MIN_CELL)
+    tall = min(max(zoom, 1.0), 1.5)
+    mixer_h, ffn_h = MIXER_H * tall, FFN_H * tall
     items, group_specs = _items(layer_map, folds)
     x0 = MARGIN + GUTTER
     avail = width - x0 - MARGIN
     folded = bool(folds)
-    cell_w = _cell_width(items, avail, layer_map.num_layers, folded)
+    cell_w = _cell_width(items, avail, layer_map.num_layers, folded, zoom)
     has_groups = bool(group_specs)
     has_bands = layer_map.pp_size > 1
     full_attention = set(layer_map.full_attention_layers)
@@ -233,9 +238,9 @@ def compute_layout(
         tag_y = y
         y += TAG_H if tags_on else 4
         mixer_y = y
-        y += MIXER_H + ROW_GAP
+        y += mixer_h + ROW_GAP
         ffn_y = y
-        y += FFN_H
+        y += ffn_h
         index_y = y
         y += INDEX_H
         band_y = y
@@ -247,8 +252,8 @@ def compute_layout(
     group_extent: dict[int, list[float]] = {}
     for it, ln, cx in placed:
         lb = layout.lines[ln]
-        mixer_rect = QRectF(cx + inner / 2, lb.mixer_y, cell_w - inner, MIXER_H)
-        ffn_rect = QRectF(cx + inner / 2, lb.ffn_y, cell_w - inner, FFN_H)
+        mixer_rect = QRectF(cx + inner / 2, lb.mixer_y, cell_w - inner, mixer_h)
+        ffn_rect = QRectF(cx + inner / 2, lb.ffn_y, cell_w - inner, ffn_h)
         index = it.represents[0]
         is_main = it.key[0] == "layer"
         label = str(index) if (not is_main or index % step == 0 or folded) else None

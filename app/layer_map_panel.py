@@ -47,6 +47,14 @@ class LayerMapPanel(QFrame):
         self.clear_marks.setText("Clear marks")
         self.clear_marks.clicked.connect(self.clear_highlight)
         self.clear_marks.setVisible(False)
+        self.zoom_out = QToolButton()
+        self.zoom_out.setText("−")
+        self.zoom_out.setToolTip("Smaller cells (Ctrl+-, Ctrl+wheel)")
+        self.zoom_out.clicked.connect(lambda: self.state.set_zoom(self.state.zoom / 1.25))
+        self.zoom_in = QToolButton()
+        self.zoom_in.setText("+")
+        self.zoom_in.setToolTip("Larger cells (Ctrl++, Ctrl+wheel; Ctrl+0 resets)")
+        self.zoom_in.clicked.connect(lambda: self.state.set_zoom(self.state.zoom * 1.25))
         self.export_png = QToolButton()
         self.export_png.setText("Export PNG…")
         self.export_png.clicked.connect(lambda: self._export("png"))
@@ -57,7 +65,7 @@ class LayerMapPanel(QFrame):
         bar.setContentsMargins(12, 6, 8, 0)
         bar.addWidget(title)
         bar.addStretch(1)
-        for button in (self.clear_marks, self.fold, self.export_png, self.export_svg):
+        for button in (self.clear_marks, self.zoom_out, self.zoom_in, self.fold, self.export_png, self.export_svg):
             bar.addWidget(button)
 
         self.scroll = QScrollArea()

@@ -12,6 +12,9 @@ from bringup.app.highlight import Highlight
 from bringup.core.layermap import Layer, LayerMap
 
 
+ZOOM_RANGE = (0.8, 3.0)
+
+
 class LayerMapState(QObject):
     changed = Signal()  # anything visible changed: repaint
     layer_map_changed = Signal(object)  # LayerMap | None
@@ -23,6 +26,7 @@ class LayerMapState(QObject):
         self.selected: tuple[str, int] | None = None  # ("layer" | "mtp", index)
         self.hovered: tuple[str, int] | None = None
         self.folded = False
+        self.zoom = 1.0  # cell size factor (Ctrl+wheel, Ctrl +/-)
         self.highlight: Highlight | None = None
 
     def set_layer_map(self, layer_map: LayerMap | None) -> None:
@@ -64,6 +68,12 @@ class LayerMapState(QObject):
     def set_folded(self, folded: bool) -> None:
         if folded != self.folded:
             self.folded = folded
+            self.changed.emit()
+
+    def set_zoom(self, zoom: float) -> None:
+        zoom = min(max(zoom, ZOOM_RANGE[0]), ZOOM_RANGE[1])
+        if abs(zoom - self.zoom) > 1e-6:
+            self.zoom = zoom
             self.changed.emit()
 
     def set_highlight(self, highlight: Highlight | None) -> None:

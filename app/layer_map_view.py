@@ -23,11 +23,22 @@ from bringup.core.errors import UserError
 from bringup.core.layermap import Fold, LayerMap
 
 
-def fold_layers(layers) -> list[Fold]:
-    # Imported here: the folding module belongs to core and is only needed when folding.
-    from bringup.core.folding import fold_layers as fold
+def fold_by_stage(layer_map: LayerMap) -> list[Fold]:
+    """Repeats folded within each PP stage, so a folded cell never spans a stage boundary."""
+    # Imported here: folding is only needed when the user folds.
+    from bringup.core.folding import fold_layers
 
-    return fold(layers)
+    folds: list[Fold] = []
+    layers = list(layer_map.layers)
+    start = 0
+    while start < len(layers):
+        stop = start
+        while stop < len(layers) and layers[stop].pp_stage == layers[start].pp_stage:
+            stop += 1
+        offset = layers[start].index
+        folds += [Fold(f.start + offset, f.unit, f.times) for f in fold_layers(layers[start:stop])]
+        start = stop
+    return folds
 
 
 class LayerMapView(QWidget):
@@ -90,7 +101,7 @@ class LayerMapView(QWidget):
             raise UserError("there is no model on the map to export; load a model first")
         layout = compute_layout(self.layer_map, float(width or max(self.width(), 900)),
                                 folds=self._folds_for_state(), text_width=self._text_width,
-                                callout=self.state.highlight is not None)
+                                callout=self.state.highlight is not None, zoom=self.state.zoom)
         suffix = path.suffix.lower()
         if suffix == ".svg":
             from PySide6.QtSvg import QSvgGenerator
@@ -126,17 +137,18 @@ class LayerMapView(QWidget):
         if not self.state.folded or self.layer_map is None:
             return None
         if self._folds_of is not self.layer_map:
-            self._folds = fold_layers(self.layer_map.layers)
+            self._folds = fold_by_stage(self.layer_map)
             self._folds_of = self.layer_map
         return self._folds
 
     def _current_layout(self, width: int) -> MapLayout | None:
         if self.layer_map is None:
             return None
-        key = (width, self.state.folded, self.state.highlight is not None)
+        key = (width, self.state.folded, self.state.highlight is not None, self.state.zoom)
         if key != self._layout_key or self._layout_map is not self.layer_map:
             self._layout = compute_layout(self.layer_map, float(width), folds=self._folds_for_state(),
-                                          text_width=self._text_width, callout=self.state.highlight is not None)
+                                          text_width=self._text_width, callout=self.state.highlight is not None,
+                                          zoom=self.state.zoom)
             self._layout_key = key
             self._layout_map = self.layer_map
         return self._layout
@@ -193,7 +205,26 @@ class LayerMapView(QWidget):
             self.state.select(self._key_at(event.position()))
         super().mousePressEvent(event)
 
+    def wheelEvent(self, event) -> None:
+        # Ctrl+wheel zooms the cells; a plain wheel scrolls the panel as usual.
+        if event.modifiers() & Qt.KeyboardModifier.ControlModifier:
+            steps = event.angleDelta().y() / 120
+            self.state.set_zoom(self.state.zoom * (1.15 ** steps))
+            event.accept()
+            return
+        super().wheelEvent(event)
+
     def keyPressEvent(self, event) -> None:
+        if event.modifiers() & Qt.KeyboardModifier.ControlModifier:
+            if event.key() in (Qt.Key.Key_Plus, Qt.Key.Key_Equal):
+                self.state.set_zoom(self.state.zoom * 1.25)
+                return
+            if event.key() == Qt.Key.Key_Minus:
+                self.state.set_zoom(self.state.zoom / 1.25)
+                return
+            if event.key() == Qt.Key.Key_0:
+                self.state.set_zoom(1.0)
+                return
         # Left/Right walk the selection along the decoder layers.
         if self.layer_map is not None and event.key() in (Qt.Key.Key_Left, Qt.Key.Key_Right):
             step = -1 if event.key() == Qt.Key.Key_Left else 1

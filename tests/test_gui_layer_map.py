@@ -163,3 +163,16 @@ def test_mtp_blocks_are_drawn_apart(panel, tmp_path):
     assert mtp[0].mixer_rect.left() - main[-1].mixer_rect.right() > 20  # a visible gap
     assert any(g.kind == "mtp" for g in layout.groups)
     assert "MTP block 0" in panel.view.tooltip_at(panel.view.cell_center(0, kind="mtp"))
+
+
+def test_zoom_makes_cells_larger_and_wraps_more(panel, big, qtbot):
+    panel.set_layer_map(big)
+    before = panel.view.map_layout()
+    panel.view.setFocus()
+    qtbot.keyClick(panel.view, Qt.Key.Key_Plus, Qt.KeyboardModifier.ControlModifier)
+    qtbot.keyClick(panel.view, Qt.Key.Key_Plus, Qt.KeyboardModifier.ControlModifier)
+    after = panel.view.map_layout()
+    assert after.cell_w > before.cell_w and len(after.lines) > len(before.lines)
+    assert panel.view.height() == int(after.height)
+    qtbot.keyClick(panel.view, Qt.Key.Key_0, Qt.KeyboardModifier.ControlModifier)
+    assert panel.view.map_layout().cell_w == before.cell_w

@@ -10,7 +10,7 @@ from bringup.app.highlight import Highlight
 from bringup.app.layer_map_layout import compute_layout
 from bringup.app.layer_map_paint import paint_map
 from bringup.app.layer_map_state import LayerMapState
-from bringup.core.folding import fold_layers
+from bringup.app.layer_map_view import fold_by_stage
 from bringup.core.layermap import FFNS, MIXERS, Layer, LayerMap
 
 
@@ -29,7 +29,7 @@ stacks = hs.lists(hs.tuples(hs.sampled_from(MIXERS), hs.sampled_from(FFNS)), min
 @given(kinds=stacks, width=hs.integers(300, 2600), folded=hs.booleans(), pp=hs.integers(1, 4), mtp=hs.integers(0, 3))
 def test_every_layer_gets_a_cell_inside_the_widget_and_none_overlap(qapp, kinds, width, folded, pp, mtp):
     layer_map = make_map(kinds, pp, mtp)
-    folds = fold_layers(layer_map.layers) if folded else None
+    folds = fold_by_stage(layer_map) if folded else None
     layout = compute_layout(layer_map, float(width), folds=folds)
     main = [c for c in layout.cells if c.key[0] == "layer"]
     covered = sorted(i for c in main for i in c.represents)
@@ -46,6 +46,8 @@ def test_every_layer_gets_a_cell_inside_the_widget_and_none_overlap(qapp, kinds,
         assert layout.cell_at(cell.mixer_rect.center()) is cell
     if pp > 1:
         assert {b.stage for b in layout.bands} == {l.pp_stage for l in layer_map.layers}
+        for cell in main:  # a folded cell never spans two stages
+            assert len({layer_map.layers[i].pp_stage for i in cell.represents}) == 1
     # And it paints, highlight included, without error.
     state = LayerMapState()
     state.set_layer_map(layer_map)
