@@ -58,6 +58,16 @@ def layers_text(layers) -> str:
     return f"layer {shown}" if len(layers) == 1 else f"layers {shown}{', ...' if len(layers) > 8 else ''}"
 
 
+def chip_text(finding: dict) -> str:
+    """The layers a finding names, short: "layer 0 not in 5, 12, 19, ..." for a layer-index finding."""
+    requested = finding.get("requested_layer")
+    valid = list(finding.get("valid_layers") or [])
+    if isinstance(requested, int) and valid:
+        shown = ", ".join(str(i) for i in valid[:8]) + (", ..." if len(valid) > 8 else "")
+        return f"layer {requested} not in {shown}"
+    return layers_text(finding.get("layers"))
+
+
 class _FindingDelegate(QStyledItemDelegate):
     """Paints a finding as a coloured severity badge, a bold title line and the message."""
 
@@ -101,7 +111,7 @@ class _FindingDelegate(QStyledItemDelegate):
         title_rect = QRect(left, rect.top() + 6, width, rect.height() // 2 - 6)
         painter.setPen(text_colour)
         title = finding.get("title") or finding.get("code") or "finding"
-        where = layers_text(finding.get("layers"))
+        where = chip_text(finding)
         painter.drawText(title_rect, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, title)
         if where:
             title_width = painter.fontMetrics().horizontalAdvance(title)
@@ -219,15 +229,19 @@ class FindingsList(QWidget):
         self.details = QTextBrowser()
         self.details.setOpenExternalLinks(True)
         self.details.setPlaceholderText("Select a finding to see why it happens and what to change.")
-        splitter = QSplitter(Qt.Orientation.Vertical)
+        self.splitter = splitter = QSplitter(Qt.Orientation.Vertical)
         splitter.addWidget(self.list)
         splitter.addWidget(self.details)
-        splitter.setStretchFactor(0, 3)
-        splitter.setStretchFactor(1, 2)
+        self.set_proportions(3, 2)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(splitter)
         self.list.currentItemChanged.connect(self._on_current)
+
+    def set_proportions(self, list_part: int, details_part: int) -> None:
+        """How the height is shared between the list and the details pane."""
+        self.splitter.setStretchFactor(0, list_part)
+        self.splitter.setStretchFactor(1, details_part)
 
     def set_empty_text(self, text: str, ok: bool = True) -> None:
         self.list.empty_text = text
@@ -301,6 +315,6 @@ def highlight_for(finding: dict | None):
     related = [i for i in (finding.get("valid_layers") or []) if i not in requested]
     if not requested and not related:
         return None
-    message = finding.get("callout") or finding.get("message") or ""
+    message = finding.get("callout") or finding.get("title") or finding.get("message") or ""
     return Highlight(requested=requested, related=related, message=str(message),
                      severity=highlight_severity(finding.get("severity")))

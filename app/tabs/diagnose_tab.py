@@ -1,0 +1,296 @@
+"""The Diagnose tab: paste, open or drop a crash log; findings with the why and the fix.
+
+Clicking a layer-index finding marks the requested layer red on the layer map and outlines the
+layers that were valid (`Highlight(requested=[0], related=[5, 12, ...], message=...)`).
+A log file dropped anywhere on the window lands here: the tab watches its window's drops.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
+from PySide6.QtGui import QColor, QTextCursor, QTextFormat
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QSplitter,
+    QTabWidget,
+    QTextEdit,
+    QVBoxLayout,
+    QWidget,
+)
+
+from .findings_widgets import FindingsList, as_dict, highlight_for
+from .validate_widgets import mono_font
+
+# Logs can be huge; the failure is at the end. Read at most this much of a file (its tail).
+MAX_LOG_BYTES = 4 * 1024 * 1024
+
+
+def read_log(path: str | Path) -> str:
+    """The text of a log file (its last MAX_LOG_BYTES), undecodable bytes replaced."""
+    path = Path(path)
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        if size > MAX_LOG_BYTES:
+            f.seek(size - MAX_LOG_BYTES)
+        data = f.read()
+    return data.decode("utf-8", errors="replace")
+
+
+def _dropped_file(event) -> str | None:
+    mime = event.mimeData()
+    if not mime.hasUrls():
+        return None
+    for url in mime.urls():
+        if url.isLocalFile() and Path(url.toLocalFile()).is_file():
+            return url.toLocalFile()
+    return None
+
+
+class _WindowDrops(QObject):
+    """Event filter on the top-level window: a file dropped anywhere opens in the Diagnose tab."""
+
+    def __init__(self, tab: "DiagnoseTab") -> None:
+        super().__init__(tab)
+        self.tab = tab
+
+    def eventFilter(self, obj, event) -> bool:
+        kind = event.type()
+        if kind in (QEvent.Type.DragEnter, QEvent.Type.DragMove) and _dropped_file(event):
+            event.acceptProposedAction()
+            return True
+        if kind == QEvent.Type.Drop:
+            path = _dropped_file(event)
+            if path:
+                event.acceptProposedAction()
+                self.tab.open_file(path)
+                self.tab.bring_forward()
+                return True
+        return False
+
+
+class DiagnoseTab(QWidget):
+    title = "Diagnose"
+    highlight_requested = Signal(object)
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.layer_map = None
+        self.diagnosis = None  # the last bringup.core.diagnosis.Diagnosis
+        self.source_name = ""
+        self.setAcceptDrops(True)
+        self._window_filter = None
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(250)
+        self._timer.timeout.connect(self.diagnose)
+        self._build()
+
+    def _build(self) -> None:
+        self.log = QPlainTextEdit()
+        self.log.setFont(mono_font())
+        self.log.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        self.log.setPlaceholderText(
+            "Paste an engine log or a traceback here, open a log file, or drop one anywhere on the window.\n\n"
+            "For example a launch that failed with\n"
+            "  ValueError: layer_id=0 not in full attention layers: dict_keys([5, 12, 19, 26, 33, 42])"
+        )
+        self.log.textChanged.connect(self._timer.start)
+        open_button = QPushButton("Open log\u2026")
+        open_button.clicked.connect(self._choose_file)
+        clear_button = QPushButton("Clear")
+        clear_button.clicked.connect(self.clear)
+        self.log_label = QLabel("Log")
+        self.log_label.setStyleSheet("color: #6b7280;")
+        tools = QHBoxLayout()
+        tools.addWidget(self.log_label, 1)
+        tools.addWidget(open_button)
+        tools.addWidget(clear_button)
+        log_box = QGroupBox("Engine log or traceback")
+        log_layout = QVBoxLayout(log_box)
+        log_layout.addLayout(tools)
+        log_layout.addWidget(self.log)
+
+        self.summary = QLabel("")
+        self.summary.setWordWrap(True)
+        self.summary.setTextFormat(Qt.TextFormat.RichText)
+        self.findings = FindingsList("Nothing to explain yet. Paste or drop a log.")
+        self.findings.details_for = self._layer_rows
+        self.findings.set_proportions(2, 3)  # few findings, long explanations
+        self.findings.finding_selected.connect(self._selected)
+        findings_box = QGroupBox("Findings")
+        findings_layout = QVBoxLayout(findings_box)
+        findings_layout.addWidget(self.summary)
+        findings_layout.addWidget(self.findings)
+
+        splitter = QSplitter(Qt.Orientation.Horizontal)
+        splitter.addWidget(log_box)
+        splitter.addWidget(findings_box)
+        splitter.setStretchFactor(0, 1)
+        splitter.setStretchFactor(1, 1)
+        layout = QVBoxLayout(self)
+        layout.addWidget(splitter)
+
+    # --- the tab contract ---------------------------------------------------------------------
+    def set_layer_map(self, layer_map) -> None:
+        self.layer_map = layer_map
+        if self.log.toPlainText().strip():
+            self.diagnose()
+
+    # --- input --------------------------------------------------------------------------------
+    def set_text(self, text: str, name: str = "") -> None:
+        self.source_name = name
+        self.log.setPlainText(text)
+        self.log_label.setText(name or "Log")
+        self.diagnose()
+
+    def open_file(self, path: str) -> None:
+        try:
+            text = read_log(path)
+        except OSError as exc:
+            self.summary.setText(f"<span style='color:#D62828'>Cannot read {path}: {exc.strerror or exc}</span>")
+            return
+        self.set_text(text, Path(path).name)
+
+    def clear(self) -> None:
+        self.set_text("")
+
+    def _choose_file(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open an engine log", "", "Logs (*.log *.txt *.out *.err);;All files (*)")
+        if path:
+            self.open_file(path)
+
+    def dragEnterEvent(self, event) -> None:
+        if _dropped_file(event):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event) -> None:
+        path = _dropped_file(event)
+        if path:
+            event.acceptProposedAction()
+            self.open_file(path)
+
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        self.watch_window_drops()
+
+    def watch_window_drops(self) -> None:
+        """Accept file drops on the whole window, not only on this tab."""
+        window = self.window()
+        if window is self or self._window_filter is not None:
+            return
+        self._window_filter = _WindowDrops(self)
+        window.setAcceptDrops(True)
+        window.installEventFilter(self._window_filter)
+
+    def bring_forward(self) -> None:
+        """Make the page holding this tab current in every tab widget above it."""
+        widget = self.parentWidget()
+        while widget is not None:
+            if isinstance(widget, QTabWidget):
+                for i in range(widget.count()):
+                    page = widget.widget(i)
+                    if page is self or page.isAncestorOf(self):
+                        widget.setCurrentIndex(i)
+            widget = widget.parentWidget()
+
+    # --- diagnosis ----------------------------------------------------------------------------
+    def diagnose(self) -> None:
+        self._timer.stop()
+        text = self.log.toPlainText()
+        if not text.strip():
+            self.diagnosis = None
+            self.findings.set_findings([])
+            self.findings.set_empty_text("Nothing to explain yet. Paste or drop a log.", ok=False)
+            self.summary.setText("")
+            self.highlight_requested.emit(None)
+            return
+        from bringup.core.diagnosis import diagnose
+
+        self.diagnosis = diagnose(text, self.layer_map)
+        findings = [as_dict(f) for f in self.diagnosis.findings]
+        self.findings.set_empty_text(
+            "No known failure in this log. If it did fail, the cause is not in the catalogue yet.", ok=False
+        )
+        self.findings.set_findings(findings)
+        self.summary.setText(_summary(findings, self.source_name, self.diagnosis))
+        if findings and self.findings.current_finding() is None:
+            self.findings.select(0)
+
+    def _selected(self, finding) -> None:
+        self.highlight_requested.emit(highlight_for(finding))
+        self._mark_lines((finding or {}).get("lines") or [])
+
+    def _mark_lines(self, lines: list[int]) -> None:
+        """Tint the log lines a finding was read from and scroll to the first."""
+        marks = []
+        doc = self.log.document()
+        for number in lines:
+            block = doc.findBlockByNumber(number - 1)
+            if not block.isValid():
+                continue
+            mark = QTextEdit.ExtraSelection()
+            mark.format.setBackground(QColor(214, 40, 40, 40))
+            mark.format.setProperty(QTextFormat.Property.FullWidthSelection, True)
+            mark.cursor = QTextCursor(block)
+            marks.append(mark)
+        self.log.setExtraSelections(marks)
+        if marks:
+            self.log.setTextCursor(marks[0].cursor)
+            self.log.centerCursor()
+
+    def _layer_rows(self, finding: dict) -> list[tuple[str, str]]:
+        """Rows for the details pane: the requested layer and what the valid ones are."""
+        requested = finding.get("requested_layer")
+        if requested is None:
+            return []
+        rows = [("Requested layer", str(requested))]
+        info = finding.get("requested")
+        layer = self._layer(requested)
+        if info:
+            rows.append(("It is", f"{info['mixer']} (ffn {info['ffn']})"))
+        elif layer is not None:
+            rows.append(("It is", f"{layer.mixer} (ffn {layer.ffn})"))
+        valid = finding.get("valid_layers") or []
+        if valid:
+            kinds = sorted({v["mixer"] for v in finding.get("valid") or []})
+            if not kinds:
+                kinds = sorted({self._layer(i).mixer for i in valid if self._layer(i) is not None})
+            rows.append(("Valid layers", ", ".join(map(str, valid)) + (f"  ({', '.join(kinds)})" if kinds else "")))
+        return rows
+
+    def _layer(self, index: int):
+        if self.layer_map is None or not 0 <= index < self.layer_map.num_layers:
+            return None
+        return self.layer_map.layers[index]
+
+
+# Facts read from the log worth a glance, in this order, with their labels.
+_FACTS = (("device", "device"), ("attention_backend", "attention"), ("mamba_radix_cache_strategy", "strategy"),
+          ("tp_size", "TP"), ("pp_size", "PP"), ("page_size", "page"), ("kv_tokens", "KV tokens"),
+          ("mamba_cache_size", "state slots"), ("weights_gb", "weights GB"), ("sglang_version", "sglang"))
+
+
+def _summary(findings: list[dict], name: str, diagnosis=None) -> str:
+    where = f" in {html.escape(name)}" if name else ""
+    errors = sum(1 for f in findings if f.get("severity") == "error")
+    if not findings:
+        text = f"No known failure{where}."
+    else:
+        text = f"<b>{len(findings)} finding{'s' if len(findings) != 1 else ''}</b>{where}"
+        text += f", {errors} error{'s' if errors != 1 else ''}." if errors else "."
+    if diagnosis is not None:
+        facts = diagnosis.facts or {}
+        shown = [f"{label} {facts[key]:,}" if isinstance(facts[key], int) and not isinstance(facts[key], bool)
+                 else f"{label} {facts[key]}" for key, label in _FACTS if key in facts]
+        read = f"{diagnosis.lines_read:,} lines read"
+        dot = " \u00b7 "
+        text += f"<br><span style='color:#6b7280'>{dot.join([read, *shown])}</span>"
+    return text
