@@ -82,10 +82,12 @@ class ModelLoader(QObject):
         self.cancelled.emit(thread.source)
         self.finished.emit()
 
-    def wait(self, msecs: int = 3000) -> None:
-        """Let running threads end (at exit), so none is destroyed while it runs."""
+    def wait(self, msecs: int = 3000) -> bool:
+        """Let running threads end (at exit), so none is destroyed while it runs. False if one
+        is still stuck (in a network call): the caller should then leave with os._exit."""
         for thread in list(self._threads):
             thread.wait(msecs)
+        return not any(t.isRunning() for t in self._threads)
 
     def _abandon(self) -> None:
         if self._current is not None:

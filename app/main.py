@@ -81,6 +81,12 @@ def main(args: argparse.Namespace) -> int:
     window.show()
     window.load(source, args.pp)
     code = app.exec()
+    if not window.loader.wait(2000):
+        # A hub download still blocks its thread: a QThread destroyed while running aborts the
+        # process, so leave without tearing Qt down.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     if "error" in outcome:
         raise UserError(outcome["error"])
     return code
