@@ -474,7 +474,7 @@ TORCH: tuple[Pattern, ...] = (
         r"(?P<device>CUDA|XPU|MPS backend|HIP) out of memory\.? ?(?:Tried to allocate (?P<size>[\d.]+ [KMGT]?i?B))?"
         r"(?:\. GPU (?P<gpu>\d+) has a total capacity of (?P<total>[\d.]+ [KMGT]?i?B) of which (?P<free>[\d.]+ [KMGT]?i?B) is free)?",
         "{device} ran out of memory",
-        "An allocation of {size} failed on the device (total {total}, free {free}). At start-up this means the "
+        "An allocation[[ of {size}]] failed on the device[[ (total {total}, {free} free)]]. At start-up this means the "
         "weights and the static pools take too much; during serving, the activations of a large batch or prefill "
         "chunk do not fit in what the pools left.",
         "Lower --mem-fraction-static (leave room for activations), --chunked-prefill-size or --max-running-requests; "
@@ -507,8 +507,9 @@ TORCH: tuple[Pattern, ...] = (
         r"Torch not compiled with (?P<device>CUDA|XPU) enabled",
         "This torch has no {device} support",
         "The installed torch build was made without {device}, so no {device} device can be used.",
-        "Install a {device} build of torch (CUDA: the cu12x wheel index; XPU: https://download.pytorch.org/whl/xpu) "
-        "in this environment; bringup probe shows what this torch supports.",
+        "Install a torch build with {device} support in this environment (wheels from "
+        "https://download.pytorch.org/whl/xpu for XPU, /whl/cu128 and the like for CUDA); bringup probe shows what "
+        "this torch supports.",
         source="torch/{device}/__init__.py _lazy_init",
         supersedes=("UNRECOGNIZED_ERROR",),
     ),

@@ -41,9 +41,31 @@ def _value(text: str):
             return text
 
 
+# A launch command in the log (`python -m sglang.launch_server --device xpu ...`).
+_FLAG = re.compile(r"--(?P<key>device|attention-backend|linear-attn-backend|page-size|tp-size|tp|pp-size|"
+                   r"mamba-radix-cache-strategy|mamba-scheduler-strategy|mem-fraction-static|model-path|model)"
+                   r"(?:=|\s+)(?P<value>[^\s-][^\s]*)")
+_SWITCH = re.compile(r"--(?P<key>disable-radix-cache|disable-overlap-schedule)\b")
+_FLAG_NAMES = {"tp": "tp_size", "model": "model_path"}
+
+
+def _launch_flags(line: str) -> dict:
+    found = {}
+    for m in _FLAG.finditer(line):
+        key = m["key"].replace("-", "_")
+        found[_FLAG_NAMES.get(key, key)] = _value(m["value"])
+    for m in _SWITCH.finditer(line):
+        found[m["key"].replace("-", "_")] = True
+    return found
+
+
 def read_facts(lines: list[str]) -> dict:
     facts: dict = {}
     for line in lines:
+        if "launch_server" in line:
+            for key, value in _launch_flags(line).items():
+                facts.setdefault(key, value)
+            continue
         if "ServerArgs(" in line:
             for m in _ARG.finditer(line[line.index("ServerArgs("):]):
                 if m["key"] in _ARG_KEYS and m["key"] not in facts:

@@ -38,8 +38,18 @@ class _Safe(dict):
         return "?"
 
 
+_OPTIONAL = re.compile(r"\[\[(.*?)\]\]")
+_FIELD = re.compile(r"\{(\w+)\}")
+
+
 def _format(template: str, values: dict) -> str:
-    return string.Formatter().vformat(template, (), _Safe(values))
+    """str.format that leaves '?' for unknown fields and drops [[optional parts]] whose fields are empty."""
+
+    def optional(match: re.Match) -> str:
+        part = match.group(1)
+        return part if all(values.get(name) for name in _FIELD.findall(part)) else ""
+
+    return string.Formatter().vformat(_OPTIONAL.sub(optional, template), (), _Safe(values))
 
 
 def _ids(text: str) -> list[int]:
@@ -89,9 +99,11 @@ def _unrecognized(match: re.Match, line_no: int, line: str) -> DiagnosisFinding:
 
 
 def _dedupe_key(f: DiagnosisFinding) -> tuple:
-    # Rank prefixes and timestamps differ between copies; the failure itself does not.
-    body = re.sub(r"^\[[^\]]*\]\s*", "", f.matched)
-    return f.code, f.title, body
+    # Ranks, timestamps, and the assert's source line next to its exception line differ only in
+    # framing; the failure (code, title, the values read from it) is the same.
+    if f.code == "UNRECOGNIZED_ERROR":
+        return f.code, re.sub(r"^\[[^\]]*\]\s*", "", f.matched)
+    return f.code, f.title, tuple(sorted(f.details.items())), f.requested_layer, f.valid_layers
 
 
 def diagnose(text: str, layer_map: LayerMap | None = None) -> Diagnosis:
@@ -130,9 +142,15 @@ def _add(found: dict, finding: DiagnosisFinding) -> None:
     if key in found:
         old = found[key]
         merged = tuple(sorted(set(old.lines) | set(finding.lines)))
-        found[key] = DiagnosisFinding(**{**old.__dict__, "lines": merged})
+        # Show the exception line ("AssertionError: ...") rather than the source line that raised it.
+        keep = finding if _is_exception(finding.matched) and not _is_exception(old.matched) else old
+        found[key] = DiagnosisFinding(**{**keep.__dict__, "lines": merged})
     else:
         found[key] = finding
+
+
+def _is_exception(line: str) -> bool:
+    return bool(_EXCEPTION.match(line.strip()))
 
 
 def _supersedes(code: str) -> tuple[str, ...]:
