@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -88,3 +89,15 @@ def test_failed_build_leaves_nothing_behind(monkeypatch, tmp_path):
     with pytest.raises(RuntimeError):
         dm.ensure_default_checkpoint(dm.TINY_TEST_SPEC, tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_default_and_no_source_resolve_to_the_cached_checkpoint(monkeypatch, tmp_path, tiny_checkpoint):
+    # Put a complete checkpoint where the default one lives, so resolution reuses it (no build).
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    target = dm.checkpoint_dir()
+    target.parent.mkdir(parents=True)
+    shutil.copytree(tiny_checkpoint, target)
+    for source in (None, "", "default", "DEFAULT", dm.DEFAULT_CHECKPOINT_NAME):
+        assert dm.resolve_default(source) == str(target)
+    assert dm.resolve_default("/some/model/folder") is None
+    assert dm.resolve_default("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B") is None

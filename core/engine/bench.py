@@ -24,7 +24,7 @@ from bringup.core.errors import UserError
 @dataclass
 class BenchSettings:
     source: str | None
-    device: str = "cpu"
+    device: str = "auto"
     dtype: str = "auto"
     num_seqs: int = 16
     input_len: tuple[int, int] = (16, 64)

@@ -92,7 +92,7 @@ def summary_line(info: dict, device_type: str, free_bytes: int | None) -> str:
     return line
 
 
-def serve(source: str | None, *, device: str = "cpu", dtype: str = "auto", host: str = "127.0.0.1",
+def serve(source: str | None, *, device: str = "auto", dtype: str = "auto", host: str = "127.0.0.1",
           port: int = DEFAULT_PORT, mem_fraction: float | None = None, max_running_requests: int | None = None,
           api_key: str | None = None, served_model_name: str | None = None,
           chunked_prefill_size: int | None = None) -> int:

@@ -1,0 +1,52 @@
+"""`bringup bench`: the workload, and one small real run of engine and transformers side by side."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bringup.core.engine.bench import make_workload, parse_range
+from bringup.core.errors import UserError
+from server_helpers import tiny_checkpoint
+
+
+def test_workload_is_reproducible_and_within_ranges():
+    a = make_workload(20, (4, 9), (2, 5), seed=3, vocab_size=100)
+    assert a == make_workload(20, (4, 9), (2, 5), seed=3, vocab_size=100)
+    assert a != make_workload(20, (4, 9), (2, 5), seed=4, vocab_size=100)
+    assert all(4 <= len(p) <= 9 and 2 <= n <= 5 for p, n in a)
+    assert all(3 <= t < 100 for p, _ in a for t in p)  # no pad/bos/eos ids
+    assert len({len(p) for p, _ in a}) > 1  # lengths really vary
+
+
+@pytest.mark.parametrize("text", ["0:5", "9:3", "a:b", "1:2:3", ""])
+def test_bad_ranges_are_user_errors(text):
+    with pytest.raises(UserError, match="MIN:MAX"):
+        parse_range(text, "--input-len")
+
+
+def test_parse_range_accepts_one_number():
+    assert parse_range("7", "--output-len") == (7, 7)
+    assert parse_range("16:64", "--output-len") == (16, 64)
+
+
+def test_bench_cli_json_runs_engine_and_transformers(tmp_path, capsys):
+    from bringup.cli import main
+
+    checkpoint = tiny_checkpoint(tmp_path)
+    code = main(["bench", str(checkpoint), "--device", "cpu", "--num-seqs", "5", "--input-len", "4:12",
+                 "--output-len", "3:6", "--seed", "1", "--max-running-requests", "2", "--json"])
+    assert code == 0
+    result = json.loads(capsys.readouterr().out)
+    expected = sum(n for _, n in make_workload(5, (4, 12), (3, 6), 1, result_vocab(checkpoint)))
+    assert result["output_tokens"] == expected
+    assert result["batch_size"] == 2
+    assert result["engine_tok_s"] > 0 and result["baseline_tok_s"] > 0
+    assert result["ratio"] == pytest.approx(result["engine_tok_s"] / result["baseline_tok_s"], rel=1e-2)
+    assert (result["num_seqs"], result["input_len"], result["output_len"], result["seed"]) == (5, [4, 12], [3, 6], 1)
+    assert result["device"] == "cpu" and result["baseline"] == "transformers"
+
+
+def result_vocab(checkpoint) -> int:
+    return json.loads((checkpoint / "config.json").read_text())["vocab_size"]
