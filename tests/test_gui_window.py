@@ -137,3 +137,15 @@ def test_a_tab_that_fails_to_import_becomes_an_error_tab(qtbot, monkeypatch):
     assert w.tabs.count() == 2
     assert "could not be loaded" in w.tabs.widget(0).text()
     assert w.tab("Layers") is not None
+
+
+@pytest.mark.parametrize("path", sorted(SHARED_MODELS.glob("*.json")), ids=lambda p: p.stem)
+def test_every_real_config_draws_a_map_or_says_why(window, qtbot, path):
+    load(window, qtbot, str(path))
+    if window.banner.isVisible():  # a family not supported yet: a clean message, not a crash report
+        assert "bug in the workbench" not in window.banner.text() and "Traceback" not in window.banner.text()
+        assert window.layer_map is None
+    else:
+        layout = window.map_panel.view.map_layout()
+        assert len(layout.cells) == window.layer_map.num_layers + len(window.layer_map.mtp_layers)
+        assert window.model_bar.name.text() == window.layer_map.name
