@@ -152,3 +152,21 @@ def _run_text(engine, prompt, params):
     while engine.has_unfinished():
         outs += [o for o in engine.step() if o.request_id == rid]
     return outs
+
+
+def test_running_limit_and_queue(nemotron):
+    engine, _ = quiet_engine(nemotron, max_running_requests=2)
+    assert engine.server_info()["max_running_requests"] == 2 and engine.state_pool.num_slots == 2
+    for n in (4, 5, 6, 7):
+        engine.add_request(list(range(3, 3 + n)), SamplingParams(max_new_tokens=3, ignore_eos=True))
+    engine.step()
+    stats = engine.stats()
+    assert (stats["num_running"], stats["num_queued"], stats["state_slots_used"]) == (2, 2, 2)
+    with pytest.raises(RuntimeError, match="other requests are in flight"):
+        engine.generate([[5, 6]], GREEDY)
+    finished = 0
+    while engine.has_unfinished():
+        assert engine.stats()["num_running"] <= 2
+        finished += sum(o.finished for o in engine.step())
+    assert finished == 4
+    engine.check_pools()

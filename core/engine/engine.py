@@ -215,6 +215,9 @@ class Engine:
     # Whole batches ----------------------------------------------------------------------------
     def generate(self, prompts, params: SamplingParams | list[SamplingParams] | None = None) -> list[list[int]]:
         """Run prompts (lists of token ids) to completion together; their generated ids, in order."""
+        if self.has_unfinished():
+            raise RuntimeError("generate() runs the engine for its own prompts only; other requests are in flight "
+                               "(use add_request and step, or wait for them to finish)")
         prompts = list(prompts)
         plist = params if isinstance(params, list) else [params or SamplingParams()] * len(prompts)
         if len(plist) != len(prompts):
