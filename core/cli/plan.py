@@ -14,14 +14,6 @@ import sys
 DEVICES = ("auto", "cpu", "cuda", "xpu", "npu", "mps")
 
 
-def _size(text: str):
-    if text == "auto":
-        return "auto"
-    from bringup.core.planner.sizes import parse_size
-
-    return parse_size(text)
-
-
 def _fraction(text: str) -> float:
     try:
         return float(text)
@@ -81,16 +73,9 @@ def main(args: argparse.Namespace) -> int:
     options = _sglang_options(args)
     if kind == "embedded" and options:
         raise UserError(f"{', '.join('--' + k.replace('_', '-') for k in options)} apply to --target sglang==X.Y.Z only")
-    memory = _size(args.device_memory)
-    notes = []
-    device = args.device
-    if memory == "auto":
-        from bringup.core.planner.device import detect_device_memory
+    from bringup.core.planner.device import resolve_device_memory
 
-        device, memory, how = detect_device_memory(device)
-        notes.append(f"device memory {memory / 2**30:.2f} GiB: {how}")
-    elif device == "auto":
-        device = "cuda" if kind == "sglang" else "cpu"
+    device, memory, notes = resolve_device_memory(args.device_memory, args.device, args.target)
 
     loaded = load_config(args.source)
     layer_map = load_layer_map(args.source, pp=args.pp)

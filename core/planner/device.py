@@ -48,3 +48,24 @@ def detect_device_memory(device: str = "auto", *, timeout: float = 60.0) -> tupl
         return "cpu", host_available_memory(), "no GPU found by the probe; host memory available now (psutil)"
     details = "; ".join(f"{k}: {report.devices[k].detail}" for k in kinds if k in report.devices) or "not found"
     raise UserError(f"the probe found no usable {device} device ({details}); pass --device-memory BYTES or run bringup probe")
+
+
+def resolve_device_memory(device_memory, device: str = "auto", target: str = "embedded",
+                          *, timeout: float = 60.0) -> tuple[str, int, list[str]]:
+    """(device, bytes, notes) from what a user gave: memory as bytes / '80GiB' / 'auto', device or 'auto'.
+
+    With memory 'auto' the device is measured (and, if 'auto' too, found). With a given size and
+    device 'auto', SGLang targets plan for cuda and the embedded engine for cpu.
+    """
+    from .plan import parse_target
+    from .sizes import parse_size
+
+    kind, _ = parse_target(target)
+    device = (device or "auto").lower()
+    if device_memory in (None, "auto"):
+        found, size, how = detect_device_memory(device, timeout=timeout)
+        return found, size, [f"device memory {size / 2**30:.2f} GiB: {how}"]
+    size = parse_size(device_memory)
+    if device == "auto":
+        device = "cuda" if kind == "sglang" else "cpu"
+    return device, size, []

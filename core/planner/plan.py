@@ -104,6 +104,7 @@ def plan_memory(
         weights_source=source, dtype=dtype, kv_dtype=kv_dtype, conv_dtype=conv_dtype, ssm_dtype=ssm_dtype,
         dtype_bytes=dtype_bytes, page_size=page_size, context=context, max_running_requests=max_running_requests,
     )
+    sliding = layer_map.sliding_attention_layers
     if kind == "embedded":
         if tp != 1 or pp != 1:
             raise UserError("the embedded engine runs on one device; use --tp 1 --pp 1, or plan for --target sglang==X.Y.Z")
@@ -111,7 +112,13 @@ def plan_memory(
             raise UserError(f"options {', '.join(sorted(sglang_options))} apply to SGLang targets only")
         from .embedded import plan_embedded
 
-        return plan_embedded(layer_map, **common)
-    from .sglang import plan_sglang
+        plan = plan_embedded(layer_map, **common)
+    else:
+        from .sglang import plan_sglang
 
-    return plan_sglang(layer_map, version=version, tp=tp, pp=pp, **common, **sglang_options)
+        plan = plan_sglang(layer_map, version=version, tp=tp, pp=pp, **common, **sglang_options)
+    if sliding:
+        plan.notes.append(
+            f"{len(sliding)} sliding-window layers are counted as full KV layers; an engine with a separate "
+            "sliding-window pool (SGLang's SWA pool) holds more tokens than shown")
+    return plan
