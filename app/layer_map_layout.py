@@ -214,13 +214,13 @@ def compute_layout(
     seen_group: set[int] = set()
     for it in items:
         gap = it.gap_before if x > x0 else 0.0
-        need = gap + cell_w
-        # Keep a folded unit or the MTP blocks together when they fit on one line.
+        right = x0 + avail + 0.5
+        overflows = x + gap + cell_w > right
+        # Keep a folded unit or the MTP blocks together when the whole group fits on a line.
         if it.group is not None and it.group not in seen_group:
-            whole = gap + group_width[it.group]
-            if x + whole > x0 + avail + 0.5 and whole <= avail:
-                need = whole + 1e9  # force a new line
-        if x + need > x0 + avail + 0.5 and x > x0:
+            whole = group_width[it.group]
+            overflows = overflows or (x + gap + whole > right and whole <= avail)
+        if overflows and x > x0:
             line, x, gap = line + 1, x0, 0.0
         if it.group is not None:
             seen_group.add(it.group)

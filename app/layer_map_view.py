@@ -110,6 +110,7 @@ class LayerMapView(QWidget):
             gen.setFileName(str(path))
             gen.setSize(QSize(int(layout.width), int(layout.height)))
             gen.setViewBox(QRectF(0, 0, layout.width, layout.height))
+            gen.setResolution(96)  # so the SVG is as many CSS pixels wide as the map, text as on screen
             gen.setTitle(f"Layer map: {self.layer_map.name}")
             gen.setDescription("Bring-up Workbench layer map")
             painter = QPainter(gen)
