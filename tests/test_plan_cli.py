@@ -43,7 +43,7 @@ def test_text_output_and_options(capsys):
 
 
 def test_does_not_fit_exits_1(capsys):
-    code, out, _ = run(capsys, NANO, "--device-memory", "24GiB", "--target", "sglang==0.5.23")
+    code, out, _ = run(capsys, NANO, "--device-memory", "64GiB", "--target", "sglang==0.5.23")
     assert code == 1 and "DOES NOT FIT: Loaded weights leave no GPU memory" in out
 
 

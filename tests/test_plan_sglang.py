@@ -102,7 +102,7 @@ def test_kv_tokens_rounded_to_pages(page_size):
 
 
 def test_weights_leave_no_room_uses_sglangs_words():
-    plan = plan_memory(nano_map(), device_memory=40 * GIB, target=SG, device="cuda")
+    plan = plan_memory(nano_map(), device_memory=64 * GIB, target=SG, device="cuda")  # 58.8 GiB of weights
     assert not plan.ok
     assert plan.problems[0].startswith("Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=")
 
@@ -137,3 +137,32 @@ def test_bad_target_and_strategy():
         plan_memory(nano_map(), device_memory=GIB, target="vllm")
     with pytest.raises(UserError, match="mamba strategy"):
         plan_memory(nano_map(), device_memory=GIB, target=SG, mamba_strategy="fast")
+
+
+def test_weights_larger_than_the_device():
+    plan = plan_memory(real_map("nvidia__Nemotron-H-56B-Base-8K.json"), device_memory=80 * GIB, target=SG, device="cuda")
+    assert not plan.ok and "larger than the device" in plan.problems[0] and "--tp" in plan.problems[0]
+    assert plan.bottleneck == "weights" and plan.max_running_requests == 0
+
+
+def test_kimi_mla_cache_is_not_split_by_tp():
+    lm = real_map("moonshotai__Kimi-Linear-48B-A3B-Instruct.json")
+    one = rest_only(lm, 40 * GIB, device="cuda")
+    four = rest_only(lm, 40 * GIB, device="cuda", tp=4)
+    assert one.kv_bytes_per_token == four.kv_bytes_per_token == 7 * (512 + 64) * 2  # latent + rope, per layer
+    assert four.ssm_bytes_per_request == one.ssm_bytes_per_request // 4
+
+
+def test_lfm2_short_conv_has_conv_state_only():
+    plan = rest_only(real_map("LiquidAI__LFM2-2.6B.json"), 40 * GIB, device="cuda")
+    assert plan.conv_bytes_per_request == 22 * 2048 * (3 - 1) * 2  # channels x (L_cache - 1) x bf16
+    assert plan.ssm_bytes_per_request == 0
+    assert plan.kv_bytes_per_token == 8 * 2 * 8 * 64 * 2
+    assert plan.strategy == "no_buffer"  # LFM2 is not allowed extra_buffer (notes §1.3)
+
+
+def test_falcon_h1_every_layer_is_kv_and_state():
+    plan = rest_only(real_map("tiiuae__Falcon-H1-0.5B.json"), 40 * GIB, device="cuda")
+    assert plan.kv_layers == plan.state_layers == 36
+    assert plan.kv_bytes_per_token == 36 * 2 * 2 * 64 * 2
+    assert plan.state_bytes_per_request == 36 * ((24 * 64 + 2 * 128) * 3 * 2 + 24 * 64 * 128 * 4)

@@ -118,7 +118,11 @@ def plan_sglang(
         cell = geometry.kv_bytes_per_token(layers, tp, kv_b)
         rest = budget - weights
         slots = 0
-        if rest <= 0:
+        if rest <= 0 and weights >= device_memory:
+            problems.append(
+                f"The weights on one device ({format_bytes(weights)}, stage {index}) are larger than the device "
+                f"({format_bytes(device_memory)}); shard them with a larger --tp or --pp, or use a bigger device")
+        elif rest <= 0:
             problems.append(
                 f"Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static={mem_fraction:.3f}. "
                 f"Raise --mem-fraction-static above {weights / device_memory:.3f} (stage {index}: weights "
