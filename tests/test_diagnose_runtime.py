@@ -76,3 +76,11 @@ def test_json_shape():
         assert key in f
     assert f["requested_layer"] == 0 and f["valid_layers"] == [5, 12, 19, 26, 33, 42]
     assert data["ok"] is False and data["lines_read"] > 30
+
+
+def test_diagnose_log_returns_the_findings():
+    from bringup.core.diagnosis import diagnose_log
+    from diagnose_helpers import read
+
+    findings = diagnose_log(read("bringup-engine-pool-layer.log"))
+    assert [f.code for f in findings] == ["LAYER_NOT_IN_POOL"] and findings[0].requested_layer == 0

@@ -3,6 +3,6 @@ data, and a parser that turns a log into findings, layer-index findings tied to 
 
 from .catalogue import PATTERNS, codes
 from .finding import Diagnosis, DiagnosisFinding, LayerInfo
-from .parser import diagnose
+from .parser import diagnose, diagnose_log
 
-__all__ = ["diagnose", "Diagnosis", "DiagnosisFinding", "LayerInfo", "PATTERNS", "codes"]
+__all__ = ["diagnose", "diagnose_log", "Diagnosis", "DiagnosisFinding", "LayerInfo", "PATTERNS", "codes"]

@@ -165,3 +165,8 @@ def _same_block(generic: DiagnosisFinding, explained: list[DiagnosisFinding], li
             if abs(n - start) <= NEAR_LINES:
                 return True
     return False
+
+
+def diagnose_log(text: str, layer_map: LayerMap | None = None) -> list[DiagnosisFinding]:
+    """Just the findings, for callers that do not need the facts (the Run tab on a crash)."""
+    return diagnose(text, layer_map).findings
