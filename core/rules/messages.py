@@ -17,8 +17,10 @@ NONE_SUBSCRIPT = "TypeError: 'NoneType' object is not subscriptable"
 TRITON_REFUSED = ("AssertionError: {arch} does not support triton attention backend, as the first layer might not "
                   "be an attention layer")
 LAYER_ID = "ValueError: layer_id={layer} not in full attention layers: dict_keys({layers})"
-INTEL_XPU_PAGE = ("Intel XPU attention backend only supports page_sizes of [64, 128], changing page_size from {old} "
-                  "to 128.")
+# arg_groups _intel_xpu_page_constraint: "{msg} only supports page_sizes of {supported_page_sizes}, changing ..."
+INTEL_XPU_PAGE = "Intel XPU attention backend only supports page_sizes of [64, 128], changing page_size from {old} to 128."
+INTEL_XPU_PAGE_MLA = ("Intel XPU attention backend for MLA Decode only supports page_sizes of [16, 32, 64, 128], changing "
+                      "page_size from {old} to 128.")
 NO_XMX = "The current platform does not support Intel XMX, will fallback to triton backend."
 DEFAULT_BACKEND = "Attention backend not specified. Use {backend} backend by default."
 GDN_BLACKWELL = ("AssertionError: Only {allowed} backends are supported on Blackwell GPUs for hybrid GDN models. "

@@ -56,7 +56,7 @@ PROFILES: tuple[SglangProfile, ...] = (
         version=(0, 5, 19), era="arg_groups", where=_ARG_GROUPS,
         extra_buffer_platforms=("cuda", "musa", "npu", "rocm", "xpu"),
         extra_buffer_platform_message="extra_buffer needs CUDA/MUSA/NPU/ROCm/XPU (FLA).",
-        extra_buffer_refused_on_xpu=False, extra_buffer_needs_triton_linear_backend=False,
+        extra_buffer_refused_on_xpu=False, extra_buffer_needs_triton_linear_backend=True,
         triton_probes_layer0=False, rejects_strategy_without_mamba=False, scheduler_strategy_alias=True,
         notes="after PR #32227: XPU passes the extra_buffer gate; triton reads get_v_head_dim() for hybrids",
     ),

@@ -9,8 +9,9 @@ from bringup.core.errors import UserError
 DEVICES = ("cuda", "rocm", "xpu", "npu", "cpu", "mps")  # rocm = a ROCm build of torch (SGLang: --device cuda)
 MAMBA_STRATEGIES = ("auto", "no_buffer", "extra_buffer", "extra_buffer_lazy")
 DTYPES = ("auto", "bfloat16", "float16", "float32")
-KV_DTYPES = ("auto", "bfloat16", "float16", "float32", "fp8_e4m3", "fp8_e5m2")
+KV_DTYPES = ("auto", "bfloat16", "fp8_e4m3", "fp8_e5m2")
 SSM_DTYPES = ("float32", "bfloat16", "float16")
+LINEAR_BACKENDS = ("triton", "cutedsl", "flashinfer", "flashkda", "nvidia_kda", "ptx_kda", "helion", "intel_xpu")
 GPU_GENERATIONS = ("hopper", "blackwell", "other")  # decides SGLang's default CUDA attention backend
 
 
@@ -47,7 +48,13 @@ def check_settings(s: LaunchSettings) -> None:
         if value not in allowed:
             raise UserError(f"{flag} {value!r} is not one of {', '.join(allowed)}; pick one of those")
 
+    from bringup.core.rules.sglang_backends import CHOICES
+
     choice("--device", s.device, DEVICES)
+    if s.attention_backend is not None:
+        choice("--attention-backend", s.attention_backend, CHOICES)
+    if s.linear_attn_backend is not None:
+        choice("--linear-attn-backend", s.linear_attn_backend, LINEAR_BACKENDS)
     choice("--mamba-strategy", s.mamba_strategy, MAMBA_STRATEGIES)
     choice("--dtype", s.dtype, DTYPES)
     choice("--kv-dtype", s.kv_dtype, KV_DTYPES)

@@ -36,6 +36,12 @@ def resolve_backend(c: Check) -> None:
         if backend:
             c.add("ATTENTION_BACKEND_DEFAULT", "info", f"No --attention-backend: {backend} ({why}).",
                   engine_message=msg.DEFAULT_BACKEND.format(backend=backend), source=backends.SOURCE)
+    if r.attention_backend == "intel_xpu" and s.device == "xpu" and s.xmx is False:
+        c.add("INTEL_XPU_NO_XMX", "warning", "This XPU has no XMX matrix engines, so intel_xpu falls back to triton.",
+              fix="expect triton's speed and rules", engine_message=msg.NO_XMX,
+              source="arg_groups attention_hook (xpu_has_xmx_support)", stage="arguments")
+        r.attention_backend = "triton"
+        r.why["attention_backend"] = "intel_xpu asked, but no XMX: triton"
     backend = r.attention_backend
     if backend and backend not in backends.BACKENDS.get(s.device, ()):
         c.add("ATTENTION_BACKEND_DEVICE", "warning",
@@ -50,7 +56,8 @@ def resolve_backend(c: Check) -> None:
         r.why["page_size"] = f"{why}: changed from {old if old is not None else 'the default 1'} to {new}"
         c.add("PAGE_SIZE_SNAPPED", "info" if old is None else "warning", f"Page size {r.why['page_size']}.",
               fix=f"pass --page-size {new} to say it yourself",
-              engine_message=msg.INTEL_XPU_PAGE.format(old=old) if backend == "intel_xpu" else "",
+              engine_message=(msg.INTEL_XPU_PAGE_MLA if m.mla else msg.INTEL_XPU_PAGE).format(old=old)
+              if backend == "intel_xpu" else "",
               source="arg_groups attention_hook (_intel_xpu_page_constraint)" if backend == "intel_xpu" else backends.SOURCE,
               stage="arguments")
         if r.mamba_strategy == "no_buffer" and s.page_size is None:
@@ -78,11 +85,6 @@ def check_startup(c: Check) -> None:
     """What the chosen backend does when the engine builds it."""
     m, s, r, p = c.m, c.s, c.r, c.profile
     backend = r.attention_backend
-    if backend == "intel_xpu" and s.xmx is False:
-        c.add("INTEL_XPU_NO_XMX", "warning", "This XPU has no XMX matrix engines, so intel_xpu falls back to triton.",
-              fix="expect triton's speed and rules", engine_message=msg.NO_XMX,
-              source="layers/attention/xpu_backend.py")
-        backend = "triton"
     if backend == "torch_native":
         c.add("TORCH_NATIVE_NO_GRAPH", "info", "torch_native attention disables CUDA graphs: expect slow decode.",
               engine_message=msg.TORCH_NATIVE_GRAPH, source="server_args")

@@ -15,6 +15,10 @@ BACKENDS: dict[str, tuple[str, ...]] = {
     "mps": ("torch_native",),
 }
 ALL_BACKENDS = tuple(dict.fromkeys(b for bs in BACKENDS.values() for b in bs))
+# --attention-backend choices (arg_groups/choices.py, 0.5.23; the minicpm_* ones left out).
+CHOICES = ("triton", "torch_native", "flex_attention", "dsa", "nsa", "dsv4", "compressed", "cutlass_mla", "fa3", "fa4",
+           "flashinfer", "llada2_cfg_flashinfer", "flashmla", "trtllm_mla", "cutedsl_mla", "tokenspeed_mla", "trtllm_mha",
+           "hpc_ops", "aiter", "wave", "intel_amx", "ascend", "intel_xpu")
 SGLANG_DEVICE = {"rocm": "cuda"}  # what --device says for a ROCm build of torch
 
 SOURCE = "python/sglang/srt/arg_groups/model_override_base.py::get_default_attn_backend"

@@ -1,0 +1,201 @@
+"""SGLang rules per release, with the releases' own messages, on the real configs."""
+
+from __future__ import annotations
+
+import pytest
+from rules_helpers import (LFM2, LFM2_ATTENTION, NANO, NANO_ATTENTION, QWEN3_NEXT, QWEN3_NEXT_ATTENTION, codes,
+                           finding, layer_map, run)
+
+LAYER0_NANO = "ValueError: layer_id=0 not in full attention layers: dict_keys([5, 12, 19, 26, 33, 42])"
+
+
+def test_nano_on_xpu_under_0517_fails_twice_as_pr_32227_reports():
+    r = run(NANO, "sglang==0.5.17", device="xpu")
+    assert not r.ok
+    assert codes(r, "error") == ["EXTRA_BUFFER_PLATFORM", "TRITON_LAYER0_PROBE"]
+    gate = finding(r, "EXTRA_BUFFER_PLATFORM")
+    assert gate.engine_message == "AssertionError: extra_buffer needs CUDA/MUSA/NPU/ROCm (FLA)."
+    assert "auto picked extra_buffer" in gate.message
+    crash = finding(r, "TRITON_LAYER0_PROBE")
+    assert crash.engine_message == LAYER0_NANO
+    assert crash.requested_layer == 0 and list(crash.valid_layers) == NANO_ATTENTION
+    assert crash.layers[0] == 0 and "mamba2" in crash.message
+    assert r.resolved.attention_backend == "triton" and r.resolved.mamba_strategy == "extra_buffer"
+    assert r.first_error.code == "EXTRA_BUFFER_PLATFORM"
+
+
+def test_disabling_radix_cache_under_0517_still_meets_the_layer0_probe():
+    r = run(NANO, "sglang==0.5.17", device="xpu", disable_radix_cache=True)
+    assert codes(r, "error") == ["TRITON_LAYER0_PROBE"]
+    assert r.resolved.mamba_strategy is None and r.resolved.state_slots_per_request == 1
+
+
+def test_the_xpu_recipe_passes_on_every_release():
+    for target in ("sglang==0.5.17", "sglang==0.5.19", "sglang==0.5.21", "sglang==0.5.23"):
+        r = run(NANO, target, device="xpu", attention_backend="intel_xpu", disable_radix_cache=True)
+        assert r.ok, (target, codes(r))
+        assert r.resolved.page_size == 128
+
+
+def test_0519_fixes_both_crashes_on_xpu():
+    r = run(NANO, "sglang==0.5.19", device="xpu")
+    assert r.ok and not codes(r, "error") and not codes(r, "warning")
+    assert r.resolved.mamba_strategy == "extra_buffer" and r.resolved.overlap_schedule
+    assert r.resolved.state_slots_per_request == 5
+
+
+def test_0519_gate_wording_names_xpu_and_still_refuses_cpu():
+    r = run(NANO, "sglang==0.5.19", device="cpu")
+    assert finding(r, "EXTRA_BUFFER_PLATFORM").engine_message == \
+        "AssertionError: extra_buffer needs CUDA/MUSA/NPU/ROCm/XPU (FLA)."
+    assert r.resolved.attention_backend == "intel_amx"
+
+
+def test_0521_refuses_extra_buffer_on_xpu_with_its_wording():
+    r = run(NANO, "sglang==0.5.21", device="xpu", mamba_strategy="extra_buffer")
+    f = finding(r, "EXTRA_BUFFER_UNSUPPORTED")
+    assert f.severity == "error"
+    assert f.engine_message == "AssertionError: extra_buffer is not supported for NemotronHForCausalLM; use no_buffer."
+    assert "refuses extra_buffer on XPU" in f.message
+
+
+def test_0521_auto_on_xpu_resolves_to_no_buffer_without_overlap():
+    r = run(NANO, "sglang==0.5.21", device="xpu")
+    assert r.ok
+    assert (r.resolved.mamba_strategy, r.resolved.overlap_schedule, r.resolved.state_slots_per_request) == ("no_buffer", False, 3)
+    assert "refuses extra_buffer on XPU" in r.resolved.why["mamba_strategy"]
+
+
+def test_0523_platform_gate_wording_on_cpu():
+    r = run(NANO, "sglang==0.5.23", device="cpu")
+    assert finding(r, "EXTRA_BUFFER_PLATFORM").engine_message == \
+        "AssertionError: extra_buffer requires platform support for Mamba cache state snapshots."
+
+
+def test_intel_xpu_page_snap_and_the_ordering_trap():
+    r = run(NANO, "sglang==0.5.23", device="xpu", attention_backend="intel_xpu")
+    snap = finding(r, "PAGE_SIZE_SNAPPED")
+    assert snap.engine_message == ("Intel XPU attention backend only supports page_sizes of [64, 128], "
+                                   "changing page_size from None to 128.")
+    assert r.resolved.page_size == 128 and r.resolved.mamba_strategy == "no_buffer"
+    assert finding(r, "NO_BUFFER_PAGE_AFTER_SNAP").severity == "warning"
+    assert r.ok and r.verdict == "warning"
+
+
+def test_explicit_page_64_with_radix_on_xpu_fails_no_buffer():
+    r = run(NANO, "sglang==0.5.23", device="xpu", attention_backend="intel_xpu", page_size=64)
+    assert finding(r, "NO_BUFFER_PAGE_SIZE").engine_message == "AssertionError: no_buffer only supports page_size=1."
+    assert r.resolved.page_size == 64  # 64 is an intel_xpu size: no snap
+    assert "PAGE_SIZE_SNAPPED" not in codes(r)
+
+
+def test_intel_xpu_without_xmx_falls_back_to_triton():
+    r = run(NANO, "sglang==0.5.17", device="xpu", attention_backend="intel_xpu", disable_radix_cache=True, xmx=False)
+    assert finding(r, "INTEL_XPU_NO_XMX").engine_message == \
+        "The current platform does not support Intel XMX, will fallback to triton backend."
+    assert r.resolved.attention_backend == "triton"
+    assert finding(r, "TRITON_LAYER0_PROBE").engine_message == LAYER0_NANO
+
+
+def test_explicit_no_buffer_needs_overlap_off_and_page_1_and_not_trtllm():
+    r = run(NANO, "sglang==0.5.23", device="cuda", mamba_strategy="no_buffer", attention_backend="trtllm_mha", page_size=64)
+    assert [finding(r, c).engine_message for c in ("NO_BUFFER_PAGE_SIZE", "NO_BUFFER_OVERLAP", "NO_BUFFER_TRTLLM")] == [
+        "AssertionError: no_buffer only supports page_size=1.",
+        "AssertionError: no_buffer do not support overlap schedule. Try to set disable_overlap_schedule=True.",
+        "AssertionError: no_buffer do not support trtllm_mha attention backend.",
+    ]
+    ok = run(NANO, "sglang==0.5.23", device="cuda", mamba_strategy="no_buffer", disable_overlap_schedule=True)
+    assert ok.ok and ok.resolved.state_slots_per_request == 3
+
+
+def test_lazy_needs_overlap_and_holds_four_slots():
+    r = run(NANO, "sglang==0.5.23", device="cuda", mamba_strategy="extra_buffer_lazy", disable_overlap_schedule=True)
+    assert finding(r, "LAZY_NEEDS_OVERLAP").engine_message == (
+        "AssertionError: Lazy extra buffer requires overlap schedule (--disable-overlap-schedule is incompatible)")
+    ok = run(NANO, "sglang==0.5.23", device="cuda", mamba_strategy="extra_buffer_lazy")
+    assert ok.ok and ok.resolved.state_slots_per_request == 4
+
+
+def test_extra_buffer_page_must_line_up_with_the_model_chunk():
+    assert layer_map(NANO).config["chunk_size"] == 128
+    r = run(NANO, "sglang==0.5.23", device="cuda", page_size=48)
+    assert r.resolved.mamba_strategy == "extra_buffer"
+    assert finding(r, "EXTRA_BUFFER_CHUNK_PAGE").engine_message == (
+        "AssertionError: For SSM models, either chunk_size or page_size must be divisible by the other, "
+        "got chunk_size=128, page_size=48")
+    assert finding(r, "EXTRA_BUFFER_TRACK_INTERVAL").engine_message == "AssertionError"  # 256 % 48, no message
+    assert run(NANO, "sglang==0.5.23", device="cuda", page_size=64).ok
+
+
+def test_strategy_is_meaningless_with_radix_disabled():
+    r = run(NANO, "sglang==0.5.23", device="cuda", mamba_strategy="extra_buffer", disable_radix_cache=True)
+    assert r.ok and "MAMBA_STRATEGY_IGNORED" in codes(r, "info")
+    old = run(NANO, "sglang==0.5.17", device="cuda", mamba_strategy="extra_buffer", disable_radix_cache=True)
+    assert "EXTRA_BUFFER_WITHOUT_RADIX" in codes(old, "warning")
+
+
+def test_extra_buffer_on_a_model_without_mamba_state():
+    new = run("meta-llama__Meta-Llama-3.1-8B.json", "sglang==0.5.23", device="cuda", mamba_strategy="extra_buffer")
+    assert finding(new, "MAMBA_STRATEGY_WITHOUT_MAMBA").engine_message == \
+        "ValueError: --mamba-radix-cache-strategy extra_buffer needs mamba state, got LlamaForCausalLM."
+    assert not new.ok
+    old = run("meta-llama__Meta-Llama-3.1-8B.json", "sglang==0.5.21", device="cuda", mamba_strategy="extra_buffer")
+    assert old.ok and finding(old, "MAMBA_STRATEGY_WITHOUT_MAMBA").severity == "warning"
+
+
+def test_lfm2_refuses_triton_with_its_message():
+    r = run(LFM2, "sglang==0.5.23", device="cuda", attention_backend="triton")
+    f = finding(r, "TRITON_REFUSED_FOR_MODEL")
+    assert f.engine_message == ("AssertionError: Lfm2ForCausalLM does not support triton attention backend, as the "
+                                "first layer might not be an attention layer")
+    assert f.layers == (0,) and f.stage == "arguments"
+
+
+def test_lfm2_on_xpu_default_triton_warns_and_crashes_at_layer0_before_the_fix():
+    new = run(LFM2, "sglang==0.5.23", device="xpu")
+    assert new.ok and "TRITON_DEFAULT_FOR_MODEL" in codes(new, "warning")
+    assert new.resolved.mamba_strategy == "no_buffer"  # LFM2 is not an extra_buffer architecture
+    old = run(LFM2, "sglang==0.5.17", device="xpu")
+    assert finding(old, "TRITON_LAYER0_PROBE").engine_message == \
+        f"ValueError: layer_id=0 not in full attention layers: dict_keys({LFM2_ATTENTION})"
+    assert "short_conv" in finding(old, "TRITON_LAYER0_PROBE").message
+    assert run(LFM2, "sglang==0.5.23", device="xpu", attention_backend="intel_xpu", disable_radix_cache=True).verdict == "ok"
+
+
+def test_wave_still_probes_layer0_in_0523():
+    r = run(QWEN3_NEXT, "sglang==0.5.23", device="rocm", attention_backend="wave")
+    assert finding(r, "WAVE_LAYER0_PROBE").engine_message == \
+        f"ValueError: layer_id=0 not in full attention layers: dict_keys({QWEN3_NEXT_ATTENTION})"
+    assert run(QWEN3_NEXT, "sglang==0.5.23", device="rocm").resolved.attention_backend == "aiter"
+
+
+def test_falcon_h1_layer0_is_attention_so_no_probe_crash():
+    r = run("tiiuae__Falcon-H1-0.5B.json", "sglang==0.5.17", device="cuda", attention_backend="triton")
+    assert "TRITON_LAYER0_PROBE" not in codes(r) and r.ok
+
+
+@pytest.mark.parametrize("name", ["ai21labs__AI21-Jamba-1.5-Mini.json"])
+def test_jamba_is_not_implemented(name):
+    assert "ARCH_NOT_IMPLEMENTED" in codes(run(name, "sglang==0.5.23", device="cuda"), "error")
+
+
+def test_defaults_per_device_and_gpu():
+    assert run(NANO, "sglang==0.5.23", device="cuda").resolved.attention_backend == "fa3"
+    assert run(NANO, "sglang==0.5.23", device="cuda", gpu="blackwell").resolved.attention_backend == "trtllm_mha"
+    assert run(NANO, "sglang==0.5.23", device="cuda", gpu="other").resolved.attention_backend == "flashinfer"
+    assert run(NANO, "sglang==0.5.23", device="mps", disable_radix_cache=True).resolved.attention_backend == "torch_native"
+    r = run(NANO, "sglang==0.5.23", device="xpu")
+    assert finding(r, "ATTENTION_BACKEND_DEFAULT").engine_message == \
+        "Attention backend not specified. Use triton backend by default."
+
+
+def test_backend_not_known_on_device_is_a_warning_not_an_invented_error():
+    r = run(NANO, "sglang==0.5.23", device="cuda", attention_backend="intel_xpu", disable_radix_cache=True)
+    assert finding(r, "ATTENTION_BACKEND_DEVICE").severity == "warning" and r.ok
+
+
+def test_ssm_dtype_resolution_and_xpu_gdn_fp16_warning():
+    assert run(NANO, "sglang==0.5.23", device="cuda").resolved.mamba_ssm_dtype == "float32"
+    r = run(QWEN3_NEXT, "sglang==0.5.23", device="xpu", mamba_ssm_dtype="float16")
+    assert "intel/llm-scaler#559" in finding(r, "XPU_GDN_FP16_STATE").source
+    assert run("meta-llama__Meta-Llama-3.1-8B.json", "sglang==0.5.23", device="cuda").resolved.mamba_ssm_dtype is None

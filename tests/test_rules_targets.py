@@ -1,0 +1,62 @@
+"""Target strings and version profiles: nearest earlier profile, said as a finding; nothing guessed."""
+
+from __future__ import annotations
+
+import pytest
+from rules_helpers import NANO, codes, finding, run
+
+from bringup.core.errors import UserError
+from bringup.core.rules import known_targets, parse_target
+
+
+@pytest.mark.parametrize("text,profile", [("sglang==0.5.17", "0.5.17"), ("sglang==0.5.19", "0.5.19"),
+                                          ("sglang==0.5.21", "0.5.21"), ("sglang==0.5.23", "0.5.23"),
+                                          ("SGLang==0.5.19.post1", "0.5.19")])
+def test_exact_profiles(text, profile):
+    t = parse_target(text)
+    assert t.engine == "sglang" and t.profile.label == profile
+    if text.endswith(profile):
+        assert t.findings == ()
+
+
+def test_between_profiles_uses_the_nearest_earlier_and_says_so():
+    t = parse_target("sglang==0.5.20")
+    assert t.profile.label == "0.5.19"
+    (note,) = t.findings
+    assert note.code == "TARGET_PROFILE_NEAREST" and note.severity == "info" and "0.5.19" in note.message
+    r = run(NANO, "sglang==0.5.20", device="xpu")
+    assert codes(r)[0] == "TARGET_PROFILE_NEAREST" and r.to_json()["target"]["version"] == "0.5.20"
+
+
+def test_newer_than_every_profile_warns():
+    t = parse_target("sglang==0.6.2")
+    assert t.profile.label == "0.5.23" and t.findings[0].severity == "warning"
+
+
+def test_older_than_every_profile_is_refused_not_guessed():
+    with pytest.raises(UserError, match="older than the oldest rule profile"):
+        parse_target("sglang==0.5.10")
+
+
+@pytest.mark.parametrize("text", ["vllm==0.9.0", "sglang==0.5", "sglang==latest", "", "sglang=0.5.17"])
+def test_bad_target_strings(text):
+    with pytest.raises(UserError, match="sglang==X.Y.Z"):
+        parse_target(text)
+
+
+def test_embedded_and_bare_sglang():
+    assert parse_target("embedded").engine == "embedded"
+    bare = parse_target("sglang")
+    assert bare.profile.label == "0.5.23" and bare.findings[0].code == "TARGET_VERSION_ASSUMED"
+    assert known_targets()[0] == "embedded" and "sglang==0.5.17" in known_targets()
+
+
+def test_profile_changes_are_what_the_findings_follow():
+    """The same launch on each profile: only the profile data differs."""
+    gate = {t: finding(run(NANO, t, device="cpu"), "EXTRA_BUFFER_PLATFORM").engine_message
+            for t in ("sglang==0.5.17", "sglang==0.5.19", "sglang==0.5.21")}
+    assert gate == {
+        "sglang==0.5.17": "AssertionError: extra_buffer needs CUDA/MUSA/NPU/ROCm (FLA).",
+        "sglang==0.5.19": "AssertionError: extra_buffer needs CUDA/MUSA/NPU/ROCm/XPU (FLA).",
+        "sglang==0.5.21": "AssertionError: extra_buffer requires platform support for Mamba cache state snapshots.",
+    }
