@@ -57,7 +57,9 @@ def test_preemption_recomputes_to_the_same_tokens(checkpoint):
     engine, _ = quiet_engine(folder, page_size=4, max_total_tokens=48, chunked_prefill_size=32)
     assert engine.kv_pool.num_pages == 12
     assert engine.generate(prompts, GREEDY) == expected
-    assert engine.stats()["preemptions_total"] > 0
+    stats = engine.stats()
+    assert stats["preemptions_total"] > 0 and stats["recomputed_tokens_total"] > 0
+    assert stats["prompt_tokens_total"] == sum(LENGTHS)  # recomputation is not counted as new prompt
     engine.check_pools()
 
 
