@@ -59,8 +59,11 @@ def free_memory(device: torch.device) -> int:
 
         return int(psutil.virtual_memory().available)
     backend = _backend(device.type)
-    free, _total = backend.mem_get_info(device)
-    return int(free)
+    if hasattr(backend, "mem_get_info"):
+        free, _total = backend.mem_get_info(device)
+        return int(free)
+    # Older XPU builds: total memory less what this process's allocator holds.
+    return int(backend.get_device_properties(device).total_memory - backend.memory_reserved(device))
 
 
 def synchronize(device: torch.device) -> None:
@@ -78,7 +81,11 @@ def device_name(device: torch.device) -> str:
         import platform
 
         return platform.processor() or platform.machine() or "cpu"
+    if device.type == "xpu":
+        # get_device_name / get_device_properties can segfault on some XPU drivers (pytorch#179891),
+        # which no try/except catches; a name is cosmetic, so XPU goes without one.
+        return str(device)
     try:
         return str(_backend(device.type).get_device_name(device))
-    except Exception:  # noqa: BLE001 - a name is cosmetic; some XPU drivers crash here
-        return device.type
+    except Exception:  # noqa: BLE001 - a name is cosmetic
+        return str(device)
