@@ -22,6 +22,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pp", type=int, default=1, help="pipeline-parallel stages to show on the map (default 1)")
     parser.add_argument("--screenshot", metavar="PNG", type=Path, default=None,
                         help="render the window to this PNG once the model is shown, then exit")
+    parser.add_argument("--tab", metavar="TITLE", default=None,
+                        help="open on this tab (e.g. Diagnose) once the model is shown")
+    parser.add_argument("--open", metavar="FILE", type=Path, default=None,
+                        help="hand a file to that tab, e.g. a crash log to Diagnose (needs --tab)")
     parser.add_argument("--size", metavar="WxH", default=None,
                         help=f"window size, e.g. 1440x900 (default {WINDOW_SIZE[0]}x{WINDOW_SIZE[1]})")
 
@@ -63,6 +67,10 @@ def main(args: argparse.Namespace) -> int:
         # A screenshot needs no display: render offscreen unless the user chose a platform.
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
+    if args.open is not None and args.tab is None:
+        raise UserError("--open needs --tab, the tab to hand the file to (e.g. --tab Diagnose)")
+    if args.open is not None and not args.open.is_file():
+        raise UserError(f"--open {args.open}: no such file")
     source = args.source
     if source is None:
         from bringup.core.catalogue import DEFAULT_MODEL
@@ -75,6 +83,14 @@ def main(args: argparse.Namespace) -> int:
     window = MainWindow()
     window.resize(*size)
     outcome: dict[str, str] = {}
+    if args.tab is not None:
+        def open_tab() -> None:
+            window.settled.disconnect(open_tab)
+            problem = window.open_tab(args.tab, str(args.open) if args.open else None)
+            if problem:
+                outcome.setdefault("error", problem)
+
+        window.settled.connect(open_tab)
     if screenshot is not None:
         window.loader.failed.connect(lambda text: outcome.setdefault("error", text))
         window.settled.connect(lambda: _shoot(window, screenshot, app))
@@ -97,7 +113,7 @@ def _shoot(window, path: Path, app) -> None:
 
     def grab() -> None:
         app.processEvents()
-        if not window.grab().save(str(path), "PNG"):
+        if not window.grab().save(str(path), "PNG", 0):  # 0: smallest file (PNG is lossless)
             print(f"bringup gui: could not write {path}", file=sys.stderr)
             app.exit(2)
             return

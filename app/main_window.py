@@ -217,6 +217,25 @@ class MainWindow(QMainWindow):
                 return tab
         return None
 
+    def open_tab(self, title: str, path: str | None = None) -> str:
+        """Make the tab called `title` current and hand it `path` (its `open_file`). Returns ''
+        or what went wrong, which is also shown in the window."""
+        tab = next((t for t in self.tab_widgets() if getattr(t, "title", "").lower() == title.lower()), None)
+        problem = ""
+        if tab is None:
+            titles = ", ".join(getattr(t, "title", "?") for t in self.tab_widgets())
+            problem = f"there is no tab called {title!r}; the tabs are: {titles}"
+        else:
+            self.tabs.setCurrentWidget(tab)
+            if path is not None:
+                if hasattr(tab, "open_file"):
+                    self._call_tab(tab, "open_file", path)
+                else:
+                    problem = f"the {tab.title} tab does not open files; pick another tab for {path}"
+        if problem:
+            self.banner.show_message(problem)
+        return problem
+
     def _call_tab(self, tab: QWidget, method: str, value) -> None:
         fn = getattr(tab, method, None)
         if fn is None:

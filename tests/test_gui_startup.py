@@ -67,6 +67,8 @@ def test_screenshot_of_a_bad_source_exits_2_with_the_message(tmp_path):
 def test_bad_arguments_are_user_errors(tmp_path):
     proc = run([sys.executable, "-m", "bringup", "gui", "--screenshot", str(tmp_path / "x.jpg")])
     assert proc.returncode == 2 and "must name a .png" in proc.stderr and "Traceback" not in proc.stderr
+    proc = run([sys.executable, "-m", "bringup", "gui", "--open", str(tmp_path / "x.log")])
+    assert proc.returncode == 2 and "--open needs --tab" in proc.stderr
 
 
 def test_qt_binding_keeps_none_alive():

@@ -31,6 +31,9 @@ class ContractTab(QWidget):
     def set_selected_layer(self, layer) -> None:
         self.selected.append(layer)
 
+    def open_file(self, path: str) -> None:
+        self.opened = path
+
 
 @pytest.fixture
 def window(qtbot, monkeypatch):
@@ -149,3 +152,14 @@ def test_every_real_config_draws_a_map_or_says_why(window, qtbot, path):
         layout = window.map_panel.view.map_layout()
         assert len(layout.cells) == window.layer_map.num_layers + len(window.layer_map.mtp_layers)
         assert window.model_bar.name.text() == window.layer_map.name
+
+
+def test_open_tab_hands_the_file_to_the_tab_or_says_why(window, qtbot):
+    window.build_tabs()
+    tab = ContractTab()
+    window.add_tab(tab)
+    assert window.open_tab("contract", "/tmp/some.log") == ""
+    assert window.tabs.currentWidget() is tab and tab.opened == "/tmp/some.log"
+    problem = window.open_tab("Nonexistent")
+    assert "no tab called 'Nonexistent'" in problem and "Layers, Contract" in problem and window.banner.isVisible()
+    assert "does not open files" in window.open_tab("Layers", "/tmp/x.log")

@@ -6,7 +6,8 @@ A tab is a QWidget class with
 - optionally a Qt signal `highlight_requested(object)` carrying a `bringup.app.highlight.Highlight`
   (or None to clear): the window puts those red marks on the layer map;
 - optionally `set_selected_layer(layer_or_None)`: called when the user selects a layer on the map;
-- optionally a Qt signal `select_requested(int)`: the window selects that layer on the map.
+- optionally a Qt signal `select_requested(int)`: the window selects that layer on the map;
+- optionally `open_file(path)`: `bringup gui --tab TITLE --open FILE` hands it a file (a log...).
 Its constructor takes no arguments (or `parent=None`).
 
 Register a tab with a one-line "module:Class" entry below; modules are imported only when the
