@@ -38,6 +38,8 @@ class ForwardBatch:
     context_lens_list: list[int] = field(init=False, repr=False)
     state_slots_list: list[int] = field(init=False, repr=False)
     has_initial_state_list: list[bool] = field(init=False, repr=False)
+    # Values derived once per batch and shared by all layers (e.g. which requests step their state).
+    memo: dict = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.query_lens_list = [int(n) for n in self.query_lens.tolist()]
@@ -74,10 +76,12 @@ class ForwardBatch:
     @property
     def query_start_loc(self) -> list[int]:
         """Offsets of each request's tokens in the flat token axis, B + 1 entries."""
-        starts = [0]
-        for q in self.query_lens_list:
-            starts.append(starts[-1] + q)
-        return starts
+        if "query_start_loc" not in self.memo:
+            starts = [0]
+            for q in self.query_lens_list:
+                starts.append(starts[-1] + q)
+            self.memo["query_start_loc"] = starts
+        return self.memo["query_start_loc"]
 
     @property
     def last_token_indices(self) -> torch.Tensor:

@@ -19,11 +19,21 @@ def moe_experts(
     """x [T, H]; weights/ids [T, k]; up [E, I, H], down [E, H, I], gate [E, I, H] or None (relu2
     experts have none; SwiGLU experts do). Returns [T, H] in x's dtype.
 
-    Loops over the experts that got tokens: each runs once on all its tokens.
+    The T*k (token, expert) assignments are sorted by expert so that each expert runs once on one
+    contiguous block of its tokens; the results go back to their (token, slot) places and are
+    summed with the weights, with no scatter-add.
     """
-    out = torch.zeros(x.shape, dtype=torch.float32, device=x.device)
-    for e in torch.unique(ids).tolist():
-        token, slot = torch.where(ids == e)
-        y = mlp(x[token], up[e], down[e], None if gate is None else gate[e], act)
-        out.index_add_(0, token, y.float() * weights[token, slot, None].float())
-    return out.to(x.dtype)
+    T, k = ids.shape
+    flat = ids.reshape(-1)
+    order = flat.argsort(stable=True)
+    counts = torch.bincount(flat, minlength=up.shape[0]).tolist()
+    rows = x[order // k]
+    out_sorted = torch.empty(T * k, down.shape[1], dtype=x.dtype, device=x.device)
+    start = 0
+    for e, n in enumerate(counts):
+        if n:
+            out_sorted[start : start + n] = mlp(rows[start : start + n], up[e], down[e], None if gate is None else gate[e], act)
+            start += n
+    out = torch.empty_like(out_sorted)
+    out[order] = out_sorted
+    return (out.view(T, k, -1).float() * weights[..., None].float()).sum(1).to(x.dtype)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -46,6 +47,32 @@ def time_step_limit(cfg) -> tuple[float, float]:
     limit = cfg.get("time_step_limit") or cfg.get("mamba_dt_limit") or (0.0, math.inf)
     lo, hi = (float(v) if not isinstance(v, dict) else float(v.get("__float__", "inf")) for v in limit)
     return lo, hi
+
+
+@dataclass
+class _StatePlan:
+    """How a batch's requests meet their Mamba state, worked out once per batch for all layers:
+    requests continuing with one token step their state in one batched call; the rest (prompts and
+    prompt chunks) run the chunked scan one by one."""
+
+    starts: list[int]
+    steps: list[int]
+    step_rows: torch.Tensor | None
+    step_slots: torch.Tensor | None
+    scans: list[int]
+
+
+def _state_plan(batch, device) -> _StatePlan:
+    plan = batch.memo.get("mamba_state_plan")
+    if plan is None:
+        starts = batch.query_start_loc
+        steps = [i for i, (q, has) in enumerate(zip(batch.query_lens_list, batch.has_initial_state_list))
+                 if q == 1 and has]
+        scans = [i for i in range(batch.num_requests) if i not in set(steps)]
+        rows = torch.tensor([starts[i] for i in steps], device=device) if steps else None
+        slots = torch.tensor([batch.state_slots_list[i] for i in steps], device=device) if steps else None
+        plan = batch.memo["mamba_state_plan"] = _StatePlan(starts, steps, rows, slots, scans)
+    return plan
 
 
 class Mamba2Mixer(nn.Module):
@@ -99,13 +126,9 @@ class Mamba2Mixer(nn.Module):
         A = -torch.exp(self.A_log.float())
         w, b = self.conv1d.weight[:, 0, :], self.conv1d.bias
         y = torch.empty(hidden.shape[0], self.num_heads, self.head_dim, dtype=hidden.dtype, device=hidden.device)
-        starts = batch.query_start_loc
-        # Requests continuing with one token step their state in one batched call; the rest
-        # (prompts and prompt chunks) run the chunked scan one by one.
-        steps = [i for i, (q, has) in enumerate(zip(batch.query_lens_list, batch.has_initial_state_list)) if q == 1 and has]
-        if steps:
-            rows = torch.tensor([starts[i] for i in steps], device=hidden.device)
-            slots = torch.tensor([batch.state_slots_list[i] for i in steps], device=hidden.device)
+        plan = _state_plan(batch, hidden.device)
+        if plan.steps:
+            rows, slots = plan.step_rows, plan.step_slots
             xc, new_conv = ops.causal_conv1d_update(xbc[rows], conv_states[slots], w, b, "silu")
             conv_states[slots] = new_conv.to(conv_states.dtype)
             xs, Bs, Cs = self._split_xbc(xc)
@@ -113,11 +136,8 @@ class Mamba2Mixer(nn.Module):
                                                  True, self.dt_limit)
             ssm_states[slots] = new_ssm.to(ssm_states.dtype)
             y[rows] = ys
-        stepped = set(steps)
-        for i in range(batch.num_requests):
-            if i in stepped:
-                continue
-            s, e = starts[i], starts[i + 1]
+        for i in plan.scans:
+            s, e = plan.starts[i], plan.starts[i + 1]
             slot, has = batch.state_slots_list[i], batch.has_initial_state_list[i]
             xc, conv_final = ops.causal_conv1d(xbc[s:e], w, b, conv_states[slot] if has else None, "silu")
             conv_states[slot] = conv_final.to(conv_states.dtype)
