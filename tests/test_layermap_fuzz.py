@@ -12,6 +12,7 @@ import math
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bringup.core import catalogue
 from bringup.core.errors import UserError
 from bringup.core.families import build_layer_map
 from bringup.core.folding import fold_layers
@@ -19,6 +20,7 @@ from bringup.core.folding import fold_layers
 from layermap_helpers import shared_files
 
 CONFIGS = {p.name: json.loads(p.read_text()) for p in shared_files()}
+CONFIGS.update({f"catalogue:{e.name}": e.config() for e in catalogue.entries()})
 
 junk = st.one_of(
     st.none(),

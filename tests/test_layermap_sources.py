@@ -49,6 +49,12 @@ def test_folder_without_config_json_is_a_clean_error(tmp_path):
         load_config(tmp_path)
 
 
+def test_hub_cache_snapshot_folder_is_named_after_the_repo(tmp_path):
+    root = _cache_with(tmp_path, "acme/nano-copy", NANO.read_text())
+    snapshot = next((root / "models--acme--nano-copy" / "snapshots").iterdir())
+    assert load_config(snapshot).name == "acme/nano-copy"
+
+
 def test_catalogue_name():
     loaded = load_config("NVIDIA-Nemotron-3-Nano-30B-A3B")
     assert loaded.kind == "catalogue" and loaded.path is None
