@@ -14,12 +14,12 @@ import hmac
 import json
 import logging
 import time
-import uuid
 from typing import AsyncIterator
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 
+from .api_formats import ChatFormat, CompletionFormat, GenerateFormat, Result
 from .api_protocol import BadRequest, Work, chat_work, completion_work, generate_work, parse_body
 from .async_engine import AsyncEngine, EngineFailed, RequestStream
 
@@ -120,17 +120,17 @@ def create_app(state: ServerState) -> FastAPI:
     @app.post("/v1/completions")
     async def completions(request: Request):
         work = completion_work(await body_of(request), state.tokenizer, state.vocab_size)
-        return await respond(request, work, _CompletionFormat(state.model_name))
+        return await respond(request, work, CompletionFormat(state.model_name))
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request):
         work = chat_work(await body_of(request), state.tokenizer)
-        return await respond(request, work, _ChatFormat(state.model_name))
+        return await respond(request, work, ChatFormat(state.model_name))
 
     @app.api_route("/generate", methods=["POST", "PUT"])
     async def generate(request: Request):
         work = generate_work(await body_of(request), state.tokenizer, state.vocab_size)
-        return await respond(request, work, _GenerateFormat())
+        return await respond(request, work, GenerateFormat())
 
     async def submit_all(work: Work) -> list[RequestStream]:
         streams: list[RequestStream] = []
@@ -165,7 +165,7 @@ def create_app(state: ServerState) -> FastAPI:
         return fmt.whole(results, work)
 
     async def sse(streams: list[RequestStream], work: Work, fmt) -> AsyncIterator[str]:
-        results = [_Result(s.request_id, s.prompt_len) for s in streams]
+        results = [Result(s.request_id, s.prompt_len) for s in streams]
         try:
             for chunk in fmt.stream_start(results, work):
                 yield _event(chunk)
@@ -213,37 +213,8 @@ class ApiKeyMiddleware:
         await send({"type": "http.response.body", "body": body})
 
 
-# ---- per-request results --------------------------------------------------------------------
-
-
-class _Result:
-    def __init__(self, request_id: str, prompt_len: int):
-        self.request_id = request_id
-        self.prompt_tokens = prompt_len
-        self.output_ids: list[int] = []
-        self.text = ""
-        self.finish_reason: str | None = None
-        self.error: str | None = None
-        self.start = time.monotonic()
-        self.latency = 0.0
-
-    def add(self, out) -> None:
-        self.output_ids.extend(out.token_ids)
-        self.text += out.text
-        if out.finished:
-            self.finish_reason = out.finish_reason
-            self.error = out.error
-            self.latency = time.monotonic() - self.start
-        self.prompt_tokens = out.prompt_tokens or self.prompt_tokens
-
-    @property
-    def usage(self) -> dict:
-        n = len(self.output_ids)
-        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": n, "total_tokens": self.prompt_tokens + n}
-
-
-async def _collect(stream: RequestStream) -> _Result:
-    res = _Result(stream.request_id, stream.prompt_len)
+async def _collect(stream: RequestStream) -> Result:
+    res = Result(stream.request_id, stream.prompt_len)
     while True:
         out = await stream.get()
         res.add(out)
@@ -287,108 +258,3 @@ async def _abort_on_disconnect(request, aengine: AsyncEngine, streams: list[Requ
 
 def _event(obj) -> str:
     return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n"
-
-
-def _new_id(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:24]}"
-
-
-# ---- response formats ---------------------------------------------------------------------------
-
-
-class _CompletionFormat:
-    object = "text_completion"
-
-    def __init__(self, model: str):
-        self.model, self.id, self.created = model, _new_id("cmpl"), int(time.time())
-
-    def _frame(self, choices: list, usage: dict | None = None, obj: str | None = None) -> dict:
-        body = {"id": self.id, "object": obj or self.object, "created": self.created, "model": self.model,
-                "choices": choices}
-        if usage is not None:
-            body["usage"] = usage
-        return body
-
-    def _choice(self, index: int, text: str, finish_reason) -> dict:
-        return {"index": index, "text": text, "logprobs": None, "finish_reason": finish_reason}
-
-    def whole(self, results: list[_Result], work: Work) -> dict:
-        choices = [self._choice(i, r.text, r.finish_reason) for i, r in enumerate(results)]
-        return self._frame(choices, _sum_usage(results))
-
-    def stream_start(self, results, work):
-        return []
-
-    def stream_chunk(self, res: _Result, index: int, out, work: Work):
-        if out.text or out.finished:
-            yield self._frame([self._choice(index, out.text, out.finish_reason if out.finished else None)])
-
-    def stream_end(self, results, work: Work):
-        if work.include_usage:
-            yield self._frame([], _sum_usage(results))
-
-
-class _ChatFormat(_CompletionFormat):
-    object = "chat.completion"
-
-    def __init__(self, model: str):
-        super().__init__(model)
-        self.id = _new_id("chatcmpl")
-
-    def whole(self, results: list[_Result], work: Work) -> dict:
-        choices = [{"index": i, "message": {"role": "assistant", "content": r.text}, "logprobs": None,
-                    "finish_reason": r.finish_reason} for i, r in enumerate(results)]
-        return self._frame(choices, _sum_usage(results))
-
-    def _delta(self, index: int, delta: dict, finish_reason=None) -> dict:
-        return self._frame([{"index": index, "delta": delta, "logprobs": None, "finish_reason": finish_reason}],
-                           obj="chat.completion.chunk")
-
-    def stream_start(self, results, work):
-        return [self._delta(i, {"role": "assistant", "content": ""}) for i in range(len(results))]
-
-    def stream_chunk(self, res: _Result, index: int, out, work: Work):
-        if out.text:
-            yield self._delta(index, {"content": out.text})
-        if out.finished:
-            yield self._delta(index, {}, out.finish_reason)
-
-    def stream_end(self, results, work: Work):
-        if work.include_usage:
-            yield self._frame([], _sum_usage(results), obj="chat.completion.chunk")
-
-
-class _GenerateFormat:
-    """SGLang's native shape: one object per prompt (a list for a batch); streams are cumulative."""
-
-    @staticmethod
-    def _item(res: _Result) -> dict:
-        reason = {"type": res.finish_reason} if res.finish_reason else None
-        if reason and res.error:
-            reason["message"] = res.error
-        return {"text": res.text, "output_ids": list(res.output_ids), "meta_info": {
-            "id": res.request_id, "finish_reason": reason, "prompt_tokens": res.prompt_tokens,
-            "completion_tokens": len(res.output_ids), "cached_tokens": 0, "e2e_latency": round(res.latency, 6)}}
-
-    def whole(self, results: list[_Result], work: Work):
-        items = [self._item(r) for r in results]
-        return items if work.batch else items[0]
-
-    def stream_start(self, results, work):
-        return []
-
-    def stream_chunk(self, res: _Result, index: int, out, work: Work):
-        if out.token_ids or out.finished:
-            item = self._item(res)
-            if work.batch:
-                item["index"] = index
-            yield item
-
-    def stream_end(self, results, work):
-        return []
-
-
-def _sum_usage(results: list[_Result]) -> dict:
-    prompt = sum(r.prompt_tokens for r in results)
-    completion = sum(len(r.output_ids) for r in results)
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
