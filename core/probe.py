@@ -114,6 +114,21 @@ class ProbeReport:
     def available_devices(self) -> list[str]:
         return [k for k, d in self.devices.items() if d.available]
 
+    def xpu_has_xmx(self) -> bool | None:
+        """Whether the first XPU reports XMX matrix engines (SGLang's intel_xpu backend needs them); None if unknown."""
+        devices = self.devices["xpu"].devices
+        value = devices[0].get("has_subgroup_matrix_multiply_accumulate") if devices else None
+        return value if isinstance(value, bool) else None
+
+    def cuda_generation(self) -> str | None:
+        """hopper | blackwell | other for the first CUDA device (decides SGLang's default backend); None if none."""
+        devices = self.devices["cuda"].devices
+        capability = devices[0].get("capability") if devices else None
+        if not capability:
+            return None
+        major = int(str(capability).split(".")[0])
+        return {9: "hopper", 10: "blackwell"}.get(major, "other")
+
     @property
     def ok(self) -> bool:
         return not any(f.severity == "error" for f in self.findings)

@@ -22,6 +22,7 @@ import importlib.util
 import json
 import os
 import platform
+import re
 import sys
 import time
 import traceback
@@ -198,12 +199,22 @@ def step_cuda_available():
 
 
 def _cuda_driver(torch) -> str | None:
-    getter = getattr(torch._C, "_cuda_getDriverVersion", None)
-    if getter is None:
+    """The kernel driver's version: /proc (NVIDIA), else NVML when nvidia-ml-py is installed."""
+    if torch.version.hip:
         return None
     try:
-        raw = int(getter())  # e.g. 12040 -> "12.4"
-        return f"{raw // 1000}.{raw % 1000 // 10}"
+        with open("/proc/driver/nvidia/version", encoding="utf-8") as f:
+            match = re.search(r"Kernel Module\s+(?:for \S+\s+)?([0-9][0-9.]+)", f.read())
+            if match:
+                return match.group(1)
+    except OSError:
+        pass
+    try:
+        import pynvml  # noqa: PLC0415
+
+        pynvml.nvmlInit()
+        version = pynvml.nvmlSystemGetDriverVersion()
+        return version.decode() if isinstance(version, bytes) else str(version)
     except Exception:
         return None
 

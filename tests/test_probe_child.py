@@ -83,3 +83,16 @@ def test_bad_simulation_and_step_names():
         run_probe(simulate="explode:cpu")
     with pytest.raises(ValueError, match="unknown probe step"):
         run_probe(steps=["gpu"])
+
+
+def test_triton_backends_map_to_devices(tmp_path, monkeypatch):
+    """Triton lists its backends in triton.backends.backends (nvidia, amd, intel...): a stand-in package
+    with that layout (no real Triton on this CPU machine) checks the mapping to devices."""
+    pkg = tmp_path / "triton"
+    (pkg / "backends").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("__version__ = '3.6.0'\n")
+    (pkg / "backends" / "__init__.py").write_text("backends = {'intel': object(), 'nvidia': object()}\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    r = run_probe(steps=["triton"])
+    assert r.triton == {"installed": True, "verdict": "ok", "version": "3.6.0", "backends": ["intel", "nvidia"],
+                        "devices": {"cuda": True, "xpu": True, "cpu": False}}

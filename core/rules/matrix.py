@@ -34,11 +34,12 @@ class Cell:
     resolved_strategy: str | None
     codes: list[str] = field(default_factory=list)  # error and warning codes, engine order
     summary: str = ""  # the first error (or warning): the engine's text if it has one, else ours
+    settings: dict = field(default_factory=dict)  # the LaunchSettings fields this cell sets
 
     def to_json(self) -> dict:
         return {"device": self.device, "strategy": self.strategy, "backend": self.backend, "verdict": self.verdict,
                 "resolved_backend": self.resolved_backend, "resolved_strategy": self.resolved_strategy,
-                "codes": self.codes, "summary": self.summary}
+                "codes": self.codes, "summary": self.summary, "settings": self.settings}
 
 
 @dataclass
@@ -85,13 +86,14 @@ def compatibility_matrix(layer_map: LayerMap, target: str | Target, base: Launch
     for device in devices:
         for strategy in strategies:
             for backend in per_device[device]:
-                settings = base.with_(
-                    device=device,
-                    attention_backend=None if backend == DEFAULT else backend,
-                    mamba_strategy="auto" if strategy == "disabled" else strategy,
-                    disable_radix_cache=strategy == "disabled",
-                    disable_overlap_schedule=base.disable_overlap_schedule or strategy == "no_buffer",
-                )
+                varied = {
+                    "device": device,
+                    "attention_backend": None if backend == DEFAULT else backend,
+                    "mamba_strategy": "auto" if strategy == "disabled" else strategy,
+                    "disable_radix_cache": strategy == "disabled",
+                    "disable_overlap_schedule": base.disable_overlap_schedule or strategy == "no_buffer",
+                }
+                settings = base.with_(**varied)
                 result = validate(layer_map, target, settings)
                 serious = [f for f in result.findings if f.severity in ("error", "warning")
                            and not f.code.startswith("TARGET_")]
@@ -99,5 +101,5 @@ def compatibility_matrix(layer_map: LayerMap, target: str | Target, base: Launch
                 verdict = ("failure" if any(f.is_error for f in serious) else "warning" if serious else "ok")
                 cells.append(Cell(device, strategy, backend, verdict, result.resolved.attention_backend,
                                   result.resolved.mamba_strategy, [f.code for f in serious],
-                                  (first.engine_message or first.message) if first else ""))
+                                  (first.engine_message or first.message) if first else "", varied))
     return Matrix(layer_map.name, target, devices, strategies, per_device, cells)
