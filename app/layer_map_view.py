@@ -43,6 +43,7 @@ def fold_by_stage(layer_map: LayerMap) -> list[Fold]:
 
 class LayerMapView(QWidget):
     painted = Signal()  # a map (not the empty placeholder) was drawn on screen
+    height_changed = Signal(int)  # the map wrapped differently, zoomed, or gained a callout
 
     def __init__(self, state: LayerMapState | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -163,6 +164,7 @@ class LayerMapView(QWidget):
         height = int(layout.height) if layout else 120
         if self.height() != height or self.minimumHeight() != height:
             self.setFixedHeight(height)
+            self.height_changed.emit(height)
 
     def sizeHint(self) -> QSize:
         layout = self._current_layout(max(self.width(), 600))

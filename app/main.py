@@ -51,6 +51,8 @@ def make_app():
         app.setApplicationName("Bring-up Workbench")
         app.setDesktopFileName("io.github.bringup.Workbench")
         app.setStyle("Fusion")
+        # The map is drawn light; keep the widgets light too, whatever the desktop's theme.
+        app.setPalette(app.style().standardPalette())
     return app
 
 

@@ -163,3 +163,17 @@ def test_open_tab_hands_the_file_to_the_tab_or_says_why(window, qtbot):
     problem = window.open_tab("Nonexistent")
     assert "no tab called 'Nonexistent'" in problem and "Layers, Contract" in problem and window.banner.isVisible()
     assert "does not open files" in window.open_tab("Layers", "/tmp/x.log")
+
+
+def test_map_keeps_its_whole_height_when_the_window_narrows(window, qtbot):
+    load(window, qtbot, str(SHARED_MODELS / "nvidia__Nemotron-H-56B-Base-8K.json"))
+    lines_before = len(window.map_panel.view.map_layout().lines)
+    map_before = window.splitter.sizes()[0]
+    window.resize(1000, 900)
+    qtbot.waitUntil(lambda: len(window.map_panel.view.map_layout().lines) > lines_before, timeout=2000)
+
+    def fitted():  # the map gets its height, up to 62% of the split (then it scrolls)
+        sizes = window.splitter.sizes()
+        return sizes[0] > map_before and sizes[0] == min(window.map_panel.preferred_height(), int(sum(sizes) * 0.62))
+
+    qtbot.waitUntil(fitted, timeout=2000)
