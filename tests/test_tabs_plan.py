@@ -71,8 +71,8 @@ def test_mem_fraction_and_device_memory(tab, qtbot):
 
 
 def test_all_attention_comparison_shows_why_a_hybrid_matters(tab):
-    text = tab.compare.text()
-    assert "all 52 layers attention" in text
+    assert "all 52 layers attention" in tab.compare.text()
+    text = tab.compare_text.text()
     ratio = tab.plan.all_attention.kv_bytes_per_token / tab.plan.kv_bytes_per_token
     assert f"{ratio:.1f}\u00d7" in text
 

@@ -133,8 +133,9 @@ class DiagnoseTab(QWidget):
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.addWidget(log_box)
         splitter.addWidget(findings_box)
-        splitter.setStretchFactor(0, 1)
-        splitter.setStretchFactor(1, 1)
+        splitter.setStretchFactor(0, 2)
+        splitter.setStretchFactor(1, 3)
+        splitter.setSizes([560, 840])
         layout = QVBoxLayout(self)
         layout.addWidget(splitter)
 

@@ -315,6 +315,10 @@ def highlight_for(finding: dict | None):
     related = [i for i in (finding.get("valid_layers") or []) if i not in requested]
     if not requested and not related:
         return None
-    message = finding.get("callout") or finding.get("title") or finding.get("message") or ""
+    message = finding.get("callout") or finding.get("title") or ""
+    if not message and isinstance(finding.get("requested_layer"), int) and related:
+        message = (f"{finding.get('code') or 'finding'}: layer {finding['requested_layer']} is asked for, "
+                   f"but the pool holds only layers {', '.join(map(str, related))}")
+    message = message or finding.get("message") or ""
     return Highlight(requested=requested, related=related, message=str(message),
                      severity=highlight_severity(finding.get("severity")))

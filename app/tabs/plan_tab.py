@@ -131,30 +131,24 @@ class PlanTab(QWidget):
         cards = QGridLayout()
         for i, card in enumerate(self.cards.values()):
             cards.addWidget(card, 0, i)
+        # The comparison: figures on the left, what they mean on the right.
         self.compare = QLabel("")
-        self.compare.setWordWrap(True)
         self.compare.setTextFormat(Qt.TextFormat.RichText)
-        self.compare.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
+        self.compare_text = QLabel("")
+        self.compare_text.setWordWrap(True)
+        self.compare_text.setTextFormat(Qt.TextFormat.RichText)
+        self.compare_text.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
         compare_box = QGroupBox("Why a hybrid matters")
-        compare_layout = QVBoxLayout(compare_box)
-        compare_layout.addWidget(self.compare)
-        compare_layout.addStretch(1)
-        self.details = QLabel("")
-        self.details.setTextFormat(Qt.TextFormat.RichText)
-        self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        details_box = QGroupBox("Per-unit sizes")
-        details_layout = QVBoxLayout(details_box)
-        details_layout.addWidget(self.details)
-        details_layout.addStretch(1)
-        lower = QHBoxLayout()
-        lower.addWidget(compare_box, 3)
-        lower.addWidget(details_box, 2)
+        lower = QHBoxLayout(compare_box)
+        lower.addWidget(self.compare, 0, Qt.AlignmentFlag.AlignTop)
+        lower.addSpacing(16)
+        lower.addWidget(self.compare_text, 1)
 
         right = QVBoxLayout()
         right.addWidget(self.bar)
         right.addWidget(self.message)
         right.addLayout(cards)
-        right.addLayout(lower)
+        right.addWidget(compare_box)
         right.addStretch(1)
         right_widget = QWidget()
         right_widget.setLayout(right)
@@ -287,8 +281,9 @@ class PlanTab(QWidget):
         )
         self.cards["max_running_requests"].set(fmt_count(plan.get("max_running_requests")), _running_note(plan))
         self.cards["bottleneck"].set(_bottleneck_name(bottleneck), _bottleneck_note(plan))
-        self.compare.setText(comparison_html(plan, self.layer_map))
-        self.details.setText(details_html(plan))
+        table, meaning = comparison_html(plan, self.layer_map)
+        self.compare.setText(table)
+        self.compare_text.setText(meaning)
 
 
 _SEGMENT_NAMES = {"weights": "Weights", "kv_pool": "KV pool", "state_pool": "State pool",
@@ -338,11 +333,12 @@ def _running_note(plan: dict) -> str:
     return "; ".join(parts)
 
 
-def comparison_html(plan: dict, layer_map) -> str:
-    """The same memory if every layer were attention: the reason hybrids exist, in two lines."""
+def comparison_html(plan: dict, layer_map) -> tuple[str, str]:
+    """The same memory if every layer were attention (the reason hybrids exist): a table of
+    figures, and what they mean in a few sentences."""
     other = plan.get("all_attention") or {}
     if not other:
-        return "<span style='color:#6b7280'>No all-attention comparison for this plan.</span>"
+        return "", "<span style='color:#6b7280'>No all-attention comparison for this plan.</span>"
     n = layer_map.num_layers if layer_map is not None else "all"
     ours_req = plan.get("max_running_requests")
     theirs_req = other.get("max_running_requests")
@@ -366,27 +362,20 @@ def comparison_html(plan: dict, layer_map) -> str:
         f"<tr><td>{a}</td><td align='right' style='padding:0 10px'><b>{b}</b></td>"
         f"<td align='right' style='padding:0 10px'>{c}</td></tr>" for a, b, c in rows
     )
-    verdict = ""
+    sentences = []
     if ours_tok and theirs_tok:
-        verdict = (f"<p>Each token costs <b>{theirs_tok / ours_tok:.1f}\u00d7</b> less KV memory than it "
-                   "would if every layer kept a KV cache")
-        if context and ours_req_bytes:
-            verdict += (f"; a full {fmt_count(context)}-token request needs <b>{fmt_bytes(ours_req_bytes)}</b> "
-                        f"of cache (state included) instead of {fmt_bytes(theirs_req_bytes)}")
-        verdict += ".</p>"
-    return f"<table cellspacing='0' cellpadding='2'>{head}{body}</table>{verdict}"
-
-
-def details_html(plan: dict) -> str:
-    rows = [
-        ("Weights", fmt_bytes(plan.get("weights_bytes") or 0)),
-        ("KV per token", fmt_bytes(plan.get("kv_bytes_per_token") or 0)),
-        ("State per request", fmt_bytes(plan.get("state_bytes_per_request") or 0)),
-        ("Page size", str(plan.get("page_size") or "\u2014")),
-        ("Mem fraction", f"{plan['mem_fraction']:.3f}" if plan.get("mem_fraction") is not None else "\u2014"),
-    ]
-    body = "".join(f"<tr><td style='color:#6b7280;padding-right:12px'>{a}</td><td>{b}</td></tr>" for a, b in rows)
-    return f"<table>{body}</table>"
+        sentences.append(f"Each token costs <b>{theirs_tok / ours_tok:.1f}\u00d7</b> less KV memory than it would "
+                         "if every layer kept a KV cache.")
+    ours_ctx, theirs_ctx = plan.get("requests_at_context"), other.get("requests_at_context")
+    if context and ours_ctx is not None and theirs_ctx is not None and ours_ctx != theirs_ctx:
+        gain = f" ({ours_ctx / theirs_ctx:.1f}\u00d7)" if theirs_ctx else ""
+        sentences.append(f"At a full {fmt_count(context)}-token context the same memory holds <b>{fmt_count(ours_ctx)}</b> "
+                         f"requests instead of {fmt_count(theirs_ctx)}{gain}.")
+    if ours_req is not None and theirs_req is not None and ours_req < theirs_req and plan.get("bottleneck") == "state":
+        slots = plan.get("state_slots_per_request") or 1
+        sentences.append(f"Short requests are capped by state slots instead: each running request holds {slots} "
+                         f"slot{'s' if slots != 1 else ''} ({plan.get('strategy')}).")
+    return f"<table cellspacing='0' cellpadding='2'>{head}{body}</table>", " ".join(sentences)
 
 
 def _esc(text: str) -> str:

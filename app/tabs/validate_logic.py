@@ -13,16 +13,9 @@ from bringup.core.errors import UserError  # noqa: F401  (re-exported: the tab c
 LAYER_TITLES = {"libraries": "Libraries", "runtime": "Devices"}
 
 
-def run_probe(on_step=None, **options):
-    """Probe this machine (child processes, per-step timeout); always returns a ProbeReport."""
-    from bringup.core.probe import run_probe as core_run_probe
-
-    return core_run_probe(on_step=on_step, **options)
-
-
 def probe_rows(report) -> tuple[list[tuple[str, str, str, str]], str, bool]:
-    """(layer, title, verdict, detail) rows, a one-line status, and whether nothing crashed or hung."""
-    rows = [(LAYER_TITLES.get(s.layer, s.layer), s.title, s.verdict, s.detail) for s in report.steps]
+    """(group, name, verdict, detail, title) rows, a one-line status, and whether nothing crashed or hung."""
+    rows = [(LAYER_TITLES.get(s.layer, s.layer), s.name, s.verdict, s.detail, s.title) for s in report.steps]
     broken = [s for s in report.steps if s.verdict in ("crashed", "timeout")]
     failed = [s for s in report.steps if s.verdict == "failed"]
     available = report.available_devices()

@@ -1,18 +1,16 @@
 """The Validate tab: what this machine has, and whether a launch configuration would work on it.
 
-Left: the launch settings and the device probe. Right: a verdict banner, the findings (click one
-and the layer map shows its layers), the resolved settings, the compatibility matrix of the model
-(device x strategy x attention backend) and the exact launch command with a Copy button.
-Validation is pure Python in `bringup.core.rules`, re-run on every settings change behind a
-debounce timer; the probe imports torch, so it runs in a child process (`bringup.core.probe`)
-driven from a worker thread, and a crashed or hung probe is shown as a failed step.
+Three columns: the launch settings form; a verdict banner over the findings (click one and the
+layer map shows its layers); and the compatibility matrix (device x strategy x attention backend),
+the resolved settings and the device probe. Under them, the exact launch command with Copy.
+Validation is pure Python (`bringup.core.rules`), re-run behind a debounce timer on every change;
+the probe imports torch, so it runs in child processes (`bringup.core.probe`) driven from a
+thread (`ProbeRunner`), and a crashed or hung probe step is shown as such while the window lives on.
 """
 
 from __future__ import annotations
 
-import threading
-
-from PySide6.QtCore import QCoreApplication, QObject, Qt, QTimer, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -32,12 +30,7 @@ from PySide6.QtWidgets import (
 from .findings_widgets import FindingsList, as_dict, highlight_for, severity_style
 from .validate_widgets import CompatMatrixView, LaunchCommand, ProbeChecklist, ResolvedTable
 from . import validate_logic as logic
-
-
-class _ProbeRelay(QObject):
-    """Lives on the GUI thread; the probe worker emits into it, Qt queues the call across threads."""
-
-    step = Signal(object)
+from .probe_runner import ProbeRunner
 
 
 class ValidateTab(QWidget):
@@ -52,14 +45,11 @@ class ValidateTab(QWidget):
         self.matrix = None  # the last compatibility matrix (dict)
         self.probe_report = None
         self.probe_on_show = probe_on_show
-        self._probe_worker = None
         self.probe_options: dict = {}  # run_probe keywords: timeout, steps, simulate
-        self._probe_relay = _ProbeRelay(self)
-        self._probe_relay.step.connect(self._probe_step)
-        self._probe_cancel = threading.Event()
-        app = QCoreApplication.instance()
-        if app is not None:  # quitting must not wait for a probe child (its timeout is a minute)
-            app.aboutToQuit.connect(self._probe_cancel_all)
+        self.probe_runner = ProbeRunner(self)
+        self.probe_runner.step.connect(self._probe_step)
+        self.probe_runner.finished.connect(self._probe_done)
+        self.probe_runner.failed.connect(self._probe_errored)
         self._device_touched = False
         self._matrix_key = None
         self._timer = QTimer(self)
@@ -356,48 +346,18 @@ class ValidateTab(QWidget):
     # --- the device probe ---------------------------------------------------------------------
     def showEvent(self, event) -> None:
         super().showEvent(event)
-        if self.probe_on_show and self.probe_report is None and self._probe_worker is None:
+        if self.probe_on_show and self.probe_report is None and not self.probe_runner.running:
             self.start_probe()
 
     def start_probe(self) -> None:
-        """Probe the devices in a child process, from a worker thread; the window stays live.
-
-        Steps stream into the checklist as they finish (the worker's `on_step` callback emits a
-        queued signal, so rows are added on the GUI thread).
-        """
-        if self._probe_worker is not None:
-            return
-        from superqt.utils import create_worker
-
-        self.probe.set_running()
-        relay = self._probe_relay
-        options = dict(self.probe_options)
-        cancel = threading.Event()
-        self._probe_cancel = cancel
-
-        def on_step(step) -> None:
-            try:
-                relay.step.emit(step)
-            except RuntimeError:  # the tab is gone (window closed): stop probing
-                cancel.set()
-
-        worker = create_worker(
-            lambda: logic.run_probe(on_step=on_step, cancel=cancel.is_set, **options), _start_thread=False
-        )
-        worker.returned.connect(self._probe_done)
-        worker.errored.connect(self._probe_errored)
-        worker.finished.connect(self._probe_worker_finished)
-        self._probe_worker = worker
-        worker.start()
-
-    def _probe_cancel_all(self) -> None:
-        self._probe_cancel.set()
+        """Probe the devices (child processes, driven from a thread); the window stays live and
+        the steps stream into the checklist as they finish."""
+        if self.probe_runner.start(**self.probe_options):
+            self.probe.set_running()
 
     def _probe_step(self, step) -> None:
-        self.probe.add_step(logic.LAYER_TITLES.get(step.layer, step.layer), step.title, step.verdict, step.detail)
-
-    def _probe_worker_finished(self) -> None:
-        self._probe_worker = None
+        self.probe.add_step(logic.LAYER_TITLES.get(step.layer, step.layer), step.name, step.verdict, step.detail,
+                            step.title)
 
     def _probe_done(self, report) -> None:
         self.probe_report = report
@@ -411,9 +371,9 @@ class ValidateTab(QWidget):
         self.validate()
         self.probe_finished.emit(report)
 
-    def _probe_errored(self, exc) -> None:
+    def _probe_errored(self, text: str) -> None:
         # The probe's parent side failed (not a step in the child): say so; the window lives on.
         self.probe_report = None
-        self.probe.set_steps([("Probe", "probe", "failed", f"{type(exc).__name__}: {exc}")],
+        self.probe.set_steps([("Probe", "probe", "failed", text)],
                              "The device probe could not run. The rest of the workbench still works.", ok=False)
         self.probe_finished.emit(None)

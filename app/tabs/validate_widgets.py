@@ -64,8 +64,7 @@ class ProbeChecklist(QWidget):
         self.tree.setIndentation(12)
         self.tree.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
         header = self.tree.header()
-        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Interactive)
-        header.resizeSection(0, 190)
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
         header.setStretchLastSection(True)
         self._groups: dict[str, QTreeWidgetItem] = {}
         top = QHBoxLayout()
@@ -83,8 +82,9 @@ class ProbeChecklist(QWidget):
         self.status.setStyleSheet("")
         self.button.setEnabled(False)
 
-    def add_step(self, group: str, name: str, verdict: str, detail: str) -> None:
-        """One row under its group ("Libraries", "Devices"), as the probe reports it."""
+    def add_step(self, group: str, name: str, verdict: str, detail: str, title: str = "") -> None:
+        """One row under its group ("Libraries", "Devices"): the step's short name, its verdict glyph
+        and what it found; `title` (what the step does) is the tooltip."""
         parent = self._groups.get(group)
         if parent is None:
             parent = QTreeWidgetItem([group, ""])
@@ -98,7 +98,7 @@ class ProbeChecklist(QWidget):
         colour, glyph = VERDICTS.get(verdict, VERDICTS["warning"])
         item = QTreeWidgetItem([f"{glyph}  {name}", detail])
         item.setForeground(0, QBrush(QColor(colour)))
-        item.setToolTip(0, f"{name}: {verdict}")
+        item.setToolTip(0, f"{title or name}: {verdict}")
         item.setToolTip(1, detail)
         if verdict in FAULTS:
             font = item.font(1)
@@ -109,8 +109,8 @@ class ProbeChecklist(QWidget):
             item.setForeground(1, QBrush(QColor("#8a8f98")))
         parent.addChild(item)
 
-    def set_steps(self, steps: list[tuple[str, str, str, str]], status: str, ok: bool = True) -> None:
-        """steps: (group, name, verdict, detail) with verdict one of VERDICTS."""
+    def set_steps(self, steps: list[tuple], status: str, ok: bool = True) -> None:
+        """steps: (group, name, verdict, detail[, title]) with verdict one of VERDICTS."""
         self.tree.clear()
         self._groups.clear()
         for step in steps:
@@ -298,17 +298,22 @@ class CompatMatrixView(QWidget):
 
 
 class ResolvedTable(QTableWidget):
-    """The settings after the target's own auto-resolution; changed values in bold."""
+    """The settings after the target's own auto-resolution, and why; values the target chose in bold."""
 
     def __init__(self, parent=None) -> None:
-        super().__init__(0, 2, parent)
-        self.setHorizontalHeaderLabels(["Setting", "Resolved value"])
+        super().__init__(0, 3, parent)
+        self.setHorizontalHeaderLabels(["Setting", "Resolved", "Why"])
         self.verticalHeader().setVisible(False)
         self.verticalHeader().setDefaultSectionSize(22)
-        self.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
-        self.horizontalHeader().setStretchLastSection(True)
+        header = self.horizontalHeader()
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
+        header.setStretchLastSection(True)
+        header.setDefaultAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
         self.setAlternatingRowColors(True)
+        self.setWordWrap(False)
 
     def set_resolved(self, resolved: dict, requested: dict | None = None, why: dict | None = None) -> None:
         requested = requested or {}
@@ -317,25 +322,20 @@ class ResolvedTable(QTableWidget):
         for key, value in resolved.items():
             row = self.rowCount()
             self.insertRow(row)
-            name = QTableWidgetItem(str(key))
             shown = "\u2014" if value is None else str(value)
             item = QTableWidgetItem(shown)
-            asked = requested.get(key, "__absent__")
-            if asked != "__absent__" and asked not in (None, "auto") and str(asked) != str(value):
-                item.setToolTip(f"you asked for {asked}; the target resolves it to {shown}")
-            if asked in (None, "auto") and value not in (None, "auto"):
+            asked = requested.get(key)
+            chosen = bool(why.get(key)) or (asked in (None, "auto") and key in requested and value not in (None, "auto"))
+            if chosen:  # the target decided this one
                 font = item.font()
                 font.setBold(True)
                 item.setFont(font)
-                item.setToolTip(f"auto-resolved to {shown}")
-            if why.get(key):
-                item.setToolTip(str(why[key]))
-                font = item.font()
-                font.setBold(True)
-                item.setFont(font)
-                item.setText(f"{shown}   \u2190 {why[key]}")
-            self.setItem(row, 0, name)
+            reason = QTableWidgetItem(str(why.get(key) or ""))
+            reason.setForeground(QBrush(QColor("#6b7280")))
+            reason.setToolTip(str(why.get(key) or ""))
+            self.setItem(row, 0, QTableWidgetItem(str(key)))
             self.setItem(row, 1, item)
+            self.setItem(row, 2, reason)
 
     def value(self, key: str) -> str | None:
         for row in range(self.rowCount()):
