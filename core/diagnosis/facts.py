@@ -60,24 +60,36 @@ def _launch_flags(line: str) -> dict:
 
 
 def read_facts(lines: list[str]) -> dict:
+    """Launch settings and pool sizes. The resolved `server_args=ServerArgs(...)` line wins over a
+    launch command; single-line facts (pool sizes, version) take their first occurrence."""
+    text = "\n".join(lines)
     facts: dict = {}
-    for line in lines:
-        if "launch_server" in line:
-            for key, value in _launch_flags(line).items():
-                facts.setdefault(key, value)
-            continue
-        if "ServerArgs(" in line:
-            for m in _ARG.finditer(line[line.index("ServerArgs("):]):
-                if m["key"] in _ARG_KEYS and m["key"] not in facts:
-                    facts[m["key"]] = _value(m["value"])
-            continue
-        for key, regex in _LINES:
-            m = regex.search(line)
-            if m and key not in facts:
-                facts[key] = _value(m["v"])
-    if "mamba_scheduler_strategy" in facts and "mamba_radix_cache_strategy" not in facts:
-        facts["mamba_radix_cache_strategy"] = facts.pop("mamba_scheduler_strategy")
+    for line in _lines_with(text, "launch_server"):
+        for key, value in _launch_flags(line).items():
+            facts.setdefault(key, value)
+    for line in _lines_with(text, "ServerArgs("):
+        for m in _ARG.finditer(line[line.index("ServerArgs("):]):
+            if m["key"] in _ARG_KEYS:
+                facts[m["key"]] = _value(m["value"])
+        break  # the first server_args line describes the launch
+    for key, regex in _LINES:
+        m = regex.search(text)
+        if m and key not in facts:
+            facts[key] = _value(m["v"])
+    if "mamba_scheduler_strategy" in facts:
+        facts.setdefault("mamba_radix_cache_strategy", facts["mamba_scheduler_strategy"])
+        del facts["mamba_scheduler_strategy"]
     return {k: v for k, v in facts.items() if v is not None}
+
+
+def _lines_with(text: str, needle: str):
+    pos = text.find(needle)
+    while pos != -1:
+        start = text.rfind("\n", 0, pos) + 1
+        end = text.find("\n", pos)
+        end = len(text) if end == -1 else end
+        yield text[start:end]
+        pos = text.find(needle, end)
 
 
 def facts_text(facts: dict) -> str:

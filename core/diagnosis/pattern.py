@@ -26,6 +26,16 @@ class Pattern:
     # Codes of findings this one makes redundant when both are seen (e.g. a generic ValueError).
     supersedes: tuple[str, ...] = ()
     compiled: re.Pattern = field(init=False, repr=False, compare=False)
+    needles: tuple[str, ...] | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        from .needles import needles
+
         object.__setattr__(self, "compiled", re.compile(self.regex))
+        object.__setattr__(self, "needles", needles(self.regex))
+
+    def search(self, line: str) -> re.Match | None:
+        """The match in one line (the needles first: most lines lack them)."""
+        if self.needles is not None and not any(n in line for n in self.needles):
+            return None
+        return self.compiled.search(line)
