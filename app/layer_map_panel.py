@@ -99,7 +99,7 @@ class LayerMapPanel(QFrame):
 
     def set_layer_map(self, layer_map: LayerMap | None) -> None:
         self.state.set_layer_map(layer_map)
-        self.clear_marks.setVisible(False)
+        self.clear_marks.setVisible(self.state.highlight is not None)
 
     def set_highlight(self, highlight: Highlight | None) -> None:
         if highlight is None:

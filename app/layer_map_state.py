@@ -30,12 +30,18 @@ class LayerMapState(QObject):
         self.highlight: Highlight | None = None
 
     def set_layer_map(self, layer_map: LayerMap | None) -> None:
+        """Show another map. The same model again (say with another PP split) keeps the
+        selection and the highlight; a different model starts clean."""
+        previous = self.layer_map
+        same_model = (previous is not None and layer_map is not None and previous.name == layer_map.name
+                      and previous.num_layers == layer_map.num_layers)
         self.layer_map = layer_map
-        self.selected = None
         self.hovered = None
-        self.highlight = None
+        if not same_model:
+            self.selected = None
+            self.highlight = None
         self.layer_map_changed.emit(layer_map)
-        self.selection_changed.emit(None)
+        self.selection_changed.emit(self.layer(self.selected))
         self.changed.emit()
 
     def layer(self, key: tuple[str, int] | None) -> Layer | None:

@@ -62,6 +62,10 @@ class ModelLoader(QObject):
     def busy(self) -> bool:
         return self._current is not None
 
+    def current_request(self) -> tuple[str, int] | None:
+        """(source, pp) of the load in progress, or None."""
+        return (self._current.source, self._current.pp) if self._current is not None else None
+
     def load(self, source: str, pp: int = 1) -> None:
         self._abandon()
         thread = _LoadThread(source, pp)

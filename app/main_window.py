@@ -126,6 +126,8 @@ class MainWindow(QMainWindow):
 
     # --- loading ------------------------------------------------------------------------------
     def load(self, source: str, pp: int = 1) -> None:
+        if self.loader.busy and self.loader.current_request() == (source, pp):
+            return  # the same request again (Enter and the drop-down both fire): one load is enough
         self.model_bar.set_source(source)
         self.model_bar.set_busy(True, f"loading {source}…")
         self.loader.load(source, pp)

@@ -177,3 +177,17 @@ def test_map_keeps_its_whole_height_when_the_window_narrows(window, qtbot):
         return sizes[0] > map_before and sizes[0] == min(window.map_panel.preferred_height(), int(sum(sizes) * 0.62))
 
     qtbot.waitUntil(fitted, timeout=2000)
+
+
+def test_changing_pp_keeps_the_selection_and_the_marks(window, qtbot):
+    load(window, qtbot, NANO)
+    state = window.map_panel.state
+    state.select_layer(12)
+    window.map_panel.set_highlight(Highlight(requested=[0], related=NANO_ATTENTION, message="layer 0"))
+    with qtbot.waitSignal(window.settled, timeout=10000):
+        window.model_bar.pp.setValue(2)
+    assert window.layer_map.pp_size == 2 and {b.stage for b in window.map_panel.view.map_layout().bands} == {0, 1}
+    assert state.selected == ("layer", 12) and state.highlight.requested == [0]
+    assert "Layer 12" in window.map_panel.details.text()
+    load(window, qtbot, str(SHARED_MODELS / "openai__gpt-oss-20b.json"))  # another model starts clean
+    assert state.selected is None and state.highlight is None
