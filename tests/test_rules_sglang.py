@@ -162,6 +162,12 @@ def test_lfm2_on_xpu_default_triton_warns_and_crashes_at_layer0_before_the_fix()
     assert run(LFM2, "sglang==0.5.23", device="xpu", attention_backend="intel_xpu", disable_radix_cache=True).verdict == "ok"
 
 
+def test_gdn_models_were_already_safe_with_triton_before_the_fix():
+    # triton_backend asked the pool for get_v_head_dim() for hybrid_gdn_config before #32227 widened it.
+    r = run(QWEN3_NEXT, "sglang==0.5.17", device="xpu", disable_radix_cache=True)
+    assert r.resolved.attention_backend == "triton" and r.ok
+
+
 def test_wave_still_probes_layer0_in_0523():
     r = run(QWEN3_NEXT, "sglang==0.5.23", device="rocm", attention_backend="wave")
     assert finding(r, "WAVE_LAYER0_PROBE").engine_message == \

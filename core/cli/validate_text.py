@@ -33,7 +33,7 @@ def render_result(result) -> str:
         ("tp / pp", f"{r.tp} / {r.pp}", ""),
         ("dtypes", f"model {r.dtype}, kv {r.kv_dtype}"
          + (f", ssm {r.mamba_ssm_dtype}, conv {r.mamba_conv_dtype}" if r.mamba_ssm_dtype else ""),
-         r.why.get("mamba_ssm_dtype", "")),
+         f"ssm: {r.why['mamba_ssm_dtype']}" if r.why.get("mamba_ssm_dtype") else ""),
     ]
     for name, value, why in rows:
         lines.append(f"  {name:<20} {value}" + (f"  ({why})" if why else ""))

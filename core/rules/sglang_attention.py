@@ -113,12 +113,15 @@ def check_startup(c: Check) -> None:
 
 
 def _layer0_probe(c: Check, backend: str | None) -> None:
-    """triton (before PR #32227) and wave (still in 0.5.23) read the value buffer of layer 0 to learn
-    v_head_dim; a hybrid pool maps only attention layers, so layer 0 must be one of them."""
+    """triton (before PR #32227, for Mamba2 hybrids) and wave (still in 0.5.23) read the value buffer of
+    layer 0 to learn v_head_dim; a hybrid pool maps only attention layers, so layer 0 must be one of them."""
     m, p = c.m, c.profile
     if not archs.hybrid_kv_pool(m) or m.mla or c.has("TRITON_REFUSED_FOR_MODEL"):
         return
-    if backend == "triton" and p.triton_probes_layer0:
+    # Before PR #32227 triton already asked the pool for v_head_dim when hybrid_gdn_config,
+    # kimi_linear_config or a linear-attention spec was set; only mamba2_config models fell through
+    # to get_value_buffer(0). The PR widened the check to mambaish_config.
+    if backend == "triton" and p.triton_probes_layer0 and m.family == "mamba2":
         code, where, fix = ("TRITON_LAYER0_PROBE", "layers/attention/triton_backend.py: get_value_buffer(0)",
                             "upgrade to sglang 0.5.19 or later (PR #32227), or use --attention-backend intel_xpu on XPU")
     elif backend == "wave":

@@ -160,7 +160,8 @@ def _validate_extra_buffer(c: Check, strategy: str) -> None:
     if strategy == "extra_buffer_lazy" and not r.overlap_schedule:
         c.add("LAZY_NEEDS_OVERLAP", "error", "extra_buffer_lazy allocates its second track slot on demand and needs "
               "the overlap schedule.", fix="drop --disable-overlap-schedule, or use extra_buffer",
-              engine_message=msg.LAZY_OVERLAP, source=f"{where}; PR #27118", stage="arguments")
+              engine_message=msg.LAZY_OVERLAP, source="model_executor/model_runner.py (mamba ratio); PR #27118",
+              stage="start-up (memory pool sizing)")
     page = s.page_size
     if page is not None and page > 1:
         if TRACK_INTERVAL % page:

@@ -9,6 +9,11 @@ from bringup.core.errors import UserError
 from bringup.core.rules.finding import Finding
 from bringup.core.rules.profiles import NEWEST, OLDEST, PROFILES, SglangProfile, profile_for
 
+# What is known about releases between profiles, from sources other than their own code.
+_BETWEEN = {
+    (0, 5, 20): "A third-party XPU patch note (exl3 for SGLang) says 0.5.20 already refuses extra_buffer on XPU, as "
+                "0.5.21 does: check against sglang==0.5.21 as well.",
+}
 _VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)(?:\.?(?:post|rc|dev)\d*)?$")
 
 
@@ -64,6 +69,7 @@ def parse_target(text: str) -> Target:
             "TARGET_PROFILE_NEAREST", "warning" if newer else "info",
             f"There is no rule profile for sglang {version}; the nearest earlier one, {profile.label}, is used. "
             + ("Releases after it may have changed rules and messages that this check does not know."
-               if newer else "Rules that changed between those releases are not known here."),
+               if newer else "Rules that changed between those releases are not known here.")
+            + (" " + _BETWEEN[numbers] if numbers in _BETWEEN else ""),
             fix=f"compare with sglang=={profile.label}'s release notes", source="core/rules/profiles.py"),)
     return Target("sglang", version.strip(), profile, findings)
