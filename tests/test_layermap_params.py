@@ -71,6 +71,7 @@ DEFAULT_CASES = [
     ("qwen3_5_text", dict(num_hidden_layers=4, hidden_size=512)),
     ("qwen3_5_moe_text", dict(num_hidden_layers=4, hidden_size=512, num_experts=8)),
     ("gemma2", dict(num_hidden_layers=4)),
+    ("gemma4_text", dict(num_hidden_layers=6)),
     ("mistral", dict(num_hidden_layers=4, sliding_window=4096)),
     ("qwen2", dict(num_hidden_layers=4)),
     ("mixtral", dict(num_hidden_layers=4)),

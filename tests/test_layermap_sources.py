@@ -124,6 +124,19 @@ def test_nested_text_config_is_unwrapped(tmp_path):
     assert any("text_config" in n for n in m.notes)
 
 
+def test_gemma4_wrapper_with_explicit_layer_types(tmp_path):
+    kinds = ["sliding_attention"] * 5 + ["full_attention"]
+    text = {"model_type": "gemma4_text", "hidden_size": 256, "num_hidden_layers": 12, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "head_dim": 64, "global_head_dim": 128, "intermediate_size": 512,
+            "vocab_size": 1000, "sliding_window": 512, "layer_types": kinds * 2}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "gemma4", "text_config": text, "vision_config": {}}))
+    m = load_layer_map(path)
+    assert m.full_attention_layers == [5, 11] and len(m.sliding_attention_layers) == 10
+    assert m.layers[5].attrs["head_dim"] == 128 and m.layers[0].attrs["head_dim"] == 64
+    assert m.layers[0].attrs["window"] == 512
+
+
 def test_progress_and_cancel():
     seen = []
     load_layer_map("NVIDIA-Nemotron-3-Nano-30B-A3B", progress=seen.append)
