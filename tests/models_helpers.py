@@ -5,12 +5,18 @@ decode, requests joining at different steps), and transformers' greedy reference
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 
 import torch
 
 from bringup.core.engine.forward_batch import ForwardBatch
 from bringup.core.engine.pools import KVPool, StatePool
+
+
+# The model tests run on CPU; BRINGUP_TEST_DEVICE=cuda (or xpu) runs the same checks on an
+# accelerator against transformers on CPU.
+DEVICE = os.environ.get("BRINGUP_TEST_DEVICE", "cpu")
 
 
 def randomize(model: torch.nn.Module, seed: int = 0) -> None:
@@ -77,9 +83,10 @@ class Req:
 
 def make_pools(model, num_pages=64, page_size=4, num_slots=8, dtype=torch.float32):
     spec = model.cache_spec
-    kv = KVPool(num_pages, page_size, spec.kv_layer_ids, spec.num_kv_heads, spec.head_dim, dtype=dtype)
+    kv = KVPool(num_pages, page_size, spec.kv_layer_ids, spec.num_kv_heads, spec.head_dim, dtype=dtype,
+                device=model.device)
     state = StatePool(num_slots, spec.state_layer_ids, spec.conv_shape, spec.ssm_shape, conv_dtype=dtype,
-                      ssm_dtype=torch.float32)
+                      ssm_dtype=torch.float32, device=model.device)
     return kv, state
 
 
@@ -117,11 +124,11 @@ def run_engine(model, requests: list[Req], *, page_size=4, kv_pool=None, state_p
         batch = ForwardBatch.build(token_chunks=chunks, prefix_lens=prefix, block_tables=tables, page_size=page_size,
                                    state_slots=slots, has_initial_state=has_init,
                                    kv_pool=kv_pool if spec.kv_layer_ids else None,
-                                   state_pool=state_pool if has_state else None)
+                                   state_pool=state_pool if has_state else None, device=model.device)
         with torch.no_grad():
             logits = model(batch)
         assert logits.shape == (len(active), model.config.vocab_size)
-        for r, row in zip(active, logits):
+        for r, row in zip(active, logits.cpu()):
             if r.chunk_i < len(r.chunks):
                 r.done_prefill += r.chunks[r.chunk_i]
                 r.chunk_i += 1

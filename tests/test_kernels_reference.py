@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -9,9 +11,17 @@ import torch.nn.functional as F
 from bringup.kernels import reference as ref
 
 
+# CPU by default; BRINGUP_TEST_DEVICE=cuda (or xpu) runs the same comparisons on an accelerator.
+DEVICE = os.environ.get("BRINGUP_TEST_DEVICE", "cpu")
+
+
 @pytest.fixture(autouse=True)
-def _seed():
+def _seed_and_device():
     torch.manual_seed(0)
+    previous = torch.get_default_device()
+    torch.set_default_device(DEVICE)
+    yield
+    torch.set_default_device(previous)
 
 
 def close(a, b, tol=1e-5):

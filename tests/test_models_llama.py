@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from models_helpers import Req, assert_matches_hf, randomize, run_engine, standard_requests
+from models_helpers import DEVICE, Req, assert_matches_hf, randomize, run_engine, standard_requests
 
 from bringup.core.engine.loader import load_model
 
@@ -42,20 +42,20 @@ def checkpoint(request, tmp_path_factory):
 
 def test_batched_chunked_and_staggered_requests_match_transformers(checkpoint):
     hf, folder = checkpoint
-    model = load_model(folder).model
+    model = load_model(folder, device=DEVICE).model
     assert_matches_hf(hf, run_engine(model, standard_requests(SIZES["vocab_size"])))
 
 
 def test_single_request_matches_transformers(checkpoint):
     hf, folder = checkpoint
-    model = load_model(folder).model
+    model = load_model(folder, device=DEVICE).model
     prompt = torch.randint(3, SIZES["vocab_size"], (9,), generator=torch.Generator().manual_seed(3)).tolist()
     assert_matches_hf(hf, run_engine(model, [Req(prompt, [2, 7], steps=5)]))
 
 
 def test_every_layer_is_a_kv_layer_and_none_needs_state(checkpoint):
     hf, folder = checkpoint
-    spec = load_model(folder).model.cache_spec
+    spec = load_model(folder, device=DEVICE).model.cache_spec
     assert spec.kv_layer_ids == (0, 1)
     assert spec.state_layer_ids == ()
     head_dim = getattr(hf.config, "head_dim", None) or SIZES["hidden_size"] // SIZES["num_attention_heads"]
@@ -64,6 +64,6 @@ def test_every_layer_is_a_kv_layer_and_none_needs_state(checkpoint):
 
 def test_tied_embeddings_share_one_tensor(checkpoint):
     hf, folder = checkpoint
-    model = load_model(folder).model
+    model = load_model(folder, device=DEVICE).model
     tied = model.lm_head.weight is model.model.embed_tokens.weight
     assert tied == bool(hf.config.tie_word_embeddings)
