@@ -218,7 +218,10 @@ class _Child:
     def kill(self) -> None:
         """End this child and anything it started (it has its own process group)."""
         try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
+            if os.name == "posix":
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            else:
+                self.proc.kill()
         except (ProcessLookupError, PermissionError):
             pass
         self.proc.wait()
@@ -236,8 +239,9 @@ class _Child:
 
 def run_probe(*, timeout: float = 60.0, steps: list[str] | None = None, simulate: str | None = None,
               python: str | None = None, on_step: Callable[[StepResult], None] | None = None,
-              cancel: Callable[[], bool] | None = None) -> ProbeReport:
-    """Probe this machine. `timeout` is per step, in seconds. `steps` picks a subset (in probe order).
+              cancel: Callable[[], bool] | None = None, total_timeout: float | None = None) -> ProbeReport:
+    """Probe this machine. `timeout` is per step, in seconds; past `total_timeout` (if given) the steps
+    not yet run are reported as skipped. `steps` picks a subset (in probe order).
     `simulate` ("crash:STEP,hang:STEP", also read from $BRINGUP_PROBE_SIMULATE) makes the child fail
     on purpose, for tests and demos of the recovery. `on_step` sees each result as it arrives."""
     started = time.monotonic()
@@ -267,6 +271,11 @@ def run_probe(*, timeout: float = 60.0, steps: list[str] | None = None, simulate
 
     while pending:
         if cancel and cancel():
+            break
+        if total_timeout is not None and time.monotonic() - started > total_timeout:
+            for name in list(pending):
+                record(StepResult(name, _STEP[name].layer, _STEP[name].title, "skipped",
+                                  f"the probe stopped after {total_timeout:g} s in all"))
             break
         children += 1
         child = _Child(python or sys.executable, pending, simulate)

@@ -96,3 +96,9 @@ def test_triton_backends_map_to_devices(tmp_path, monkeypatch):
     r = run_probe(steps=["triton"])
     assert r.triton == {"installed": True, "verdict": "ok", "version": "3.6.0", "backends": ["intel", "nvidia"],
                         "devices": {"cuda": True, "xpu": True, "cpu": False}}
+
+
+def test_total_timeout_reports_what_was_not_run():
+    r = run_probe(steps=["python", "packages", "cpu"], simulate="hang:packages", timeout=2, total_timeout=1)
+    assert [s.verdict for s in r.steps] == ["ok", "timeout", "skipped"]
+    assert "stopped after 1 s" in r.step("cpu").detail

@@ -83,3 +83,12 @@ def test_cli_bad_input_is_a_user_error(capsys):
     assert cli(["validate", str(MODELS / NANO), "--target", "embedded", "--device", "cpu",
                 "--attention-backend", "flashy"]) == 2
     assert "--attention-backend 'flashy' is not one of" in capsys.readouterr().err
+
+
+def test_launch_command_accepts_target_strings():
+    from bringup.core.rules import launch_command
+
+    lm = layer_map(NANO)
+    assert launch_command(lm, "sglang==0.5.17", LaunchSettings(device="xpu"))[:3] == ["python", "-m", "sglang.launch_server"]
+    assert launch_command(lm, "embedded", LaunchSettings(device="cpu", dtype="bfloat16"))[:2] == ["bringup", "serve"]
+    assert launch_command(lm, "embedded", LaunchSettings(device="cpu"), path="/models/nano")[2] == "/models/nano"

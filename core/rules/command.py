@@ -77,8 +77,10 @@ def embedded_argv(path: str, s: LaunchSettings) -> list[str]:
     return argv
 
 
-def launch_command(lm: LayerMap, engine: str, s: LaunchSettings, *, path: str | None = None) -> list[str]:
-    """argv for `engine` ("sglang" or "embedded"); shlex.join() it for a shell."""
+def launch_command(lm: LayerMap, target, s: LaunchSettings, *, path: str | None = None) -> list[str]:
+    """argv that launches `s` on `target` ("embedded", "sglang==X.Y.Z", "sglang" or a Target); shlex.join()
+    it for a shell."""
+    engine = getattr(target, "engine", None) or ("sglang" if str(target).lower().startswith("sglang") else "embedded")
     path = path or model_path(lm)
     return sglang_argv(path, s) if engine == "sglang" else embedded_argv(path, s)
 

@@ -88,5 +88,5 @@ def validate(layer_map: LayerMap, target: str | Target, settings: LaunchSettings
                 "DEVICE_NOT_ON_THIS_MACHINE", "warning",
                 f"The probe found no {settings.device} device on this machine (it has: {', '.join(available_devices) or 'none'}).",
                 fix="validate for another machine, or pick a device the probe lists", source="bringup probe"))
-    argv = launch_command(layer_map, target.engine, settings, path=model_path)
+    argv = launch_command(layer_map, target, settings, path=model_path)
     return ValidationResult(layer_map.name, target, settings, check.r, findings, argv)
