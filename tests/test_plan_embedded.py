@@ -118,3 +118,10 @@ def test_float32_engine_doubles_weights_and_kv():
     assert fp32.kv_bytes_per_token == 2 * bf16.kv_bytes_per_token
     assert fp32.conv_bytes_per_request == 2 * bf16.conv_bytes_per_request  # conv follows the model dtype
     assert fp32.ssm_bytes_per_request == bf16.ssm_bytes_per_request
+
+
+def test_device_memory_may_be_a_float_but_not_nonsense():
+    assert plan_memory(tiny_map(), device_memory=8.0 * GIB, device="cpu").device_memory == 8 * GIB
+    for bad in (0, -5, "8G", None, True):
+        with pytest.raises(UserError, match="device memory"):
+            plan_memory(tiny_map(), device_memory=bad)

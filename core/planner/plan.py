@@ -73,8 +73,9 @@ def plan_memory(
     """
     kind, version = parse_target(target)
     device = (device or "cpu").strip().lower()
-    if not isinstance(device_memory, int) or device_memory <= 0:
+    if isinstance(device_memory, bool) or not isinstance(device_memory, (int, float)) or device_memory <= 0:
         raise UserError(f"device memory must be a positive number of bytes, got {device_memory!r}")
+    device_memory = int(device_memory)
     for name, value in (("tp", tp), ("pp", pp)):
         if not isinstance(value, int) or value < 1:
             raise UserError(f"--{name} must be a positive integer, got {value!r}")
