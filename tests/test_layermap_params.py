@@ -60,6 +60,10 @@ def test_real_config_params_match_transformers_meta_build(file):
 
 # Families without a shared config: transformers' own defaults, shrunk, with the switches that matter.
 DEFAULT_CASES = [
+    # Nemotron-3 Super/Ultra style: a block list without num_hidden_layers, and a latent MoE.
+    ("nemotron_h", dict(layers_block_type=["linear_attention", "moe", "full_attention", "mlp", "linear_attention", "moe"],
+                        hidden_size=512, moe_latent_size=128, n_routed_experts=16, num_experts_per_tok=4,
+                        moe_intermediate_size=256, moe_shared_expert_intermediate_size=512, intermediate_size=1024)),
     ("granitemoehybrid", dict(num_hidden_layers=4, layer_types=["mamba", "attention", "mamba", "mamba"], hidden_size=512,
                               num_attention_heads=8, mamba_n_heads=16, intermediate_size=256, shared_intermediate_size=512)),
     ("granitemoehybrid", dict(num_hidden_layers=4, layer_types=["mamba", "attention", "mamba", "mamba"], hidden_size=512,
