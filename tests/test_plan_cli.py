@@ -128,3 +128,12 @@ def test_auto_device_memory_on_cpu(capsys):
     plan = json.loads(out)
     assert plan["device"] == "cpu" and plan["device_memory"] > 0
     assert "psutil" in plan["notes"][0]
+
+
+def test_a_partial_download_falls_back_to_the_parameter_count(capsys, tmp_path):
+    folder = _checkpoint(tmp_path / "ckpt", sharded=True)
+    (folder / "model-00002-of-00002.safetensors").unlink()
+    code, out, _ = run(capsys, folder / "config.json", "--device-memory", "1GiB", "--json")
+    plan = json.loads(out)
+    assert code == 0 and plan["weights_source"] == "params"
+    assert any("missing" in note for note in plan["notes"])

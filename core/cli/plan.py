@@ -83,7 +83,7 @@ def main(args: argparse.Namespace) -> int:
         layer_map, device_memory=memory, target=args.target, device=device, mem_fraction=args.mem_fraction,
         tp=args.tp, pp=args.pp, dtype=args.dtype, kv_dtype=args.kv_dtype, conv_dtype=args.conv_dtype,
         ssm_dtype=args.ssm_dtype, page_size=args.page_size, context=args.context,
-        max_running_requests=args.max_running_requests, checkpoint=loaded.path if loaded.kind == "folder" else None,
+        max_running_requests=args.max_running_requests, checkpoint=loaded.path,
         **options,
     )
     plan.notes[:0] = notes

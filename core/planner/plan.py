@@ -28,17 +28,23 @@ def parse_target(target: str) -> tuple[str, tuple[int, ...] | None]:
     raise UserError(f"unknown target {target!r}; use 'embedded' or 'sglang==X.Y.Z' (e.g. sglang==0.5.23)")
 
 
-def _resolve_weights(layer_map: LayerMap, weights_bytes, checkpoint, dtype: str, elem_bytes: int) -> tuple[int, str]:
+def _resolve_weights(layer_map: LayerMap, weights_bytes, checkpoint, elem_bytes: int) -> tuple[int, str, list[str]]:
     if weights_bytes is not None:
         if weights_bytes < 0:
             raise UserError(f"weights_bytes must be >= 0, got {weights_bytes}")
-        return int(weights_bytes), "given"
-    ckpt = checkpoint_weights(checkpoint) if checkpoint else None
+        return int(weights_bytes), "given", []
+    notes = []
+    try:
+        ckpt = checkpoint_weights(checkpoint) if checkpoint else None
+    except UserError as err:  # a partial download or a damaged file: plan from the parameter count
+        ckpt = None
+        notes.append(f"checkpoint not used for the weights ({err})")
     if ckpt is not None:
-        return ckpt.bytes_as(elem_bytes), "checkpoint"
+        return ckpt.bytes_as(elem_bytes), "checkpoint", [f"weights from {len(ckpt.files)} safetensors file(s), "
+                                                         f"{ckpt.params:,} parameters"]
     if layer_map.params_total <= 0:
         raise UserError(f"the layer map of {layer_map.name or 'this model'} has no parameter count; pass the weight size")
-    return layer_map.params_total * elem_bytes, "params"
+    return layer_map.params_total * elem_bytes, "params", notes
 
 
 def plan_memory(
@@ -98,7 +104,7 @@ def plan_memory(
         declared = cfg.get("mamba_ssm_dtype") or (cfg.get("text_config") or {}).get("mamba_ssm_dtype")
         ssm_dtype = declared if kind == "sglang" and declared else "float32"
     ssm_dtype = canonical_dtype(ssm_dtype, what="SSM state dtype")
-    weights, source = _resolve_weights(layer_map, weights_bytes, checkpoint, dtype, dtype_bytes(dtype))
+    weights, source, weight_notes = _resolve_weights(layer_map, weights_bytes, checkpoint, dtype_bytes(dtype))
 
     common = dict(
         device=device, device_memory=device_memory, mem_fraction=mem_fraction, weights_bytes=weights,
@@ -118,6 +124,7 @@ def plan_memory(
         from .sglang import plan_sglang
 
         plan = plan_sglang(layer_map, version=version, tp=tp, pp=pp, **common, **sglang_options)
+    plan.notes[:0] = weight_notes
     if sliding:
         plan.notes.append(
             f"{len(sliding)} sliding-window layers are counted as full KV layers; an engine with a separate "
