@@ -61,10 +61,6 @@ def cache_text(layer_map: LayerMap) -> str:
     return "   ·   ".join(parts)
 
 
-def _luminance(c: QColor) -> float:
-    return 0.299 * c.redF() + 0.587 * c.greenF() + 0.114 * c.blueF()
-
-
 def _cell_fill(painter: QPainter, rect: QRectF, mixer: str, colour_of) -> None:
     if mixer in st.SPLIT_MIXERS:
         top, bottom = st.SPLIT_MIXERS[mixer]
@@ -97,8 +93,7 @@ def _draw_cell(painter: QPainter, cell: CellBox, letters: bool) -> None:
         _cell_fill(painter, cell.mixer_rect, layer.mixer, st.mixer_color)
         letter = MIXER_LETTERS.get(layer.mixer)
         if letters and letter:
-            colour = st.mixer_color(layer.mixer)
-            painter.setPen(QColor("#FFFFFF") if _luminance(colour) < 0.6 else st.TEXT)
+            painter.setPen(st.text_on(st.mixer_color(layer.mixer)))
             painter.setFont(st.font(8.5, bold=True))
             painter.drawText(cell.mixer_rect, Qt.AlignmentFlag.AlignCenter, letter)
     if layer.ffn == "none":

@@ -9,11 +9,11 @@ from PySide6.QtGui import QColor, QFont
 MIXER_COLORS = {
     "attention": "#E8913A",
     "sliding_attention": "#F3C577",
-    "mamba2": "#4F86B8",
+    "mamba2": "#4479AB",
     "mamba": "#86AED3",
-    "gated_delta_net": "#3E9C8F",
+    "gated_delta_net": "#33877B",
     "kimi_delta_attention": "#6DBE9A",
-    "lightning_attention": "#8C7BC4",
+    "lightning_attention": "#7A68B5",
     "short_conv": "#6FB7C9",
     "none": "#FFFFFF",
 }
@@ -37,15 +37,34 @@ FFN_NAMES = {"moe": "MoE", "mlp": "dense MLP", "none": "no FFN"}
 
 BACKGROUND = QColor("#FBFBF9")
 TEXT = QColor("#2E3440")
-MUTED = QColor("#7B8394")
+MUTED = QColor("#646D7E")
 EMPTY_FILL = QColor("#ECEEF2")
 SELECTED = QColor("#1F2A44")
 HOVER = QColor("#5E6B85")
-ATTENTION_TAG = QColor("#B5621A")
+ATTENTION_TAG = QColor("#A4540F")
 HIGHLIGHT = QColor("#D62828")
 SEVERITY_COLORS = {"error": QColor("#D62828"), "warning": QColor("#C77700"), "info": QColor("#2F6DB5")}
 STAGE_COLORS = ["#E6EEF7", "#F4EBDD", "#E6F2EA", "#F1E6F1", "#EEF0E1", "#E3F0F2", "#F5E4E4", "#E9E7F5"]
 STAGE_TEXT = QColor("#5A6478")
+
+
+def _relative_luminance(c: QColor) -> float:
+    def channel(v: float) -> float:
+        return v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4
+
+    return 0.2126 * channel(c.redF()) + 0.7152 * channel(c.greenF()) + 0.0722 * channel(c.blueF())
+
+
+def contrast(a: QColor, b: QColor) -> float:
+    """WCAG contrast ratio of two colours (1 to 21)."""
+    la, lb = sorted((_relative_luminance(a), _relative_luminance(b)), reverse=True)
+    return (la + 0.05) / (lb + 0.05)
+
+
+def text_on(background: QColor) -> QColor:
+    """White or dark text, whichever reads better on `background`."""
+    white = QColor("#FFFFFF")
+    return white if contrast(white, background) >= contrast(TEXT, background) else TEXT
 
 
 def mixer_color(mixer: str) -> QColor:

@@ -21,10 +21,10 @@ QFrame#errorBanner QToolButton { border: none; color: #8F1D1D; font-weight: 600;
 QTabWidget::pane { border: none; background: #FFFFFF; }
 QTabBar::tab { padding: 6px 16px; color: #4A5468; background: transparent; border: none;
                border-bottom: 2px solid transparent; }
-QTabBar::tab:selected { color: #1F2A44; border-bottom: 2px solid #4F86B8; font-weight: 600; }
+QTabBar::tab:selected { color: #1F2A44; border-bottom: 2px solid #4479AB; font-weight: 600; }
 QTabBar::tab:hover { color: #1F2A44; }
 QToolButton { padding: 3px 8px; border: 1px solid #D5D9E0; border-radius: 4px; background: #FFFFFF; color: #2E3440; }
-QToolButton:checked { background: #E3ECF6; border-color: #4F86B8; }
+QToolButton:checked { background: #E3ECF6; border-color: #4479AB; }
 QToolButton:hover { border-color: #9AA5B5; }
 QToolTip { background: #FFFFFF; color: #2E3440; border: 1px solid #C9CED6; padding: 4px; }
 """

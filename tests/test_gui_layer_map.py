@@ -176,3 +176,15 @@ def test_zoom_makes_cells_larger_and_wraps_more(panel, big, qtbot):
     assert panel.view.height() == int(after.height)
     qtbot.keyClick(panel.view, Qt.Key.Key_0, Qt.KeyboardModifier.ControlModifier)
     assert panel.view.map_layout().cell_w == before.cell_w
+
+
+def test_palette_letters_and_labels_are_readable():
+    from bringup.app import layer_map_style as st
+
+    for mixer in st.MIXER_COLORS:
+        if mixer != "none":
+            colour = st.mixer_color(mixer)
+            assert st.contrast(st.text_on(colour), colour) >= 4.2, mixer
+    for colour in (st.TEXT, st.MUTED, st.ATTENTION_TAG, st.HIGHLIGHT):
+        assert st.contrast(colour, st.BACKGROUND) >= 4.5
+    assert "#d62828" not in {st.mixer_color(m).name() for m in st.MIXER_COLORS}  # red means a finding
