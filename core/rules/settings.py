@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 
 from bringup.core.errors import UserError
+from bringup.core.rules.sglang_backends import CHOICES
 
 DEVICES = ("cuda", "rocm", "xpu", "npu", "cpu", "mps")  # rocm = a ROCm build of torch (SGLang: --device cuda)
 MAMBA_STRATEGIES = ("auto", "no_buffer", "extra_buffer", "extra_buffer_lazy")
@@ -47,8 +48,6 @@ def check_settings(s: LaunchSettings) -> None:
     def choice(flag: str, value, allowed) -> None:
         if value not in allowed:
             raise UserError(f"{flag} {value!r} is not one of {', '.join(allowed)}; pick one of those")
-
-    from bringup.core.rules.sglang_backends import CHOICES
 
     choice("--device", s.device, DEVICES)
     if s.attention_backend is not None:

@@ -45,7 +45,7 @@ def not_implemented(m: ModelFacts) -> bool:
 
 def hybrid_kv_pool(m: ModelFacts) -> bool:
     """SGLang builds a HybridLinearKVPool (KV only for full-attention layers): mambaish_config is set."""
-    return uses_mamba_radix_cache(m) or _starts(m.architecture, _EXTRA_BUFFER_ADDED) and m.is_hybrid
+    return uses_mamba_radix_cache(m) or (_starts(m.architecture, _EXTRA_BUFFER_ADDED) and m.is_hybrid)
 
 
 def refuses_triton(m: ModelFacts) -> bool:
