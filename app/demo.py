@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (QApplication, QGridLayout, QHBoxLayout, QLabel, Q
                                QTextBrowser, QVBoxLayout, QWidget)
 
 from bringup.app.run.engine_controller import EngineController
+from bringup.app.run.engine_controller import device_text as _device_text
 from bringup.app.run.gauge import Gauge
 from bringup.app.run.prompt_runner import PromptRunner
 from bringup.core.demo_profile import DemoProfile, load_profile
@@ -52,6 +53,8 @@ class DemoWindow(QWidget):
         self.answers: dict[int, str] = {}
         self.best_tok_s = 0.0
         self._owns_engine = attach_url is None
+        self.figures: dict = {}
+        self.device_text = self.profile.device
 
         title = QLabel(self.profile.title, objectName="demoTitle")
         self.sub = QLabel("", objectName="demoSub")
@@ -66,6 +69,8 @@ class DemoWindow(QWidget):
         self.state_gauge = Gauge("State pool (Mamba2 layers)", "#4F86B8")
         self.prompts = QListWidget()
         self.prompts.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # locked: nothing to pick or edit
+        self.prompts.setWordWrap(True)
+        self.prompts.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         for text in self.profile.prompts:
             QListWidgetItem("○  " + text, self.prompts)
         self.output = QTextBrowser()
@@ -110,15 +115,15 @@ class DemoWindow(QWidget):
         c.stage_changed.connect(lambda stage, _p: self.status.setText(f"Engine: {stage}"))
         c.figures_changed.connect(self._on_figures)
         c.crashed.connect(self._on_crash)
+        c.server_info.connect(self._on_info)
         app = QApplication.instance()
         if app is not None:
             app.aboutToQuit.connect(self.shutdown)
-        device = self.profile.device
-        self.sub.setText(f"model: {self.profile.model} · device: {device}")
+        self._update_sub()
         if attach_url:
             c.attach(attach_url)
         else:
-            c.launch_embedded(self.profile.model, device=device, extra=self.profile.serve_flags())
+            c.launch_embedded(self.profile.model, device=self.profile.device, extra=self.profile.serve_flags())
 
     def _build_layer_map(self) -> QWidget | None:
         from bringup.app.layer_map_view import LayerMapView
@@ -149,13 +154,20 @@ class DemoWindow(QWidget):
         self.runner.start()
 
     def _on_figures(self, f: dict) -> None:
-        parts = []
-        if "kv_tokens" in f:
-            parts.append(f"KV pool {f['kv_tokens']:,} tokens")
-        if "state_slots" in f:
-            parts.append(f"state pool {f['state_slots']:,} slots")
-        if parts:
-            self.sub.setText(f"model: {self.profile.model} · device: {self.profile.device} · " + " · ".join(parts))
+        self.figures.update(f)
+        self._update_sub()
+
+    def _on_info(self, info: dict) -> None:
+        self.device_text = _device_text(info) or self.device_text
+        self._update_sub()
+
+    def _update_sub(self) -> None:
+        parts = [f"model: {self.profile.model}", f"device: {self.device_text}"]
+        if "kv_tokens" in self.figures:
+            parts.append(f"KV pool {self.figures['kv_tokens']:,} tokens")
+        if "state_slots" in self.figures:
+            parts.append(f"state pool {self.figures['state_slots']:,} slots")
+        self.sub.setText(" · ".join(parts))
 
     def _on_sample(self, s: EngineSample) -> None:
         if s.gen_tok_s is not None:

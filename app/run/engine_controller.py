@@ -49,6 +49,7 @@ class EngineController(QObject):
     crashed = Signal(int, list)  # exit code, last log lines
     stopped = Signal()
     state_changed = Signal(str)  # idle | starting | ready | attached | stopping | crashed
+    server_info = Signal(dict)  # GET /server_info once ready (device, pools predicted vs allocated)
     _stop_done = Signal()  # from the stopping thread back to the GUI thread
 
     def __init__(self, parent: QObject | None = None) -> None:
@@ -58,6 +59,7 @@ class EngineController(QObject):
         self.process: EngineProcess | None = None
         self.startup = StartupState()
         self.api_key: str | None = None
+        self.info: dict = {}
         self._scrape_stop = threading.Event()
         self._scraper: threading.Thread | None = None
         self._watch = QTimer(self)
@@ -169,6 +171,10 @@ class EngineController(QObject):
         stop_event, url, key = self._scrape_stop, self.base_url, self.api_key
 
         def _loop() -> None:
+            info = _get_json(f"{url}/server_info", key)
+            if isinstance(info, dict) and not stop_event.is_set():
+                self.info = info
+                self.server_info.emit(info)
             reader = MetricsReader()
             while not stop_event.is_set():
                 t = time.monotonic()
@@ -198,3 +204,23 @@ class EngineController(QObject):
         except OSError:
             return False
 
+
+
+def _get_json(url: str, api_key: str | None, timeout: float = 2.0):
+    """A JSON document, or None when the server has no such endpoint or is unreachable."""
+    import json
+
+    req = urllib.request.Request(url)
+    if api_key:
+        req.add_header("Authorization", f"Bearer {api_key}")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 (local URL by design)
+            return json.loads(resp.read().decode("utf-8", "replace"))
+    except (OSError, ValueError):
+        return None
+
+
+def device_text(info: dict) -> str:
+    """"cuda:0 (NVIDIA H200)" from a /server_info document; "" when it names no device."""
+    device, name = info.get("device") or "", info.get("device_name") or ""
+    return f"{device} ({name})" if device and name and name != device else device or name

@@ -117,6 +117,7 @@ class RunTab(QWidget):
         c.crashed.connect(self._on_crash)
         c.stopped.connect(self._on_stopped)
         c.state_changed.connect(self._sync_buttons)
+        c.server_info.connect(self._on_info)
         self.log.diagnose_requested.connect(self.diagnose_text)
         app = QApplication.instance()
         if app is not None:  # orphans keep device memory: the engine never outlives the window
@@ -211,6 +212,13 @@ class RunTab(QWidget):
         self.stage.setText(f"<b style='color:#2E7D32'>Ready</b> · {url} · {who}")
         self.chat.set_server(url, self.controller.api_key)
         self.load.set_server(url, self.controller.api_key)
+
+    def _on_info(self, info: dict) -> None:
+        from bringup.app.run.engine_controller import device_text
+
+        device = device_text(info)
+        if device and device not in self.stage.text():
+            self.stage.setText(self.stage.text() + f" · {device}")
 
     def _on_crash(self, code: int, tail: list[str]) -> None:
         self.load.set_server(None)
