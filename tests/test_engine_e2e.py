@@ -172,3 +172,20 @@ def test_running_limit_and_queue(nemotron):
         finished += sum(o.finished for o in engine.step())
     assert finished == 4
     engine.check_pools()
+
+
+def test_startup_lines_parse_like_sglang(nemotron):
+    """The GUI follows our start-up with the parser it uses for SGLang: every figure must come through."""
+    from bringup.core.startup_log import StartupState, line_severity
+
+    engine, lines = quiet_engine(nemotron, page_size=8)
+    state = StartupState()
+    for line in lines:
+        state.feed(line)
+        assert line_severity(line) == "info", line
+    f = state.figures
+    assert state.stage == "state pool allocated"
+    assert f["model_class"] == "NemotronHForCausalLM"
+    assert f["kv_tokens"] == engine.kv_pool.capacity_tokens and f["kv_dtype"] == "float32"
+    assert f["state_slots"] == engine.state_pool.num_slots
+    assert {"weights_gb", "avail_mem_gb", "k_size_gb", "v_size_gb", "conv_state_gb", "ssm_state_gb"} <= set(f)
