@@ -85,3 +85,20 @@ def test_another_model_and_no_model(tab, qtbot):
     tab.set_layer_map(None)
     assert tab.plan is None
     assert tab.bar.segments == []
+
+
+def test_weights_come_from_a_local_checkpoint_s_headers(qtbot, tmp_path):
+    import json
+    import struct
+
+    from bringup.core.sources import load_layer_map
+
+    (tmp_path / "config.json").write_text(NEMOTRON_NANO.read_text())
+    header = json.dumps({"w": {"dtype": "BF16", "shape": [1000, 1000], "data_offsets": [0, 2_000_000]}}).encode()
+    (tmp_path / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header)  # headers are all it reads
+    tab = PlanTab()
+    qtbot.addWidget(tab)
+    tab.set_layer_map(load_layer_map(str(tmp_path)))
+    assert tab.plan.weights_source == "checkpoint"
+    assert tab.plan.weights_bytes == 2_000_000
+    assert tab.bar.segments[0].note == "from the checkpoint"

@@ -7,6 +7,8 @@ engine sizes its pools with, so the bar is what the engine will allocate. Planni
 
 from __future__ import annotations
 
+import os
+
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -235,8 +237,10 @@ class PlanTab(QWidget):
         from bringup.core.planner import plan_memory
 
         kwargs = self.settings()
+        source = self.layer_map.source or ""
+        checkpoint = source if source and os.path.exists(source) else None  # its folder's safetensors headers
         try:
-            self.plan = plan_memory(self.layer_map, **kwargs)
+            self.plan = plan_memory(self.layer_map, checkpoint=checkpoint, **kwargs)
         except UserError as exc:
             self.plan = None
             self._show_message(str(exc), error=True)
@@ -294,7 +298,9 @@ _SEGMENT_COLOURS = {"weights": COLOURS["weights"], "kv_pool": COLOURS["kv"], "st
 
 def plan_segments(plan: dict) -> list[Segment]:
     """The plan's own breakdown (weights / KV pool / state pool / reserve / free) as bar segments."""
+    weights_from = {"checkpoint": "from the checkpoint", "params": "from the parameter count"}
     notes = {
+        "weights": weights_from.get(plan.get("weights_source"), ""),
         "kv_pool": f"{fmt_count(plan.get('kv_tokens'))} tokens",
         "state_pool": f"{fmt_count(plan.get('state_slots'))} slots",
     }

@@ -138,3 +138,15 @@ def matrix_caption(matrix: dict) -> str:
     return (f"{matrix.get('model', '')} on {target}: {counts.get('ok', 0)} of {total} combinations work, "
             f"{counts.get('warning', 0)} with warnings, {counts.get('failure', 0)} fail. Other settings as in the "
             "form. Hover a cell for why; click it to try it.")
+
+
+def xmx_of(report) -> bool | None:
+    """Whether this machine's XPUs have XMX matrix engines (intel_xpu needs them), when the probe knows."""
+    if report is None:
+        return None
+    xpu = report.devices.get("xpu")
+    if xpu is None or not xpu.available:
+        return None
+    answers = [d.get("has_subgroup_matrix_multiply_accumulate") for d in xpu.devices]
+    answers = [a for a in answers if isinstance(a, bool)]
+    return all(answers) if answers else None

@@ -37,6 +37,7 @@ class ValidateTab(QWidget):
     title = "Validate"
     highlight_requested = Signal(object)
     probe_finished = Signal(object)  # the probe report, for tests and for other tabs
+    PROBE_OPTIONS: dict = {}  # defaults for new tabs (tests narrow the steps to skip the torch import)
 
     def __init__(self, parent=None, *, probe_on_show: bool = True) -> None:
         super().__init__(parent)
@@ -45,7 +46,7 @@ class ValidateTab(QWidget):
         self.matrix = None  # the last compatibility matrix (dict)
         self.probe_report = None
         self.probe_on_show = probe_on_show
-        self.probe_options: dict = {}  # run_probe keywords: timeout, steps, simulate
+        self.probe_options: dict = dict(self.PROBE_OPTIONS)  # run_probe keywords: timeout, steps, simulate
         self.probe_runner = ProbeRunner(self)
         self.probe_runner.step.connect(self._probe_step)
         self.probe_runner.finished.connect(self._probe_done)
@@ -211,6 +212,8 @@ class ValidateTab(QWidget):
             "dtype": self.dtype.currentText(),
             "kv_dtype": self.kv_dtype.currentText(),
             "mamba_ssm_dtype": opt(self.ssm_dtype),
+            # From the probe: does this machine's XPU have XMX (intel_xpu falls back to triton without)?
+            "xmx": logic.xmx_of(self.probe_report) if device == "xpu" else None,
         }
 
     def set_settings(self, **values) -> None:
@@ -231,6 +234,8 @@ class ValidateTab(QWidget):
                 spins[key].setValue(int(value or 0))
             elif key in checks:
                 checks[key].setChecked(bool(value))
+            elif key == "xmx":
+                continue  # comes from the probe, not the form
             else:
                 raise KeyError(f"unknown setting {key!r}")
         self.schedule()
