@@ -21,7 +21,7 @@ def mixers(view: ConfigView, n: int, model_type: str) -> list[str]:
         if len(types) != n or any(t not in _TYPES for t in types):
             raise view.bad("layer_types", types, f"{n} entries of sliding_attention | full_attention")
         return [_TYPES[t] for t in types]
-    window = view.int("sliding_window", default=0, minimum=0)
+    window = view.int("sliding_window", default=0, minimum=0, maximum=1 << 40)
     if model_type.startswith(("qwen2", "qwen3")):
         if view.bool("use_sliding_window", default=False) and window:
             start = view.int("max_window_layers", default=n, minimum=0, maximum=1 << 20)
@@ -50,7 +50,7 @@ def build(view: ConfigView) -> FamilyResult:
     heads = view.int("num_attention_heads", default=32)
     kv_heads = view.int("num_key_value_heads", default=heads)
     head_dim = view.int("head_dim", default=max(1, h // heads))
-    window = view.int("sliding_window", default=0, minimum=0)
+    window = view.int("sliding_window", default=0, minimum=0, maximum=1 << 40)
     qkv_bias = view.bool("attention_bias", default=model_type.startswith("qwen2"))
     o_bias = qkv_bias and not model_type.startswith("qwen2")  # Qwen2 biases q, k, v only
     qk_norm = 2 * head_dim if model_type.startswith("qwen3") else 0

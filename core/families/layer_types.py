@@ -74,7 +74,7 @@ def build(view: ConfigView) -> FamilyResult:
     heads = view.int("num_attention_heads", default=max(1, h // 128))
     kv_heads = view.int("num_key_value_heads", default=heads)
     head_dim = view.int("head_dim", default=max(1, h // heads))
-    window = view.int("sliding_window", default=0, minimum=0)
+    window = view.int("sliding_window", default=0, minimum=0, maximum=1 << 40)
     inter = view.int("intermediate_size", default=0, minimum=0)
     layers, skipped = [], set()
     for m in kinds:

@@ -47,7 +47,7 @@ def build(view: ConfigView) -> FamilyResult:
     heads = view.int("num_attention_heads", default=8)
     kv_heads = view.int("num_key_value_heads", default=heads)
     head_dim = view.int("head_dim", default=max(1, h // heads))
-    window = view.int("sliding_window", default=4096)
+    window = view.int("sliding_window", default=4096, maximum=1 << 40)
     bias = view.bool("attention_bias", default=model_type == "gpt_oss")
     notes: list[str] = []
     if model_type == "gpt_oss":
