@@ -3,6 +3,14 @@
 Counts follow what transformers allocates (`sum(p.numel() for p in model.parameters())`), so a
 family module adds up blocks the way the HF modeling file builds them. Cache geometry is in
 elements at TP 1, as SGLang sizes its pools (sglang-notes §2.3).
+
+`Layer.attrs` keys the families write (the planner and the details panel read them):
+- attention: heads, kv_heads, head_dim, window (sliding layers); MLA adds mla, kv_lora_rank,
+  qk_rope_head_dim, v_head_dim
+- Mamba2: mamba_heads, mamba_head_dim, mamba_groups, d_state, conv_kernel; Mamba1: mamba_inner, dt_rank
+- gated DeltaNet: linear_key_heads, linear_value_heads, linear_key_head_dim, linear_value_head_dim, conv_kernel
+- KDA: linear_heads, linear_head_dim, conv_kernel; short conv: conv_channels, conv_kernel
+- FFN: intermediate_size; MoE: experts, top_k (and moe_intermediate_size where it differs)
 """
 
 from __future__ import annotations
