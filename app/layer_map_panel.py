@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
+from pathlib import Path
+
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QFileDialog,
     QFrame,
@@ -27,10 +29,24 @@ DETAILS_WIDTH = 300
 MIN_HEIGHT = 300  # room for the details panel beside a one-line map
 
 
+def dropped_model(event) -> str | None:
+    """The config.json or model folder being dragged, or None (logs go to the Diagnose tab)."""
+    mime = event.mimeData()
+    if not mime.hasUrls() or len(mime.urls()) != 1 or not mime.urls()[0].isLocalFile():
+        return None
+    path = Path(mime.urls()[0].toLocalFile())
+    if path.is_dir() or (path.is_file() and path.suffix.lower() == ".json"):
+        return str(path)
+    return None
+
+
 class LayerMapPanel(QFrame):
+    model_dropped = Signal(str)  # a config.json or model folder dropped on the map
+
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("mapPanel")
+        self.setAcceptDrops(True)
         self.state = LayerMapState(self)
         self.view = LayerMapView(self.state)
         self.details = LayerDetails(self.state)
@@ -144,3 +160,17 @@ class LayerMapPanel(QFrame):
             self.view.export(path)
         except UserError as err:
             QMessageBox.warning(self, "Export", str(err))
+
+    def dragEnterEvent(self, event) -> None:
+        if dropped_model(event):
+            event.acceptProposedAction()
+        else:
+            event.ignore()
+
+    def dropEvent(self, event) -> None:
+        path = dropped_model(event)
+        if path:
+            event.acceptProposedAction()
+            self.model_dropped.emit(path)
+        else:
+            event.ignore()

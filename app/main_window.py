@@ -120,6 +120,7 @@ class MainWindow(QMainWindow):
         self.model_bar.load_requested.connect(self.load)
         self.model_bar.cancel_requested.connect(self.loader.cancel)
         self.map_panel.state.selection_changed.connect(self._on_selection)
+        self.map_panel.model_dropped.connect(lambda path: self.load(path, self.model_bar.pp.value()))
         # Zoom, a highlight callout or wrapping change the map's height: refit the splitter.
         self.map_panel.view.height_changed.connect(lambda _h: QTimer.singleShot(0, lambda: self._fit_map(force=False)))
         self.map_panel.view.painted.connect(self._after_paint, Qt.ConnectionType.QueuedConnection)

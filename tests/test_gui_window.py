@@ -191,3 +191,23 @@ def test_changing_pp_keeps_the_selection_and_the_marks(window, qtbot):
     assert "Layer 12" in window.map_panel.details.text()
     load(window, qtbot, str(SHARED_MODELS / "openai__gpt-oss-20b.json"))  # another model starts clean
     assert state.selected is None and state.highlight is None
+
+
+def test_dropping_a_config_on_the_map_loads_it(window, qtbot, tmp_path):
+    from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+    from PySide6.QtGui import QDropEvent
+
+    def drop(path):
+        mime = QMimeData()
+        mime.setUrls([QUrl.fromLocalFile(str(path))])
+        event = QDropEvent(QPointF(50, 50), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
+                           Qt.KeyboardModifier.NoModifier)
+        window.map_panel.dropEvent(event)
+        return event.isAccepted()
+
+    log = tmp_path / "engine.log"
+    log.write_text("a log is not a model")
+    assert not drop(log)  # left for the Diagnose tab's window-wide drop
+    with qtbot.waitSignal(window.settled, timeout=10000):
+        assert drop(SHARED_MODELS / "openai__gpt-oss-20b.json")
+    assert window.layer_map.model_type == "gpt_oss"
