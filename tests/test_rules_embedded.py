@@ -41,3 +41,30 @@ def test_single_device_only_and_sglang_flags_do_not_apply():
     assert codes(r, "error") == ["EMBEDDED_PARALLEL", "EMBEDDED_KV_DTYPE"]
     assert "EMBEDDED_BACKEND_IGNORED" in codes(r, "warning")
     assert "EMBEDDED_NO_PREFIX_CACHE" in codes(r, "info")
+
+
+def test_fp8_kv_message_is_the_engine_pools_own():
+    from bringup.core.engine.pools import as_dtype
+
+    with pytest.raises(ValueError) as err:
+        as_dtype("fp8_e4m3")
+    f = finding(run(NANO, "embedded", device="cpu", kv_dtype="fp8_e4m3"), "EMBEDDED_KV_DTYPE")
+    assert f.engine_message == f"ValueError: {err.value}"
+
+
+def test_engine_settings_reach_the_command_only_where_serve_has_the_option():
+    import argparse
+
+    from bringup.core.cli import serve
+
+    parser = argparse.ArgumentParser()
+    serve.configure(parser)
+    options = {o for a in parser._actions for o in a.option_strings}
+    r = run(NANO, "embedded", device="xpu", dtype="bfloat16", page_size=32, kv_dtype="bfloat16")
+    assert r.resolved.kv_dtype == "bfloat16" and r.resolved.page_size == 32
+    for flag, value in (("--page-size", "32"), ("--kv-dtype", "bfloat16")):
+        if flag in options:
+            assert f"{flag} {value}" in r.command
+        else:
+            assert flag not in r.command
+            assert any(f.code == "EMBEDDED_FLAG_NOT_IN_SERVE" and flag in f.message for f in r.findings)

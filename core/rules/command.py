@@ -65,15 +65,32 @@ def _serve_options() -> set[str]:
     return {opt for action in parser._actions for opt in action.option_strings}
 
 
+def _embedded_flags(s: LaunchSettings) -> list[tuple[str, str]]:
+    """(serve option, value) for each engine setting the user chose beyond device and dtype."""
+    flags = []
+    if s.page_size is not None:
+        flags.append(("--page-size", str(s.page_size)))
+    if s.kv_dtype != "auto":
+        flags.append(("--kv-dtype", s.kv_dtype))
+    if s.mamba_ssm_dtype:
+        flags.append(("--ssm-dtype", s.mamba_ssm_dtype))
+    return flags
+
+
+def embedded_flags_missing(s: LaunchSettings) -> list[str]:
+    """Settings the user chose that `bringup serve` cannot pass on (it lacks the option)."""
+    options = _serve_options()
+    return [flag for flag, _ in _embedded_flags(s) if flag not in options]
+
+
 def embedded_argv(path: str, s: LaunchSettings) -> list[str]:
     options = _serve_options()
     argv = ["bringup", "serve", path, "--device", s.device]
     if s.dtype != "auto":
         argv += ["--dtype", s.dtype]
-    if s.page_size is not None and "--page-size" in options:
-        argv += ["--page-size", str(s.page_size)]
-    if s.mamba_ssm_dtype and "--ssm-dtype" in options:
-        argv += ["--ssm-dtype", s.mamba_ssm_dtype]
+    for flag, value in _embedded_flags(s):
+        if flag in options:
+            argv += [flag, value]
     return argv
 
 

@@ -83,10 +83,18 @@ def check_embedded(m: ModelFacts, s: LaunchSettings) -> Check:
         r.mamba_ssm_dtype = s.mamba_ssm_dtype or "float32"  # Engine(ssm_dtype="float32")
         r.why["mamba_ssm_dtype"] = "--mamba-ssm-dtype" if s.mamba_ssm_dtype else "the engine's default float32"
     if s.kv_dtype.startswith("fp8"):
-        c.add("EMBEDDED_KV_DTYPE", "error", f"The embedded engine has no {s.kv_dtype} KV cache; it keeps K and V in the model dtype.",
-              fix="drop --kv-dtype", source="core/engine/pools.py")
-    elif s.kv_dtype != "auto" and s.kv_dtype != r.dtype:
-        c.add("EMBEDDED_KV_DTYPE", "warning", f"The embedded engine keeps K and V in the model dtype ({r.dtype}); "
-              f"--kv-dtype {s.kv_dtype} is ignored.", fix="drop --kv-dtype", source="core/engine/pools.py")
-    r.kv_dtype = r.dtype
+        c.add("EMBEDDED_KV_DTYPE", "error", f"The embedded engine has no {s.kv_dtype} KV cache: its pools hold plain "
+              "torch dtypes (float32, bfloat16, float16).", fix="use --kv-dtype bfloat16 or drop it",
+              engine_message=f"ValueError: unknown dtype {s.kv_dtype!r}; use e.g. float32, bfloat16 or float16",
+              source="core/engine/pools.py (as_dtype)", stage="start-up")
+    r.kv_dtype = r.dtype if s.kv_dtype == "auto" else s.kv_dtype
+    if s.kv_dtype == "auto":
+        r.why["kv_dtype"] = "the model dtype"
+    from bringup.core.rules.command import embedded_flags_missing
+
+    for flag in embedded_flags_missing(s):
+        c.add("EMBEDDED_FLAG_NOT_IN_SERVE", "warning",
+              f"The engine takes this setting, but `bringup serve` has no {flag} option yet, so the launch command "
+              "leaves it out and the engine's default applies.", fix=f"drop {flag}, or run the engine from Python",
+              source="core/cli/serve.py")
     return c
