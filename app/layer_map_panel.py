@@ -5,11 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QFileDialog,
     QFrame,
     QHBoxLayout,
     QLabel,
+    QMenu,
     QMessageBox,
     QScrollArea,
     QSizePolicy,
@@ -83,6 +85,9 @@ class LayerMapPanel(QFrame):
         bar.addStretch(1)
         for button in (self.clear_marks, self.zoom_out, self.zoom_in, self.fold, self.export_png, self.export_svg):
             bar.addWidget(button)
+
+        self.view.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.view.customContextMenuRequested.connect(self._context_menu)
 
         self.scroll = QScrollArea()
         self.scroll.setWidgetResizable(True)
@@ -160,6 +165,30 @@ class LayerMapPanel(QFrame):
             self.view.export(path)
         except UserError as err:
             QMessageBox.warning(self, "Export", str(err))
+
+    def context_actions(self, pos) -> list[tuple[str, object]]:
+        """(label, callback) for the map's right-click menu at `pos` (None: a separator)."""
+        actions: list[tuple[str, object]] = []
+        text = self.view.tooltip_at(pos)
+        if text:
+            title = text.splitlines()[0]
+            actions.append((f"Copy {title.lower()} details", lambda: QGuiApplication.clipboard().setText(text)))
+        if self.state.layer_map is not None:
+            actions.append(("Unfold repeats" if self.state.folded else "Fold repeats", self.fold.toggle))
+            if self.state.highlight is not None:
+                actions.append(("Clear marks", self.clear_highlight))
+            actions.append(("Export PNG…", lambda: self._export("png")))
+            actions.append(("Export SVG…", lambda: self._export("svg")))
+        return actions
+
+    def _context_menu(self, pos) -> None:
+        actions = self.context_actions(pos)
+        if not actions:
+            return
+        menu = QMenu(self)
+        for label, callback in actions:
+            menu.addAction(label).triggered.connect(callback)
+        menu.exec(self.view.mapToGlobal(pos))
 
     def dragEnterEvent(self, event) -> None:
         if dropped_model(event):

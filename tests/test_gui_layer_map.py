@@ -188,3 +188,15 @@ def test_palette_letters_and_labels_are_readable():
     for colour in (st.TEXT, st.MUTED, st.ATTENTION_TAG, st.HIGHLIGHT):
         assert st.contrast(colour, st.BACKGROUND) >= 4.5
     assert "#d62828" not in {st.mixer_color(m).name() for m in st.MIXER_COLORS}  # red means a finding
+
+
+def test_context_menu_copies_a_layers_details_and_folds(panel, nano):
+    from PySide6.QtGui import QGuiApplication
+
+    panel.set_layer_map(nano)
+    actions = dict(panel.context_actions(panel.view.cell_center(19)))
+    actions["Copy layer 19 details"]()
+    assert QGuiApplication.clipboard().text().startswith("Layer 19\nmixer: attention")
+    actions["Fold repeats"]()
+    assert panel.state.folded and panel.fold.isChecked()
+    assert "Unfold repeats" in dict(panel.context_actions(QPoint(2, 2)))
