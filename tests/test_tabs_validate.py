@@ -102,3 +102,19 @@ def test_no_model(tab):
     tab.set_layer_map(None)
     assert tab.report is None and tab.grid.cells() == []
     assert "Load a model" in tab.banner.text()
+
+
+def test_embedded_target_greys_out_sglang_only_settings(tab, qtbot):
+    tab.set_settings(target="sglang==0.5.23", attention_backend="triton", mamba_strategy="no_buffer")
+    tab.set_settings(target="embedded", device="cpu")
+    assert not tab.backend.isEnabled() and not tab.strategy.isEnabled() and not tab.disable_radix.isEnabled()
+    tab.validate()
+    assert tab.report["target"]["engine"] == "embedded"
+    assert tab.command.command().startswith("bringup serve")
+    assert "EMBEDDED_BACKEND_IGNORED" not in codes(tab)  # the greyed-out triton is not sent
+    tab.tp.setValue(2)
+    tab.validate()
+    assert "EMBEDDED_PARALLEL" in codes(tab)
+    assert {c["device"] for c in tab.grid.cells()} == {"cpu", "cuda", "xpu"}
+    tab.set_settings(target="sglang==0.5.23")
+    assert tab.backend.isEnabled() and tab.settings()["attention_backend"] == "triton"  # kept

@@ -174,9 +174,11 @@ class ValidateTab(QWidget):
                       self.ssm_dtype):
             combo.currentTextChanged.connect(self.schedule)
         self.device.currentTextChanged.connect(self._device_chosen)
+        self.target.currentTextChanged.connect(self._target_chosen)
         self.target.setCurrentText(choices["targets"][-1])  # the newest SGLang profile
         self.device.setCurrentText("xpu" if "xpu" in choices["devices"] else choices["devices"][0])
         self._device_chosen(self.device.currentText())
+        self._target_chosen()
         for spin in (self.page_size, self.tp, self.pp):
             spin.valueChanged.connect(self.schedule)
         self.disable_radix.toggled.connect(self.schedule)
@@ -198,6 +200,14 @@ class ValidateTab(QWidget):
             return None if text in ("", "auto") else text
 
         device = self.device.currentText()
+        if self._embedded():  # the SGLang-only fields are greyed out: send their defaults
+            return {
+                "target": self.target.currentText().strip(), "device": device, "gpu": None,
+                "attention_backend": None, "mamba_strategy": "auto", "disable_radix_cache": False,
+                "disable_overlap_schedule": False, "page_size": self.page_size.value() or None,
+                "tp": self.tp.value(), "pp": self.pp.value(), "dtype": self.dtype.currentText(),
+                "kv_dtype": self.kv_dtype.currentText(), "mamba_ssm_dtype": opt(self.ssm_dtype), "xmx": None,
+            }
         return {
             "target": self.target.currentText().strip(),
             "device": device,
@@ -240,9 +250,21 @@ class ValidateTab(QWidget):
                 raise KeyError(f"unknown setting {key!r}")
         self.schedule()
 
+    def _embedded(self) -> bool:
+        return self.target.currentText().strip().lower() in ("embedded", "bringup")
+
+    def _target_chosen(self, _text: str = "") -> None:
+        """Grey out what only SGLang has (backends, radix cache strategies) for the embedded engine."""
+        embedded = self._embedded()
+        for widget in (self.backend, self.strategy, self.disable_radix, self.disable_overlap):
+            widget.setEnabled(not embedded)
+            widget.setToolTip("SGLang only: the embedded engine picks its kernels per device and has no prefix cache"
+                              if embedded else "")
+        self.gpu.setEnabled(not embedded and self.device.currentText() == "cuda")
+
     def _device_chosen(self, device: str) -> None:
         """Offer the attention backends known for this device first; keep a backend the user typed."""
-        self.gpu.setEnabled(device == "cuda")
+        self.gpu.setEnabled(device == "cuda" and not self._embedded())
         current = self.backend.currentText()
         ours = logic.backends_for(device)
         self.backend.blockSignals(True)
