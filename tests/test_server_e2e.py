@@ -108,6 +108,30 @@ def test_curl_style_completion_with_token_prompt(client):
     assert usage == {"prompt_tokens": 4, "completion_tokens": 3, "total_tokens": 7}
 
 
+def test_stop_strings_end_the_text_before_them(client):
+    body = {"prompt": "Stop strings", "max_tokens": 16, "temperature": 0, "ignore_eos": True}
+    whole, _ = completion_tokens(client, body)
+    stop = whole[len(whole) // 2:len(whole) // 2 + 2]
+    assert stop.strip(), whole
+    cut = whole[:whole.find(stop)]
+    r = client.post("/v1/completions", json={**body, "stop": [stop]}).json()
+    assert r["choices"][0]["text"] == cut and r["choices"][0]["finish_reason"] == "stop"
+    streamed = []
+    with client.stream("POST", "/v1/completions", json={**body, "stop": stop, "stream": True}) as resp:
+        for line in resp.iter_lines():
+            if line.startswith("data: {"):
+                streamed += [c["text"] for c in json.loads(line[6:])["choices"]]
+    assert "".join(streamed) == cut
+
+
+def test_a_seed_makes_sampling_repeatable(client):
+    body = {"prompt": "Seeds", "max_tokens": 8, "temperature": 1.0, "top_p": 0.9, "top_k": 50, "seed": 42,
+            "ignore_eos": True}
+    first, _ = completion_tokens(client, body)
+    again, _ = completion_tokens(client, body)
+    assert first == again
+
+
 # ---- SGLang /generate --------------------------------------------------------------------------
 
 
