@@ -27,6 +27,8 @@ def read_log(name: str) -> str:
     from bringup.core.errors import UserError
 
     if name == "-":
+        if sys.stdin.isatty():
+            print("reading the log from standard input; paste it, then press Ctrl-D", file=sys.stderr)
         return sys.stdin.read()
     path = Path(name)
     if not path.exists():
