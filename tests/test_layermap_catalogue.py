@@ -76,3 +76,16 @@ def test_config_is_a_fresh_copy():
     cfg = entry.config()
     cfg["hidden_size"] = 1
     assert entry.config()["hidden_size"] == 2688
+
+
+@pytest.mark.parametrize(
+    "name, published",
+    [
+        # Targets without a shared config: their facts must reproduce the published parameter count.
+        ("Nemotron-H-8B-Base-8K", 8_100_852_736),
+        ("LFM2-1.2B", 1_170_340_608),
+        ("LFM2-350M", 354_483_968),
+    ],
+)
+def test_facts_of_targets_without_a_shared_config_give_the_published_count(name, published):
+    assert build_layer_map(catalogue.find(name).config()).params_total == published
