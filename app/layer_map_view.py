@@ -17,7 +17,7 @@ from bringup.app import layer_map_style as st
 from bringup.app.highlight import Highlight
 from bringup.app.layer_facts import tooltip_text
 from bringup.app.layer_map_layout import MapLayout, compute_layout
-from bringup.app.layer_map_paint import paint_map
+from bringup.app.layer_map_paint import header_text, paint_map
 from bringup.app.layer_map_state import LayerMapState
 from bringup.core.errors import UserError
 from bringup.core.layermap import Fold, LayerMap
@@ -59,6 +59,7 @@ class LayerMapView(QWidget):
         self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
         self.setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent, True)
         self.first_paint_done = False
+        self.setAccessibleName("Layer map")
 
     # --- public API -------------------------------------------------------------------------
     @property
@@ -157,6 +158,9 @@ class LayerMapView(QWidget):
 
     def _on_state_changed(self) -> None:
         self._sync_height()
+        if self.layer_map is not None:
+            # Screen readers get the strip in words.
+            self.setAccessibleDescription(f"{self.layer_map.name}: {header_text(self.layer_map)}")
         self.update()
 
     def _sync_height(self) -> None:
