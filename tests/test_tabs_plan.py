@@ -102,3 +102,14 @@ def test_weights_come_from_a_local_checkpoint_s_headers(qtbot, tmp_path):
     assert tab.plan.weights_source == "checkpoint"
     assert tab.plan.weights_bytes == 2_000_000
     assert tab.bar.segments[0].note == "from the checkpoint"
+
+
+def test_sglang_strategy_sets_the_state_slots_each_request_holds(tab, qtbot):
+    tab.target.setCurrentText("sglang==0.5.23")
+    tab.device.setCurrentText("cuda")
+    tab.strategy.setCurrentText("extra_buffer")
+    qtbot.waitUntil(lambda: tab.plan is not None and tab.plan.strategy == "extra_buffer", timeout=2000)
+    assert tab.plan.state_slots_per_request == 5  # extra_buffer with the overlap schedule
+    assert "5 state slots each (extra_buffer)" in tab.cards["max_running_requests"].note.text()
+    tab.disable_radix.setChecked(True)
+    qtbot.waitUntil(lambda: tab.plan.state_slots_per_request == 1, timeout=2000)

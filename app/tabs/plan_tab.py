@@ -95,6 +95,10 @@ class PlanTab(QWidget):
         self.kv_dtype.addItems(["auto"] + [d for d in dtypes if d != "int8"])
         self.ssm_dtype = QComboBox()
         self.ssm_dtype.addItems([d for d in ("float32", "bfloat16", "float16") if d in dtypes])
+        self.strategy = QComboBox()
+        self.strategy.addItems(["auto", "no_buffer", "extra_buffer", "extra_buffer_lazy"])
+        self.strategy.setToolTip("SGLang's mamba radix cache strategy: state slots each running request holds")
+        self.disable_radix = QCheckBox("Disable radix cache")
         self.context = QSpinBox()
         self.context.setRange(0, 10_000_000)
         self.context.setSingleStep(1024)
@@ -115,6 +119,8 @@ class PlanTab(QWidget):
         form.addRow("Pipeline parallel", self.pp)
         form.addRow("KV cache dtype", self.kv_dtype)
         form.addRow("SSM state dtype", self.ssm_dtype)
+        form.addRow("Mamba strategy", self.strategy)
+        form.addRow("", self.disable_radix)
         form.addRow("Context length", self.context)
         controls = QGroupBox("What if\u2026")
         controls.setLayout(form)
@@ -169,7 +175,8 @@ class PlanTab(QWidget):
         for signal in (self.device.currentIndexChanged, self.target.currentIndexChanged,
                        self.auto_fraction.toggled, self.fraction.valueChanged, self.tp.valueChanged,
                        self.pp.valueChanged, self.kv_dtype.currentIndexChanged,
-                       self.ssm_dtype.currentIndexChanged, self.context.valueChanged):
+                       self.ssm_dtype.currentIndexChanged, self.context.valueChanged,
+                       self.strategy.currentIndexChanged, self.disable_radix.toggled):
             signal.connect(self.schedule)
         self.preset.setCurrentIndex(3)
         self._preset_chosen(3)
@@ -194,6 +201,9 @@ class PlanTab(QWidget):
                 spin.setValue(1)
             spin.setEnabled(not single)
             spin.setToolTip("the embedded engine runs on one device" if single else "")
+        for widget in (self.strategy, self.disable_radix):
+            widget.setEnabled(not single)
+            widget.setToolTip("the embedded engine has no prefix cache: one state slot per request" if single else "")
 
     def _memory_edited(self, _value) -> None:
         data = self.preset.currentData()
@@ -224,6 +234,10 @@ class PlanTab(QWidget):
             "kv_dtype": None if self.kv_dtype.currentText() == "auto" else self.kv_dtype.currentText(),
             "ssm_dtype": self.ssm_dtype.currentText(),
             "context": self.context.value() or None,
+            **({} if self.target.currentText() == "embedded" else {
+                "mamba_strategy": self.strategy.currentText(),
+                "disable_radix_cache": self.disable_radix.isChecked(),
+            }),
         }
 
     def replan(self) -> None:
