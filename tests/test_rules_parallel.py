@@ -53,3 +53,12 @@ def test_layer0_probe_uses_stage0_attention_layers_under_pp():
     r = run(NANO, "sglang==0.5.17", device="xpu", pp=2, disable_radix_cache=True)
     assert finding(r, "TRITON_LAYER0_PROBE").engine_message == \
         "ValueError: layer_id=0 not in full attention layers: dict_keys([5, 12, 19])"
+
+
+def test_pp_switches_overlap_off_which_lazy_needs():
+    r = run(NANO, "sglang==0.5.23", device="cuda", pp=2)
+    assert finding(r, "PP_DISABLES_OVERLAP").engine_message == "Pipeline parallelism is incompatible with overlap schedule."
+    assert not r.resolved.overlap_schedule
+    assert r.resolved.mamba_strategy == "extra_buffer" and r.resolved.state_slots_per_request == 4
+    lazy = run(NANO, "sglang==0.5.23", device="cuda", pp=2, mamba_strategy="extra_buffer_lazy")
+    assert "--pp-size > 1 switched it off" in finding(lazy, "LAZY_NEEDS_OVERLAP").message

@@ -33,3 +33,4 @@ DIVISIBLE = "AssertionError: {num} is not divisible by {den}"
 TORCH_NATIVE_GRAPH = "Cuda graph is disabled because of using torch native attention backend"
 UNKNOWN_HYBRID = ("Expected hybrid GDN or NemotronH models, but got unknown model. If this is a custom hybrid model, "
                   "use register_linear_attn_model() …")
+PP_OVERLAP = "Pipeline parallelism is incompatible with overlap schedule."

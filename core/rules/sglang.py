@@ -13,7 +13,7 @@ from bringup.core.rules.parallel import check_pp, check_tp
 from bringup.core.rules.profiles import SglangProfile
 from bringup.core.rules.settings import LaunchSettings, Resolved
 from bringup.core.rules.sglang_attention import check_model_hook, check_startup, resolve_backend
-from bringup.core.rules.sglang_mamba import check_mamba_strategy
+from bringup.core.rules.sglang_mamba import check_mamba_strategy, check_state_slots
 
 
 def check_sglang(m: ModelFacts, s: LaunchSettings, profile: SglangProfile) -> Check:
@@ -30,8 +30,10 @@ def check_sglang(m: ModelFacts, s: LaunchSettings, profile: SglangProfile) -> Ch
     resolve_dtypes(c)
     if not c.has("ARCH_NOT_IMPLEMENTED"):
         check_mamba_strategy(c)
+    _pipeline_overlap(c)
     check_model_hook(c)
     resolve_backend(c)
+    check_state_slots(c)
     check_startup(c)
     check_tp(c)
     check_pp(c)
@@ -53,3 +55,13 @@ def _check_architecture(c: Check) -> None:
               fix="check that SGLang supports this architecture; out-of-tree hybrids register through "
                   "register_linear_attn_model()", engine_message=msg.UNKNOWN_HYBRID,
               layers=tuple(m.state_layers), source="configs/hybrid_arch.py; layers/attention/attention_registry.py")
+
+
+def _pipeline_overlap(c: Check) -> None:
+    """PP switches the overlap schedule off (after the model adjustments, so auto's choice stands)."""
+    if c.s.pp > 1 and c.r.overlap_schedule:
+        c.r.overlap_schedule = False
+        c.r.why["overlap_schedule"] = "--pp-size > 1 switches it off"
+        c.add("PP_DISABLES_OVERLAP", "info", "Pipeline parallelism switches the overlap schedule off.",
+              engine_message=msg.PP_OVERLAP, source="server_args _handle_pipeline_parallelism / arg_groups "
+              "_pipeline_parallel_overlap_disable")

@@ -108,7 +108,21 @@ def check_mamba_strategy(c: Check) -> None:
         _validate_no_buffer(c)
     else:
         _validate_extra_buffer(c, strategy)
-    r.state_slots_per_request = slots_per_request(strategy, True, r.overlap_schedule)
+
+
+def check_state_slots(c: Check) -> None:
+    """At memory-pool sizing, with the overlap schedule as finally resolved: slots per request, and
+    extra_buffer_lazy's need for the overlap schedule."""
+    r = c.r
+    if not r.mamba_radix_cache:
+        return
+    if r.mamba_strategy == "extra_buffer_lazy" and not r.overlap_schedule:
+        why = "--pp-size > 1 switched it off" if c.s.pp > 1 and not c.s.disable_overlap_schedule else "it is off"
+        c.add("LAZY_NEEDS_OVERLAP", "error", "extra_buffer_lazy allocates its second track slot on demand and needs "
+              f"the overlap schedule, but {why}.", fix="use extra_buffer (or drop --disable-overlap-schedule)",
+              engine_message=msg.LAZY_OVERLAP, source="model_executor/model_runner.py (mamba ratio); PR #27118",
+              stage="start-up (memory pool sizing)")
+    r.state_slots_per_request = slots_per_request(r.mamba_strategy, True, r.overlap_schedule)
 
 
 def _validate_no_buffer(c: Check) -> None:
@@ -157,11 +171,6 @@ def _validate_extra_buffer(c: Check, strategy: str) -> None:
                    else f"use {recipe} (or --mamba-radix-cache-strategy no_buffer --disable-overlap-schedule)"),
               engine_message=msg.EXTRA_BUFFER_PLATFORM.format(text=p.extra_buffer_platform_message),
               source=f"{where} (validate_mamba_extra_buffer); PR #32227", stage="arguments")
-    if strategy == "extra_buffer_lazy" and not r.overlap_schedule:
-        c.add("LAZY_NEEDS_OVERLAP", "error", "extra_buffer_lazy allocates its second track slot on demand and needs "
-              "the overlap schedule.", fix="drop --disable-overlap-schedule, or use extra_buffer",
-              engine_message=msg.LAZY_OVERLAP, source="model_executor/model_runner.py (mamba ratio); PR #27118",
-              stage="start-up (memory pool sizing)")
     page = s.page_size
     if page is not None and page > 1:
         if TRACK_INTERVAL % page:
