@@ -52,12 +52,14 @@ def cache_text(layer_map: LayerMap) -> str:
     parts = []
     kv_layers = [l for l in layer_map.layers if l.is_kv]
     state_layers = [l for l in layer_map.layers if l.is_state]
+    # A loader that could not size a cache leaves its elements at 0: name the layers, no "0 B".
     if kv_layers:
         kv = sum(kv_bytes_per_token(l) for l in kv_layers)
-        parts.append(f"KV pool: {len(kv_layers)} layers, {human_bytes(kv)} per token (bf16)")
+        parts.append(f"KV pool: {len(kv_layers)} layers" + (f", {human_bytes(kv)} per token (bf16)" if kv else ""))
     if state_layers:
         state = sum(state_bytes_per_request(l) for l in state_layers)
-        parts.append(f"state pool: {len(state_layers)} layers, {human_bytes(state)} per request (bf16 conv + fp32 SSM)")
+        parts.append(f"state pool: {len(state_layers)} layers"
+                     + (f", {human_bytes(state)} per request (bf16 conv + fp32 SSM)" if state else ""))
     return "   ·   ".join(parts)
 
 
