@@ -75,6 +75,21 @@ def _from_catalogue(entry: catalogue.CatalogueEntry, source: str) -> LoadedConfi
     return LoadedConfig(entry.config(), entry.name, source, "catalogue", None)
 
 
+def _local(text: str) -> tuple[Path | None, str | None]:
+    """(path, "file" | "folder") when `text` names something on disk, else (None, None)."""
+    try:
+        path = Path(text).expanduser()
+        if path.is_file():
+            return path, "file"
+        if path.is_dir():
+            return path, "folder"
+    except OSError as err:  # a name too long, a loop of links...
+        raise UserError(f"{text[:80]!r}: cannot be used as a path ({err.strerror or err}); check it") from None
+    except (ValueError, RuntimeError):  # a NUL byte, or ~user that does not exist
+        pass
+    return None, None
+
+
 def _looks_like_path(text: str) -> bool:
     return text.startswith((".", "~", "/")) or text.endswith(".json") or "/" in text or os.sep in text
 
@@ -93,11 +108,11 @@ def load_config(source: str | os.PathLike, *, progress: Progress | None = None, 
             f"(e.g. {catalogue.DEFAULT_MODEL}) or a hub id (owner/name)"
         )
     _step(progress, cancel, f"resolving {text}", text)
-    path = Path(text).expanduser()
-    if path.is_file():
+    path, kind = _local(text)
+    if kind == "file":
         _step(progress, cancel, f"reading {path}", text)
         return _from_file(path, text)
-    if path.is_dir():
+    if kind == "folder":
         _step(progress, cancel, f"reading {path / 'config.json'}", text)
         return _from_folder(path, text)
     entry = catalogue.find(text)

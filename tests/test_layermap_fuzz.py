@@ -111,3 +111,21 @@ def test_nan_and_infinity_in_dimensions_are_rejected_cleanly():
             assert "hidden_size" in str(err)
         else:
             raise AssertionError(f"hidden_size={value!r} was accepted")
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(max_size=300))
+def test_any_source_text_gives_a_config_or_a_clean_error(text):
+    from unittest import mock
+
+    from bringup.core import hub
+    from bringup.core.sources import load_config
+
+    # The hub is out of reach here: answer from the (empty) cache at once instead of retrying.
+    with mock.patch.object(hub, "hub_reachable", lambda timeout=3.0: False):
+        try:
+            loaded = load_config(text)
+        except UserError as err:
+            assert str(err)
+            return
+    assert isinstance(loaded.config, dict)
