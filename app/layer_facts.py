@@ -46,13 +46,12 @@ def pool_text(index: int | None) -> str:
 
 def cache_lines(layer: Layer) -> list[str]:
     lines = []
+    kv, state = kv_bytes_per_token(layer), state_bytes_per_request(layer)
     if layer.is_kv:
-        lines.append(f"KV cache: {human_bytes(kv_bytes_per_token(layer))} per token (bf16)")
+        lines.append(f"KV cache: {human_bytes(kv)} per token (bf16)" if kv else "KV cache: size not known from the config")
     if layer.is_state:
-        lines.append(
-            f"State: {human_bytes(state_bytes_per_request(layer))} per request"
-            " (bf16 conv + fp32 SSM)"
-        )
+        lines.append(f"State: {human_bytes(state)} per request (bf16 conv + fp32 SSM)" if state
+                     else "State: size not known from the config")
     return lines
 
 
