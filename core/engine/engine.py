@@ -25,7 +25,7 @@ from bringup.core.errors import UserError
 from . import device as devices
 from .detokenize import IncrementalDetokenizer
 from .pools import KVPool, PoolIntegrityError, StatePool, as_dtype
-from .request import Request, RequestRejected, Status, StepOutput
+from .request import Request, RequestRejected, StepOutput
 from .sampling import SamplingParams, make_generator, sample
 from .scheduler import Scheduler
 from .sizing import engine_layer_map
