@@ -111,3 +111,20 @@ def test_read_log_keeps_the_tail_of_a_huge_file(tmp_path, monkeypatch):
     path.write_bytes(b"x" * 1000 + b"\nValueError: the end\n")
     text = read_log(path)
     assert text.endswith("ValueError: the end\n") and len(text) == 64
+
+
+def test_a_big_log_is_diagnosed_off_the_gui_thread(tab, qtbot, monkeypatch):
+    import bringup.app.tabs.diagnose_tab as diagnose_tab
+
+    monkeypatch.setattr(diagnose_tab, "INLINE_CHARS", 100)
+    noise = "[2026-07-23 10:02:00 TP0] Decode batch, #running-req: 3, gen throughput (token/s): 42.1\n" * 50
+    with qtbot.waitSignal(tab.diagnosed, timeout=5000):
+        tab.set_text(noise + LAYER0_CRASH_LOG, "big.log")
+        assert "Reading" in tab.summary.text()  # returned at once; the thread is still at it
+    assert tab.findings.findings()[0]["requested_layer"] == 0
+    # A result for text that has changed since is dropped.
+    tab.set_text(noise + LAYER0_CRASH_LOG, "big.log")
+    tab.log.setPlainText("")
+    tab.diagnose()
+    qtbot.wait(300)
+    assert tab.findings.findings() == []

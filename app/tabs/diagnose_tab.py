@@ -8,6 +8,7 @@ A log file dropped anywhere on the window lands here: the tab watches its window
 from __future__ import annotations
 
 import html
+import threading
 from pathlib import Path
 
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
@@ -31,6 +32,7 @@ from .validate_widgets import mono_font
 
 # Logs can be huge; the failure is at the end. Read at most this much of a file (its tail).
 MAX_LOG_BYTES = 4 * 1024 * 1024
+INLINE_CHARS = 256 * 1024  # diagnose a log this small on the GUI thread, a bigger one on a thread
 
 
 def read_log(path: str | Path) -> str:
@@ -76,15 +78,25 @@ class _WindowDrops(QObject):
         return False
 
 
+class _Relay(QObject):
+    """Lives on the GUI thread; a diagnosis thread emits into it and Qt queues the call."""
+
+    done = Signal(object)
+
+
 class DiagnoseTab(QWidget):
     title = "Diagnose"
     highlight_requested = Signal(object)
+    diagnosed = Signal(object)  # the Diagnosis shown
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
         self.layer_map = None
         self.diagnosis = None  # the last bringup.core.diagnosis.Diagnosis
         self.source_name = ""
+        self._generation = 0  # bumped per diagnosis; a late thread result for older text is dropped
+        self._relay = _Relay(self)
+        self._relay.done.connect(self._diagnosed)
         self.setAcceptDrops(True)
         self._window_filter = None
         self._timer = QTimer(self)
@@ -204,7 +216,10 @@ class DiagnoseTab(QWidget):
 
     # --- diagnosis ----------------------------------------------------------------------------
     def diagnose(self) -> None:
+        """Diagnose the log now: inline when it is small, on a thread when it is big (a 4 MB log
+        takes about half a second to parse; the window must not stall for it)."""
         self._timer.stop()
+        self._generation += 1
         text = self.log.toPlainText()
         if not text.strip():
             self.diagnosis = None
@@ -215,15 +230,37 @@ class DiagnoseTab(QWidget):
             return
         from bringup.core.diagnosis import diagnose
 
-        self.diagnosis = diagnose(text, self.layer_map)
-        findings = [as_dict(f) for f in self.diagnosis.findings]
+        if len(text) <= INLINE_CHARS:
+            self._show_diagnosis(diagnose(text, self.layer_map))
+            return
+        self.summary.setText(f"Reading {len(text):,} characters\u2026")
+        generation, layer_map, relay = self._generation, self.layer_map, self._relay
+
+        def run() -> None:
+            result = diagnose(text, layer_map)
+            try:
+                relay.done.emit((generation, result))
+            except RuntimeError:  # the tab is gone
+                pass
+
+        threading.Thread(target=run, name="diagnose", daemon=True).start()
+
+    def _diagnosed(self, payload) -> None:
+        generation, result = payload
+        if generation == self._generation:  # not a stale run for text that has changed since
+            self._show_diagnosis(result)
+
+    def _show_diagnosis(self, diagnosis) -> None:
+        self.diagnosis = diagnosis
+        findings = [as_dict(f) for f in diagnosis.findings]
         self.findings.set_empty_text(
             "No known failure in this log. If it did fail, the cause is not in the catalogue yet.", ok=False
         )
         self.findings.set_findings(findings)
-        self.summary.setText(_summary(findings, self.source_name, self.diagnosis))
+        self.summary.setText(_summary(findings, self.source_name, diagnosis))
         if findings and self.findings.current_finding() is None:
             self.findings.select(0)
+        self.diagnosed.emit(diagnosis)
 
     def _selected(self, finding) -> None:
         self.highlight_requested.emit(highlight_for(finding))
