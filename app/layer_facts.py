@@ -25,8 +25,8 @@ def human_count(n: int | None) -> str:
 
 def human_bytes(n: int) -> str:
     value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.3g} {unit}"
         value /= 1024
     return f"{n} B"

@@ -1,0 +1,33 @@
+"""The words and numbers the map shows about a layer."""
+
+from __future__ import annotations
+
+from bringup.app.layer_facts import compact_ranges, detail_rows, human_bytes, human_count, state_bytes_per_request, tooltip_text
+from bringup.core.layermap import Layer
+
+
+def test_human_numbers():
+    assert human_count(31_577_937_344) == "31.6 B"
+    assert human_count(3_580_073_408) == "3.58 B"
+    assert human_count(950) == "950" and human_count(None) == "—"
+    assert human_bytes(1024) == "1 KiB" and human_bytes(512) == "512 B"
+    assert human_bytes(46.8 * 2**20) == "46.8 MiB" and human_bytes(3 * 2**40) == "3 TiB"
+
+
+def test_compact_ranges():
+    assert compact_ranges([0, 1, 2, 5, 7, 8]) == "0–2, 5, 7–8"
+    assert compact_ranges([]) == ""
+
+
+def test_state_bytes_use_bf16_conv_and_fp32_ssm():
+    layer = Layer(index=0, mixer="mamba2", ffn="none", state_pool_index=0, conv_state_elems=1000, ssm_state_elems=100)
+    assert state_bytes_per_request(layer) == 1000 * 2 + 100 * 4
+    rows = dict(detail_rows(layer))
+    assert rows["  conv (bf16)"] == "1.95 KiB" and rows["  SSM (fp32)"] == "400 B"
+    tip = tooltip_text(layer, repeats=[0, 2, 4])
+    assert "state pool index: 0" in tip and "folded: also layers 0, 2, 4" in tip
+
+
+def test_unknown_cache_size_is_said_not_zeroed():
+    layer = Layer(index=3, mixer="attention", ffn="mlp", kv_pool_index=0)
+    assert "size not known" in tooltip_text(layer) and "0 B" not in tooltip_text(layer)
