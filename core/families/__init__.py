@@ -91,5 +91,9 @@ def build_layer_map(config: dict, *, name: str = "", source: str = "", pp: int =
     module = _module_for(cfg, label)
     result = module.build(ConfigView(cfg, label))
     if nested:
-        result.notes.insert(0, "decoder facts read from the nested text_config")
+        towers = [k for k in ("vision_config", "audio_config") if isinstance(config.get(k), dict)]
+        note = "decoder facts read from the nested text_config"
+        if towers:
+            note += f"; parameters count the text decoder only, not the {' and '.join(t[:-7] for t in towers)} tower"
+        result.notes.insert(0, note)
     return assemble(result, cfg, name=name or label, source=source, pp=pp)
