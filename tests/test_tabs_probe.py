@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bringup.app.tabs.validate_tab import ValidateTab
+from tabs_helpers import NEMOTRON_NANO, layer_map
 
 # The cheap steps: no torch import, so each probe takes a fraction of a second.
 FAST_STEPS = ["python", "packages", "cpu"]
@@ -43,9 +44,12 @@ def test_crashing_probe_child_is_a_failed_step_and_the_tab_lives_on(tab, qtbot):
     assert "'packages' crashed" in tab.probe.status.text()
     assert "the window is unaffected" in tab.probe.status.text()
     assert len(rows) == 3
-    # The tab still works: the form still validates and the probe can run again.
-    tab.tp.setValue(2)
-    assert tab.settings()["tp"] == 2
+    # The tab still works: it validates, with the crash among the findings, and can probe again.
+    tab.set_layer_map(layer_map(NEMOTRON_NANO))
+    codes = [f["code"] for f in tab.findings.findings()]
+    assert "PROBE_STEP_CRASHED" in codes
+    crash = tab.findings.findings()[codes.index("PROBE_STEP_CRASHED")]
+    assert "packages" in crash["message"] and crash["fix"]
     again = _probe(tab, qtbot)
     assert all(s.verdict == "ok" for s in again.steps)
 
