@@ -10,6 +10,8 @@ thread (`ProbeRunner`), and a crashed or hung probe step is shown as such while 
 
 from __future__ import annotations
 
+import html
+
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
@@ -323,7 +325,7 @@ class ValidateTab(QWidget):
         self.resolved.set_resolved({})
         self.grid.set_matrix(None)
         self.grid_caption.setText("")
-        self._show_banner(text, severity)
+        self._show_banner(html.escape(text), severity)
         self.highlight_requested.emit(None)
 
     def _refresh_matrix(self, settings: dict) -> None:
@@ -347,7 +349,7 @@ class ValidateTab(QWidget):
         errors = sum(1 for f in findings if severity_style(f.get("severity"))[2] == 0)
         warnings = sum(1 for f in findings if severity_style(f.get("severity"))[2] == 1)
         target = settings["target"]
-        where = f"{target} on {settings['device']}"
+        where = html.escape(f"{target} on {settings['device']}")
         if errors:
             text = (f"<b>This launch would fail</b> ({where}): {errors} error{'s' if errors > 1 else ''}"
                     + (f", {warnings} warning{'s' if warnings > 1 else ''}" if warnings else "")
@@ -359,10 +361,10 @@ class ValidateTab(QWidget):
         else:
             self._show_banner(f"<b>This launch should work</b> ({where}).", "ok")
 
-    def _show_banner(self, html: str, severity: str) -> None:
+    def _show_banner(self, rich_text: str, severity: str) -> None:
         colour = QColor(severity_style(severity)[0])
         tint = f"rgba({colour.red()}, {colour.green()}, {colour.blue()}, 28)"
-        self.banner.setText(html)
+        self.banner.setText(rich_text)
         self.banner.setStyleSheet(
             f"QLabel {{ border-left: 5px solid {colour.name()}; background: {tint}; border-radius: 4px; }}"
         )
