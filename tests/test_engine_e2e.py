@@ -189,3 +189,15 @@ def test_startup_lines_parse_like_sglang(nemotron):
     assert f["kv_tokens"] == engine.kv_pool.capacity_tokens and f["kv_dtype"] == "float32"
     assert f["state_slots"] == engine.state_pool.num_slots
     assert {"weights_gb", "avail_mem_gb", "k_size_gb", "v_size_gb", "conv_state_gb", "ssm_state_gb"} <= set(f)
+
+
+def test_batch_lines_like_sglang(nemotron):
+    engine, lines = quiet_engine(nemotron, decode_log_interval=2)
+    engine.generate([[5, 6, 7], list(range(3, 20))], SamplingParams(max_new_tokens=5, ignore_eos=True))
+    prefill = [l for l in lines if l.startswith("Prefill batch, ")]
+    decode = [l for l in lines if l.startswith("Decode batch, ")]
+    assert prefill[0].startswith("Prefill batch, #new-seq: 2, #new-token: 20, #cached-token: 0, full token usage: ")
+    assert "mamba usage: " in prefill[0] and "#running-req: 2, #queue-req: 0, input throughput (token/s): " in prefill[0]
+    assert len(decode) == 2  # 4 decode steps, a line every 2
+    assert decode[0].startswith("Decode batch, #running-req: 2, #full token: ")
+    assert "mamba num: 2, mamba usage: " in decode[0] and "gen throughput (token/s): " in decode[0]

@@ -23,6 +23,7 @@ import torch
 from bringup.core.errors import UserError
 
 from . import device as devices
+from .batch_log import BatchLog
 from .detokenize import IncrementalDetokenizer
 from .pools import KVPool, PoolIntegrityError, StatePool, as_dtype
 from .request import Request, RequestRejected, StepOutput
@@ -42,7 +43,7 @@ class Engine:
     def __init__(self, model, *, device="cpu", dtype="auto", mem_fraction=None, max_running_requests=None,
                  page_size: int = 16, ssm_dtype="float32", conv_dtype=None, kv_dtype=None,
                  chunked_prefill_size: int | None = 2048, max_total_tokens: int | None = None,
-                 context_length: int | None = None, log=None):
+                 context_length: int | None = None, decode_log_interval: int = 40, log=None):
         self.log = log or default_log
         self.device = devices.resolve_device(device)
         devices.set_current(self.device)
@@ -102,6 +103,8 @@ class Engine:
         self.vocab_size = int(self.config.get("vocab_size") or 0) or None
         self._requests: dict[str, Request] = {}
         self._arrivals = itertools.count()
+        self.batch_log = BatchLog(self.log, interval=decode_log_interval, device_type=self.device.type,
+                                  hybrid=bool(spec.state_layer_ids))
         self._totals = {"prompt": 0, "generated": 0, "recomputed": 0, "requests": 0, "steps": 0}
         free_after = devices.free_memory(self.device)
         self.log(f"Memory pool end. avail mem={free_after / GB:.2f} GB")
@@ -160,12 +163,16 @@ class Engine:
     # One step ---------------------------------------------------------------------------------
     @torch.inference_mode()
     def step(self) -> list[StepOutput]:
+        started = time.monotonic()
         step = self.scheduler.schedule()
         reported = []
         if step.requests:
             batch = self.scheduler.build_batch(step, self.device)
             logits = self.model(batch)
             sampled = step.samples()
+            # A decode computes the one output token not yet in the pools; anything else is prefill.
+            prefill = [(r, n) for r, n in zip(step.requests, step.num_new_tokens)
+                       if not (n == 1 and len(r.prompt_ids) <= r.num_computed == r.num_tokens - 1)]
             for req, n in zip(step.requests, step.num_new_tokens):
                 self._count_computed(req, n)
             self.scheduler.advance(step)
@@ -178,6 +185,10 @@ class Engine:
                     self._append_token(req, int(tok))
                     reported.append(req)
             self._totals["steps"] += 1
+            prefill_tokens = sum(n for _, n in prefill)
+            self.batch_log.after_step(
+                new_seqs=sum(1 for r, n in prefill if r.num_computed == n), prefill_tokens=prefill_tokens,
+                decode_tokens=step.num_tokens - prefill_tokens, seconds=time.monotonic() - started, stats=self.stats())
         seen = {r.id for r in reported}
         reported += [r for r in self.scheduler.take_ended() if r.id not in seen]
         return [self._output(r) for r in reported]
