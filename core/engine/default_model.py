@@ -191,7 +191,9 @@ def build_checkpoint(folder: Path, spec: DefaultModelSpec = DEFAULT_SPEC) -> Non
     """Write config, safetensors weights and tokenizer of `spec` into `folder` (deterministic)."""
     import torch
     from transformers import NemotronHForCausalLM
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()  # a carriage-return bar is noise in the engine's log
     tokenizer = build_tokenizer(spec.vocab_size)
     config = build_config(spec, len(tokenizer))
     with torch.random.fork_rng(devices=[]):  # leave the caller's random state alone
@@ -219,8 +221,11 @@ def add_legacy_config_keys(config_path: Path, pattern: str) -> None:
     config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
+def is_default(source: str | None) -> bool:
+    """True when `source` names the default model: None, "" or one of DEFAULT_ALIASES."""
+    return source is None or source.strip() == "" or source.strip().lower() in DEFAULT_ALIASES
+
+
 def resolve_default(source: str | None) -> str | None:
-    """The checkpoint folder when `source` names the default model (None, "" or an alias)."""
-    if source is None or source.strip() == "" or source.strip().lower() in DEFAULT_ALIASES:
-        return str(ensure_default_checkpoint())
-    return None
+    """The checkpoint folder when `source` names the default model (built on first use), else None."""
+    return str(ensure_default_checkpoint()) if is_default(source) else None

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from bringup.core.errors import UserError
 
-from .default_model import DEFAULT_CHECKPOINT_NAME, resolve_default
+from .default_model import DEFAULT_CHECKPOINT_NAME, checkpoint_dir, is_complete, is_default, resolve_default
 
 log = logging.getLogger("bringup.server")
 DEFAULT_PORT = 30000
@@ -72,6 +72,8 @@ def bind_socket(host: str, port: int) -> socket.socket:
 
 def model_source(source: str | None) -> tuple[str, str]:
     """(what the engine loads, the served model name)."""
+    if is_default(source) and not is_complete(checkpoint_dir()):
+        log.info("Generating the default model (first run only) into %s", checkpoint_dir())
     default = resolve_default(source)
     if default is not None:
         return default, DEFAULT_CHECKPOINT_NAME
