@@ -87,3 +87,19 @@ def test_inspect_imports_no_torch_transformers_numpy_or_qt(source):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
                          env=dict(os.environ, HF_HUB_OFFLINE="1"), timeout=60)
     assert "HEAVY []" in out.stderr, out.stderr[-2000:]
+
+
+def test_hub_id_from_a_local_cache_with_hf_hub_offline(tmp_path):
+    commit = "89abcdef0123456789abcdef0123456789abcdef"
+    repo_dir = tmp_path / "hub" / "models--acme--nano-copy"
+    snapshot = repo_dir / "snapshots" / commit
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text((SHARED_MODELS / "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B.json").read_text())
+    (repo_dir / "refs").mkdir()
+    (repo_dir / "refs" / "main").write_text(commit)
+    env = {"HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1"}
+    out = run("acme/nano-copy", "--json", env=env)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["full_attention_layers"] == [5, 12, 19, 26, 33, 42]
+    missing = run("acme/not-in-cache", env=env)
+    assert missing.returncode == 2 and "HF_HUB_OFFLINE" in missing.stderr and "acme/not-in-cache" in missing.stderr
