@@ -137,7 +137,8 @@ class MainWindow(QMainWindow):
         self.model_bar.set_busy(False)
         self.banner.hide()
         self.show_layer_map(layer_map)
-        self.statusBar().showMessage(f"Loaded {layer_map.name} from {layer_map.source}", 6000)
+        origin = f" from {layer_map.source}" if layer_map.source and layer_map.source != layer_map.name else ""
+        self.statusBar().showMessage(f"Loaded {layer_map.name}{origin}", 6000)
 
     def _on_failed(self, text: str) -> None:
         self.model_bar.set_busy(False)
