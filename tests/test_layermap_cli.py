@@ -15,7 +15,7 @@ HEAVY = ("torch", "transformers", "numpy", "PySide6", "pyqtgraph")
 
 
 def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    full_env = dict(os.environ, HF_HUB_OFFLINE="1", **(env or {}))
+    full_env = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "bringup", "inspect", *args], capture_output=True, text=True, cwd=REPO, env=full_env,
         timeout=60,
