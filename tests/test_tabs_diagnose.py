@@ -128,3 +128,21 @@ def test_a_big_log_is_diagnosed_off_the_gui_thread(tab, qtbot, monkeypatch):
     tab.diagnose()
     qtbot.wait(300)
     assert tab.findings.findings() == []
+
+
+def test_a_config_json_dropped_on_the_window_is_not_taken_for_a_log(tab, qtbot, tmp_path):
+    from PySide6.QtWidgets import QMainWindow
+
+    window = QMainWindow()
+    qtbot.addWidget(window)
+    fresh = DiagnoseTab()
+    window.setCentralWidget(fresh)
+    window.show()
+    qtbot.waitExposed(window)
+    config = tmp_path / "config.json"
+    config.write_text("{}")
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(config))])
+    drop = QDropEvent(QPointF(5, 5), Qt.DropAction.CopyAction, mime, Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier)
+    assert not fresh._window_filter.eventFilter(window, drop)
+    assert fresh.log.toPlainText() == ""

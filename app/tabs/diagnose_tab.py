@@ -63,13 +63,19 @@ class _WindowDrops(QObject):
         super().__init__(tab)
         self.tab = tab
 
+    @staticmethod
+    def _log(event) -> str | None:
+        """A dropped file that is a log; a config.json means a model (the layer map takes those)."""
+        path = _dropped_file(event)
+        return path if path and not path.lower().endswith(".json") else None
+
     def eventFilter(self, obj, event) -> bool:
         kind = event.type()
-        if kind in (QEvent.Type.DragEnter, QEvent.Type.DragMove) and _dropped_file(event):
+        if kind in (QEvent.Type.DragEnter, QEvent.Type.DragMove) and self._log(event):
             event.acceptProposedAction()
             return True
         if kind == QEvent.Type.Drop:
-            path = _dropped_file(event)
+            path = self._log(event)
             if path:
                 event.acceptProposedAction()
                 self.tab.open_file(path)
