@@ -81,10 +81,17 @@ class Engine:
         self.max_running_requests = max(1, int(self.plan.max_running_requests))
         num_slots = int(self.plan.state_slots) if spec.state_layer_ids else self.max_running_requests
 
-        self.kv_pool = KVPool(num_pages, page_size, spec.kv_layer_ids, spec.num_kv_heads or 1, spec.head_dim or 1,
-                              self.kv_dtype, self.device)
-        self.state_pool = StatePool(num_slots, spec.state_layer_ids, spec.conv_shape or (1,), spec.ssm_shape or (1,),
-                                    self.conv_dtype, self.ssm_dtype, self.device)
+        try:
+            self.kv_pool = KVPool(num_pages, page_size, spec.kv_layer_ids, spec.num_kv_heads or 1,
+                                  spec.head_dim or 1, self.kv_dtype, self.device)
+            self.state_pool = StatePool(num_slots, spec.state_layer_ids, spec.conv_shape or (1,),
+                                        spec.ssm_shape or (1,), self.conv_dtype, self.ssm_dtype, self.device)
+        except (torch.OutOfMemoryError, MemoryError) as err:
+            raise UserError(
+                f"allocating the pools ({num_pages * page_size} KV tokens, {num_slots} state slots) ran out of "
+                f"memory on {self.device}: {str(err).splitlines()[0][:200]}; lower --mem-fraction or "
+                "--max-running-requests"
+            ) from None
         if spec.kv_layer_ids:
             self.log(
                 f"KV Cache is allocated. dtype: {_name(self.kv_dtype)}, #tokens: {self.kv_pool.capacity_tokens}, "
