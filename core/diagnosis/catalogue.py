@@ -683,3 +683,7 @@ PATTERNS: tuple[Pattern, ...] = SGLANG + BRINGUP + TORCH + TRANSFORMERS
 def codes() -> list[str]:
     """Every finding code the catalogue can produce, once each."""
     return list(dict.fromkeys(p.code for p in PATTERNS)) + ["UNRECOGNIZED_ERROR"]
+
+
+# Findings that do not come from one line but from the log as a whole (crosscheck.py).
+DERIVED_CODES = ("POOLS_MATCH_PLAN", "POOLS_DIFFER_FROM_PLAN")

@@ -15,10 +15,14 @@ _ARG_KEYS = ("model_path", "device", "attention_backend", "linear_attn_backend",
              "max_running_requests", "chunked_prefill_size", "context_length")
 _ARG = re.compile(r"(?P<key>\w+)=(?P<value>'[^']*'|\"[^\"]*\"|[^,()\s]+)")
 _LINES = (
-    ("kv_tokens", re.compile(r"KV Cache is allocated\. dtype: (?P<kv_dtype>\S+), #tokens: (?P<v>\d+)")),
+    ("kv_tokens", re.compile(r"KV Cache is allocated\. dtype: (?:torch\.)?\S+, #tokens: (?P<v>\d+)")),
+    ("kv_cache_dtype_allocated", re.compile(r"KV Cache is allocated\. dtype: (?:torch\.)?(?P<v>[^\s,]+)")),
     ("mamba_cache_size", re.compile(r"Mamba Cache is allocated\. max_mamba_cache_size: (?P<v>\d+)")),
     ("max_total_num_tokens", re.compile(r"max_total_num_tokens=(?P<v>\d+)")),
-    ("max_running_requests", re.compile(r"max_total_num_tokens=.*max_running_requests=(?P<v>\d+)")),
+    ("running_limit", re.compile(r"max_total_num_tokens=.*max_running_requests=(?P<v>\d+)")),
+    ("avail_before_load_gb", re.compile(r"Load weight begin\. avail mem=(?P<v>[\d.]+) GB")),
+    ("avail_after_load_gb", re.compile(r"Load weight end\..*avail mem=(?P<v>[\d.]+) GB")),
+    ("page_size_changed_to", re.compile(r"changing page_size from \d+ to (?P<v>\d+)")),
     ("context_len", re.compile(r"max_total_num_tokens=.*context_len=(?P<v>\d+)")),
     ("attention_backend", re.compile(r"Use (?P<v>\w+) backend by default")),
     ("weights_gb", re.compile(r"Load weight end\..*mem usage=(?P<v>[\d.]+) GB")),

@@ -162,6 +162,12 @@ def diagnose(text: str, layer_map: LayerMap | None = None) -> Diagnosis:
     explained = [f for f in findings if "UNRECOGNIZED_ERROR" in _supersedes(f.code)]
     if explained:
         findings = [f for f in findings if f.code != "UNRECOGNIZED_ERROR" or not _same_block(f, explained, lines)]
+    if layer_map is not None:
+        from .crosscheck import pools_against_plan
+
+        check = pools_against_plan(facts, layer_map, lines)
+        if check is not None:
+            findings.append(check)
     return Diagnosis(findings=findings, lines_read=len(lines), facts=facts,
                      model=layer_map.name if layer_map is not None else None)
 
