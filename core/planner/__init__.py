@@ -3,6 +3,6 @@
 
 from .plan import parse_target, plan_memory
 from .sizes import format_bytes, parse_size
-from .types import Capacity, MemoryPlan, Segment, StagePlan
+from .memory_plan import Capacity, MemoryPlan, Segment, StagePlan
 
 __all__ = ["plan_memory", "parse_target", "parse_size", "format_bytes", "MemoryPlan", "Capacity", "Segment", "StagePlan"]

@@ -25,7 +25,7 @@ from bringup.core.layermap import LayerMap
 from . import geometry
 from .budget import config_context, page_ceil, page_floor
 from .sizes import format_bytes
-from .types import Capacity, MemoryPlan, Segment
+from .memory_plan import Capacity, MemoryPlan, Segment
 
 GIB = 1024**3
 CPU_POOL_SHARE = 0.25

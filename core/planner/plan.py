@@ -8,7 +8,7 @@ from bringup.core.errors import UserError
 from bringup.core.layermap import LayerMap
 
 from .dtypes import canonical_dtype, dtype_bytes, model_dtype
-from .types import MemoryPlan
+from .memory_plan import MemoryPlan
 from .weights import checkpoint_weights
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .sizes import format_bytes
-from .types import MemoryPlan
+from .memory_plan import MemoryPlan
 
 BAR_CHARS = {"weights": "W", "kv_pool": "K", "state_pool": "S", "reserve": "r", "free": "."}
 BAR_WIDTH = 60

@@ -23,7 +23,7 @@ from bringup.core.layermap import LayerMap
 from . import geometry
 from .budget import config_context, page_floor, stage_of_layers, stage_weight_shares
 from .sizes import format_bytes
-from .types import Capacity, MemoryPlan, Segment, StagePlan
+from .memory_plan import Capacity, MemoryPlan, Segment, StagePlan
 
 MB = 1024**2
 GB = 1024**3
