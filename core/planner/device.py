@@ -2,7 +2,7 @@
 
 GPUs are asked through `bringup.core.probe` (a child process with a timeout: `torch.xpu` calls can
 crash on some Intel systems); the figure is device 0's total, which is what SGLang's mem fraction is
-a share of. The CPU figure is the host memory available now (psutil), which is what our engine on
+a share of, or for our engine its free memory, which is what the engine sizes its pools from. The CPU figure is the host memory available now (psutil), which is what our engine on
 CPU can take.
 """
 
@@ -19,8 +19,9 @@ def host_available_memory() -> int:
     return int(psutil.virtual_memory().available)
 
 
-def detect_device_memory(device: str = "auto", *, timeout: float = 60.0) -> tuple[str, int, str]:
-    """(device, bytes, how it was found). device 'auto' takes the first GPU found (xpu, cuda), else cpu."""
+def detect_device_memory(device: str = "auto", *, timeout: float = 60.0, free: bool = False) -> tuple[str, int, str]:
+    """(device, bytes, how it was found). device 'auto' takes the first GPU found (xpu, cuda), else cpu.
+    `free`: a GPU's free memory instead of its total (what our engine sizes from)."""
     device = (device or "auto").lower()
     if device == "cpu":
         return "cpu", host_available_memory(), "host memory available now (psutil)"
@@ -36,13 +37,14 @@ def detect_device_memory(device: str = "auto", *, timeout: float = 60.0) -> tupl
         if info is None or not info.available or not info.devices:
             continue
         first = info.devices[0]
-        total = first.get("total_memory")
+        total, available = first.get("total_memory"), first.get("free_memory")
+        name = first.get("name", kind)
+        if free and available:
+            return kind, int(available), f"{kind}:0 {name}, free memory now (probe)"
         if total:
-            name = first.get("name", kind)
-            free = first.get("free_memory")
             how = f"{kind}:0 {name}, total memory (probe)"
-            if free is not None:
-                how += f"; {free / 2**30:.1f} GiB free now"
+            if available is not None:
+                how += f"; {available / 2**30:.1f} GiB free now"
             return kind, int(total), how
     if device == "auto":
         return "cpu", host_available_memory(), "no GPU found by the probe; host memory available now (psutil)"
@@ -63,7 +65,8 @@ def resolve_device_memory(device_memory, device: str = "auto", target: str = "em
     kind, _ = parse_target(target)
     device = (device or "auto").lower()
     if device_memory in (None, "auto"):
-        found, size, how = detect_device_memory(device, timeout=timeout)
+        # SGLang's fraction is a share of the total; our engine sizes from what is free at start.
+        found, size, how = detect_device_memory(device, timeout=timeout, free=kind == "embedded")
         return found, size, [f"device memory {size / 2**30:.2f} GiB: {how}"]
     size = parse_size(device_memory)
     if device == "auto":
