@@ -24,6 +24,7 @@ class LogConsole(QWidget):
         self.counts = {"error": 0, "warning": 0, "info": 0}
         self.view = QPlainTextEdit(readOnly=True)
         self.view.setMaximumBlockCount(MAX_LINES)
+        self.view.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
         self.view.setStyleSheet("font-family: monospace; font-size: 9pt;")
         self.search = QLineEdit(placeholderText="Find in log (Enter: next)")
         self.search.returnPressed.connect(self.find_next)
