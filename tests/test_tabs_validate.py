@@ -118,3 +118,22 @@ def test_embedded_target_greys_out_sglang_only_settings(tab, qtbot):
     assert {c["device"] for c in tab.grid.cells()} == {"cpu", "cuda", "xpu"}
     tab.set_settings(target="sglang==0.5.23")
     assert tab.backend.isEnabled() and tab.settings()["attention_backend"] == "triton"  # kept
+
+
+def test_a_catalogue_model_launches_from_its_hub_id(qtbot):
+    from bringup.core.catalogue import DEFAULT_MODEL, find
+    from bringup.core.sources import load_layer_map
+
+    tab = ValidateTab(probe_on_show=False)
+    qtbot.addWidget(tab)
+    tab.set_layer_map(load_layer_map(DEFAULT_MODEL))  # source: the catalogue's short name
+    assert f"--model-path {find(DEFAULT_MODEL).hub_id} " in tab.command.command() + " "
+
+
+def test_layer_finding_details_say_what_the_layers_are(tab):
+    tab.set_settings(target="sglang==0.5.17", device="xpu")
+    tab.validate()
+    tab.findings.select(codes(tab).index("TRITON_LAYER0_PROBE"))
+    details = tab.findings.details.toPlainText()
+    assert "Requested layer" in details and "mamba2 (ffn none)" in details
+    assert "5, 12, 19, 26, 33, 42 (attention)" in details

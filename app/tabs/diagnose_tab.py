@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from .findings_widgets import FindingsList, as_dict, highlight_for
+from .findings_widgets import FindingsList, as_dict, highlight_for, layer_rows
 from .validate_widgets import mono_font
 
 # Logs can be huge; the failure is at the end. Read at most this much of a file (its tail).
@@ -140,8 +140,8 @@ class DiagnoseTab(QWidget):
         self.summary.setWordWrap(True)
         self.summary.setTextFormat(Qt.TextFormat.RichText)
         self.findings = FindingsList("Nothing to explain yet. Paste or drop a log.")
-        self.findings.details_for = self._layer_rows
-        self.findings.set_proportions(2, 3)  # few findings, long explanations
+        self.findings.details_for = lambda finding: layer_rows(finding, self.layer_map)
+        self.findings.fit_rows = 4  # few findings, long explanations: the details get the rest
         self.findings.finding_selected.connect(self._selected)
         findings_box = QGroupBox("Findings")
         findings_layout = QVBoxLayout(findings_box)
@@ -289,31 +289,6 @@ class DiagnoseTab(QWidget):
         if marks:
             self.log.setTextCursor(marks[0].cursor)
             self.log.centerCursor()
-
-    def _layer_rows(self, finding: dict) -> list[tuple[str, str]]:
-        """Rows for the details pane: the requested layer and what the valid ones are."""
-        requested = finding.get("requested_layer")
-        if requested is None:
-            return []
-        rows = [("Requested layer", str(requested))]
-        info = finding.get("requested")
-        layer = self._layer(requested)
-        if info:
-            rows.append(("It is", f"{info['mixer']} (ffn {info['ffn']})"))
-        elif layer is not None:
-            rows.append(("It is", f"{layer.mixer} (ffn {layer.ffn})"))
-        valid = finding.get("valid_layers") or []
-        if valid:
-            kinds = sorted({v["mixer"] for v in finding.get("valid") or []})
-            if not kinds:
-                kinds = sorted({self._layer(i).mixer for i in valid if self._layer(i) is not None})
-            rows.append(("Valid layers", ", ".join(map(str, valid)) + (f"  ({', '.join(kinds)})" if kinds else "")))
-        return rows
-
-    def _layer(self, index: int):
-        if self.layer_map is None or not 0 <= index < self.layer_map.num_layers:
-            return None
-        return self.layer_map.layers[index]
 
 
 # Facts read from the log worth a glance, in this order, with their labels.

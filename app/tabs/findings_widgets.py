@@ -195,7 +195,7 @@ def finding_html(finding: dict, extra_rows: list[tuple[str, str]] = ()) -> str:
     rows = list(extra_rows)
     if finding.get("stage"):
         rows.append(("Fails at", str(finding["stage"])))
-    if finding.get("layers"):
+    if finding.get("layers") and finding.get("requested_layer") is None:  # else the tab's rows say it
         rows.append(("Layers", ", ".join(str(i) for i in finding["layers"])))
     if finding.get("source"):
         rows.append(("Source", str(finding["source"])))
@@ -219,6 +219,7 @@ class FindingsList(QWidget):
     def __init__(self, empty_text: str = "No findings.", parent=None) -> None:
         super().__init__(parent)
         self.details_for = lambda finding: []
+        self.fit_rows = 0  # > 0: the list takes the height of up to this many rows, details the rest
         self.list = _FindingListView()
         self.list.empty_text = empty_text
         self.list.setItemDelegate(_FindingDelegate(self.list))
@@ -264,6 +265,7 @@ class FindingsList(QWidget):
             if current and (finding.get("code"), tuple(finding.get("layers") or ())) == key:
                 keep = item
         self.list.blockSignals(False)
+        self._fit_list()
         if keep is not None:
             self.list.setCurrentItem(keep)
             self._show(keep.data(FINDING_ROLE))
@@ -271,6 +273,20 @@ class FindingsList(QWidget):
             self.details.clear()
             if current is not None:
                 self.finding_selected.emit(None)
+
+    def _fit_list(self) -> None:
+        if not self.fit_rows:
+            return
+        total = sum(self.splitter.sizes())
+        if total <= 0:
+            return
+        rows = min(max(self.list.count(), 2), self.fit_rows)
+        want = rows * (_FindingDelegate.ROW_HEIGHT + 2) + 2 * self.list.frameWidth() + 4
+        self.splitter.setSizes([want, max(80, total - want)])
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self._fit_list()
 
     def findings(self) -> list[dict]:
         return [self.list.item(i).data(FINDING_ROLE) for i in range(self.list.count())]
@@ -292,6 +308,29 @@ class FindingsList(QWidget):
 
     def _show(self, finding: dict) -> None:
         self.details.setHtml(finding_html(finding, self.details_for(finding)))
+
+
+def layer_rows(finding: dict, layer_map=None) -> list[tuple[str, str]]:
+    """Details-pane rows for a layer-index finding: the layer asked for, what it is, the valid ones."""
+    requested = finding.get("requested_layer")
+    if requested is None:
+        return []
+
+    def layer(index):
+        if layer_map is None or not 0 <= index < layer_map.num_layers:
+            return None
+        return layer_map.layers[index]
+
+    rows = [("Requested layer", str(requested))]
+    info = finding.get("requested") or (vars(layer(requested)) if layer(requested) is not None else None)
+    if info:
+        rows.append(("It is", f"{info['mixer']} (ffn {info['ffn']})"))
+    valid = finding.get("valid_layers") or []
+    if valid:
+        kinds = sorted({v["mixer"] for v in finding.get("valid") or []}) or sorted(
+            {layer(i).mixer for i in valid if layer(i) is not None})
+        rows.append(("Valid layers", ", ".join(map(str, valid)) + (f"  ({', '.join(kinds)})" if kinds else "")))
+    return rows
 
 
 def highlight_severity(severity: str | None) -> str:

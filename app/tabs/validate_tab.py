@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from .findings_widgets import FindingsList, as_dict, highlight_for, severity_style
+from .findings_widgets import FindingsList, as_dict, highlight_for, layer_rows, severity_style
 from .validate_widgets import CompatMatrixView, LaunchCommand, ProbeChecklist, ResolvedTable
 from . import validate_logic as logic
 from .probe_runner import ProbeRunner
@@ -126,6 +126,7 @@ class ValidateTab(QWidget):
         self.banner.setTextFormat(Qt.TextFormat.RichText)
         self.banner.setMargin(8)
         self.findings = FindingsList("No findings: this launch should work.")
+        self.findings.details_for = lambda finding: layer_rows(finding, self.layer_map)
         self.findings.finding_selected.connect(self._finding_selected)
         findings_column = QWidget()
         findings_layout = QVBoxLayout(findings_column)
