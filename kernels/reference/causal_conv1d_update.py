@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from .causal_conv1d import _activate
+from .causal_conv1d import _activate, depthwise_taps
 
 
 def causal_conv1d_update(
@@ -19,7 +19,5 @@ def causal_conv1d_update(
     Returns (y [B, C], new_state [B, C, K-1]); the caller writes new_state back to its slots.
     """
     window = torch.cat([conv_state.to(x.dtype), x.unsqueeze(-1)], dim=-1)  # [B, C, K]
-    y = (window.to(weight.dtype) * weight).sum(-1)
-    if bias is not None:
-        y = y + bias
+    y = depthwise_taps(window.to(weight.dtype), weight, bias, 1)[..., 0]
     return _activate(y, activation).to(x.dtype), window[:, :, 1:].clone()

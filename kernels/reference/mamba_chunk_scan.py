@@ -34,7 +34,9 @@ def mamba_chunk_scan(
     """
     T, H, P = x.shape
     G, N = B.shape[1], B.shape[2]
-    L = int(chunk_size)
+    # Chunking is only a way of computing: a sequence shorter than a chunk is one chunk of its own
+    # length, which saves padding a 20-token prompt to 128.
+    L = min(int(chunk_size), T)
     dt = mamba_dt(dt, dt_bias, dt_softplus, dt_limit)  # [T, H]
     xf = x.float()
     Bh = B.float().repeat_interleave(H // G, dim=1)  # [T, H, N]
