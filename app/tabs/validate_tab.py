@@ -354,7 +354,7 @@ class ValidateTab(QWidget):
         if errors:
             text = (f"<b>This launch would fail</b> ({where}): {errors} error{'s' if errors > 1 else ''}"
                     + (f", {warnings} warning{'s' if warnings > 1 else ''}" if warnings else "")
-                    + ". Click a finding to see the layers it names.")
+                    + "." + (" Click a finding to see the layers it names." if any(f.get("layers") for f in findings) else ""))
             self._show_banner(text, "error")
         elif warnings:
             self._show_banner(f"<b>This launch should start</b> ({where}), with {warnings} "
