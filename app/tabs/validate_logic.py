@@ -13,7 +13,7 @@ from bringup.core.errors import UserError  # noqa: F401  (re-exported: the tab c
 LAYER_TITLES = {"libraries": "Libraries", "runtime": "Devices"}
 
 
-def probe_rows(report) -> tuple[list[tuple[str, str, str, str]], str, bool]:
+def probe_rows(report) -> tuple[list[tuple[str, str, str, str, str]], str, bool]:
     """(group, name, verdict, detail, title) rows, a one-line status, and whether nothing crashed or hung."""
     rows = [(LAYER_TITLES.get(s.layer, s.layer), s.name, s.verdict, s.detail, s.title) for s in report.steps]
     broken = [s for s in report.steps if s.verdict in ("crashed", "timeout")]
@@ -107,12 +107,6 @@ MATRIX_AXES = ("device", "mamba_strategy", "attention_backend", "disable_radix_c
 def matrix_key(settings: dict) -> tuple:
     """What the matrix depends on besides the model: the settings that are not its axes."""
     return tuple(sorted((k, v) for k, v in settings.items() if k not in MATRIX_AXES))
-
-
-def matrix_available() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("bringup.core.rules.matrix") is not None
 
 
 def matrix(layer_map, settings: dict) -> dict:
