@@ -137,3 +137,16 @@ def test_layer_finding_details_say_what_the_layers_are(tab):
     details = tab.findings.details.toPlainText()
     assert "Requested layer" in details and "mamba2 (ffn none)" in details
     assert "5, 12, 19, 26, 33, 42 (attention)" in details
+
+
+def test_a_bug_in_the_rules_is_shown_not_raised(tab, monkeypatch, capsys):
+    import bringup.app.tabs.validate_logic as logic
+
+    def broken(*_args, **_kwargs):
+        raise KeyError("mamba_ratio")
+
+    monkeypatch.setattr(logic, "validate", broken)
+    tab.validate()
+    assert "bug in the workbench" in tab.banner.text() and "KeyError" in tab.banner.text()
+    assert tab.report is None and tab.command.command() == ""
+    assert "Traceback" in capsys.readouterr().err  # for the bug report, on stderr

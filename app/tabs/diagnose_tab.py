@@ -8,7 +8,9 @@ A log file dropped anywhere on the window lands here: the tab watches its window
 from __future__ import annotations
 
 import html
+import sys
 import threading
+import traceback
 from pathlib import Path
 
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
@@ -237,13 +239,13 @@ class DiagnoseTab(QWidget):
         from bringup.core.diagnosis import diagnose
 
         if len(text) <= INLINE_CHARS:
-            self._show_diagnosis(diagnose(text, self.layer_map))
+            self._show_diagnosis(_diagnose_or_bug(diagnose, text, self.layer_map))
             return
         self.summary.setText(f"Reading {len(text):,} characters\u2026")
         generation, layer_map, relay = self._generation, self.layer_map, self._relay
 
         def run() -> None:
-            result = diagnose(text, layer_map)
+            result = _diagnose_or_bug(diagnose, text, layer_map)
             try:
                 relay.done.emit((generation, result))
             except RuntimeError:  # the tab is gone
@@ -257,6 +259,12 @@ class DiagnoseTab(QWidget):
             self._show_diagnosis(result)
 
     def _show_diagnosis(self, diagnosis) -> None:
+        if isinstance(diagnosis, str):  # the parser failed: say so in the tab
+            self.diagnosis = None
+            self.findings.set_findings([])
+            self.findings.set_empty_text(diagnosis, ok=False)
+            self.summary.setText(f"<span style='color:#D62828'>{html.escape(diagnosis)}</span>")
+            return
         self.diagnosis = diagnosis
         findings = [as_dict(f) for f in diagnosis.findings]
         self.findings.set_empty_text(
@@ -289,6 +297,16 @@ class DiagnoseTab(QWidget):
         if marks:
             self.log.setTextCursor(marks[0].cursor)
             self.log.centerCursor()
+
+
+def _diagnose_or_bug(diagnose, text: str, layer_map):
+    """The Diagnosis, or a sentence saying the parser failed (a bug must not take the tab down)."""
+    try:
+        return diagnose(text, layer_map)
+    except Exception as exc:  # noqa: BLE001
+        traceback.print_exc(file=sys.stderr)
+        return (f"The log parser failed: {type(exc).__name__}: {exc}. This is a bug in the workbench; please "
+                "report it with the log.")
 
 
 # Facts read from the log worth a glance, in this order, with their labels.

@@ -8,6 +8,8 @@ engine sizes its pools with, so the bar is what the engine will allocate. Planni
 from __future__ import annotations
 
 import os
+import sys
+import traceback
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
@@ -218,8 +220,9 @@ class PlanTab(QWidget):
         self.replan()
 
     def schedule(self, *_args) -> None:
-        """Re-plan soon: a burst of spin-box steps costs one plan."""
-        self._timer.start()
+        """Re-plan within 30 ms: a throttle, so holding a spin-box arrow still updates as it goes."""
+        if not self._timer.isActive():
+            self._timer.start()
 
     def settings(self) -> dict:
         """The planner's keyword arguments as the controls set them."""
@@ -254,7 +257,11 @@ class PlanTab(QWidget):
         checkpoint = source if source and os.path.exists(source) else None  # its folder's safetensors headers
         try:
             self.plan = plan_memory(self.layer_map, checkpoint=checkpoint, **kwargs)
-        except UserError as exc:
+        except Exception as exc:  # UserError: bad input; anything else: a planner bug, shown, not raised
+            if not isinstance(exc, UserError):
+                traceback.print_exc(file=sys.stderr)
+                exc = f"The planner failed: {type(exc).__name__}: {exc}. This is a bug in the workbench; please " \
+                      "report it with these settings and the model's config.json"
             self.plan = None
             self._show_message(str(exc), error=True)
             self.bar.set_segments([], kwargs["device_memory"], "Does not fit")

@@ -11,6 +11,8 @@ thread (`ProbeRunner`), and a crashed or hung probe step is shown as such while 
 from __future__ import annotations
 
 import html
+import sys
+import traceback
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QColor
@@ -300,6 +302,11 @@ class ValidateTab(QWidget):
             report = logic.validate(self.layer_map, settings, devices)
         except logic.UserError as exc:
             self._clear(str(exc), "error")
+            return
+        except Exception as exc:  # a bug in the rules must not take the tab down
+            traceback.print_exc(file=sys.stderr)
+            self._clear(f"The rules failed on these settings: {type(exc).__name__}: {exc}. This is a bug in the "
+                        "workbench; please report it with these settings and the model's config.json", "error")
             return
         self.report = report
         findings = [as_dict(f) for f in report["findings"]] + self._probe_findings()
