@@ -43,7 +43,9 @@ def block_types(cfg) -> list[str]:
 
 
 def time_step_limit(cfg) -> tuple[float, float]:
-    """dt clamp range. The config's time_step_limit (default: none), as NVIDIA's Mamba2 applies it."""
+    """dt clamp range: the config's time_step_limit (default (0, inf), i.e. none), applied in prefill
+    and decode alike, as NVIDIA's Mamba2 code does. (transformers 5.24 instead floors dt at
+    time_step_min in its prefill path only; with trained weights dt rarely goes below that floor.)"""
     limit = cfg.get("time_step_limit") or cfg.get("mamba_dt_limit") or (0.0, math.inf)
     lo, hi = (float(v) if not isinstance(v, dict) else float(v.get("__float__", "inf")) for v in limit)
     return lo, hi
