@@ -113,3 +113,20 @@ def test_sglang_strategy_sets_the_state_slots_each_request_holds(tab, qtbot):
     assert "5 state slots each (extra_buffer)" in tab.cards["max_running_requests"].note.text()
     tab.disable_radix.setChecked(True)
     qtbot.waitUntil(lambda: tab.plan.state_slots_per_request == 1, timeout=2000)
+
+
+def test_pipeline_stages_table_and_a_stage_on_the_map(tab, qtbot):
+    tab.target.setCurrentText("sglang==0.5.23")
+    tab.pp.setValue(8)
+    qtbot.waitUntil(lambda: tab.plan is not None and tab.plan.pp == 8, timeout=2000)
+    assert not tab.stage_box.isHidden() and tab.stage_table.rowCount() == 8
+    texts = [tab.stage_table.item(r, 5).text() for r in range(8)]
+    assert "no KV layer" in texts  # Nemotron-3-Nano split 8 ways: a stage without attention layers
+    with qtbot.waitSignal(tab.highlight_requested) as blocker:
+        tab.stage_table.selectRow(0)
+    stage0 = tab.plan.stages[0]
+    assert blocker.args[0].related == list(range(stage0.layers[0], stage0.layers[1] + 1))
+    assert blocker.args[0].requested == [] and blocker.args[0].severity == "info"
+    tab.pp.setValue(1)
+    qtbot.waitUntil(lambda: tab.plan.pp == 1, timeout=2000)
+    assert tab.stage_box.isHidden()

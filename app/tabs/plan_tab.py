@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from .plan_widgets import GIB, FigureCard, MemoryBar, Segment, fmt_bytes, fmt_count
+from .plan_widgets import GIB, FigureCard, MemoryBar, Segment, StageTable, fmt_bytes, fmt_count
 
 # Device memory presets (GiB as the devices report it); "custom" keeps the spin box value.
 DEVICE_PRESETS = [
@@ -158,6 +158,12 @@ class PlanTab(QWidget):
         right.addWidget(self.message)
         right.addLayout(cards)
         right.addWidget(compare_box)
+        self.stage_table = StageTable()
+        self.stage_table.itemSelectionChanged.connect(self._stage_selected)
+        self.stage_box = QGroupBox("Pipeline stages (click one to see its layers on the map)")
+        QVBoxLayout(self.stage_box).addWidget(self.stage_table)
+        self.stage_box.setVisible(False)
+        right.addWidget(self.stage_box)
         right.addStretch(1)
         right_widget = QWidget()
         right_widget.setLayout(right)
@@ -308,6 +314,24 @@ class PlanTab(QWidget):
         table, meaning = comparison_html(plan, self.layer_map)
         self.compare.setText(table)
         self.compare_text.setText(meaning)
+        stages = plan.get("stages") or []
+        self.stage_box.setVisible(len(stages) > 1)
+        self.stage_table.set_stages(stages, _busiest_stage(plan))
+
+    def _stage_selected(self) -> None:
+        """Show the selected stage's layers on the map (outlined, not red: nothing is wrong)."""
+        rows = self.stage_table.selectionModel().selectedRows() if self.stage_table.selectionModel() else []
+        if not rows or self.layer_map is None:
+            self.highlight_requested.emit(None)
+            return
+        from bringup.app.highlight import Highlight
+
+        stage = self.stage_table.stages[rows[0].row()]
+        first, last = stage["layers"]
+        self.highlight_requested.emit(Highlight(
+            requested=[], related=list(range(first, last + 1)), severity="info",
+            message=f"PP stage {stage['stage']}: layers {first}\u2013{last}, {stage['kv_layers']} KV and "
+                    f"{stage['state_layers']} state layers"))
 
 
 _SEGMENT_NAMES = {"weights": "Weights", "kv_pool": "KV pool", "state_pool": "State pool",
@@ -332,6 +356,18 @@ def plan_segments(plan: dict) -> list[Segment]:
 
 
 _BOTTLENECKS = {"kv": "KV cache", "state": "State slots", "max_running_requests": "Request cap"}
+
+
+def _busiest_stage(plan: dict) -> int | None:
+    """The stage the plan's per-device figures are for (its note names it), else the heaviest."""
+    import re
+
+    for note in plan.get("notes") or []:
+        match = re.search(r"busiest stage \(stage (\d+)\)", str(note))
+        if match:
+            return int(match.group(1))
+    stages = plan.get("stages") or []
+    return max(stages, key=lambda s: s["weights_bytes"])["stage"] if stages else None
 
 
 def _bottleneck_name(bottleneck) -> str:

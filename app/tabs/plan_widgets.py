@@ -6,7 +6,17 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QFont, QPainter, QPainterPath, QPen
-from PySide6.QtWidgets import QFrame, QLabel, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QFrame,
+    QHeaderView,
+    QLabel,
+    QSizePolicy,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -181,3 +191,46 @@ class FigureCard(QFrame):
         self.setStyleSheet(
             f"#figureCard {{ background: palette(base); border: {width}px solid {border}; border-radius: 8px; }}"
         )
+
+
+class StageTable(QTableWidget):
+    """One row per pipeline stage: its layers, what its pools hold, and the busiest stage marked."""
+
+    HEADERS = ["Stage", "Layers", "KV layers", "State layers", "Weights", "KV tokens", "State slots"]
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(0, len(self.HEADERS), parent)
+        self.setHorizontalHeaderLabels(self.HEADERS)
+        self.verticalHeader().setVisible(False)
+        self.verticalHeader().setDefaultSectionSize(22)
+        self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.stages: list[dict] = []
+
+    def set_stages(self, stages: list[dict], busiest: int | None = None) -> None:
+        self.stages = list(stages)
+        self.setRowCount(0)
+        for stage in self.stages:
+            row = self.rowCount()
+            self.insertRow(row)
+            first, last = stage["layers"]
+            kv_tokens = stage.get("kv_tokens")
+            cells = [str(stage["stage"]), f"{first}\u2013{last}", str(stage["kv_layers"]), str(stage["state_layers"]),
+                     fmt_bytes(stage["weights_bytes"]), "no KV layer" if kv_tokens is None else fmt_count(kv_tokens),
+                     fmt_count(stage["state_slots"])]
+            for col, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
+                if stage["stage"] == busiest:
+                    font = item.font()
+                    font.setBold(True)
+                    item.setFont(font)
+                    item.setToolTip("the busiest stage: the figures above are this stage's")
+                if col == 5 and kv_tokens is None:
+                    item.setForeground(QColor("#C77700"))
+                    item.setToolTip("this stage holds no attention layer: no token limit of its own "
+                                    "(SGLang takes the minimum over the other stages)")
+                self.setItem(row, col, item)
+        self.setFixedHeight(self.horizontalHeader().height() + 22 * max(1, len(self.stages)) + 2 * self.frameWidth() + 2)
