@@ -38,7 +38,6 @@ DEVICE_PRESETS = [
     ("CPU \u00b7 64 GiB of RAM", 64.0, "cpu"),
 ]
 DEVICES = ("cuda", "xpu", "cpu")
-TARGETS = ("embedded", "sglang==0.5.23", "sglang==0.5.21", "sglang==0.5.19", "sglang==0.5.17")
 COLOURS = {
     "weights": "#6B7A99",
     "kv": "#E8913A",  # the layer map's attention colour: the KV pool serves the attention layers
@@ -78,8 +77,11 @@ class PlanTab(QWidget):
         self.memory.setSuffix(" GiB")
         self.device = QComboBox()
         self.device.addItems(DEVICES)
+        from bringup.core.rules.targets import known_targets
+
+        targets = known_targets()  # embedded, then SGLang's rule profiles oldest first
         self.target = QComboBox()
-        self.target.addItems(TARGETS)
+        self.target.addItems([t for t in targets if t == "embedded"] + [t for t in reversed(targets) if t != "embedded"])
         self.auto_fraction = QCheckBox("auto")
         self.auto_fraction.setChecked(True)
         self.fraction = QDoubleSpinBox()

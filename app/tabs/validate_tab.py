@@ -59,7 +59,7 @@ class ValidateTab(QWidget):
         self._matrix_key = None
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
-        self._timer.setInterval(150)
+        self._timer.setInterval(250)  # typing a target version must not flash errors per keystroke
         self._timer.timeout.connect(self.validate)
         self._build()
 
