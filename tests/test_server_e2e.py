@@ -147,6 +147,9 @@ def test_generate_single_list_and_text(client):
     assert many[0]["output_ids"] == one["output_ids"]  # batched with another request: same greedy tokens
     assert [m["meta_info"]["prompt_tokens"] for m in many] == [3, 5]
 
+    named = client.post("/generate", json={"input_ids": [[5], [6]], "rid": ["mine-1", "mine-2"], "sampling_params": sp})
+    assert [m["meta_info"]["id"] for m in named.json()] == ["mine-1", "mine-2"]
+
     by_text = client.post("/generate", json={"text": ["Hello there", "General Kenobi"],
                                              "sampling_params": [sp, {**sp, "max_new_tokens": 2}]}).json()
     assert [len(m["output_ids"]) for m in by_text] == [6, 2]
@@ -265,6 +268,8 @@ def test_bad_requests_get_4xx_and_do_not_disturb_others(server, client):
             ("/generate", json.dumps({"input_ids": [1, 2], "sampling_params": {"max_new_tokens": 0}}).encode()),
             ("/generate", json.dumps({"input_ids": [1, 2], "sampling_params": {"beam_width": 3}}).encode()),
             ("/generate", json.dumps({"text": "a", "input_ids": [1]}).encode()),
+            ("/generate", json.dumps({"input_ids": [1], "return_logprob": True}).encode()),
+            ("/generate", json.dumps({"input_ids": [[1], [2]], "rid": ["same", "same"]}).encode()),
         ]
         async with httpx.AsyncClient(base_url=server.base_url, headers=server.headers(), timeout=30) as c:
             answers = [await c.post(path, content=body) for path, body in bad]

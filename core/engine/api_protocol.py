@@ -34,6 +34,7 @@ class Work:
     batch: bool  # the client sent a list of prompts (answer with a list / several choices)
     stream: bool
     include_usage: bool = False
+    request_ids: list[str] | None = None  # SGLang's `rid`, when the client names its requests
 
 
 def parse_body(raw: bytes) -> dict:
@@ -211,8 +212,21 @@ def generate_work(body: dict, tokenizer, vocab_size: int) -> Work:
         params = [_generate_params(p) for p in raw]
     else:
         params = [_generate_params(raw)] * len(prompts)
+    if body.get("return_logprob"):
+        raise BadRequest("return_logprob is not supported by this engine", param="return_logprob")
     stream, _ = _stream_flags(body)
-    return Work(prompts, params, batch, stream)
+    return Work(prompts, params, batch, stream, request_ids=_request_ids(body.get("rid"), len(prompts)))
+
+
+def _request_ids(rid, n: int) -> list[str] | None:
+    if rid is None:
+        return None
+    rids = [rid] if isinstance(rid, str) else rid
+    if not isinstance(rids, list) or len(rids) != n or not all(isinstance(r, str) and r for r in rids):
+        raise BadRequest(f"rid must be a non-empty string (one prompt) or a list of {n} strings", param="rid")
+    if len(set(rids)) != n:
+        raise BadRequest("rid holds the same id twice; give each prompt its own", param="rid")
+    return rids
 
 
 def _generate_params(raw) -> SamplingParams:

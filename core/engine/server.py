@@ -135,8 +135,9 @@ def create_app(state: ServerState) -> FastAPI:
     async def submit_all(work: Work) -> list[RequestStream]:
         streams: list[RequestStream] = []
         try:
-            for prompt, params in zip(work.prompts, work.params):
-                streams.append(await state.aengine.submit(prompt, params))
+            rids = work.request_ids or [None] * len(work.prompts)
+            for prompt, params, rid in zip(work.prompts, work.params, rids):
+                streams.append(await state.aengine.submit(prompt, params, rid))
         except ValueError as err:  # RequestRejected / invalid parameters: the client's to fix
             for s in streams:
                 state.aengine.abort(s.request_id)
