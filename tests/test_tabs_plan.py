@@ -130,3 +130,16 @@ def test_pipeline_stages_table_and_a_stage_on_the_map(tab, qtbot):
     tab.pp.setValue(1)
     qtbot.waitUntil(lambda: tab.plan.pp == 1, timeout=2000)
     assert tab.stage_box.isHidden()
+
+
+def test_this_machine_is_measured_by_the_probe_off_the_gui_thread(tab, qtbot, monkeypatch):
+    import psutil
+
+    # The probe child crashes at its torch step (as torch.xpu can): no GPU found, so the plan is
+    # for this machine's host memory; the crash costs nothing but a finding.
+    monkeypatch.setenv("BRINGUP_PROBE_SIMULATE", "crash:torch")
+    tab.preset.setCurrentIndex(0)
+    assert "measuring" in tab.preset.currentText()
+    qtbot.waitUntil(lambda: tab.preset.currentText().startswith("This machine \u00b7 cpu"), timeout=30000)
+    assert tab.device.currentText() == "cpu"
+    assert tab.plan.device_memory == pytest.approx(psutil.virtual_memory().available, rel=0.2)

@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from .background import Background
 from .plan_widgets import GIB, FigureCard, MemoryBar, Segment, StageTable, fmt_bytes, fmt_count
 
 # Device memory presets (GiB as the devices report it); "custom" keeps the spin box value.
@@ -38,6 +39,8 @@ DEVICE_PRESETS = [
     ("CPU \u00b7 64 GiB of RAM", 64.0, "cpu"),
 ]
 DEVICES = ("cuda", "xpu", "cpu")
+MEASURE = "measure"  # the preset that asks the device probe
+MEASURE_TEXT = "This machine (ask the device probe)"
 COLOURS = {
     "weights": "#6B7A99",
     "kv": "#E8913A",  # the layer map's attention colour: the KV pool serves the attention layers
@@ -60,6 +63,10 @@ class PlanTab(QWidget):
         self._timer.setSingleShot(True)
         self._timer.setInterval(30)
         self._timer.timeout.connect(self.replan)
+        self._measure_token = 0
+        self._background = Background(self)
+        self._background.done.connect(self._measured)
+        self._background.failed.connect(self._measure_failed)
         self._build()
 
     # --- layout -------------------------------------------------------------------------------
@@ -68,9 +75,11 @@ class PlanTab(QWidget):
 
         dtypes = list(DTYPE_BYTES)
         self.preset = QComboBox()
+        self.preset.addItem(MEASURE_TEXT, MEASURE)
         for name, gib, device in DEVICE_PRESETS:
             self.preset.addItem(name, (gib, device))
         self.preset.addItem("Custom", None)
+        self.preset.setToolTip("a device to plan for, or this machine's own (measured by the device probe)")
         self.memory = QDoubleSpinBox()
         self.memory.setRange(1, 4096)
         self.memory.setDecimals(1)
@@ -187,12 +196,16 @@ class PlanTab(QWidget):
                        self.ssm_dtype.currentIndexChanged, self.context.valueChanged,
                        self.strategy.currentIndexChanged, self.disable_radix.toggled):
             signal.connect(self.schedule)
-        self.preset.setCurrentIndex(3)
-        self._preset_chosen(3)
+        h200 = next(i for i in range(self.preset.count()) if "H200" in self.preset.itemText(i))
+        self.preset.setCurrentIndex(h200)
+        self._preset_chosen(h200)
         self._target_chosen(self.target.currentText())
 
     def _preset_chosen(self, index: int) -> None:
         data = self.preset.itemData(index)
+        if data == MEASURE:
+            self.measure_this_machine()
+            return
         if data is None:
             return
         gib, device = data
@@ -201,6 +214,34 @@ class PlanTab(QWidget):
         self.memory.blockSignals(False)
         self.device.setCurrentText(device)
         self.schedule()
+
+    def measure_this_machine(self) -> None:
+        """Ask the device probe (child processes, off the GUI thread) what this machine has."""
+        from bringup.core.planner.device import detect_device_memory
+
+        free = self.target.currentText() == "embedded"  # our engine sizes its pools from free memory
+        self._measure_token += 1
+        self.preset.setItemText(0, "This machine: measuring\u2026")
+        self._show_message("Measuring this machine's device memory with the device probe\u2026", error=False)
+        self._background.run(lambda: detect_device_memory("auto", free=free), token=self._measure_token)
+
+    def _measured(self, token, found) -> None:
+        if token != self._measure_token or self.preset.currentData() != MEASURE:
+            return  # an older measurement, or the user chose another device meanwhile
+        device, size, how = found
+        self.preset.setItemText(0, f"This machine \u00b7 {device} \u00b7 {size / GIB:.1f} GiB")
+        self.preset.setToolTip(how)
+        self.memory.blockSignals(True)
+        self.memory.setValue(size / GIB)
+        self.memory.blockSignals(False)
+        self.device.setCurrentText(device)
+        self.replan()
+
+    def _measure_failed(self, token, text: str) -> None:
+        if token != self._measure_token:
+            return
+        self.preset.setItemText(0, MEASURE_TEXT)
+        self._show_message(f"Could not measure this machine: {text}", error=True)
 
     def _target_chosen(self, target: str) -> None:
         """The embedded engine runs on one device: TP and PP are SGLang's what-ifs."""
@@ -216,7 +257,7 @@ class PlanTab(QWidget):
 
     def _memory_edited(self, _value) -> None:
         data = self.preset.currentData()
-        if data is not None and abs(data[0] - self.memory.value()) > 1e-6:
+        if data == MEASURE or (data is not None and abs(data[0] - self.memory.value()) > 1e-6):
             self.preset.blockSignals(True)
             self.preset.setCurrentIndex(self.preset.count() - 1)
             self.preset.blockSignals(False)

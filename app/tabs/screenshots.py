@@ -36,8 +36,10 @@ def _validate(tab) -> None:
 
 
 def _plan(tab) -> None:
+    from PySide6.QtCore import Qt
+
     tab.target.setCurrentText("sglang==0.5.23")
-    tab.preset.setCurrentIndex(1)  # Intel GPU Max 1550, 128 GB
+    tab.preset.setCurrentIndex(tab.preset.findText("Max 1550", Qt.MatchFlag.MatchContains))
     tab.replan()
 
 
