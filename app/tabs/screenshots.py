@@ -91,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         if hasattr(tab, "probe_on_show"):
             tab.probe_on_show = False  # the pictures must not depend on this machine
         window.tabs.setCurrentWidget(tab)
+        window.map_panel.set_highlight(None)  # marks from the previous scene
         SCENES[title](tab)
 
         def grab() -> None:
