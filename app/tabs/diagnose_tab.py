@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import html
 import sys
-import threading
 import traceback
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from .background import Background
 from .findings_widgets import FindingsList, as_dict, highlight_for, layer_rows
 from .validate_widgets import mono_font
 
@@ -86,12 +86,6 @@ class _WindowDrops(QObject):
         return False
 
 
-class _Relay(QObject):
-    """Lives on the GUI thread; a diagnosis thread emits into it and Qt queues the call."""
-
-    done = Signal(object)
-
-
 class DiagnoseTab(QWidget):
     title = "Diagnose"
     highlight_requested = Signal(object)
@@ -103,8 +97,8 @@ class DiagnoseTab(QWidget):
         self.diagnosis = None  # the last bringup.core.diagnosis.Diagnosis
         self.source_name = ""
         self._generation = 0  # bumped per diagnosis; a late thread result for older text is dropped
-        self._relay = _Relay(self)
-        self._relay.done.connect(self._diagnosed)
+        self._background = Background(self)
+        self._background.done.connect(self._diagnosed)
         self.setAcceptDrops(True)
         self._window_filter = None
         self._timer = QTimer(self)
@@ -242,19 +236,10 @@ class DiagnoseTab(QWidget):
             self._show_diagnosis(_diagnose_or_bug(diagnose, text, self.layer_map))
             return
         self.summary.setText(f"Reading {len(text):,} characters\u2026")
-        generation, layer_map, relay = self._generation, self.layer_map, self._relay
+        layer_map = self.layer_map
+        self._background.run(lambda: _diagnose_or_bug(diagnose, text, layer_map), token=self._generation)
 
-        def run() -> None:
-            result = _diagnose_or_bug(diagnose, text, layer_map)
-            try:
-                relay.done.emit((generation, result))
-            except RuntimeError:  # the tab is gone
-                pass
-
-        threading.Thread(target=run, name="diagnose", daemon=True).start()
-
-    def _diagnosed(self, payload) -> None:
-        generation, result = payload
+    def _diagnosed(self, generation, result) -> None:
         if generation == self._generation:  # not a stale run for text that has changed since
             self._show_diagnosis(result)
 
