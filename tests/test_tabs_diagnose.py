@@ -45,6 +45,12 @@ def test_pasted_layer_index_crash_lights_up_layer_0_and_the_six_attention_layers
     assert "mamba2" in details and "5, 12, 19, 26, 33, 42" in details
     assert "Fix" in details
     assert "device xpu" in tab.summary.text()
+    # Ctrl+C copies the finding as text.
+    tab.findings.copy_current()
+    from PySide6.QtGui import QGuiApplication
+
+    copied = QGuiApplication.clipboard().text()
+    assert copied.startswith("[ERROR] LAYER_NOT_IN_FULL_ATTENTION") and "Fix: " in copied
     # The log line it was read from is marked.
     marked = tab.log.extraSelections()
     assert marked and "layer_id=0" in marked[0].cursor.block().text()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from PySide6.QtGui import QGuiApplication
 
 from bringup.app.tabs.validate_tab import ValidateTab
 from tabs_helpers import NEMOTRON_NANO, layer_map
@@ -32,6 +35,9 @@ def test_probe_fills_the_checklist(tab, qtbot):
     assert len(rows) == 3 and all(text.startswith("\u2713") for text, _ in rows)
     assert "cpu available" in tab.probe.status.text()
     assert tab.probe.button.isEnabled()
+    tab.probe.copy_button.click()
+    copied = json.loads(QGuiApplication.clipboard().text())
+    assert [s["name"] for s in copied["steps"]] == FAST_STEPS and copied["devices"]["cpu"]["available"]
 
 
 def test_crashing_probe_child_is_a_failed_step_and_the_tab_lives_on(tab, qtbot):

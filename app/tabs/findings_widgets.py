@@ -11,7 +11,7 @@ import dataclasses
 import html
 
 from PySide6.QtCore import QRect, QSize, Qt, Signal
-from PySide6.QtGui import QColor, QFont, QPainter, QPen
+from PySide6.QtGui import QAction, QColor, QFont, QGuiApplication, QKeySequence, QPainter, QPen
 from PySide6.QtWidgets import (
     QListWidget,
     QListWidgetItem,
@@ -163,6 +163,24 @@ class _FindingListView(QListWidget):
         )
 
 
+def finding_text(finding: dict) -> str:
+    """A finding as plain text: severity and code, what and why, the fix, the engine's words, the source."""
+    lines = [f"[{(finding.get('severity') or '').upper()}] {finding.get('code', '')}"
+             + (f": {finding['title']}" if finding.get("title") else "")]
+    for key in ("message", "explanation"):
+        if finding.get(key) and finding.get(key) not in lines:
+            lines.append(str(finding[key]))
+    if finding.get("fix"):
+        lines.append(f"Fix: {finding['fix']}")
+    if finding.get("engine_message") or finding.get("matched"):
+        lines.append(f"Engine: {finding.get('engine_message') or finding.get('matched')}")
+    if finding.get("layers"):
+        lines.append(f"Layers: {', '.join(map(str, finding['layers']))}")
+    if finding.get("source"):
+        lines.append(f"Source: {finding['source']}")
+    return "\n".join(lines)
+
+
 def finding_html(finding: dict, extra_rows: list[tuple[str, str]] = ()) -> str:
     """The details pane: what happened and why, what to do, the engine's own words, the source."""
     colour, glyph, _ = severity_style(finding.get("severity"))
@@ -238,6 +256,12 @@ class FindingsList(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(splitter)
         self.list.currentItemChanged.connect(self._on_current)
+        self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.ActionsContextMenu)
+        copy = QAction("Copy finding", self.list)
+        copy.setShortcut(QKeySequence.StandardKey.Copy)
+        copy.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
+        copy.triggered.connect(self.copy_current)
+        self.list.addAction(copy)
 
     def set_proportions(self, list_part: int, details_part: int) -> None:
         """How the height is shared between the list and the details pane."""
@@ -287,6 +311,12 @@ class FindingsList(QWidget):
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
         self._fit_list()
+
+    def copy_current(self) -> None:
+        """The selected finding as plain text on the clipboard (for a bug report or a chat)."""
+        finding = self.current_finding()
+        if finding is not None:
+            QGuiApplication.clipboard().setText(finding_text(finding))
 
     def findings(self) -> list[dict]:
         return [self.list.item(i).data(FINDING_ROLE) for i in range(self.list.count())]

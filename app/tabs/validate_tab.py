@@ -11,6 +11,7 @@ thread (`ProbeRunner`), and a crashed or hung probe step is shown as such while 
 from __future__ import annotations
 
 import html
+import json
 import sys
 import traceback
 
@@ -400,6 +401,7 @@ class ValidateTab(QWidget):
         self.probe_report = report
         rows, status, ok = logic.probe_rows(report)
         self.probe.set_steps(rows, status, ok)
+        self.probe.set_report_json(json.dumps(report.to_json(), indent=2, default=str))
         if not self._device_touched:
             device = logic.preferred_device(report)
             if device and self.device.findText(device) >= 0 and device != self.device.currentText():

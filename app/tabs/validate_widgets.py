@@ -58,6 +58,11 @@ class ProbeChecklist(QWidget):
         self.button = QPushButton("Probe again")
         self.button.setToolTip("Run the device probe again (in a child process)")
         self.button.clicked.connect(self.reprobe_requested)
+        self.copy_button = QPushButton("Copy report")
+        self.copy_button.setToolTip("The whole probe report as JSON, for a bug report")
+        self.copy_button.setEnabled(False)
+        self.copy_button.clicked.connect(self._copy_report)
+        self.report_json = ""
         self.tree = QTreeWidget()
         self.tree.setHeaderLabels(["Step", "Result"])
         self.tree.setUniformRowHeights(True)
@@ -69,6 +74,7 @@ class ProbeChecklist(QWidget):
         self._groups: dict[str, QTreeWidgetItem] = {}
         top = QHBoxLayout()
         top.addWidget(self.status, 1)
+        top.addWidget(self.copy_button, 0, Qt.AlignmentFlag.AlignTop)
         top.addWidget(self.button, 0, Qt.AlignmentFlag.AlignTop)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -121,6 +127,13 @@ class ProbeChecklist(QWidget):
         self.status.setText(status)
         self.status.setStyleSheet("" if ok else f"color: {VERDICTS['failed'][0]}; font-weight: 600;")
         self.button.setEnabled(True)
+
+    def set_report_json(self, text: str) -> None:
+        self.report_json = text
+        self.copy_button.setEnabled(bool(text))
+
+    def _copy_report(self) -> None:
+        QGuiApplication.clipboard().setText(self.report_json)
 
     def steps(self) -> list[tuple[str, str]]:
         """(row text, verdict tooltip) of every step row, for tests."""
