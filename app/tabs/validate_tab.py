@@ -351,7 +351,9 @@ class ValidateTab(QWidget):
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         scroll.setWidget(widget)
+        scroll.setMinimumWidth(widget.minimumSizeHint().width() + scroll.verticalScrollBar().sizeHint().width())
         return scroll
 
     def _show_verdict(self, findings: list[dict], settings: dict) -> None:
