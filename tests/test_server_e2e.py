@@ -221,7 +221,7 @@ def test_many_concurrent_streams_complete_and_metrics_move(server, client):
         with httpx.Client(base_url=server.base_url, headers=server.headers(), timeout=10) as c:
             while not stop.is_set():
                 seen.append(reader.sample(c.get("/metrics").text, time.monotonic()))
-                time.sleep(0.05)
+                time.sleep(0.02)
 
     scraper = threading.Thread(target=scrape)
     scraper.start()
