@@ -7,6 +7,7 @@ engine sizes its pools with, so the bar is what the engine will allocate. Planni
 
 from __future__ import annotations
 
+import html
 import os
 import sys
 import traceback
@@ -28,7 +29,15 @@ from PySide6.QtWidgets import (
 )
 
 from .background import Background
-from .plan_widgets import GIB, FigureCard, MemoryBar, Segment, StageTable, fmt_bytes, fmt_count
+from .plan_text import (
+    bottleneck_name,
+    bottleneck_note,
+    busiest_stage,
+    comparison_html,
+    plan_segments,
+    running_note,
+)
+from .plan_widgets import GIB, FigureCard, MemoryBar, StageTable, fmt_bytes, fmt_count
 
 # Device memory presets (GiB as the devices report it); "custom" keeps the spin box value.
 DEVICE_PRESETS = [
@@ -41,13 +50,6 @@ DEVICE_PRESETS = [
 DEVICES = ("cuda", "xpu", "cpu")
 MEASURE = "measure"  # the preset that asks the device probe
 MEASURE_TEXT = "This machine (ask the device probe)"
-COLOURS = {
-    "weights": "#6B7A99",
-    "kv": "#E8913A",  # the layer map's attention colour: the KV pool serves the attention layers
-    "state": "#4F86B8",  # the layer map's Mamba2 colour: the state pool serves the recurrent layers
-    "reserve": "#C9CED6",
-    "free": "#EEF0F3",
-}
 
 
 class PlanTab(QWidget):
@@ -327,7 +329,7 @@ class PlanTab(QWidget):
     def _show_message(self, text: str, error: bool) -> None:
         self.error = text if error else ""
         colour = "#D62828" if error else "#6b7280"
-        self.message.setText(f"<span style='color:{colour}'>{_esc(text)}</span>" if text else "")
+        self.message.setText(f"<span style='color:{colour}'>{html.escape(text)}</span>" if text else "")
         self.message.setVisible(bool(text))
 
     def _show_plan(self, plan: dict, kwargs: dict) -> None:
@@ -352,14 +354,14 @@ class PlanTab(QWidget):
             f"{fmt_bytes(plan.get('state_bytes_per_request') or 0)} per request",
             accent="#D62828" if bottleneck == "state" else None,
         )
-        self.cards["max_running_requests"].set(fmt_count(plan.get("max_running_requests")), _running_note(plan))
-        self.cards["bottleneck"].set(_bottleneck_name(bottleneck), _bottleneck_note(plan))
+        self.cards["max_running_requests"].set(fmt_count(plan.get("max_running_requests")), running_note(plan))
+        self.cards["bottleneck"].set(bottleneck_name(bottleneck), bottleneck_note(plan))
         table, meaning = comparison_html(plan, self.layer_map)
         self.compare.setText(table)
         self.compare_text.setText(meaning)
         stages = plan.get("stages") or []
         self.stage_box.setVisible(len(stages) > 1)
-        self.stage_table.set_stages(stages, _busiest_stage(plan))
+        self.stage_table.set_stages(stages, busiest_stage(plan))
 
     def _stage_selected(self) -> None:
         """Show the selected stage's layers on the map (outlined, not red: nothing is wrong)."""
@@ -375,115 +377,3 @@ class PlanTab(QWidget):
             requested=[], related=list(range(first, last + 1)), severity="info",
             message=f"PP stage {stage['stage']}: layers {first}\u2013{last}, {stage['kv_layers']} KV and "
                     f"{stage['state_layers']} state layers"))
-
-
-_SEGMENT_NAMES = {"weights": "Weights", "kv_pool": "KV pool", "state_pool": "State pool",
-                  "reserve": "Reserve", "free": "Free"}
-_SEGMENT_COLOURS = {"weights": COLOURS["weights"], "kv_pool": COLOURS["kv"], "state_pool": COLOURS["state"],
-                    "reserve": COLOURS["reserve"], "free": COLOURS["free"]}
-
-
-def plan_segments(plan: dict) -> list[Segment]:
-    """The plan's own breakdown (weights / KV pool / state pool / reserve / free) as bar segments."""
-    weights_from = {"checkpoint": "from the checkpoint", "params": "from the parameter count"}
-    notes = {
-        "weights": weights_from.get(plan.get("weights_source"), ""),
-        "kv_pool": f"{fmt_count(plan.get('kv_tokens'))} tokens",
-        "state_pool": f"{fmt_count(plan.get('state_slots'))} slots",
-    }
-    return [
-        Segment(_SEGMENT_NAMES.get(seg["name"], seg["name"]), seg["bytes"],
-                _SEGMENT_COLOURS.get(seg["name"], "#9aa3b2"), notes.get(seg["name"], ""))
-        for seg in plan.get("breakdown") or []
-    ]
-
-
-_BOTTLENECKS = {"kv": "KV cache", "state": "State slots", "max_running_requests": "Request cap"}
-
-
-def _busiest_stage(plan: dict) -> int | None:
-    """The stage the plan's per-device figures are for (its note names it), else the heaviest."""
-    import re
-
-    for note in plan.get("notes") or []:
-        match = re.search(r"busiest stage \(stage (\d+)\)", str(note))
-        if match:
-            return int(match.group(1))
-    stages = plan.get("stages") or []
-    return max(stages, key=lambda s: s["weights_bytes"])["stage"] if stages else None
-
-
-def _bottleneck_name(bottleneck) -> str:
-    return _BOTTLENECKS.get(bottleneck, str(bottleneck or "\u2014"))
-
-
-def _bottleneck_note(plan: dict) -> str:
-    b = plan.get("bottleneck")
-    if b == "kv":
-        return "KV tokens run out before state slots"
-    if b == "state":
-        return "state slots run out before KV tokens"
-    if b == "max_running_requests":
-        return "the engine's request cap, not memory"
-    return ""
-
-
-def _running_note(plan: dict) -> str:
-    parts = []
-    if plan.get("requests_at_context") is not None and plan.get("context"):
-        parts.append(f"{fmt_count(plan['requests_at_context'])} at a full {fmt_count(plan['context'])}-token context")
-    ratio = plan.get("state_slots_per_request")
-    if ratio:
-        parts.append(f"{ratio} state slot{'s' if ratio != 1 else ''} each ({plan.get('strategy')})")
-    return "; ".join(parts)
-
-
-def comparison_html(plan: dict, layer_map) -> tuple[str, str]:
-    """The same memory if every layer were attention (the reason hybrids exist): a table of
-    figures, and what they mean in a few sentences."""
-    other = plan.get("all_attention") or {}
-    if not other:
-        return "", "<span style='color:#6b7280'>No all-attention comparison for this plan.</span>"
-    n = layer_map.num_layers if layer_map is not None else "all"
-    ours_req = plan.get("max_running_requests")
-    theirs_req = other.get("max_running_requests")
-    ours_tok = plan.get("kv_bytes_per_token") or 0
-    theirs_tok = other.get("kv_bytes_per_token") or 0
-    rows = [
-        ("KV bytes per token", fmt_bytes(ours_tok), fmt_bytes(theirs_tok)),
-        ("KV tokens", fmt_count(plan.get("kv_tokens")), fmt_count(other.get("kv_tokens"))),
-        ("Max running requests", fmt_count(ours_req), fmt_count(theirs_req)),
-        (f"Requests at a full {fmt_count(plan.get('context'))}-token context",
-         fmt_count(plan.get("requests_at_context")), fmt_count(other.get("requests_at_context"))),
-    ]
-    context = plan.get("context") or 0
-    ours_req_bytes = context * ours_tok + (plan.get("state_bytes_per_request") or 0)
-    theirs_req_bytes = context * theirs_tok + (other.get("state_bytes_per_request") or 0)
-    if context:
-        rows.insert(1, ("Cache per request at full context", fmt_bytes(ours_req_bytes), fmt_bytes(theirs_req_bytes)))
-    head = ("<tr><th></th><th align='right' style='padding:0 10px'>this hybrid</th>"
-            f"<th align='right' style='padding:0 10px'>all {n} layers attention</th></tr>")
-    body = "".join(
-        f"<tr><td>{a}</td><td align='right' style='padding:0 10px'><b>{b}</b></td>"
-        f"<td align='right' style='padding:0 10px'>{c}</td></tr>" for a, b, c in rows
-    )
-    sentences = []
-    if ours_tok and theirs_tok:
-        sentences.append(f"Each token costs <b>{theirs_tok / ours_tok:.1f}\u00d7</b> less KV memory than it would "
-                         "if every layer kept a KV cache.")
-    ours_ctx, theirs_ctx = plan.get("requests_at_context"), other.get("requests_at_context")
-    if context and ours_ctx is not None and theirs_ctx is not None and ours_ctx != theirs_ctx:
-        gain = f" ({ours_ctx / theirs_ctx:.1f}\u00d7)" if theirs_ctx else ""
-        sentences.append(f"At a full {fmt_count(context)}-token context the same memory holds <b>{fmt_count(ours_ctx)}</b> "
-                         f"requests instead of {fmt_count(theirs_ctx)}{gain}.")
-    if ours_req is not None and theirs_req is not None and ours_req < theirs_req and plan.get("bottleneck") == "state":
-        slots = plan.get("state_slots_per_request") or 1
-        sentences.append(f"Short requests are capped by state slots instead: each running request holds {slots} "
-                         f"slot{'s' if slots != 1 else ''} ({plan.get('strategy')}).")
-    return f"<table cellspacing='0' cellpadding='2'>{head}{body}</table>", " ".join(sentences)
-
-
-def _esc(text: str) -> str:
-    import html
-
-    return html.escape(text)
