@@ -59,6 +59,25 @@ def kernel_choice() -> str:
     return choice
 
 
+_FAST_LOADED: set[str] = set()
+
+
+def _load_fast_ops(device_type: str) -> None:
+    """Once per GPU device type: register the Triton / flash-linear-attention ops that can run there
+    (kernels/triton/registration.py). Imported lazily so CPU machines never import triton or fla;
+    a version registered explicitly before this keeps its place."""
+    if device_type in _FAST_LOADED or device_type not in ("cuda", "xpu"):
+        return
+    _FAST_LOADED.add(device_type)
+    from .triton.registration import register_fast_ops
+
+    def keep_existing(op, dev, fn, *, name):
+        if (op, dev) not in _REGISTRY:
+            register(op, dev, fn, name=name)
+
+    register_fast_ops(device_type, keep_existing)
+
+
 def ops_for(device=None) -> SimpleNamespace:
     """The op set for `device`: registered fast versions where present, the reference elsewhere.
 
@@ -66,6 +85,8 @@ def ops_for(device=None) -> SimpleNamespace:
     """
     dtype = device_type_of(device)
     use_fast = kernel_choice() != "reference"
+    if use_fast:
+        _load_fast_ops(dtype)
     chosen: dict[str, Callable] = {}
     names: dict[str, str] = {}
     for op, ref in REFERENCE_OPS.items():

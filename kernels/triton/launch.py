@@ -1,0 +1,22 @@
+"""Launch settings per device: the one place where CUDA and XPU may differ.
+
+The kernels are the same source on both. The warp counts were chosen on an H200; XPU (Intel's
+Triton backend, where a warp is a sub-group) uses the same counts until measured on an Intel GPU,
+and any XPU tuning belongs here, not in the kernels.
+"""
+
+from __future__ import annotations
+
+# Per device type: a multiplier on the CUDA warp count (XPU untuned: 1.0).
+_WARP_SCALE = {"cuda": 1.0, "xpu": 1.0}
+
+
+def num_warps(device_type: str, cuda_warps: int) -> int:
+    return max(1, int(cuda_warps * _WARP_SCALE.get(device_type, 1.0)))
+
+
+def next_pow2(n: int, at_least: int = 1) -> int:
+    p = at_least
+    while p < n:
+        p *= 2
+    return p

@@ -1,0 +1,46 @@
+"""Registers the fast ops for a GPU device type, each only where it can run.
+
+Called by `bringup.kernels.dispatch.ops_for` the first time it is asked for a "cuda" or "xpu"
+op set. Kernel modules (and so triton and fla) are imported only after the checks pass, so a
+machine without them keeps the reference, and says why in `skipped`.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from .availability import fla_reason, triton_reason
+
+# op name -> (implementation name, module under bringup.kernels, needs fla)
+FAST_OPS: dict[str, tuple[str, str, bool]] = {
+    "mamba_chunk_scan": ("fla", "fla.mamba_chunk_scan", True),
+    "mamba_state_update": ("triton", "triton.mamba_state_update", False),
+    "causal_conv1d_update": ("triton", "triton.causal_conv1d_update", False),
+    "paged_attention_decode": ("triton", "triton.paged_attention_decode", False),
+}
+
+# device type -> {op: why the reference stays}, filled by register_fast_ops (for logs and tests)
+skipped: dict[str, dict[str, str]] = {}
+
+
+def register_fast_ops(device_type: str, register: Callable) -> dict[str, str]:
+    """Register every fast op that can run on `device_type` through `register(op, device_type, fn,
+    name=...)`; returns {op: implementation name} for those registered."""
+    import importlib
+
+    done: dict[str, str] = {}
+    skipped[device_type] = {}
+    base = __name__.rsplit(".", 2)[0]  # "bringup.kernels"
+    for op, (impl_name, module, needs_fla) in FAST_OPS.items():
+        reason = fla_reason(device_type) if needs_fla else triton_reason(device_type)
+        if reason is None:
+            try:
+                fn = getattr(importlib.import_module(f"{base}.{module}"), op)
+            except Exception as exc:  # e.g. a Triton too old for a language feature
+                reason = f"{module} does not import: {exc}"
+        if reason is not None:
+            skipped[device_type][op] = reason
+            continue
+        register(op, device_type, fn, name=impl_name)
+        done[op] = impl_name
+    return done
