@@ -102,6 +102,8 @@ def serve(source: str | None, *, device: str = "auto", dtype: str = "auto", host
     model, name = model_source(source)
     sock = bind_socket(host, port)
     port = sock.getsockname()[1]
+    if host not in ("127.0.0.1", "localhost", "::1") and not api_key:
+        log.warning("listening on %s without --api-key: anyone who can reach this machine can use the engine", host)
 
     from .engine import Engine
 
