@@ -33,7 +33,8 @@ from PySide6.QtWidgets import (
 )
 
 from .findings_widgets import FindingsList, as_dict, highlight_for, layer_rows, severity_style
-from .validate_widgets import CompatMatrixView, LaunchCommand, ProbeChecklist, ResolvedTable
+from .matrix_widgets import CompatMatrixView
+from .validate_widgets import LaunchCommand, ProbeChecklist, ResolvedTable
 from . import validate_logic as logic
 from .probe_runner import ProbeRunner
 
