@@ -1,0 +1,117 @@
+"""The engine loop thread: outputs reach their streams, aborts free pools, a failing step is contained."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from server_helpers import tiny_checkpoint
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory):
+    from bringup.core.engine.engine import Engine
+
+    return Engine(str(tiny_checkpoint(tmp_path_factory.mktemp("async_models"))), device="cpu",
+                  max_running_requests=4, log=lambda message: None)
+
+
+def run_with_loop(engine, scenario):
+    from bringup.core.engine.async_engine import AsyncEngine
+    from bringup.core.engine.metrics import EngineMetrics
+
+    aengine = AsyncEngine(engine, EngineMetrics("tiny"))
+    aengine.start()
+    try:
+        return asyncio.run(asyncio.wait_for(scenario(aengine), timeout=120))
+    finally:
+        aengine.stop()
+        assert not aengine.alive
+
+
+async def drain(stream):
+    outs = []
+    while not outs or not outs[-1].finished:
+        outs.append(await stream.get())
+    return outs
+
+
+def greedy(n: int):
+    from bringup.core.engine.sampling import SamplingParams
+
+    return SamplingParams(max_new_tokens=n, temperature=0.0, ignore_eos=True)
+
+
+def test_streams_get_all_their_tokens_and_metrics_count_them(engine):
+    async def scenario(ae):
+        streams = [await ae.submit([5, 6, 7 + i], greedy(3 + i)) for i in range(6)]  # 6 on 4 slots
+        return [await drain(s) for s in streams], ae.metrics.snapshot()
+
+    results, snap = run_with_loop(engine, scenario)
+    assert [sum(len(o.token_ids) for o in outs) for outs in results] == [3 + i for i in range(6)]
+    assert all(outs[-1].finish_reason == "length" for outs in results)
+    assert snap["generation_tokens_total"] == sum(3 + i for i in range(6))
+    assert snap["num_requests_total"] == 6
+    engine.check_pools()
+    assert engine.stats()["state_slots_used"] == 0
+
+
+def test_abort_ends_the_stream_and_frees_the_pools(engine):
+    async def scenario(ae):
+        stream = await ae.submit([5, 6, 7], greedy(2000))
+        first = await stream.get()
+        ae.abort(stream.request_id)
+        ae.abort(stream.request_id)  # twice is harmless
+        rest = await drain(stream)
+        stats = await ae.call(engine.stats)
+        return first, rest, stats
+
+    first, rest, stats = run_with_loop(engine, scenario)
+    assert first.token_ids and rest[-1].finish_reason == "abort"
+    assert stats["kv_tokens_used"] == 0 and stats["state_slots_used"] == 0
+
+
+def test_a_rejected_request_raises_to_its_caller_only(engine):
+    from bringup.core.engine.request import RequestRejected
+
+    async def scenario(ae):
+        ok = await ae.submit([5, 6], greedy(4))
+        with pytest.raises(RequestRejected):
+            await ae.submit([5] * 100_000, greedy(1))  # longer than the context
+        return await drain(ok)
+
+    outs = run_with_loop(engine, scenario)
+    assert sum(len(o.token_ids) for o in outs) == 4
+
+
+def test_a_failing_step_ends_its_requests_and_the_loop_goes_on(engine, monkeypatch):
+    from bringup.core.engine.async_engine import EngineFailed
+
+    real_step = engine.step
+    failed = []
+
+    def step_that_fails_once():
+        stats = engine.stats()
+        if not failed and stats["num_running"] + stats["num_queued"] >= 2:  # once both are in
+            failed.append(True)
+            raise RuntimeError("simulated kernel fault")
+        return real_step()
+
+    monkeypatch.setattr(engine, "step", step_that_fails_once)
+
+    async def scenario(ae):
+        doomed = [await ae.submit([5, 6, 7], greedy(50)) for _ in range(2)]
+        errors = []
+        for s in doomed:
+            with pytest.raises(EngineFailed) as info:
+                await drain(s)
+            errors.append(str(info.value))
+        after = await drain(await ae.submit([8, 9], greedy(3)))
+        return errors, after, ae.error
+
+    errors, after, last_error = run_with_loop(engine, scenario)
+    assert all("simulated kernel fault" in e for e in errors)
+    assert "simulated kernel fault" in last_error
+    assert sum(len(o.token_ids) for o in after) == 3
+    engine.check_pools()
