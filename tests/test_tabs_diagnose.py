@@ -45,6 +45,7 @@ def test_pasted_layer_index_crash_lights_up_layer_0_and_the_six_attention_layers
     assert "mamba2" in details and "5, 12, 19, 26, 33, 42" in details
     assert "Fix" in details
     assert "device xpu" in tab.summary.text()
+    assert not tab.grab().isNull()  # the findings delegate paints
     # Ctrl+C copies the finding as text.
     tab.findings.copy_current()
     from PySide6.QtGui import QGuiApplication

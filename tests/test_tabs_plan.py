@@ -35,6 +35,7 @@ def test_plan_matches_the_planner(tab):
     # The bar is the plan's own breakdown and fills the device exactly.
     assert sum(s.bytes for s in tab.bar.segments) == pytest.approx(tab.settings()["device_memory"], rel=1e-6)
     assert [s.label for s in tab.bar.segments][:3] == ["Weights", "KV pool", "State pool"]
+    assert not tab.grab().isNull()  # the bar and the cards paint
 
 
 def test_what_if_controls_replan_at_once(tab, qtbot):

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QGuiApplication
+from PySide6.QtCore import QEvent, Qt
+from PySide6.QtGui import QGuiApplication, QMouseEvent
+from PySide6.QtWidgets import QApplication
 
 from bringup.app.tabs.validate_tab import ValidateTab
 from bringup.core.rules.validate import validate as core_validate
@@ -76,8 +77,17 @@ def test_matrix_cells_and_choosing_one(tab, qtbot):
     assert cells[("xpu", "extra_buffer", "default")] == "failure"  # 0.5.21+ refuses extra_buffer on XPU
     assert tab.grid.device_order()[0] == "xpu"  # the form's device comes first
     assert tab.grid.current == ("xpu", "auto", "default")
+    tab.show()
+    qtbot.waitExposed(tab)
+    tab.side.setCurrentIndex(0)
     rect = tab.grid.rect_of("xpu", "disabled", "intel_xpu")
     assert rect is not None
+    centre = rect.center()
+    move = QMouseEvent(QEvent.Type.MouseMove, centre, tab.grid.mapToGlobal(centre), Qt.MouseButton.NoButton,
+                       Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier)
+    QApplication.sendEvent(tab.grid, move)  # hover: the cell's tooltip
+    assert tab.grid._hover["backend"] == "intel_xpu"
+    assert not tab.grab().isNull()  # every painter in the tab runs
     with qtbot.waitSignal(tab.grid.cell_chosen):
         qtbot.mouseClick(tab.grid, Qt.MouseButton.LeftButton, pos=rect.center().toPoint())
     qtbot.waitUntil(lambda: tab.settings()["disable_radix_cache"], timeout=2000)
