@@ -110,7 +110,7 @@ def test_unknown_log_and_unreadable_file(tab, tmp_path):
     assert "Cannot read" in tab.summary.text()
 
 
-def test_read_log_keeps_the_tail_of_a_huge_file(tmp_path, monkeypatch):
+def test_read_log_keeps_the_tail_of_a_huge_file(qtbot, tmp_path, monkeypatch):
     import bringup.app.tabs.diagnose_tab as diagnose_tab
 
     monkeypatch.setattr(diagnose_tab, "MAX_LOG_BYTES", 64)
@@ -118,6 +118,9 @@ def test_read_log_keeps_the_tail_of_a_huge_file(tmp_path, monkeypatch):
     path.write_bytes(b"x" * 1000 + b"\nValueError: the end\n")
     text = read_log(path)
     assert text.endswith("ValueError: the end\n") and len(text) == 64
+    tab = DiagnoseTab()
+    tab.open_file(str(path))
+    assert "(its last 64 B)" in tab.log_label.text()  # says it shows only the tail
 
 
 def test_a_big_log_is_diagnosed_off_the_gui_thread(tab, qtbot, monkeypatch):

@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 )
 
 from .background import Background
+from .plan_widgets import fmt_bytes
 from .findings_widgets import FindingsList, as_dict, highlight_for, layer_rows
 from .validate_widgets import mono_font
 
@@ -167,12 +168,16 @@ class DiagnoseTab(QWidget):
         self.diagnose()
 
     def open_file(self, path: str) -> None:
+        """Show and diagnose a log file (its last MAX_LOG_BYTES when it is bigger)."""
         try:
             text = read_log(path)
+            big = Path(path).stat().st_size > MAX_LOG_BYTES
         except OSError as exc:
-            self.summary.setText(f"<span style='color:#D62828'>Cannot read {path}: {exc.strerror or exc}</span>")
+            why = html.escape(f"Cannot read {path}: {exc.strerror or exc}")
+            self.summary.setText(f"<span style='color:#D62828'>{why}</span>")
             return
-        self.set_text(text, Path(path).name)
+        name = Path(path).name
+        self.set_text(text, f"{name} (its last {fmt_bytes(MAX_LOG_BYTES)})" if big else name)
 
     def clear(self) -> None:
         self.set_text("")
