@@ -29,8 +29,8 @@ from PySide6.QtWidgets import (
 )
 
 from .background import Background
-from .plan_widgets import fmt_bytes
 from .findings_widgets import FindingsList, as_dict, highlight_for, layer_rows
+from .plan_widgets import fmt_bytes
 from .validate_widgets import mono_font
 
 # Logs can be huge; the failure is at the end. Read at most this much of a file (its tail).

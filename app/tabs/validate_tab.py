@@ -32,11 +32,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from . import validate_logic as logic
 from .findings_widgets import FindingsList, as_dict, highlight_for, layer_rows, severity_style
 from .matrix_widgets import CompatMatrixView
-from .validate_widgets import LaunchCommand, ProbeChecklist, ResolvedTable
-from . import validate_logic as logic
 from .probe_runner import ProbeRunner
+from .validate_widgets import LaunchCommand, ProbeChecklist, ResolvedTable
 
 
 class ValidateTab(QWidget):
