@@ -65,6 +65,9 @@ def test_server_info_reports_predicted_and_allocated_pools(client):
     assert info["predicted"]["kv_tokens"] >= info["allocated"]["kv_tokens"] > 0
     assert info["allocated"]["state_slots"] >= 4
     assert info["device"] == "cpu" and info["pools_check"] == "ok"
+    model = client.get("/model_info").json()
+    assert model["model_type"] == "nemotron_h" and model["architectures"] == ["NemotronHForCausalLM"]
+    assert client.get("/ready").json() == {"status": "ok"}
 
 
 # ---- OpenAI API ----------------------------------------------------------------------------------

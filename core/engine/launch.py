@@ -135,6 +135,7 @@ async def _serve_async(engine, sock, host, port, model_name, api_key, info) -> i
     state = ServerState(aengine, model_name=model_name, tokenizer=tokenizer, vocab_size=vocab, api_key=api_key,
                         info={"server_args": {"host": host, "port": port, "api_key_set": bool(api_key)}},
                         context_len=info.get("context_len"))
+    state.static_info = info
     app = create_app(state)
     config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False, lifespan="off",
                             timeout_graceful_shutdown=3)

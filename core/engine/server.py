@@ -26,7 +26,7 @@ from .async_engine import AsyncEngine, EngineFailed, RequestStream
 log = logging.getLogger("bringup.server")
 
 # Paths served without the API key: liveness must be checkable by anyone on the machine.
-OPEN_PATHS = frozenset({"/health"})
+OPEN_PATHS = frozenset({"/health", "/ready"})
 
 
 class ServerState:
@@ -42,6 +42,7 @@ class ServerState:
         self.info = dict(info or {})
         self.context_len = context_len
         self.created = int(time.time())
+        self.static_info: dict = {}  # the engine's server_info() at start-up (model path, type...)
         self.ready = False  # set once the warm-up request went through
 
 
@@ -89,7 +90,20 @@ def create_app(state: ServerState) -> FastAPI:
             return error("the server is still starting", 503)
         return {"status": "ok"}
 
+    @app.get("/ready")
+    async def ready():  # SGLang's cheap readiness probe
+        return await health()
+
+    @app.get("/model_info")
+    @app.get("/get_model_info")
+    async def model_info():
+        info = state.static_info
+        return {"model_path": info.get("model_path"), "served_model_name": state.model_name,
+                "tokenizer_path": info.get("model_path"), "is_generation": True,
+                "model_type": info.get("model_type"), "architectures": [info.get("architecture")]}
+
     @app.get("/server_info")
+    @app.get("/get_server_info")
     async def server_info():
         engine = state.aengine.engine
 
