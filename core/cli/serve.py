@@ -23,7 +23,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="share of device memory for weights and pools (default: the planner's choice)")
     parser.add_argument("--max-running-requests", type=int, default=None, help="cap on requests running at once")
     parser.add_argument("--chunked-prefill-size", type=int, default=None, help="prompt tokens per step (chunk size)")
-    parser.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on every route but /health and /ready")
+    parser.add_argument("--api-key", default=None,
+                        help="require 'Authorization: Bearer KEY' on every route but /health and /ready")
     parser.add_argument("--served-model-name", default=None, help="name reported by /v1/models")
 
 
