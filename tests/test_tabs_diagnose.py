@@ -102,6 +102,15 @@ def test_open_file_and_drop_on_the_window(tab, qtbot, tmp_path):
     assert fresh.findings.findings()[0]["code"] == "LAYER_NOT_IN_FULL_ATTENTION"
 
 
+def test_paste_button_takes_the_clipboard(tab):
+    from PySide6.QtGui import QGuiApplication
+
+    QGuiApplication.clipboard().setText(LAYER0_CRASH_LOG)
+    tab.paste()
+    assert tab.log_label.text() == "pasted text"
+    assert tab.findings.current_finding()["requested_layer"] == 0
+
+
 def test_unknown_log_and_unreadable_file(tab, tmp_path):
     tab.set_text("INFO all good\nThe server is fired up and ready to roll!\n")
     assert tab.findings.findings() == []

@@ -13,7 +13,7 @@ import traceback
 from pathlib import Path
 
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
-from PySide6.QtGui import QColor, QTextCursor, QTextFormat
+from PySide6.QtGui import QColor, QGuiApplication, QKeySequence, QShortcut, QTextCursor, QTextFormat
 from PySide6.QtWidgets import (
     QFileDialog,
     QGroupBox,
@@ -119,13 +119,20 @@ class DiagnoseTab(QWidget):
         )
         self.log.textChanged.connect(self._timer.start)
         open_button = QPushButton("Open log\u2026")
+        open_button.setToolTip("Open a log file (Ctrl+O); or drop one anywhere on the window")
         open_button.clicked.connect(self._choose_file)
+        shortcut = QShortcut(QKeySequence.StandardKey.Open, self, self._choose_file)
+        shortcut.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+        paste_button = QPushButton("Paste")
+        paste_button.setToolTip("Replace the log with the clipboard's text")
+        paste_button.clicked.connect(self.paste)
         clear_button = QPushButton("Clear")
         clear_button.clicked.connect(self.clear)
         self.log_label = QLabel("Log")
         self.log_label.setStyleSheet("color: #6b7280;")
         tools = QHBoxLayout()
         tools.addWidget(self.log_label, 1)
+        tools.addWidget(paste_button)
         tools.addWidget(open_button)
         tools.addWidget(clear_button)
         log_box = QGroupBox("Engine log or traceback")
@@ -181,6 +188,9 @@ class DiagnoseTab(QWidget):
 
     def clear(self) -> None:
         self.set_text("")
+
+    def paste(self) -> None:
+        self.set_text(QGuiApplication.clipboard().text(), "pasted text")
 
     def _choose_file(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Open an engine log", "", "Logs (*.log *.txt *.out *.err);;All files (*)")
