@@ -306,3 +306,37 @@ def test_moe_experts_equal_dense_mixture(gated):
         h = F.silu(x @ gate[e].t()) * h if gated else F.relu(h) ** 2
         every.append(h @ down[e].t())
     close(out, torch.einsum("te,eth->th", dense, torch.stack(every)), 1e-4)
+
+
+# Several sequences in one call ---------------------------------------------------------------
+
+def test_conv1d_varlen_equals_one_call_per_sequence():
+    C, K, lengths = 5, 4, [6, 1, 2, 9]
+    w, b = torch.randn(C, K), torch.randn(C)
+    x = torch.randn(sum(lengths), C)
+    states = torch.randn(len(lengths), C, K - 1)
+    states[1] = 0  # a fresh sequence
+    starts = [0]
+    for n in lengths:
+        starts.append(starts[-1] + n)
+    y, finals = ref.causal_conv1d_varlen(x, starts, w, b, states)
+    for i in range(len(lengths)):
+        yi, fi = ref.causal_conv1d(x[starts[i] : starts[i + 1]], w, b, states[i])
+        close(y[starts[i] : starts[i + 1]], yi)
+        close(finals[i], fi)
+
+
+def test_chunk_scan_varlen_equals_one_call_per_sequence():
+    lengths = [7, 1, 12, 3]
+    inp, _ = _scan_inputs(sum(lengths))
+    states = torch.randn(len(lengths), 4, 3, 5)
+    starts = [0]
+    for n in lengths:
+        starts.append(starts[-1] + n)
+    y, finals = ref.mamba_chunk_scan_varlen(**inp, seq_starts=starts, chunk_size=4, initial_states=states)
+    for i in range(len(lengths)):
+        sl = slice(starts[i], starts[i + 1])
+        per = {k: (v[sl] if k in ("x", "dt", "B", "C") else v) for k, v in inp.items()}
+        yi, si = ref.mamba_chunk_scan(**per, chunk_size=4, initial_state=states[i])
+        close(y[sl], yi, 1e-4)
+        close(finals[i], si, 1e-4)

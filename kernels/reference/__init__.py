@@ -6,9 +6,11 @@ and are tested against these.
 
 from .causal_conv1d import causal_conv1d
 from .causal_conv1d_update import causal_conv1d_update
+from .causal_conv1d_varlen import causal_conv1d_varlen
 from .gated_rms_norm import gated_rms_norm
 from .kv_cache_write import kv_cache_write
 from .mamba_chunk_scan import mamba_chunk_scan
+from .mamba_chunk_scan_varlen import mamba_chunk_scan_varlen
 from .mamba_state_update import mamba_state_update
 from .mlp import mlp
 from .moe_experts import moe_experts
@@ -22,9 +24,11 @@ OPS = {
     "apply_rotary": apply_rotary,
     "causal_conv1d": causal_conv1d,
     "causal_conv1d_update": causal_conv1d_update,
+    "causal_conv1d_varlen": causal_conv1d_varlen,
     "gated_rms_norm": gated_rms_norm,
     "kv_cache_write": kv_cache_write,
     "mamba_chunk_scan": mamba_chunk_scan,
+    "mamba_chunk_scan_varlen": mamba_chunk_scan_varlen,
     "mamba_state_update": mamba_state_update,
     "mlp": mlp,
     "moe_experts": moe_experts,

@@ -55,25 +55,42 @@ def time_step_limit(cfg) -> tuple[float, float]:
 class _StatePlan:
     """How a batch's requests meet their Mamba state, worked out once per batch for all layers:
     requests continuing with one token step their state in one batched call; the rest (prompts and
-    prompt chunks) run the chunked scan one by one."""
+    prompt chunks) run the chunked scan together in one varlen call."""
 
-    starts: list[int]
-    steps: list[int]
-    step_rows: torch.Tensor | None
+    step_rows: torch.Tensor | None  # token index of each stepping request
     step_slots: torch.Tensor | None
-    scans: list[int]
+    scan_rows: torch.Tensor | None  # token indices of the scanning requests, back to back
+    scan_starts: list[int]  # offsets of each scanning request within scan_rows (n + 1)
+    scan_slots: torch.Tensor | None
+    scan_has_state: torch.Tensor | None  # [n] bool: the slot holds this request's state
 
 
 def _state_plan(batch, device) -> _StatePlan:
     plan = batch.memo.get("mamba_state_plan")
-    if plan is None:
-        starts = batch.query_start_loc
-        steps = [i for i, (q, has) in enumerate(zip(batch.query_lens_list, batch.has_initial_state_list))
-                 if q == 1 and has]
-        scans = [i for i in range(batch.num_requests) if i not in set(steps)]
-        rows = torch.tensor([starts[i] for i in steps], device=device) if steps else None
-        slots = torch.tensor([batch.state_slots_list[i] for i in steps], device=device) if steps else None
-        plan = batch.memo["mamba_state_plan"] = _StatePlan(starts, steps, rows, slots, scans)
+    if plan is not None:
+        return plan
+    starts = batch.query_start_loc
+    steps, scans = [], []
+    for i, (q, has) in enumerate(zip(batch.query_lens_list, batch.has_initial_state_list)):
+        (steps if q == 1 and has else scans).append(i)
+    slots = batch.state_slots_list
+
+    def tensor(values, dtype=torch.long):
+        return torch.tensor(values, dtype=dtype, device=device) if values else None
+
+    scan_rows, scan_starts = [], [0]
+    for i in scans:
+        scan_rows.extend(range(starts[i], starts[i + 1]))
+        scan_starts.append(len(scan_rows))
+    plan = _StatePlan(
+        step_rows=tensor([starts[i] for i in steps]),
+        step_slots=tensor([slots[i] for i in steps]),
+        scan_rows=tensor(scan_rows),
+        scan_starts=scan_starts,
+        scan_slots=tensor([slots[i] for i in scans]),
+        scan_has_state=tensor([batch.has_initial_state_list[i] for i in scans], torch.bool),
+    )
+    batch.memo["mamba_state_plan"] = plan
     return plan
 
 
@@ -129,7 +146,7 @@ class Mamba2Mixer(nn.Module):
         w, b = self.conv1d.weight[:, 0, :], self.conv1d.bias
         y = torch.empty(hidden.shape[0], self.num_heads, self.head_dim, dtype=hidden.dtype, device=hidden.device)
         plan = _state_plan(batch, hidden.device)
-        if plan.steps:
+        if plan.step_rows is not None:
             rows, slots = plan.step_rows, plan.step_slots
             xc, new_conv = ops.causal_conv1d_update(xbc[rows], conv_states[slots], w, b, "silu")
             conv_states[slots] = new_conv.to(conv_states.dtype)
@@ -138,16 +155,18 @@ class Mamba2Mixer(nn.Module):
                                                  True, self.dt_limit)
             ssm_states[slots] = new_ssm.to(ssm_states.dtype)
             y[rows] = ys
-        for i in plan.scans:
-            s, e = plan.starts[i], plan.starts[i + 1]
-            slot, has = batch.state_slots_list[i], batch.has_initial_state_list[i]
-            xc, conv_final = ops.causal_conv1d(xbc[s:e], w, b, conv_states[slot] if has else None, "silu")
-            conv_states[slot] = conv_final.to(conv_states.dtype)
+        if plan.scan_rows is not None:
+            rows, slots, has = plan.scan_rows, plan.scan_slots, plan.scan_has_state
+            # A request starting its prompt begins from zeros whatever its slot holds.
+            conv0 = torch.where(has[:, None, None], conv_states[slots], 0)
+            ssm0 = torch.where(has[:, None, None, None], ssm_states[slots].float(), 0)
+            xc, conv_final = ops.causal_conv1d_varlen(xbc[rows], plan.scan_starts, w, b, conv0, "silu")
+            conv_states[slots] = conv_final.to(conv_states.dtype)
             xs, Bs, Cs = self._split_xbc(xc)
-            ys, ssm_final = ops.mamba_chunk_scan(xs, dt[s:e], A, Bs, Cs, self.chunk_size, self.D, self.dt_bias,
-                                                 ssm_states[slot] if has else None, True, self.dt_limit)
-            ssm_states[slot] = ssm_final.to(ssm_states.dtype)
-            y[s:e] = ys
+            ys, ssm_final = ops.mamba_chunk_scan_varlen(xs, dt[rows], A, Bs, Cs, plan.scan_starts, self.chunk_size,
+                                                        self.D, self.dt_bias, ssm0, True, self.dt_limit)
+            ssm_states[slots] = ssm_final.to(ssm_states.dtype)
+            y[rows] = ys
         y = ops.gated_rms_norm(y.reshape(hidden.shape[0], self.intermediate), z, self.norm.weight, self.eps,
                                self.intermediate // self.n_groups, norm_before_gate=False)
         return self.out_proj(y.to(hidden.dtype))
