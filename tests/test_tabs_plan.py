@@ -144,3 +144,15 @@ def test_this_machine_is_measured_by_the_probe_off_the_gui_thread(tab, qtbot, mo
     qtbot.waitUntil(lambda: tab.preset.currentText().startswith("This machine \u00b7 cpu"), timeout=30000)
     assert tab.device.currentText() == "cpu"
     assert tab.plan.device_memory == pytest.approx(psutil.virtual_memory().available, rel=0.2)
+
+
+def test_a_damaged_checkpoint_falls_back_to_the_parameter_count_and_says_so(qtbot, tmp_path):
+    from bringup.core.sources import load_layer_map
+
+    (tmp_path / "config.json").write_text(NEMOTRON_NANO.read_text())
+    (tmp_path / "model.safetensors").write_bytes(b"\x01")  # truncated
+    tab = PlanTab()
+    qtbot.addWidget(tab)
+    tab.set_layer_map(load_layer_map(str(tmp_path)))
+    assert tab.plan.weights_source == "params"
+    assert "weights from the parameter count" in tab.message.text() and "safetensors" in tab.message.text()

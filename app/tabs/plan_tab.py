@@ -52,6 +52,23 @@ MEASURE = "measure"  # the preset that asks the device probe
 MEASURE_TEXT = "This machine (ask the device probe)"
 
 
+PLAN_DTYPE = "bfloat16"  # weights and KV as the engines load them by default
+
+
+def _read_checkpoint(layer_map):
+    """(the local checkpoint's sizes from its safetensors headers, or None; a problem reading them)."""
+    source = getattr(layer_map, "source", "") or ""
+    if not source or not os.path.exists(source):
+        return None, ""
+    from bringup.core.errors import UserError
+    from bringup.core.planner.weights import checkpoint_weights
+
+    try:
+        return checkpoint_weights(source), ""
+    except UserError as exc:
+        return None, str(exc)
+
+
 class PlanTab(QWidget):
     title = "Plan"
     highlight_requested = Signal(object)
@@ -60,6 +77,8 @@ class PlanTab(QWidget):
         super().__init__(parent)
         self.layer_map = None
         self.plan = None  # the last MemoryPlan
+        self._checkpoint = None  # CheckpointWeights of a local model folder
+        self._checkpoint_problem = ""
         self.error = ""
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
@@ -268,6 +287,7 @@ class PlanTab(QWidget):
     # --- the tab contract ---------------------------------------------------------------------
     def set_layer_map(self, layer_map) -> None:
         self.layer_map = layer_map
+        self._checkpoint, self._checkpoint_problem = _read_checkpoint(layer_map)
         self.replan()
 
     def schedule(self, *_args) -> None:
@@ -304,10 +324,13 @@ class PlanTab(QWidget):
         from bringup.core.planner import plan_memory
 
         kwargs = self.settings()
-        source = self.layer_map.source or ""
-        checkpoint = source if source and os.path.exists(source) else None  # its folder's safetensors headers
+        weights = {}
+        if self._checkpoint is not None:  # read once per model, not per what-if step
+            from bringup.core.planner.dtypes import dtype_bytes
+
+            weights = {"weights_bytes": self._checkpoint.bytes_as(dtype_bytes(PLAN_DTYPE))}
         try:
-            self.plan = plan_memory(self.layer_map, checkpoint=checkpoint, **kwargs)
+            self.plan = plan_memory(self.layer_map, dtype=PLAN_DTYPE, **weights, **kwargs)
         except Exception as exc:  # UserError: bad input; anything else: a planner bug, shown, not raised
             if not isinstance(exc, UserError):
                 traceback.print_exc(file=sys.stderr)
@@ -323,6 +346,8 @@ class PlanTab(QWidget):
             self.fraction.blockSignals(True)
             self.fraction.setValue(self.plan.mem_fraction)
             self.fraction.blockSignals(False)
+        if self._checkpoint is not None:
+            self.plan.weights_source = "checkpoint"  # handed over as bytes, read from its headers
         self._show_plan(self.plan.to_json(), kwargs)
 
     # --- showing a plan -----------------------------------------------------------------------
@@ -341,6 +366,8 @@ class PlanTab(QWidget):
         self.bar.set_segments(segments, total, f"{fmt_bytes(total)} of device memory{per_device}: {verdict}")
         problems = [str(p) for p in plan.get("problems") or []]
         notes = [str(n) for n in plan.get("notes") or []]
+        if self._checkpoint_problem:
+            notes.insert(0, f"weights from the parameter count: {self._checkpoint_problem}")
         self._show_message(" \u00b7 ".join(problems or notes), error=bool(problems))
         bottleneck = plan.get("bottleneck")
         page = plan.get("page_size")
