@@ -1,0 +1,54 @@
+"""The real configs in shared/models: our model classes build from each supported one (on the meta
+device: no memory) and ask for exactly the caches the layer map (an independent reading of the
+same config) predicts; unsupported ones get a message naming what is supported."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from bringup.core.engine.loader import _decode_special_floats
+from bringup.core.engine.models import UnsupportedModelError, model_class_for, supported_model_types
+from bringup.core.families import build_layer_map
+from bringup.kernels.dispatch import ops_for
+
+MODELS = Path(__file__).resolve().parents[2] / "shared" / "models"
+CONFIGS = sorted(MODELS.glob("*.json"))
+
+
+def _config(path: Path) -> dict:
+    return _decode_special_floats(json.loads(path.read_text()))
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=[p.stem for p in CONFIGS])
+def test_supported_configs_build_with_the_layer_maps_caches(path):
+    config = _config(path)
+    if config.get("model_type") not in supported_model_types():
+        with pytest.raises(UnsupportedModelError, match="is not supported by the embedded engine; it runs llama, "):
+            model_class_for(config)
+        return
+    with torch.device("meta"):
+        model = model_class_for(config)(config, ops_for("cpu"))
+    spec = model.cache_spec
+    layers = build_layer_map(config).layers
+    assert spec.kv_layer_ids == tuple(layer.index for layer in layers if layer.is_kv)
+    assert spec.state_layer_ids == tuple(layer.index for layer in layers if layer.is_state)
+    for layer in layers:
+        if layer.is_kv:
+            assert layer.kv_elems_per_token == 2 * spec.num_kv_heads * spec.head_dim
+        if layer.is_state:
+            assert layer.conv_state_elems == math.prod(spec.conv_shape)
+            assert layer.ssm_state_elems == math.prod(spec.ssm_shape)
+
+
+def test_nemotron_3_nano_is_the_30b_it_says():
+    config = _config(MODELS / "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B.json")
+    with torch.device("meta"):
+        model = model_class_for(config)(config, ops_for("cpu"))
+    assert model.cache_spec.kv_layer_ids == (5, 12, 19, 26, 33, 42)
+    params = sum(p.numel() for p in model.parameters())
+    assert 31.0e9 < params < 32.0e9, params  # 31.6B with all 128 experts of each of the 23 MoE layers
