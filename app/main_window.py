@@ -202,6 +202,15 @@ class MainWindow(QMainWindow):
                 traceback.print_exc(file=sys.stderr)
                 tab = _ErrorTab(spec, f"{type(err).__name__}: {err}")
             self.add_tab(tab)
+        self._wire_tabs()
+
+    def _wire_tabs(self) -> None:
+        """Tabs that feed each other: validated settings launch the engine, a crash log is diagnosed."""
+        run, diagnose, validate = self.tab("Run"), self.tab("Diagnose"), self.tab("Validate")
+        if run is not None and validate is not None and hasattr(validate, "settings_validated"):
+            validate.settings_validated.connect(run.apply_launch_settings)
+        if run is not None and diagnose is not None and hasattr(run, "crash_log"):
+            run.crash_log.connect(lambda text: diagnose.set_text(text, "engine log"))
 
     def add_tab(self, tab: QWidget) -> None:
         """Add a tab that follows the contract in `bringup.app.tabs`, and hand it the current model."""
@@ -261,6 +270,10 @@ class MainWindow(QMainWindow):
             QTimer.singleShot(0, lambda: self._fit_map(force=False))
 
     def closeEvent(self, event) -> None:
+        for tab in self.tab_widgets():  # engines and probes are child processes: end them now
+            shutdown = getattr(tab, "shutdown", None)
+            if callable(shutdown):
+                shutdown()
         self.loader.cancel()
         self.loader.wait(2000)
         super().closeEvent(event)

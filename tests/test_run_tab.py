@@ -136,3 +136,49 @@ def test_real_engine_flow(qtbot, tmp_path):
     with qtbot.waitSignal(tab.controller.stopped, timeout=20000):
         tab.stop()
     assert not _children()
+
+
+def test_validated_settings_reach_the_next_launch(qtbot):
+    from bringup.app.run.engine_controller import sglang_command, sglang_flags
+
+    tab = RunTab()
+    qtbot.addWidget(tab)
+    tab.apply_launch_settings({"target": "embedded", "device": "cpu", "dtype": "float32"})
+    assert tab.engine.currentIndex() == 0 and tab.device.currentText() == "cpu"
+    assert tab.embedded_flags == ["--dtype", "float32"]
+    settings = {"target": "sglang==0.5.19", "device": "xpu", "attention_backend": "intel_xpu", "mamba_strategy": "auto",
+                "page_size": 128, "tp": 2, "pp": 1, "disable_radix_cache": True, "kv_dtype": "auto"}
+    tab.apply_launch_settings(settings)
+    assert tab.device.currentText() == "xpu"
+    assert tab.sglang_settings == {"attention-backend": "intel_xpu", "page-size": 128, "tp-size": 2,
+                                   "disable-radix-cache": True}
+    argv = sglang_command("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B", port=30001, settings=sglang_flags(settings))
+    assert argv[1:3] == ["-m", "sglang.launch_server"] and "--enable-metrics" in argv
+    assert argv[argv.index("--tp-size") + 1] == "2" and "--disable-radix-cache" in argv
+
+
+def test_window_wires_validate_to_run_and_run_crashes_to_diagnose(qtbot, monkeypatch):
+    from bringup.app import tabs as tab_registry
+    from bringup.app.main_window import MainWindow
+    from bringup.app.tabs.validate_tab import ValidateTab
+
+    monkeypatch.setattr(tab_registry, "TAB_FACTORIES", [
+        "bringup.app.tabs.validate_tab:ValidateTab", "bringup.app.tabs.run_tab:RunTab",
+        "bringup.app.tabs.diagnose_tab:DiagnoseTab"])
+    monkeypatch.setattr(ValidateTab, "PROBE_OPTIONS", {"steps": ["python", "cpu"], "timeout": 30})
+    w = MainWindow()
+    qtbot.addWidget(w)
+    w.show()
+    with qtbot.waitSignal(w.settled, timeout=10000):
+        w.load(str(SHARED / "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B.json"))
+    validate, run, diagnose = w.tab("Validate"), w.tab("Run"), w.tab("Diagnose")
+    validate.set_settings(target="embedded", device="cpu", dtype="float32")
+    validate.validate()
+    assert run.device.currentText() == "cpu" and run.embedded_flags == ["--dtype", "float32"]
+    with qtbot.waitSignal(run.controller.crashed, timeout=20000):
+        run.controller.launch([sys.executable, "-c", CRASH], "http://127.0.0.1:1")
+    qtbot.waitUntil(lambda: "layer_id=0" in diagnose.log.toPlainText(), timeout=10000)
+    assert w.map_panel.state.highlight.requested == [0]
+    validate.probe_runner.stop()
+    w.close()
+    w.loader.wait()

@@ -40,6 +40,26 @@ def sglang_command(model: str, *, port: int, host: str = "127.0.0.1", settings: 
     return argv
 
 
+# Validate-tab setting -> SGLang flag (sglang-notes §5.3); "auto" and unset values are left to SGLang.
+_SGLANG_FLAGS = {
+    "attention_backend": "attention-backend", "mamba_strategy": "mamba-radix-cache-strategy",
+    "page_size": "page-size", "tp": "tp-size", "pp": "pp-size", "dtype": "dtype", "kv_dtype": "kv-cache-dtype",
+    "mamba_ssm_dtype": "mamba-ssm-dtype", "disable_radix_cache": "disable-radix-cache",
+    "disable_overlap_schedule": "disable-overlap-schedule",
+}
+
+
+def sglang_flags(settings: dict) -> dict:
+    """The Validate tab's settings as `sglang_command` settings (flag name -> value)."""
+    out: dict = {}
+    for key, flag in _SGLANG_FLAGS.items():
+        value = settings.get(key)
+        if value in (None, "", "auto", False) or (key in ("tp", "pp") and value == 1):
+            continue
+        out[flag] = value
+    return out
+
+
 class EngineController(QObject):
     log_line = Signal(str)
     stage_changed = Signal(str, float)  # stage, progress 0..1

@@ -350,6 +350,15 @@ class PlanTab(QWidget):
             self.plan.weights_source = "checkpoint"  # handed over as bytes, read from its headers
         self._show_plan(self.plan.to_json(), kwargs)
 
+    def report_section(self) -> dict:
+        """For the session report: the plan's headline figures."""
+        if self.plan is None:
+            return {}
+        plan = self.plan.to_json()
+        keys = ("device_memory", "mem_fraction", "weights_bytes", "kv_bytes_per_token", "state_bytes_per_request",
+                "kv_tokens", "state_slots", "max_running_requests", "bottleneck", "page_size")
+        return {"plan": {k: plan[k] for k in keys if k in plan}}
+
     # --- showing a plan -----------------------------------------------------------------------
     def _show_message(self, text: str, error: bool) -> None:
         self.error = text if error else ""

@@ -12,7 +12,7 @@ from PySide6.QtWidgets import (QApplication, QComboBox, QFileDialog, QHBoxLayout
 
 from bringup.app.highlight import Highlight
 from bringup.app.run.chat_panel import ChatPanel
-from bringup.app.run.engine_controller import EngineController, sglang_installed
+from bringup.app.run.engine_controller import EngineController, sglang_flags, sglang_installed
 from bringup.app.run.load_panel import LoadPanel
 from bringup.app.run.log_console import LogConsole
 from bringup.app.run.serve_source import serve_source_for
@@ -32,6 +32,8 @@ class RunTab(QWidget):
         self.layer_map: LayerMap | None = None
         self.controller = EngineController(self)
         self.crash_findings: list[dict] = []
+        self.sglang_settings: dict = {}  # flags from the Validate tab for an SGLang launch
+        self.embedded_flags: list[str] = []  # flags from the Validate tab for our engine
         self.plots = None  # LivePlots, built on first show (pyqtgraph costs start-up time)
 
         # launch bar
@@ -131,6 +133,23 @@ class RunTab(QWidget):
         if not self.controller.busy:
             self.model_field.setText(serve_source_for(layer_map))
 
+    def apply_launch_settings(self, settings: dict) -> None:
+        """The settings the Validate tab just checked: the next Start launches with them."""
+        if self.controller.busy:
+            return
+        target = str(settings.get("target") or "embedded")
+        device = settings.get("device")
+        if device in DEVICES:
+            self.device.setCurrentText(device)
+        if target.startswith("sglang"):
+            if sglang_installed():
+                self.engine.setCurrentIndex(1)
+            self.sglang_settings = sglang_flags(settings)
+        else:
+            self.engine.setCurrentIndex(0)
+            dtype = settings.get("dtype")
+            self.embedded_flags = ["--dtype", dtype] if dtype and dtype != "auto" else []
+
     def showEvent(self, event) -> None:  # noqa: N802 (Qt)
         self.ensure_plots()
         super().showEvent(event)
@@ -162,10 +181,11 @@ class RunTab(QWidget):
             if kind == 2:
                 self.controller.attach(self.url_field.text().strip())
             elif kind == 1:
-                extra = {} if device == "auto" else {"device": device}
+                extra = dict(self.sglang_settings, **({} if device == "auto" else {"device": device}))
                 self.controller.launch_sglang(self.model_field.text().strip(), settings=extra)
             else:
-                self.controller.launch_embedded(self.model_field.text().strip() or "default", device=device)
+                self.controller.launch_embedded(self.model_field.text().strip() or "default", device=device,
+                                                extra=self.embedded_flags)
         except (OSError, RuntimeError) as err:
             self.stage.setText(f"<span style='color:#C62828'>Could not start: {err}</span>")
             return

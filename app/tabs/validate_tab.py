@@ -43,6 +43,7 @@ class ValidateTab(QWidget):
     title = "Validate"
     highlight_requested = Signal(object)
     probe_finished = Signal(object)  # the probe report, for tests and for other tabs
+    settings_validated = Signal(dict)  # the form's settings after each validation: the Run tab launches with them
     PROBE_OPTIONS: dict = {}  # defaults for new tabs (tests narrow the steps to skip the torch import)
 
     def __init__(self, parent=None, *, probe_on_show: bool = True) -> None:
@@ -318,6 +319,13 @@ class ValidateTab(QWidget):
         self.command.set_command(report.get("command") or "")
         self._show_verdict(findings, settings)
         self._refresh_matrix(settings)
+        self.settings_validated.emit(settings)
+
+    def report_section(self) -> dict:
+        """For the session report: this launch's findings."""
+        if self.report is None:
+            return {}
+        return {"findings": [as_dict(f) for f in self.report["findings"]] + self._probe_findings()}
 
     def _probe_findings(self) -> list[dict]:
         """A probe step that crashed, hung or failed concerns any launch on this machine."""
