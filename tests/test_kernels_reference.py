@@ -340,3 +340,16 @@ def test_chunk_scan_varlen_equals_one_call_per_sequence():
         yi, si = ref.mamba_chunk_scan(**per, chunk_size=4, initial_state=states[i])
         close(y[sl], yi, 1e-4)
         close(finals[i], si, 1e-4)
+
+
+def test_paged_prefill_groups_under_a_score_budget_give_the_same_answer():
+    ctx, qlens = [9, 5, 12, 2], [4, 5, 12, 1]
+    k_cache, v_cache, table, _ = _paged_setup(ctx)
+    q = torch.randn(sum(qlens), 4, 8)
+    one_group = ref.paged_attention_prefill(q, k_cache, v_cache, table, qlens, ctx, scale=0.3)
+    one_each = ref.paged_attention_prefill(q, k_cache, v_cache, table, qlens, ctx, scale=0.3, max_scores=1)
+    from bringup.kernels.reference.paged_attention_prefill import _groups
+
+    assert _groups(qlens, ctx, 4, 1) == [[0], [1], [2], [3]]
+    assert _groups(qlens, ctx, 4, 4 * 2 * 5 * 9) == [[0, 1], [2], [3]]
+    close(one_group, one_each)

@@ -2,7 +2,9 @@
 
 The new tokens' K/V must already be in the cache (kv_cache_write), so each request attends to its
 whole context, cached prefix and new tokens alike, read through its block table. GQA: each group
-of Hq / Hkv query heads shares one KV head.
+of Hq / Hkv query heads shares one KV head. Requests are padded into groups and each group is one
+batched computation; a group's padded score matrix is kept under `max_scores` elements so that
+one long prompt next to short ones does not blow up memory.
 """
 
 from __future__ import annotations
@@ -11,10 +13,29 @@ from typing import Sequence
 
 import torch
 
+DEFAULT_MAX_SCORES = 1 << 26  # 64M float32 scores (256 MiB) per group
+
 
 def gather_context(cache: torch.Tensor, pages: torch.Tensor, length: int) -> torch.Tensor:
     """The first `length` tokens of one request from cache [num_pages, page_size, Hkv, D]: [length, Hkv, D]."""
     return cache[pages.long()].reshape(-1, *cache.shape[2:])[:length]
+
+
+def _groups(query_lens: Sequence[int], context_lens: Sequence[int], heads: int, max_scores: int) -> list[list[int]]:
+    """Consecutive requests whose padded [group, heads, max q, max ctx] scores fit in max_scores."""
+    groups: list[list[int]] = []
+    current: list[int] = []
+    qmax = kmax = 0
+    for i, (q, c) in enumerate(zip(query_lens, context_lens)):
+        nq, nk = max(qmax, q), max(kmax, c)
+        if current and (len(current) + 1) * heads * nq * nk > max_scores:
+            groups.append(current)
+            current, nq, nk = [], q, c
+        current.append(i)
+        qmax, kmax = nq, nk
+    if current:
+        groups.append(current)
+    return groups
 
 
 def paged_attention_prefill(
@@ -26,30 +47,48 @@ def paged_attention_prefill(
     context_lens: Sequence[int],
     scale: float,
     sliding_window: int | None = None,
+    max_scores: int = DEFAULT_MAX_SCORES,
 ) -> torch.Tensor:
-    """q [T, Hq, D] (requests back to back), block_tables [B, max_pages].
+    """q [T, Hq, D] (requests back to back), block_tables [B, max_pages] (entries past a request's
+    pages may hold anything).
 
     Request i's new tokens sit at positions context_lens[i] - query_lens[i] ... context_lens[i] - 1.
     A token at position p sees positions <= p (and > p - sliding_window when set). Returns [T, Hq, D].
     """
-    page_size = k_cache.shape[1]
-    Hq, Hkv = q.shape[1], k_cache.shape[2]
+    num_pages, page_size, Hkv, _ = k_cache.shape
+    Hq = q.shape[1]
     rep = Hq // Hkv
-    out = torch.empty(q.shape[0], Hq, v_cache.shape[-1], dtype=q.dtype, device=q.device)
-    start = 0
-    for i, (qlen, ctx) in enumerate(zip(query_lens, context_lens)):
-        pages = block_tables[i, : -(-ctx // page_size)]
-        k = gather_context(k_cache, pages, ctx).float()  # [ctx, Hkv, D]
-        v = gather_context(v_cache, pages, ctx).float()
-        qi = q[start : start + qlen].float().view(qlen, Hkv, rep, -1)
-        scores = torch.einsum("qgrd,kgd->grqk", qi, k) * scale
-        q_pos = torch.arange(ctx - qlen, ctx, device=q.device)[:, None]
-        k_pos = torch.arange(ctx, device=q.device)[None, :]
+    dev = q.device
+    starts = [0]
+    for n in query_lens:
+        starts.append(starts[-1] + n)
+    out = torch.empty(q.shape[0], Hq, v_cache.shape[-1], dtype=q.dtype, device=dev)
+    for group in _groups(query_lens, context_lens, Hq, max_scores):
+        qls = [query_lens[i] for i in group]
+        cls = [context_lens[i] for i in group]
+        g, qmax, kmax = len(group), max(qls), max(cls)
+        # Token t of the batch goes to row `rows[t]`, column `cols[t]` of the padded queries.
+        tokens = torch.tensor([t for i in group for t in range(starts[i], starts[i + 1])], device=dev)
+        rows = torch.tensor([r for r, n in enumerate(qls) for _ in range(n)], device=dev)
+        cols = torch.tensor([j for n in qls for j in range(n)], device=dev)
+        qp = q.new_zeros(g, qmax, Hkv, rep, q.shape[-1]).float()
+        qp[rows, cols] = q[tokens].float().view(-1, Hkv, rep, q.shape[-1])
+        pages = -(-kmax // page_size)
+        tables = block_tables[group, :pages].long().clamp(0, max(num_pages - 1, 0))
+        k = k_cache[tables].reshape(g, pages * page_size, Hkv, -1)[:, :kmax].float()
+        v = v_cache[tables].reshape(g, pages * page_size, Hkv, -1)[:, :kmax].float()
+        scores = torch.einsum("bqgrd,bkgd->bgrqk", qp, k) * scale
+        ctx = torch.tensor(cls, device=dev)[:, None]
+        qlen = torch.tensor(qls, device=dev)[:, None]
+        j = torch.arange(qmax, device=dev)[None, :]
+        # Padding rows take the last real position, so every row has something to attend to.
+        q_pos = (ctx - qlen + torch.minimum(j, qlen - 1))[:, :, None]  # [g, qmax, 1]
+        k_pos = torch.arange(kmax, device=dev)[None, None, :]
         allowed = k_pos <= q_pos
         if sliding_window is not None:
             allowed &= k_pos > q_pos - sliding_window
-        scores = scores.masked_fill(~allowed, float("-inf"))
+        scores = scores.masked_fill(~allowed[:, None, None], float("-inf"))
         probs = torch.softmax(scores, dim=-1)
-        out[start : start + qlen] = torch.einsum("grqk,kgd->qgrd", probs, v).reshape(qlen, Hq, -1).to(q.dtype)
-        start += qlen
+        ctx_out = torch.einsum("bgrqk,bkgd->bqgrd", probs, v)  # [g, qmax, Hkv, rep, Dv]
+        out[tokens] = ctx_out[rows, cols].reshape(-1, Hq, v_cache.shape[-1]).to(q.dtype)
     return out
