@@ -13,6 +13,8 @@ from typing import Sequence
 
 import torch
 
+from .varlen import pad_index
+
 DEFAULT_MAX_SCORES = 1 << 26  # 64M float32 scores (256 MiB) per group
 
 
@@ -66,15 +68,15 @@ def paged_attention_prefill(
     for group in _groups(query_lens, context_lens, Hq, max_scores):
         qls = [query_lens[i] for i in group]
         cls = [context_lens[i] for i in group]
-        g, qmax, kmax = len(group), max(qls), max(cls)
-        # Token t of the batch goes to row `rows[t]`, column `cols[t]` of the padded queries.
-        tokens = torch.tensor([t for i in group for t in range(starts[i], starts[i + 1])], device=dev)
-        rows = torch.tensor([r for r, n in enumerate(qls) for _ in range(n)], device=dev)
-        cols = torch.tensor([j for n in qls for j in range(n)], device=dev)
+        kmax = max(cls)
+        # A group is consecutive requests, so its tokens are one slice of the batch; token t of
+        # the slice goes to row rows[t], column cols[t] of the padded queries.
+        lo, hi = starts[group[0]], starts[group[-1] + 1]
+        rows, cols, g, qmax = pad_index(starts[group[0] : group[-1] + 2], dev)
         qp = q.new_zeros(g, qmax, Hkv, rep, q.shape[-1]).float()
-        qp[rows, cols] = q[tokens].float().view(-1, Hkv, rep, q.shape[-1])
+        qp[rows, cols] = q[lo:hi].float().view(-1, Hkv, rep, q.shape[-1])
         pages = -(-kmax // page_size)
-        tables = block_tables[group, :pages].long().clamp(0, max(num_pages - 1, 0))
+        tables = block_tables[group[0] : group[-1] + 1, :pages].long().clamp(0, max(num_pages - 1, 0))
         k = k_cache[tables].reshape(g, pages * page_size, Hkv, -1)[:, :kmax].float()
         v = v_cache[tables].reshape(g, pages * page_size, Hkv, -1)[:, :kmax].float()
         scores = torch.einsum("bqgrd,bkgd->bgrqk", qp, k) * scale
@@ -90,5 +92,5 @@ def paged_attention_prefill(
         scores = scores.masked_fill(~allowed[:, None, None], float("-inf"))
         probs = torch.softmax(scores, dim=-1)
         ctx_out = torch.einsum("bgrqk,bkgd->bqgrd", probs, v)  # [g, qmax, Hkv, rep, Dv]
-        out[tokens] = ctx_out[rows, cols].reshape(-1, Hq, v_cache.shape[-1]).to(q.dtype)
+        out[lo:hi] = ctx_out[rows, cols].reshape(-1, Hq, v_cache.shape[-1]).to(q.dtype)
     return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Sequence
 
 import torch
@@ -9,9 +10,14 @@ import torch
 
 def pad_index(seq_starts: Sequence[int], device) -> tuple[torch.Tensor, torch.Tensor, int, int]:
     """For tokens laid back to back, each token's (sequence, position) in a [B, longest] padded
-    layout: (rows [T], cols [T], B, longest)."""
-    lengths = [e - s for s, e in zip(seq_starts[:-1], seq_starts[1:])]
-    rows = [i for i, n in enumerate(lengths) for _ in range(n)]
-    cols = [t for n in lengths for t in range(n)]
-    return (torch.tensor(rows, dtype=torch.long, device=device), torch.tensor(cols, dtype=torch.long, device=device),
-            len(lengths), max(lengths))
+    layout: (rows [T], cols [T], B, longest). Cached: every layer of a forward pass asks the same."""
+    return _pad_index(tuple(int(s) for s in seq_starts), str(torch.device(device)))
+
+
+@lru_cache(maxsize=32)
+def _pad_index(seq_starts: tuple[int, ...], device: str):
+    lengths = torch.tensor([e - s for s, e in zip(seq_starts[:-1], seq_starts[1:])])
+    rows = torch.repeat_interleave(torch.arange(len(lengths)), lengths)
+    cols = torch.arange(seq_starts[-1] - seq_starts[0]) - torch.repeat_interleave(
+        torch.tensor(seq_starts[:-1]) - seq_starts[0], lengths)
+    return rows.to(device), cols.to(device), len(lengths), int(lengths.max())
