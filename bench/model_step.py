@@ -45,6 +45,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--prompt", type=int, default=24)
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--profile", action="store_true", help="print torch.profiler's top ops of our prefill and decode")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -71,6 +72,17 @@ def main() -> None:
     with torch.no_grad():
         ours_prefill = median_ms(lambda: model(batch(prompt, 0)), dev, repeat=3)
         ours_decode = median_ms(lambda: model(batch([[7]] * B, L)), dev)
+        if args.profile:
+            from torch.profiler import ProfilerActivity, profile
+
+            activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
+            for what, chunks, prefix in (("prefill", prompt, 0), ("decode", [[7]] * B, L)):
+                with profile(activities=activities) as prof:
+                    model(batch(chunks, prefix))
+                    _sync(dev)
+                key = "cuda_time_total" if dev.type == "cuda" else "cpu_time_total"
+                print(f"--- our {what}, top ops by {key}")
+                print(prof.key_averages().table(sort_by=key, row_limit=15, max_name_column_width=40))
 
         from transformers import AutoModelForCausalLM
 
