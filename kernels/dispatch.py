@@ -93,4 +93,10 @@ def ops_for(device=None) -> SimpleNamespace:
         impl = _REGISTRY.get((op, dtype)) if use_fast else None
         chosen[op] = impl.fn if impl else ref
         names[op] = impl.name if impl else "reference"
+    if names["mamba_chunk_scan_varlen"] == "reference" and names["mamba_chunk_scan"] != "reference":
+        # A fast one-sequence scan beats the reference varlen scan even called once per prompt.
+        from .reference.varlen import scan_each_sequence
+
+        chosen["mamba_chunk_scan_varlen"] = scan_each_sequence(chosen["mamba_chunk_scan"])
+        names["mamba_chunk_scan_varlen"] = f"{names['mamba_chunk_scan']} per sequence"
     return SimpleNamespace(**chosen, implementations=names, device_type=dtype)

@@ -44,3 +44,29 @@ def test_unknown_op_and_bad_env_are_refused(monkeypatch):
 
 def test_default_device_is_the_current_accelerator_or_cpu():
     assert dispatch.device_type_of(None) in ("cpu", "cuda", "xpu", "mps", "hpu", "mtia")
+
+
+def test_a_fast_single_sequence_scan_also_serves_the_varlen_op(monkeypatch):
+    monkeypatch.delenv(dispatch.ENV_VAR, raising=False)
+    import torch
+
+    calls = []
+
+    def fast_scan(*args, **kwargs):
+        calls.append(args[0].shape[0])
+        return OPS["mamba_chunk_scan"](*args, **kwargs)
+
+    dispatch.register("mamba_chunk_scan", "cpu", fast_scan, name="fla")
+    try:
+        ops = dispatch.ops_for("cpu")
+        assert ops.implementations["mamba_chunk_scan_varlen"] == "fla per sequence"
+        T, H, P, G, N = 7, 4, 3, 2, 5
+        args = (torch.randn(T, H, P), torch.randn(T, H), -torch.rand(H), torch.randn(T, G, N), torch.randn(T, G, N))
+        states, D = torch.randn(2, H, P, N), torch.randn(H)
+        y, finals = ops.mamba_chunk_scan_varlen(*args, [0, 3, 7], 4, D, None, states)
+        y_ref, finals_ref = OPS["mamba_chunk_scan_varlen"](*args, [0, 3, 7], 4, D, None, states)
+        assert calls == [3, 4]  # one call per sequence, through the registered scan
+        torch.testing.assert_close(y, y_ref, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(finals, finals_ref, rtol=1e-4, atol=1e-4)
+    finally:
+        dispatch.unregister("mamba_chunk_scan", "cpu")

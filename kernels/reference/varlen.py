@@ -21,3 +21,20 @@ def _pad_index(seq_starts: tuple[int, ...], device: str):
     cols = torch.arange(seq_starts[-1] - seq_starts[0]) - torch.repeat_interleave(
         torch.tensor(seq_starts[:-1]) - seq_starts[0], lengths)
     return rows.to(device), cols.to(device), len(lengths), int(lengths.max())
+
+
+def scan_each_sequence(single_scan):
+    """A `mamba_chunk_scan_varlen` built from a one-sequence `mamba_chunk_scan` (e.g. a fast one that
+    has no varlen form yet): one call per sequence, same arguments and results as the varlen op."""
+
+    def mamba_chunk_scan_varlen(x, dt, A, B, C, seq_starts, chunk_size, D=None, dt_bias=None, initial_states=None,
+                                dt_softplus=True, dt_limit=(0.0, float("inf"))):
+        ys, finals = [], []
+        for i, (s, e) in enumerate(zip(seq_starts[:-1], seq_starts[1:])):
+            y, final = single_scan(x[s:e], dt[s:e], A, B[s:e], C[s:e], chunk_size, D, dt_bias,
+                                   None if initial_states is None else initial_states[i], dt_softplus, dt_limit)
+            ys.append(y)
+            finals.append(final)
+        return torch.cat(ys), torch.stack(finals)
+
+    return mamba_chunk_scan_varlen
