@@ -115,3 +115,14 @@ def test_bad_device_and_dtype_are_user_errors():
         loader.resolve_dtype("float13", {})
     with pytest.raises(UserError, match="not a floating-point type"):
         loader.resolve_dtype("int8", {})
+
+
+def test_download_progress_reaches_the_callback_throttled():
+    said = []
+    bar = loader._tqdm_reporting_to(said.append, every_s=3600)(total=3_000_000, unit="B", desc="Downloading bytes",
+                                                               disable=False, file=open("/dev/null", "w"))
+    bar.update(1_000_000)  # first report
+    bar.update(1_000_000)  # throttled
+    bar.update(1_000_000)  # the end is always reported
+    bar.close()
+    assert said == ["Downloading bytes: 1.0 of 3.0 MB", "Downloading bytes: 3.0 of 3.0 MB"]

@@ -103,14 +103,25 @@ def download_checkpoint(hub_id: str, *, progress: Progress | None = None) -> Pat
     return folder
 
 
-def _tqdm_reporting_to(progress: Progress):
+def _tqdm_reporting_to(progress: Progress, every_s: float = 0.5):
+    """A tqdm class for huggingface_hub that also reports its counts as progress messages
+    (files fetched, megabytes downloaded), at most every `every_s` seconds and at the end."""
     from tqdm.auto import tqdm
 
-    class Reporter(tqdm):  # huggingface_hub drives it; we forward its counts as messages
+    class Reporter(tqdm):
+        _said: float | None = None
+
         def update(self, n=1):
             out = super().update(n)
-            if self.total:
-                progress(f"{self.desc or 'fetching'}: {self.n} of {self.total}")
+            now = time.monotonic()
+            due = self._said is None or now - self._said >= every_s
+            if self.total and (due or self.n >= self.total):
+                self._said = now
+                what = self.desc or "fetching"
+                if self.unit == "B":
+                    progress(f"{what}: {self.n / 1e6:.1f} of {self.total / 1e6:.1f} MB")
+                else:
+                    progress(f"{what}: {self.n} of {self.total}")
             return out
 
     return Reporter
