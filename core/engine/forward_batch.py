@@ -84,6 +84,13 @@ class ForwardBatch:
         return self.memo["query_start_loc"]
 
     @property
+    def context_lens_on_device(self) -> torch.Tensor:
+        """context_lens on the tokens' device, copied once per batch (decode attention reads it every layer)."""
+        if "context_lens_on_device" not in self.memo:
+            self.memo["context_lens_on_device"] = self.context_lens.to(self.input_ids.device)
+        return self.memo["context_lens_on_device"]
+
+    @property
     def last_token_indices(self) -> torch.Tensor:
         """Index of each request's last new token in the flat token axis: [B]."""
         ends = self.query_start_loc[1:]

@@ -17,7 +17,7 @@ def paged_attention(ops, batch, layer_id: int, q: torch.Tensor, k: torch.Tensor,
     k_cache, v_cache = batch.kv_pool.k(layer_id), batch.kv_pool.v(layer_id)
     ops.kv_cache_write(k_cache, v_cache, batch.slot_mapping, k, v)
     if batch.is_decode_only:
-        return ops.paged_attention_decode(q, k_cache, v_cache, batch.block_tables, batch.context_lens, scale,
+        return ops.paged_attention_decode(q, k_cache, v_cache, batch.block_tables, batch.context_lens_on_device, scale,
                                           sliding_window)
     return ops.paged_attention_prefill(q, k_cache, v_cache, batch.block_tables, batch.query_lens_list,
                                        batch.context_lens_list, scale, sliding_window)
