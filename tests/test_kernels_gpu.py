@@ -227,6 +227,9 @@ ATTN_CASES = [
     pytest.param((1, 37, 300), 32, 2, 128, 16, None, torch.bfloat16, id="nemotron-heads-bf16"),
     pytest.param((5, 64, 129, 2), 8, 8, 64, 16, None, torch.float32, id="MHA-D64-fp32"),
     pytest.param((50, 7), 12, 4, 80, 8, 20, torch.float32, id="D80-page8-window20-fp32"),
+    # Long contexts: the context is sliced across programs and the slices merged.
+    pytest.param((1, 700, 3000), 32, 2, 128, 16, None, torch.bfloat16, id="split-context-bf16"),
+    pytest.param((3000, 40), 12, 4, 80, 8, 300, torch.float32, id="split-context-window300-fp32"),
 ]
 
 

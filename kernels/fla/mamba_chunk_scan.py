@@ -42,8 +42,9 @@ def mamba_chunk_scan(
     fla picks its own). Returns (y [T, H, P] in x's dtype, final_state [H, P, N] float32)."""
     T, H, P = x.shape
     dt = mamba_dt(dt, dt_bias, dt_softplus, dt_limit)  # [T, H] float32
-    # fla's kernels want q, k, v in one dtype; x's dtype is the model's compute dtype.
-    v = (x.float() * dt[..., None]).to(x.dtype)
+    # fla's kernels want q, k, v in one dtype; x's dtype is the model's compute dtype. `out=`
+    # computes in float32 and rounds once, in one pass (no float32 copy of x).
+    v = torch.mul(x, dt[..., None], out=torch.empty_like(x))
     q = _per_head(C.to(x.dtype), H)
     k = _per_head(B.to(x.dtype), H)
     g = dt * A.float()[None, :]
@@ -52,7 +53,7 @@ def mamba_chunk_scan(
         q[None], k[None], v[None], g=g[None], scale=1.0, initial_state=h0,
         output_final_state=True, state_v_first=True, chunk_size=FLA_CHUNK,
     )
-    y = o[0]
-    if D is not None:
-        y = (y.float() + D.float()[:, None] * x.float()).to(x.dtype)
-    return y.to(x.dtype), final[0]
+    y = o[0].to(x.dtype)
+    if D is not None:  # y + D x, in float32, rounded once
+        y = torch.addcmul(y, x, D.float()[:, None], out=torch.empty_like(y))
+    return y, final[0]

@@ -20,3 +20,16 @@ def next_pow2(n: int, at_least: int = 1) -> int:
     while p < n:
         p *= 2
     return p
+
+
+def compute_units(device) -> int:
+    """Streaming multiprocessors (CUDA) or Xe cores (XPU): how many programs run at once."""
+    import torch
+
+    device = torch.device(device)
+    if device.type == "cpu":  # only under TRITON_INTERPRET=1 (debugging on a CPU)
+        return 4
+    if device.type == "xpu":
+        props = torch.xpu.get_device_properties(device)
+        return int(getattr(props, "gpu_subslice_count", 0) or getattr(props, "max_compute_units", 64) // 8 or 8)
+    return torch.cuda.get_device_properties(device).multi_processor_count

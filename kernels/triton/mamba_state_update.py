@@ -17,6 +17,10 @@ import triton.language as tl
 from .launch import next_pow2, num_warps
 
 
+# State elements per program and warps: chosen, not swept (bench/kernels_gpu.py times the result).
+TILE_ELEMENTS, WARPS = 4096, 4
+
+
 @triton.jit
 def _mamba_step_kernel(
     state_ptr, new_state_ptr, slot_ptr,
@@ -80,7 +84,7 @@ def _launch(state, new_state, slots, x, dt, A, B, C, D, dt_bias, dt_softplus, dt
         raise ValueError(f"mamba_state_update: {H} heads are not a multiple of {G} groups")
     y = torch.empty_like(x)
     block_n = next_pow2(N, 16)
-    block_p = max(1, min(next_pow2(P), 4096 // block_n))  # ~4k state elements per program
+    block_p = max(1, min(next_pow2(P), TILE_ELEMENTS // block_n))
     lo, hi = float(dt_limit[0]), float(dt_limit[1])
     clamp = lo > 0.0 or hi != float("inf")
     grid = (batch, H, triton.cdiv(P, block_p))
@@ -94,7 +98,7 @@ def _launch(state, new_state, slots, x, dt, A, B, C, D, dt_bias, dt_softplus, dt
             lo, hi if hi != float("inf") else 3.0e38,
             HAS_SLOTS=slots is not None, HAS_D=D is not None, HAS_DT_BIAS=dt_bias is not None,
             DT_SOFTPLUS=bool(dt_softplus), DT_CLAMP=clamp,
-            BLOCK_P=block_p, BLOCK_N=block_n, num_warps=num_warps(x.device.type, 4),
+            BLOCK_P=block_p, BLOCK_N=block_n, num_warps=num_warps(x.device.type, WARPS),
         )
     return y
 

@@ -1,9 +1,11 @@
-"""Batched decode attention over the paged KV cache in one Triton kernel (GQA, optional window).
+"""Batched decode attention over the paged KV cache in Triton (GQA, optional sliding window).
 
-One program per (request, KV head) walks that request's pages through its block table with an
-online softmax, for all the query heads that share the KV head at once (so each K/V element is
-read once, not once per query head). The reference gathers every request's pages to the longest
-table in float32 first.
+One program per (request, KV head, slice of the context) walks its pages through the block table
+with an online softmax, for all the query heads that share the KV head at once (so each K/V
+element is read once, not once per query head). Slicing the context ("split-K", as in
+flash-decoding) keeps the GPU busy when requests times KV heads are fewer than its cores; a second
+small kernel merges the slices' partial softmaxes. The reference gathers every request's pages to
+the longest table in float32 first.
 """
 
 from __future__ import annotations
@@ -12,23 +14,24 @@ import torch
 import triton
 import triton.language as tl
 
-from .launch import next_pow2, num_warps
+from .launch import compute_units, next_pow2, num_warps
 
 
 @triton.jit
 def _paged_decode_kernel(
-    q_ptr, k_ptr, v_ptr, table_ptr, ctx_ptr, o_ptr,
-    scale, window, head_dim, page_size, rep,
+    q_ptr, k_ptr, v_ptr, table_ptr, ctx_ptr, o_ptr, part_acc_ptr, part_ml_ptr,
+    scale, window, head_dim, page_size, rep, tokens_per_split, num_splits,
     s_qb, s_qh, s_qd,
     s_kp, s_ko, s_kh, s_kd,
     s_vp, s_vo, s_vh, s_vd,
     s_tb, s_tp,
     s_ob, s_oh, s_od,
-    HAS_WINDOW: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    HAS_WINDOW: tl.constexpr, SPLIT: tl.constexpr, DOT_PRECISION: tl.constexpr,
     BLOCK_R: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr,
 ):
     b = tl.program_id(0)
     kv_head = tl.program_id(1)
+    split = tl.program_id(2)
     ctx = tl.load(ctx_ptr + b).to(tl.int32)
     offs_r = tl.arange(0, BLOCK_R)
     offs_d = tl.arange(0, BLOCK_D)
@@ -39,16 +42,16 @@ def _paged_decode_kernel(
                 mask=mask_r[:, None] & mask_d[None, :], other=0.0)
     q = q.to(k_ptr.dtype.element_ty)
 
-    first = 0
+    lo = split * tokens_per_split  # tokens_per_split is a multiple of BLOCK_T
+    hi = tl.minimum(lo + tokens_per_split, ctx)
     if HAS_WINDOW:
-        first = tl.maximum(ctx - window, 0)
+        lo = tl.maximum(lo, ctx - window)
     m_i = tl.full([BLOCK_R], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_R], dtype=tl.float32)
     acc = tl.zeros([BLOCK_R, BLOCK_D], dtype=tl.float32)
-    # Start at the block holding `first`: that block has a visible token, so m_i is finite after it.
-    for start in range((first // BLOCK_T) * BLOCK_T, ctx, BLOCK_T):
+    for start in range((lo // BLOCK_T) * BLOCK_T, hi, BLOCK_T):
         t = start + tl.arange(0, BLOCK_T)
-        visible = (t < ctx) & (t >= first)
+        visible = (t >= lo) & (t < hi)
         page = tl.load(table_ptr + b * s_tb + (t // page_size) * s_tp, mask=visible, other=0).to(tl.int64)
         off = t % page_size
         kv_mask = visible[:, None] & mask_d[None, :]
@@ -59,14 +62,55 @@ def _paged_decode_kernel(
         s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * scale  # [BLOCK_R, BLOCK_T]
         s = tl.where(visible[None, :], s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, axis=1))
-        p = tl.exp(s - m_new[:, None])
-        alpha = tl.exp(m_i - m_new)
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a block with nothing visible adds nothing
+        p = tl.exp(s - m_safe[:, None])
+        alpha = tl.exp(m_i - m_safe)
         l_i = l_i * alpha + tl.sum(p, axis=1)
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
         m_i = m_new
-    out = acc / l_i[:, None]
-    tl.store(o_ptr + b * s_ob + heads[:, None] * s_oh + offs_d[None, :] * s_od,
-             out.to(o_ptr.dtype.element_ty), mask=mask_r[:, None] & mask_d[None, :])
+
+    out_mask = mask_r[:, None] & mask_d[None, :]
+    if SPLIT:  # partial results [B, Hq, splits, D] and [2, B, Hq, splits] (m, l), merged below
+        row = (b * rep * tl.num_programs(1) + heads) * num_splits + split
+        tl.store(part_acc_ptr + row[:, None] * head_dim + offs_d[None, :], acc, mask=out_mask)
+        tl.store(part_ml_ptr + row, m_i, mask=mask_r)
+        tl.store(part_ml_ptr + tl.num_programs(0) * rep * tl.num_programs(1) * num_splits + row, l_i, mask=mask_r)
+    else:
+        out = acc / l_i[:, None]
+        tl.store(o_ptr + b * s_ob + heads[:, None] * s_oh + offs_d[None, :] * s_od,
+                 out.to(o_ptr.dtype.element_ty), mask=out_mask)
+
+
+@triton.jit
+def _merge_splits_kernel(
+    part_acc_ptr, part_ml_ptr, o_ptr, num_rows, num_splits, head_dim,
+    s_ob, s_oh, s_od,
+    BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr,
+):
+    b = tl.program_id(0)
+    h = tl.program_id(1)
+    row = b * tl.num_programs(1) + h
+    offs_s = tl.arange(0, BLOCK_S)
+    offs_d = tl.arange(0, BLOCK_D)
+    mask_s = offs_s < num_splits
+    m = tl.load(part_ml_ptr + row * num_splits + offs_s, mask=mask_s, other=float("-inf"))
+    l = tl.load(part_ml_ptr + num_rows * num_splits + row * num_splits + offs_s, mask=mask_s, other=0.0)
+    acc = tl.load(part_acc_ptr + (row * num_splits + offs_s[:, None]) * head_dim + offs_d[None, :],
+                  mask=mask_s[:, None] & (offs_d[None, :] < head_dim), other=0.0)
+    m_all = tl.max(m, axis=0)  # finite: every request has at least one visible token
+    w = tl.exp(m - m_all)  # 0 for slices that saw nothing
+    out = tl.sum(acc * w[:, None], axis=0) / tl.sum(l * w, axis=0)
+    tl.store(o_ptr + b * s_ob + h * s_oh + offs_d * s_od, out.to(o_ptr.dtype.element_ty), mask=offs_d < head_dim)
+
+
+# Tiling: tokens per block, warps, programs per core; chosen, not swept (bench/kernels_gpu.py times it).
+TOKENS_PER_BLOCK, WARPS, PROGRAMS_PER_CORE = 64, 4, 4
+
+
+def _num_splits(device, programs: int, max_tokens: int, block_t: int) -> int:
+    """Enough context slices for PROGRAMS_PER_CORE programs per core, none shorter than 4 blocks."""
+    want = -(-PROGRAMS_PER_CORE * compute_units(device) // max(programs, 1))
+    return max(1, min(want, max_tokens // (4 * block_t), 64))
 
 
 def paged_attention_decode(
@@ -91,14 +135,26 @@ def paged_attention_decode(
     tables = block_tables.to(device=q.device, dtype=torch.int32)
     ctx = context_lens.to(device=q.device, dtype=torch.int32)
     block_d = next_pow2(head_dim, 16)
-    block_t = 64 if block_d <= 128 else 32
-    _paged_decode_kernel[(batch, hkv)](
-        q, k_cache, v_cache, tables, ctx, out,
-        float(scale), int(sliding_window or 0), head_dim, page_size, rep,
+    block_t = TOKENS_PER_BLOCK if block_d <= 128 else TOKENS_PER_BLOCK // 2
+    # The table's width bounds every context without reading context_lens back to the host.
+    max_tokens = tables.shape[1] * page_size
+    splits = _num_splits(q.device, batch * hkv, max_tokens, block_t)
+    tokens_per_split = -(-max_tokens // (splits * block_t)) * block_t
+    split = splits > 1
+    part_acc = torch.empty((batch * hq * splits, head_dim) if split else (1,), device=q.device, dtype=torch.float32)
+    part_ml = torch.empty((2 * batch * hq * splits,) if split else (1,), device=q.device, dtype=torch.float32)
+    _paged_decode_kernel[(batch, hkv, splits)](
+        q, k_cache, v_cache, tables, ctx, out, part_acc, part_ml,
+        float(scale), int(sliding_window or 0), head_dim, page_size, rep, tokens_per_split, splits,
         *q.stride(), *k_cache.stride(), *v_cache.stride(), *tables.stride(), *out.stride(),
-        HAS_WINDOW=sliding_window is not None,
+        HAS_WINDOW=sliding_window is not None, SPLIT=split,
         DOT_PRECISION="ieee" if k_cache.dtype == torch.float32 else "tf32",
         BLOCK_R=next_pow2(rep, 16), BLOCK_T=block_t, BLOCK_D=block_d,
-        num_warps=num_warps(q.device.type, 4),
+        num_warps=num_warps(q.device.type, WARPS),
     )
+    if split:
+        _merge_splits_kernel[(batch, hq)](
+            part_acc, part_ml, out, batch * hq, splits, head_dim, *out.stride(),
+            BLOCK_S=next_pow2(splits), BLOCK_D=block_d, num_warps=num_warps(q.device.type, 4),
+        )
     return out
