@@ -23,6 +23,10 @@ FAMILIES = {
     "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", dict(head_dim=16, tie_word_embeddings=True)),
     # Qwen2: q/k/v biases.
     "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", {}),
+    # Qwen3-MoE: softmax-routed SwiGLU experts in layer 1, a dense MLP in layer 0 (mlp_only_layers).
+    "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM", dict(head_dim=16, num_experts=6, num_experts_per_tok=2,
+                                                               moe_intermediate_size=24, norm_topk_prob=True,
+                                                               mlp_only_layers=[0])),
     # Mistral with a sliding window shorter than the prompts.
     "mistral": ("MistralConfig", "MistralForCausalLM", dict(sliding_window=5, head_dim=12)),
 }

@@ -17,6 +17,7 @@ MODEL_REGISTRY: dict[str, type[CausalLM]] = {
     "mistral": LlamaForCausalLM,
     "qwen2": LlamaForCausalLM,
     "qwen3": LlamaForCausalLM,
+    "qwen3_moe": LlamaForCausalLM,
 }
 
 

@@ -1,14 +1,19 @@
-"""Dense decoder-only transformers: Llama, Mistral, Qwen2, Qwen3 (one implementation, per-family switches).
+"""Decoder-only transformers: Llama, Mistral, Qwen2, Qwen3 and Qwen3-MoE (one implementation,
+per-family switches).
 
-Per layer: h = h + attn(rmsnorm(h)); h = h + swiglu_mlp(rmsnorm(h)). Attention is GQA with RoPE;
-Qwen3 adds a per-head RMSNorm on q and k before RoPE; Qwen2 has biases on q/k/v; Mistral (and
-Qwen with use_sliding_window) can attend within a sliding window. Weights as transformers saves
-them: `model.layers.N.self_attn.q_proj.weight`, ...
+Per layer: h = h + attn(rmsnorm(h)); h = h + ffn(rmsnorm(h)), the ffn a SwiGLU MLP or, in
+Qwen3-MoE's sparse layers, softmax-routed SwiGLU experts. Attention is GQA with RoPE; Qwen3 adds a
+per-head RMSNorm on q and k before RoPE; Qwen2 has biases on q/k/v; Mistral (and Qwen with
+use_sliding_window) can attend within a sliding window. Weights as transformers saves them:
+`model.layers.N.self_attn.q_proj.weight`, `model.layers.N.mlp.experts.E.gate_proj.weight`, ...
 """
 
 from __future__ import annotations
 
+import re
+
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from .attention import paged_attention
@@ -45,7 +50,7 @@ class SelfAttention(nn.Module):
         self.v_proj = linear(cfg.hidden_size, self.num_kv_heads * self.head_dim, qkv_bias)
         self.o_proj = linear(self.num_heads * self.head_dim, cfg.hidden_size, o_bias)
         eps = cfg.get("rms_norm_eps", 1e-6)
-        self.qk_norm = model_type == "qwen3"
+        self.qk_norm = model_type in ("qwen3", "qwen3_moe")
         if self.qk_norm:
             self.q_norm = RMSNormWeight(self.head_dim, eps)
             self.k_norm = RMSNormWeight(self.head_dim, eps)
@@ -79,6 +84,43 @@ class GatedMLP(nn.Module):
                             self.up_proj.bias, self.down_proj.bias, self.gate_proj.bias)
 
 
+class SparseMoE(nn.Module):
+    """Qwen3-MoE's sparse block: softmax top-k routing over SwiGLU experts, no shared expert."""
+
+    def __init__(self, cfg, ops):
+        super().__init__()
+        self.ops = ops
+        self.top_k = cfg.num_experts_per_tok
+        self.norm_topk_prob = bool(cfg.get("norm_topk_prob", False))
+        self.act = cfg.get("hidden_act", "silu")
+        E, I, H = num_experts(cfg), cfg.moe_intermediate_size, cfg.hidden_size
+        self.gate = linear(H, E, False)
+        self.experts = nn.Module()
+        self.experts.gate_proj = nn.Parameter(torch.zeros(E, I, H), requires_grad=False)
+        self.experts.up_proj = nn.Parameter(torch.zeros(E, I, H), requires_grad=False)
+        self.experts.down_proj = nn.Parameter(torch.zeros(E, H, I), requires_grad=False)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        logits = F.linear(hidden, self.gate.weight)
+        weights, ids = self.ops.route_softmax(logits, self.top_k, self.norm_topk_prob)
+        # transformers rounds the routing weights to the model dtype before using them.
+        weights = weights.to(logits.dtype)
+        e = self.experts
+        return self.ops.moe_experts(hidden, weights, ids, e.up_proj, e.down_proj, e.gate_proj, self.act)
+
+
+def num_experts(cfg) -> int:
+    """Hub configs say num_experts; transformers 5 saves num_local_experts."""
+    return int(cfg.get("num_experts") or cfg.get("num_local_experts") or 0)
+
+
+def is_sparse_layer(cfg, layer_id: int) -> bool:
+    """Qwen3-MoE: experts in every `decoder_sparse_step`-th layer except those in mlp_only_layers."""
+    if num_experts(cfg) <= 0 or layer_id in (cfg.get("mlp_only_layers") or []):
+        return False
+    return (layer_id + 1) % cfg.get("decoder_sparse_step", 1) == 0
+
+
 class DecoderLayer(nn.Module):
     def __init__(self, cfg, model_type: str, layer_id: int, window, ops):
         super().__init__()
@@ -87,7 +129,8 @@ class DecoderLayer(nn.Module):
         self.input_layernorm = RMSNormWeight(cfg.hidden_size, eps)
         self.self_attn = SelfAttention(cfg, model_type, layer_id, window, ops)
         self.post_attention_layernorm = RMSNormWeight(cfg.hidden_size, eps)
-        self.mlp = GatedMLP(cfg, ops)
+        sparse = model_type == "qwen3_moe" and is_sparse_layer(cfg, layer_id)
+        self.mlp = SparseMoE(cfg, ops) if sparse else GatedMLP(cfg, ops)
 
     def forward(self, hidden, batch, inv_freq):
         n1, n2 = self.input_layernorm, self.post_attention_layernorm
@@ -105,10 +148,13 @@ class DecoderStack(nn.Module):
         self.norm = RMSNormWeight(cfg.hidden_size, cfg.get("rms_norm_eps", 1e-6))
 
 
-class LlamaForCausalLM(CausalLM):
-    """Llama, Mistral, Qwen2 and Qwen3 (dense)."""
+_EXPERT = re.compile(r"^(model\.layers\.\d+\.mlp\.experts)\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$")
 
-    model_types = ("llama", "mistral", "qwen2", "qwen3")
+
+class LlamaForCausalLM(CausalLM):
+    """Llama, Mistral, Qwen2, Qwen3 and Qwen3-MoE."""
+
+    model_types = ("llama", "mistral", "qwen2", "qwen3", "qwen3_moe")
 
     def __init__(self, config: dict, ops):
         super().__init__(config, ops)
@@ -138,6 +184,9 @@ class LlamaForCausalLM(CausalLM):
     def map_weight_name(self, name: str):
         if name.endswith("rotary_emb.inv_freq") or (self.tied and name == "lm_head.weight"):
             return None
+        m = _EXPERT.match(name)
+        if m:  # experts one by one, as checkpoints hold them, into the stacked parameters
+            return f"{m.group(1)}.{m.group(3)}", int(m.group(2))
         return name, None
 
     def forward(self, batch) -> torch.Tensor:
