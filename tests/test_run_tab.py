@@ -182,3 +182,23 @@ def test_window_wires_validate_to_run_and_run_crashes_to_diagnose(qtbot, monkeyp
     validate.probe_runner.stop()
     w.close()
     w.loader.wait()
+
+
+def test_what_the_run_tab_serves_for_each_kind_of_source(tmp_path):
+    import json
+
+    from bringup.app.run.serve_source import serve_source_for
+    from bringup.core.rules.command import model_path
+    from bringup.core.sources import load_layer_map
+
+    assert serve_source_for(None) == "default"
+    assert serve_source_for(load_layer_map("NVIDIA-Nemotron-3-Nano-30B-A3B")) == "default"
+    qwen = load_layer_map("Qwen3-8B")
+    assert serve_source_for(qwen) == model_path(qwen) == "Qwen/Qwen3-8B"  # a catalogue name launches by hub id
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    (folder / "config.json").write_text((SHARED / "Qwen__Qwen3-8B.json").read_text())
+    assert serve_source_for(load_layer_map(str(folder))) == "default"  # no weights here: nothing to serve
+    (folder / "model.safetensors").write_bytes(b"")
+    assert serve_source_for(load_layer_map(str(folder))) == str(folder)
+    assert json.loads((folder / "config.json").read_text())["model_type"] == "qwen3"

@@ -76,21 +76,12 @@ def launch_settings(settings: dict):
     return settings.get("target") or "embedded", LaunchSettings(**fields)
 
 
-def catalogue_hub_id(layer_map) -> str | None:
-    """A catalogue model launches from its hub id, not from the catalogue's short name."""
-    from bringup.core.catalogue import find
-
-    entry = find(layer_map.source or "") if layer_map.source else None
-    return entry.hub_id if entry is not None and entry.name.lower() == layer_map.source.strip().lower() else None
-
-
 def validate(layer_map, settings: dict, available_devices: list[str] | None = None) -> dict:
     """Validate the form's settings; the result as the widgets read it (the `--json` shape)."""
     from bringup.core.rules.validate import validate as core_validate
 
     target, launch = launch_settings(settings)
-    result = core_validate(layer_map, target, launch, available_devices=available_devices,
-                           model_path=catalogue_hub_id(layer_map))
+    result = core_validate(layer_map, target, launch, available_devices=available_devices)
     report = result.to_json()
     resolved = dict(report["resolved"])
     report["why"] = resolved.pop("why", {}) or {}

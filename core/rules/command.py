@@ -17,13 +17,19 @@ _HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
 
 
 def model_path(lm: LayerMap) -> str:
-    """What to hand the engine: a local model folder that has weights, else the hub id, else the source."""
+    """What to hand the engine: a local model folder that has weights, else the hub id (a catalogue
+    name launches from its entry's hub id), else the source."""
+    from bringup.core.catalogue import find
+
     source = lm.source or lm.name
     folder = source if os.path.isdir(source) else os.path.dirname(source) if os.path.isfile(source) else None
     if folder and any(f.endswith(".safetensors") for f in os.listdir(folder)):
         return folder
     if _HUB_ID.match(lm.name or ""):
         return lm.name
+    entry = None if folder else find(source)
+    if entry is not None:
+        return entry.hub_id
     return folder or source
 
 
