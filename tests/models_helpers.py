@@ -145,9 +145,21 @@ def run_engine(model, requests: list[Req], *, page_size=4, kv_pool=None, state_p
     return requests
 
 
-def assert_matches_hf(hf_model, requests: list[Req], atol=2e-4) -> float:
+def kernel_atol() -> float:
+    """Logit tolerance for the kernels DEVICE runs: the fp32 reference matches transformers to ~1e-5;
+    the GPU fast kernels (flash-linear-attention, Triton) take tensor-core dots with tf32/bf16 inputs
+    (2.4e-3 seen on an H200 with BRINGUP_TEST_DEVICE=cuda), so they get 1e-2. Greedy tokens must
+    match exactly either way; BRINGUP_KERNELS=reference checks the GPU at the tight tolerance."""
+    from bringup.kernels.dispatch import ops_for
+
+    fast = any(name != "reference" for name in ops_for(DEVICE).implementations.values())
+    return 1e-2 if fast else 2e-4
+
+
+def assert_matches_hf(hf_model, requests: list[Req], atol: float | None = None) -> float:
     """Every request's logits after its prompt and after each decode step equal transformers' (and
     so do the greedy tokens). Returns the largest absolute logit difference seen."""
+    atol = kernel_atol() if atol is None else atol
     worst = 0.0
     for i, r in enumerate(requests):
         tokens, logits = hf_greedy(hf_model, r.prompt, r.steps)
