@@ -10,6 +10,7 @@ flash-linear-attention's chunked scan) replaces the reference for that op on tha
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Callable
@@ -99,4 +100,12 @@ def ops_for(device=None) -> SimpleNamespace:
 
         chosen["mamba_chunk_scan_varlen"] = scan_each_sequence(chosen["mamba_chunk_scan"])
         names["mamba_chunk_scan_varlen"] = f"{names['mamba_chunk_scan']} per sequence"
+    for op in REFERENCE_OPS:
+        inplace = f"{op}_inplace"
+        if inplace in REFERENCE_OPS and names[op] != "reference" and names[inplace] == "reference":
+            # A fast op's in-place form lives in its module: it updates pool slots where they lie,
+            # where the reference in-place form gathers and scatters.
+            fn = getattr(sys.modules.get(getattr(chosen[op], "__module__", ""), None), inplace, None)
+            if fn is not None:
+                chosen[inplace], names[inplace] = fn, names[op]
     return SimpleNamespace(**chosen, implementations=names, device_type=dtype)

@@ -11,6 +11,11 @@ State (Mamba2 layers): request i reads and writes slot `state_slots[i]`; `has_in
 False for the first chunk of a prompt (start from zeros) and True once the slot holds state.
 
 The model returns logits of the last new token of each request: `[B, vocab]`.
+
+Host overhead matters on a GPU: every read of a device tensor back to the host, and every plain
+host->device copy, waits for the device to drain. `build` therefore keeps the host copies of the
+per-request values it started from (nothing is read back), sends all device metadata in ONE copy,
+and `upload` lets a model send per-batch values of its own the same way, once per batch, not per layer.
 """
 
 from __future__ import annotations
@@ -19,6 +24,24 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import torch
+
+
+def upload(values: Sequence[Sequence[int]], device: torch.device) -> list[torch.Tensor]:
+    """Several lists of ints -> int64 tensors on `device`, in one host->device copy (pinned and
+    asynchronous on CUDA, so the host does not wait for the device). Returns contiguous views."""
+    sizes = [len(v) for v in values]
+    flat: list[int] = []
+    for v in values:
+        flat.extend(v)
+    host = torch.tensor(flat, dtype=torch.long)
+    if device.type == "cuda":
+        host = host.pin_memory()  # the caching host allocator keeps it until the copy has run
+        moved = host.to(device, non_blocking=True)
+    elif device.type != "cpu":
+        moved = host.to(device)
+    else:
+        moved = host
+    return list(moved.split(sizes))
 
 
 @dataclass
@@ -33,19 +56,28 @@ class ForwardBatch:
     has_initial_state: torch.Tensor  # [B] bool (device): the slot already holds this request's state
     kv_pool: Any = None  # KVPool, or None for a model without attention layers
     state_pool: Any = None  # StatePool, or None for a model without state layers
-    # Host copies the reference kernels loop over; filled in __post_init__.
-    query_lens_list: list[int] = field(init=False, repr=False)
-    context_lens_list: list[int] = field(init=False, repr=False)
-    state_slots_list: list[int] = field(init=False, repr=False)
-    has_initial_state_list: list[bool] = field(init=False, repr=False)
+    # Host copies the reference kernels loop over. `build` passes the lists it started from; left
+    # out, they are read from the tensors (a device sync for state_slots and has_initial_state).
+    query_lens_list: list[int] | None = field(default=None, repr=False)
+    context_lens_list: list[int] | None = field(default=None, repr=False)
+    state_slots_list: list[int] | None = field(default=None, repr=False)
+    has_initial_state_list: list[bool] | None = field(default=None, repr=False)
+    # [B] int64 on the tokens' device: each request's last new token (built here when left out).
+    last_token_indices_on_device: torch.Tensor | None = field(default=None, repr=False)
+    # context_lens on the tokens' device (built here when left out).
+    context_lens_device: torch.Tensor | None = field(default=None, repr=False)
     # Values derived once per batch and shared by all layers (e.g. which requests step their state).
     memo: dict = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.query_lens_list = [int(n) for n in self.query_lens.tolist()]
-        self.context_lens_list = [int(n) for n in self.context_lens.tolist()]
-        self.state_slots_list = [int(n) for n in self.state_slots.tolist()]
-        self.has_initial_state_list = [bool(b) for b in self.has_initial_state.tolist()]
+        if self.query_lens_list is None:
+            self.query_lens_list = [int(n) for n in self.query_lens.tolist()]
+        if self.context_lens_list is None:
+            self.context_lens_list = [int(n) for n in self.context_lens.tolist()]
+        if self.state_slots_list is None:
+            self.state_slots_list = [int(n) for n in self.state_slots.tolist()]
+        if self.has_initial_state_list is None:
+            self.has_initial_state_list = [bool(b) for b in self.has_initial_state.tolist()]
         if sum(self.query_lens_list) != self.input_ids.numel():
             raise ValueError(
                 f"ForwardBatch: query_lens sum to {sum(self.query_lens_list)} but input_ids has "
@@ -54,11 +86,12 @@ class ForwardBatch:
         for i, (q, c) in enumerate(zip(self.query_lens_list, self.context_lens_list)):
             if q < 1 or c < q:
                 raise ValueError(f"ForwardBatch: request {i} has query_len {q} and context_len {c}; need 1 <= q <= c")
+        self._decode_only = all(q == 1 for q in self.query_lens_list)
 
     @property
     def is_decode_only(self) -> bool:
         """Every request brings exactly one token (the batched decode kernels apply)."""
-        return all(q == 1 for q in self.query_lens_list)
+        return self._decode_only
 
     @property
     def num_requests(self) -> int:
@@ -86,15 +119,23 @@ class ForwardBatch:
     @property
     def context_lens_on_device(self) -> torch.Tensor:
         """context_lens on the tokens' device, copied once per batch (decode attention reads it every layer)."""
-        if "context_lens_on_device" not in self.memo:
-            self.memo["context_lens_on_device"] = self.context_lens.to(self.input_ids.device)
-        return self.memo["context_lens_on_device"]
+        if self.context_lens_device is None:
+            self.context_lens_device = self.context_lens.to(self.input_ids.device)
+        return self.context_lens_device
 
     @property
     def last_token_indices(self) -> torch.Tensor:
         """Index of each request's last new token in the flat token axis: [B]."""
-        ends = self.query_start_loc[1:]
-        return torch.tensor([e - 1 for e in ends], dtype=torch.long, device=self.input_ids.device)
+        if self.last_token_indices_on_device is None:
+            ends = self.query_start_loc[1:]
+            self.last_token_indices_on_device = torch.tensor([e - 1 for e in ends], dtype=torch.long,
+                                                             device=self.input_ids.device)
+        return self.last_token_indices_on_device
+
+    def last_token_hidden(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The rows of `hidden` [T, ...] at each request's last new token; in a decode-only batch
+        that is every row, in order, so no gather is needed."""
+        return hidden if self._decode_only else hidden[self.last_token_indices]
 
     @classmethod
     def build(
@@ -135,22 +176,37 @@ class ForwardBatch:
                 positions.append(pos)
                 slots.append(pages[pos // page_size] * page_size + pos % page_size if pages else -1)
         width = max(1, max((len(p) for p in block_tables), default=1))
-        table = torch.zeros((n, width), dtype=torch.int32)
-        for i, pages in enumerate(block_tables):
-            if pages:
-                table[i, : len(pages)] = torch.tensor(list(pages), dtype=torch.int32)
+        table: list[int] = []
+        for pages in block_tables:
+            table.extend(int(p) for p in pages)
+            table.extend([0] * (width - len(pages)))
         if has_initial_state is None:
             has_initial_state = [p > 0 for p in prefix_lens]
+        has_list = [bool(h) for h in has_initial_state]
         query_lens = [len(c) for c in token_chunks]
+        context_lens = [int(p) + q for p, q in zip(prefix_lens, query_lens)]
+        state_list = [-1 if s is None else int(s) for s in state_slots]
+        last, end = [], 0
+        for q in query_lens:
+            end += q
+            last.append(end - 1)
+        (d_ids, d_pos, d_slots, d_state, d_has, d_last, d_ctx, d_table) = upload(
+            [ids, positions, slots, state_list, [int(h) for h in has_list], last, context_lens, table], device)
         return cls(
-            input_ids=torch.tensor(ids, dtype=torch.long, device=device),
-            positions=torch.tensor(positions, dtype=torch.long, device=device),
+            input_ids=d_ids,
+            positions=d_pos,
             query_lens=torch.tensor(query_lens, dtype=torch.int32),
-            context_lens=torch.tensor([p + q for p, q in zip(prefix_lens, query_lens)], dtype=torch.int32),
-            block_tables=table.to(device),
-            slot_mapping=torch.tensor(slots, dtype=torch.long, device=device),
-            state_slots=torch.tensor([-1 if s is None else int(s) for s in state_slots], dtype=torch.long, device=device),
-            has_initial_state=torch.tensor(list(has_initial_state), dtype=torch.bool, device=device),
+            context_lens=torch.tensor(context_lens, dtype=torch.int32),
+            block_tables=d_table.view(n, width).to(torch.int32),
+            slot_mapping=d_slots,
+            state_slots=d_state,
+            has_initial_state=d_has.bool(),
             kv_pool=kv_pool,
             state_pool=state_pool,
+            query_lens_list=query_lens,
+            context_lens_list=context_lens,
+            state_slots_list=state_list,
+            has_initial_state_list=has_list,
+            last_token_indices_on_device=d_last,
+            context_lens_device=d_ctx.to(torch.int32),
         )

@@ -6,12 +6,14 @@ and are tested against these.
 
 from .causal_conv1d import causal_conv1d
 from .causal_conv1d_update import causal_conv1d_update
+from .causal_conv1d_update_inplace import causal_conv1d_update_inplace
 from .causal_conv1d_varlen import causal_conv1d_varlen
 from .gated_rms_norm import gated_rms_norm
 from .kv_cache_write import kv_cache_write
 from .mamba_chunk_scan import mamba_chunk_scan
 from .mamba_chunk_scan_varlen import mamba_chunk_scan_varlen
 from .mamba_state_update import mamba_state_update
+from .mamba_state_update_inplace import mamba_state_update_inplace
 from .mlp import mlp
 from .moe_experts import moe_experts
 from .moe_routing import route_sigmoid_grouped, route_softmax
@@ -24,12 +26,14 @@ OPS = {
     "apply_rotary": apply_rotary,
     "causal_conv1d": causal_conv1d,
     "causal_conv1d_update": causal_conv1d_update,
+    "causal_conv1d_update_inplace": causal_conv1d_update_inplace,
     "causal_conv1d_varlen": causal_conv1d_varlen,
     "gated_rms_norm": gated_rms_norm,
     "kv_cache_write": kv_cache_write,
     "mamba_chunk_scan": mamba_chunk_scan,
     "mamba_chunk_scan_varlen": mamba_chunk_scan_varlen,
     "mamba_state_update": mamba_state_update,
+    "mamba_state_update_inplace": mamba_state_update_inplace,
     "mlp": mlp,
     "moe_experts": moe_experts,
     "route_sigmoid_grouped": route_sigmoid_grouped,

@@ -8,7 +8,7 @@ from typing import Sequence
 import torch
 
 from .causal_conv1d import _activate, depthwise_taps
-from .varlen import pad_index
+from .varlen import int_tensor, pad_index
 
 
 def causal_conv1d_varlen(
@@ -34,7 +34,7 @@ def causal_conv1d_varlen(
     seq = torch.cat([initial_states.to(x.dtype), padded.transpose(1, 2)], dim=-1)  # [B, C, K-1+tmax]
     y = depthwise_taps(seq.to(weight.dtype), weight, bias, tmax)  # [B, C, tmax]
     y = _activate(y, activation).transpose(1, 2)[rows, cols].to(x.dtype)
-    lengths = torch.tensor([e - s for s, e in zip(seq_starts[:-1], seq_starts[1:])], device=x.device)
+    lengths = int_tensor([e - s for s, e in zip(seq_starts[:-1], seq_starts[1:])], x.device)
     tail = lengths[:, None] + torch.arange(K - 1, device=x.device)[None, :]  # columns of the last K-1 inputs
     final = seq.gather(2, tail[:, None, :].expand(nseq, C, K - 1))
     return y, final

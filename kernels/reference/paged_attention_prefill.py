@@ -13,7 +13,7 @@ from typing import Sequence
 
 import torch
 
-from .varlen import pad_index
+from .varlen import int_tensor, pad_index
 
 DEFAULT_MAX_SCORES = 1 << 26  # 64M float32 scores (256 MiB) per group
 
@@ -80,8 +80,8 @@ def paged_attention_prefill(
         k = k_cache[tables].reshape(g, pages * page_size, Hkv, -1)[:, :kmax].float()
         v = v_cache[tables].reshape(g, pages * page_size, Hkv, -1)[:, :kmax].float()
         scores = torch.einsum("bqgrd,bkgd->bgrqk", qp, k) * scale
-        ctx = torch.tensor(cls, device=dev)[:, None]
-        qlen = torch.tensor(qls, device=dev)[:, None]
+        ctx = int_tensor(cls, dev)[:, None]
+        qlen = int_tensor(qls, dev)[:, None]
         j = torch.arange(qmax, device=dev)[None, :]
         # Padding rows take the last real position, so every row has something to attend to.
         q_pos = (ctx - qlen + torch.minimum(j, qlen - 1))[:, :, None]  # [g, qmax, 1]

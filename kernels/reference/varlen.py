@@ -23,6 +23,17 @@ def _pad_index(seq_starts: tuple[int, ...], device: str):
     return rows.to(device), cols.to(device), len(lengths), int(lengths.max())
 
 
+def int_tensor(values: Sequence[int], device) -> torch.Tensor:
+    """A small int64 tensor of `values` on `device`, cached like pad_index (every layer of a forward
+    pass asks for the same lengths; on a GPU each fresh copy would wait for the device). Read only."""
+    return _int_tensor(tuple(int(v) for v in values), str(torch.device(device)))
+
+
+@lru_cache(maxsize=64)
+def _int_tensor(values: tuple[int, ...], device: str) -> torch.Tensor:
+    return torch.tensor(values, dtype=torch.long, device=device)
+
+
 def scan_each_sequence(single_scan):
     """A `mamba_chunk_scan_varlen` built from a one-sequence `mamba_chunk_scan` (e.g. a fast one that
     has no varlen form yet): one call per sequence, same arguments and results as the varlen op."""

@@ -193,6 +193,6 @@ class LlamaForCausalLM(CausalLM):
         hidden = self.model.embed_tokens(batch.input_ids)
         for layer in self.model.layers:
             hidden = layer(hidden, batch, self.inv_freq)
-        last = hidden[batch.last_token_indices]
+        last = batch.last_token_hidden(hidden)
         norm = self.model.norm
         return self.lm_head(self.ops.rms_norm(last, norm.weight, norm.eps)).float()

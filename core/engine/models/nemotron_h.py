@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..forward_batch import upload
 from .attention import paged_attention
 from .base import CacheSpec, CausalLM, RMSNormWeight, linear
 
@@ -55,14 +56,16 @@ def time_step_limit(cfg) -> tuple[float, float]:
 class _StatePlan:
     """How a batch's requests meet their Mamba state, worked out once per batch for all layers:
     requests continuing with one token step their state in one batched call; the rest (prompts and
-    prompt chunks) run the chunked scan together in one varlen call."""
+    prompt chunks) run the chunked scan together in one varlen call. Row and slot indices go to the
+    device in one copy per batch; a decode-only batch needs none (every row steps, in order)."""
 
-    step_rows: torch.Tensor | None  # token index of each stepping request
-    step_slots: torch.Tensor | None
+    step_rows: torch.Tensor | None  # token index of each stepping request (None with all_rows_step)
+    step_slots: torch.Tensor | None  # None: no request steps
     scan_rows: torch.Tensor | None  # token indices of the scanning requests, back to back
     scan_starts: list[int]  # offsets of each scanning request within scan_rows (n + 1)
     scan_slots: torch.Tensor | None
     scan_has_state: torch.Tensor | None  # [n] bool: the slot holds this request's state
+    all_rows_step: bool = False  # every token is a stepping request's, in batch order: no gather needed
 
 
 def _state_plan(batch, device) -> _StatePlan:
@@ -73,22 +76,26 @@ def _state_plan(batch, device) -> _StatePlan:
     steps, scans = [], []
     for i, (q, has) in enumerate(zip(batch.query_lens_list, batch.has_initial_state_list)):
         (steps if q == 1 and has else scans).append(i)
+    if not scans:  # decode only: the batch's own state_slots, rows 0..B-1
+        plan = _StatePlan(step_rows=None, step_slots=batch.state_slots, scan_rows=None,
+                          scan_starts=[0], scan_slots=None, scan_has_state=None, all_rows_step=True)
+        batch.memo["mamba_state_plan"] = plan
+        return plan
     slots = batch.state_slots_list
-
-    def tensor(values, dtype=torch.long):
-        return torch.tensor(values, dtype=dtype, device=device) if values else None
-
     scan_rows, scan_starts = [], [0]
     for i in scans:
         scan_rows.extend(range(starts[i], starts[i + 1]))
         scan_starts.append(len(scan_rows))
+    step_rows, step_slots, scan_rows_d, scan_slots, scan_has = upload(
+        [[starts[i] for i in steps], [slots[i] for i in steps], scan_rows, [slots[i] for i in scans],
+         [int(batch.has_initial_state_list[i]) for i in scans]], torch.device(device))
     plan = _StatePlan(
-        step_rows=tensor([starts[i] for i in steps]),
-        step_slots=tensor([slots[i] for i in steps]),
-        scan_rows=tensor(scan_rows),
+        step_rows=step_rows if steps else None,
+        step_slots=step_slots if steps else None,
+        scan_rows=scan_rows_d,
         scan_starts=scan_starts,
-        scan_slots=tensor([slots[i] for i in scans]),
-        scan_has_state=tensor([batch.has_initial_state_list[i] for i in scans], torch.bool),
+        scan_slots=scan_slots,
+        scan_has_state=scan_has.bool(),
     )
     batch.memo["mamba_state_plan"] = plan
     return plan
@@ -135,6 +142,13 @@ class Mamba2Mixer(nn.Module):
         return (x.reshape(n, self.num_heads, self.head_dim), B.reshape(n, self.n_groups, self.d_state),
                 C.reshape(n, self.n_groups, self.d_state))
 
+    def _step(self, xbc, dt, A, w, b, conv_states, ssm_states, slots) -> torch.Tensor:
+        """One token per request: conv and SSM states of `slots` read and updated in the pools."""
+        xc = self.ops.causal_conv1d_update_inplace(xbc, conv_states, slots, w, b, "silu")
+        xs, Bs, Cs = self._split_xbc(xc)
+        return self.ops.mamba_state_update_inplace(ssm_states, slots, xs, dt, A, Bs, Cs, self.D, self.dt_bias,
+                                                   True, self.dt_limit)
+
     def forward(self, hidden: torch.Tensor, batch) -> torch.Tensor:
         ops = self.ops
         if batch.state_pool is None:
@@ -144,17 +158,14 @@ class Mamba2Mixer(nn.Module):
         z, xbc, dt = self.in_proj(hidden).split([self.intermediate, self.conv_dim, self.num_heads], dim=-1)
         A = -torch.exp(self.A_log.float())
         w, b = self.conv1d.weight[:, 0, :], self.conv1d.bias
-        y = torch.empty(hidden.shape[0], self.num_heads, self.head_dim, dtype=hidden.dtype, device=hidden.device)
         plan = _state_plan(batch, hidden.device)
+        if plan.all_rows_step:  # decode only: no gather of rows, the states updated where they lie
+            y = self._step(xbc, dt, A, w, b, conv_states, ssm_states, plan.step_slots)
+        else:
+            y = torch.empty(hidden.shape[0], self.num_heads, self.head_dim, dtype=hidden.dtype, device=hidden.device)
         if plan.step_rows is not None:
-            rows, slots = plan.step_rows, plan.step_slots
-            xc, new_conv = ops.causal_conv1d_update(xbc[rows], conv_states[slots], w, b, "silu")
-            conv_states[slots] = new_conv.to(conv_states.dtype)
-            xs, Bs, Cs = self._split_xbc(xc)
-            ys, new_ssm = ops.mamba_state_update(ssm_states[slots], xs, dt[rows], A, Bs, Cs, self.D, self.dt_bias,
-                                                 True, self.dt_limit)
-            ssm_states[slots] = new_ssm.to(ssm_states.dtype)
-            y[rows] = ys
+            rows = plan.step_rows
+            y[rows] = self._step(xbc[rows], dt[rows], A, w, b, conv_states, ssm_states, plan.step_slots)
         if plan.scan_rows is not None:
             rows, slots, has = plan.scan_rows, plan.scan_slots, plan.scan_has_state
             # A request starting its prompt begins from zeros whatever its slot holds.
@@ -341,7 +352,7 @@ class NemotronHForCausalLM(CausalLM):
         hidden = self.backbone.embeddings(batch.input_ids)
         for block in self.backbone.layers:
             hidden = block(hidden, batch)
-        last = hidden[batch.last_token_indices]
+        last = batch.last_token_hidden(hidden)
         norm = self.backbone.norm_f
         last = self.ops.rms_norm(last, norm.weight, norm.eps, multiply_in_float32=True)
         return self.lm_head(last).float()
