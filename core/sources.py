@@ -1,7 +1,8 @@
 """Where a model's config comes from: a config.json, a model folder, the catalogue, or the hub.
 
-`load_config(source)` resolves what the user typed, in this order: an existing file, an existing
-folder, a catalogue name, a hub id (owner/name[@revision]). A hub id that cannot be fetched but is
+`load_config(source)` resolves what the user typed, in this order: `default` (the bundled
+checkpoint the engine serves), an existing file, an existing folder, a catalogue name, a hub id
+(owner/name[@revision]). A hub id that cannot be fetched but is
 in the catalogue falls back to the catalogue's offline facts, with a note. `progress(message)` is
 called at each step and `cancel()` is polled between steps, for the GUI's background loading.
 """
@@ -15,6 +16,7 @@ from typing import Callable
 
 from bringup.core import catalogue
 from bringup.core.config_file import read_config_file
+from bringup.core.default_source import default_checkpoint_folder, is_default_name
 from bringup.core.errors import UserError
 from bringup.core.layermap import LayerMap
 
@@ -108,6 +110,8 @@ def load_config(source: str | os.PathLike, *, progress: Progress | None = None, 
             f"(e.g. {catalogue.DEFAULT_MODEL}) or a hub id (owner/name)"
         )
     _step(progress, cancel, f"resolving {text}", text)
+    if is_default_name(text):  # as `bringup serve default` reads it, even if ./default exists
+        return _from_default(text, progress, cancel)
     path, kind = _local(text)
     if kind == "file":
         _step(progress, cancel, f"reading {path}", text)
@@ -126,6 +130,16 @@ def load_config(source: str | os.PathLike, *, progress: Progress | None = None, 
         f"{text!r} is not a file, a folder, a catalogue name or a hub id. Catalogue names: "
         f"{', '.join(catalogue.names())}; hub ids look like owner/name"
     )
+
+
+def _from_default(text: str, progress: Progress | None, cancel: Cancel | None) -> LoadedConfig:
+    from bringup.core.engine.default_model import DEFAULT_CHECKPOINT_NAME
+
+    folder = default_checkpoint_folder(progress)
+    _step(progress, cancel, f"reading {folder / 'config.json'}", text)
+    loaded = _from_folder(folder, text)
+    loaded.name = DEFAULT_CHECKPOINT_NAME
+    return loaded
 
 
 def _from_hub(hub_id: str, entry, progress: Progress | None, cancel: Cancel | None) -> LoadedConfig:
