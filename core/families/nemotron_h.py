@@ -66,6 +66,10 @@ def block_types(view: ConfigView, notes: list[str]) -> list[str]:
 
 
 def mtp_block_types(view: ConfigView, notes: list[str]) -> list[str]:
+    # transformers writes its default MTP block list into every config it saves; the blocks exist
+    # only when num_nextn_predict_layers > 0, so an explicit 0 means none.
+    if view.has("num_nextn_predict_layers") and view.int("num_nextn_predict_layers", minimum=0) == 0:
+        return []
     if view.has("mtp_layers_block_type"):
         return _from_list(view, "mtp_layers_block_type")
     if view.has("mtp_hybrid_override_pattern"):
