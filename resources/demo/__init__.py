@@ -1,0 +1,1 @@
+"""Demo profiles (JSON data; a package only so that the wheel carries the folder)."""
