@@ -181,7 +181,9 @@ class DemoWindow(QWidget):
         self.state_gauge.set_value(state, _used_of(s.state_used, s.state_total, "slots"))
 
     def _on_crash(self, code: int, tail: list[str]) -> None:
-        self.status.setText(f"<span style='color:#FF8A80'>Engine exited with code {code}</span>")
+        from bringup.core.exit_status import exit_text
+
+        self.status.setText(f"<span style='color:#FF8A80'>Engine {exit_text(code)}</span>")
         self.output.setPlainText("\n".join(tail[-20:]))
 
     def _on_prompt_started(self, index: int) -> None:

@@ -227,14 +227,11 @@ class _Child:
         self.proc.wait()
 
     def exit_text(self) -> str:
+        from bringup.core.exit_status import exit_text
+
         rc = self.proc.wait()
         self._err.join(timeout=2)
-        if rc < 0:
-            try:
-                return f"was killed by {signal.Signals(-rc).name}"
-            except ValueError:
-                return f"was killed by signal {-rc}"
-        return f"exited with code {rc}"
+        return exit_text(rc)
 
 
 def run_probe(*, timeout: float = 60.0, steps: list[str] | None = None, simulate: str | None = None,

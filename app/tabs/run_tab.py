@@ -243,8 +243,13 @@ class RunTab(QWidget):
     def _on_crash(self, code: int, tail: list[str]) -> None:
         self.load.set_server(None)
         self.chat.set_server(None)
-        last = tail[-1] if tail else ""
-        self.stage.setText(f"<b style='color:#C62828'>Engine exited with code {code}</b> · {last[:160]}")
+        from html import escape
+
+        from bringup.core.exit_status import exit_text, likely_cause
+
+        # Killed by a signal, the last log line is whatever came before ("ready to roll!"): say why instead.
+        why = likely_cause(code) if code < 0 else (tail[-1] if tail else "")
+        self.stage.setText(f"<b style='color:#C62828'>Engine {exit_text(code)}</b> · {escape(why[:160])}")
         self.progress.setValue(0)
         text = self.log.text()
         self.crash_log.emit(text)
