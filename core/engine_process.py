@@ -102,6 +102,12 @@ class EngineProcess:
         if self._reader:
             self._reader.join(timeout)
 
+    def end_leftovers(self) -> None:
+        """The engine died on its own (crash, OOM kill): end what it started, which would otherwise
+        live on as orphans holding device memory and ports."""
+        if self.proc is not None and self.proc.poll() is not None:
+            _signal_group(self.proc.pid, signal.SIGKILL)
+
     def stop(self, timeout: float = 5.0) -> int | None:
         """SIGTERM the whole tree, SIGKILL what is left after `timeout`; returns the exit code."""
         if self.proc is None:
@@ -131,9 +137,10 @@ def _descendants(pid: int) -> list[psutil.Process]:
 
 
 def _signal_group(pid: int, sig: int) -> None:
-    """The engine runs in its own session, so its process group holds everything it started."""
+    """The engine runs in its own session, so its process group (id = the engine's pid) holds
+    everything it started, and outlives the engine: its children are still reached after it died."""
     try:
-        os.killpg(os.getpgid(pid), sig)
+        os.killpg(pid, sig)
     except (ProcessLookupError, PermissionError, OSError):
         pass
 

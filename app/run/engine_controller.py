@@ -180,6 +180,7 @@ class EngineController(QObject):
             return
         self._watch.stop()
         self._stop_scraper()
+        proc.end_leftovers()
         proc.wait_log_drained()
         self._set_state("crashed")
         self.crashed.emit(code, proc.tail(60))
