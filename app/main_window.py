@@ -209,6 +209,9 @@ class MainWindow(QMainWindow):
         run, diagnose, validate = self.tab("Run"), self.tab("Diagnose"), self.tab("Validate")
         if run is not None and validate is not None and hasattr(validate, "settings_validated"):
             validate.settings_validated.connect(run.apply_launch_settings)
+        if run is not None and validate is not None and hasattr(validate, "probe_finished"):
+            validate.probe_finished.connect(
+                lambda report: run.set_available_devices(report.available_devices() if report is not None else None))
         if run is not None and diagnose is not None and hasattr(run, "crash_log"):
             run.crash_log.connect(lambda text: diagnose.set_text(text, "engine log"))
 

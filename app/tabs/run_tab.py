@@ -48,6 +48,9 @@ class RunTab(QWidget):
                                     "(the bundled tiny checkpoint with Nemotron-3-Nano's layer pattern)")
         self.device = QComboBox()
         self.device.addItems(DEVICES)
+        self.available_devices: set[str] | None = None  # from the probe; None until it reports
+        self._device_picked = False  # chosen here by the user, not carried over from Validate
+        self.device.activated.connect(lambda _i: setattr(self, "_device_picked", True))
         self.url_field = QLineEdit("http://127.0.0.1:30000")
         self.url_field.setToolTip("A running server: ours, or SGLang started with --enable-metrics")
         self.start_button = QPushButton("Start")
@@ -139,7 +142,7 @@ class RunTab(QWidget):
             return
         target = str(settings.get("target") or "embedded")
         device = settings.get("device")
-        if device in DEVICES:
+        if device in DEVICES and self._runs_here(device):
             self.device.setCurrentText(device)
         if target.startswith("sglang"):
             if sglang_installed():
@@ -149,6 +152,16 @@ class RunTab(QWidget):
             self.engine.setCurrentIndex(0)
             dtype = settings.get("dtype")
             self.embedded_flags = ["--dtype", dtype] if dtype and dtype != "auto" else []
+
+    def set_available_devices(self, devices: list[str] | None) -> None:
+        """The probe's devices. Validate may check a launch for a device this machine lacks (an XPU
+        launch planned on a laptop); the Run tab launches here, so it keeps 'auto' instead."""
+        self.available_devices = None if devices is None else {*devices, "auto"}
+        if not self._device_picked and not self.controller.busy and not self._runs_here(self.device.currentText()):
+            self.device.setCurrentText("auto")
+
+    def _runs_here(self, device: str) -> bool:
+        return self.available_devices is None or device in self.available_devices
 
     def showEvent(self, event) -> None:  # noqa: N802 (Qt)
         self.ensure_plots()
