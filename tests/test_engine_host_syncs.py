@@ -142,3 +142,16 @@ def test_gpu_choices_give_the_cpu_logits_and_pool_state(model_and_pools, monkeyp
     torch.testing.assert_close(m_gpu, m_cpu, rtol=1e-5, atol=1e-5)
     for a, b in zip(s_gpu, s_cpu):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_sampling_sends_its_settings_in_one_copy():
+    from bringup.core.engine.sampling import SamplingParams, make_generator, sample
+
+    logits = torch.randn(4, 50, generator=torch.Generator().manual_seed(0))
+    params = [SamplingParams(temperature=0.0), SamplingParams(temperature=0.7, top_k=5),
+              SamplingParams(temperature=1.3, top_p=0.9, seed=3), SamplingParams(temperature=0.5, top_k=3, top_p=0.8)]
+    gens = [make_generator(p.seed, "cpu") for p in params]
+    with host_sync_counter() as counts:
+        tokens = sample(logits, params, gens)
+    assert tokens.shape == (4,) and int(tokens[0]) == int(logits[0].argmax())
+    assert dict(counts) == {"torch.tensor": 1}

@@ -25,6 +25,7 @@ from bringup.core.errors import UserError
 from . import device as devices
 from .batch_log import BatchLog
 from .detokenize import IncrementalDetokenizer
+from .forward_batch import upload
 from .pools import KVPool, PoolIntegrityError, StatePool, as_dtype
 from .request import Request, RequestRejected, StepOutput
 from .sampling import SamplingParams, make_generator, sample
@@ -186,7 +187,7 @@ class Engine:
             rows = [i for i, s in enumerate(sampled) if s]
             if rows:
                 reqs = [step.requests[i] for i in rows]
-                picked = logits if len(rows) == len(sampled) else logits[torch.tensor(rows, device=logits.device)]
+                picked = logits if len(rows) == len(sampled) else logits[upload([rows], logits.device)[0]]
                 tokens = sample(picked, [r.params for r in reqs], [r.generator for r in reqs]).tolist()
                 for req, tok in zip(reqs, tokens):
                     self._append_token(req, int(tok))

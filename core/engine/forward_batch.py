@@ -26,14 +26,15 @@ from typing import Any, Sequence
 import torch
 
 
-def upload(values: Sequence[Sequence[int]], device: torch.device) -> list[torch.Tensor]:
-    """Several lists of ints -> int64 tensors on `device`, in one host->device copy (pinned and
-    asynchronous on CUDA, so the host does not wait for the device). Returns contiguous views."""
+def upload(values: Sequence[Sequence[int]], device: torch.device, dtype: torch.dtype = torch.long) -> list[torch.Tensor]:
+    """Several lists of numbers -> tensors of `dtype` (int64 unless told) on `device`, in one
+    host->device copy (pinned and asynchronous on CUDA, so the host does not wait for the device).
+    Returns contiguous views."""
     sizes = [len(v) for v in values]
-    flat: list[int] = []
+    flat: list = []
     for v in values:
         flat.extend(v)
-    host = torch.tensor(flat, dtype=torch.long)
+    host = torch.tensor(flat, dtype=dtype)
     if device.type == "cuda":
         host = host.pin_memory()  # the caching host allocator keeps it until the copy has run
         moved = host.to(device, non_blocking=True)

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
+from .forward_batch import upload
+
 
 class InvalidSamplingParams(ValueError):
     """A sampling parameter is out of range; the message names it and the range."""
@@ -113,14 +115,19 @@ def sample(logits: torch.Tensor, params: list[SamplingParams], generators: list)
     if not rows:
         return tokens
     dev = logits.device
-    idx = torch.tensor(rows, device=dev)
     chosen = [params[i] for i in rows]
-    sub = logits[idx] / torch.tensor([p.temperature for p in chosen], device=dev).unsqueeze(-1)
-    # Decide on the host which masks apply, so a plain temperature batch costs no extra sort or sync.
+    # Rows and per-row settings go to the device in one copy, as float32: the dtype the settings are
+    # used in, and exact for row numbers and top_k (below 2**24); no float64 (some XPUs lack it).
+    idx, temperature, top_k, top_p = upload(
+        [rows, [p.temperature for p in chosen], [p.top_k for p in chosen], [p.top_p for p in chosen]], dev,
+        torch.float32)
+    idx = idx.long()
+    sub = logits[idx] / temperature.unsqueeze(-1)
+    # Decide on the host which masks apply, so a plain temperature batch costs no extra sort.
     if any(0 < p.top_k < sub.shape[-1] for p in chosen):
-        sub = top_k_mask(sub, torch.tensor([p.top_k for p in chosen], device=dev))
+        sub = top_k_mask(sub, top_k.long())
     if any(p.top_p < 1 for p in chosen):
-        sub = top_p_mask(sub, torch.tensor([p.top_p for p in chosen], device=dev, dtype=sub.dtype))
+        sub = top_p_mask(sub, top_p.to(sub.dtype))
     probs = sub.softmax(dim=-1)
     noise = torch.empty_like(probs).exponential_()
     for j, i in enumerate(rows):
