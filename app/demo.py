@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import html
+import os
 import sys
 from pathlib import Path
 
@@ -237,6 +238,15 @@ def main(args: argparse.Namespace) -> int:
         from bringup.core.errors import UserError
 
         raise UserError("--after must be a positive number of seconds")
+    if args.screenshot:  # as `bringup gui --screenshot`: no display needed unless the user chose a platform
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from bringup.app.display_check import display_problem
+
+    problem = None if QApplication.instance() else display_problem()
+    if problem:
+        from bringup.core.errors import UserError
+
+        raise UserError(problem.replace("bringup gui --screenshot window.png", "bringup demo --screenshot demo.png"))
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("Bring-up Workbench")
     window = DemoWindow(profile)

@@ -79,6 +79,11 @@ def main(args: argparse.Namespace) -> int:
 
         source = DEFAULT_MODEL
 
+    from bringup.app.display_check import display_problem
+
+    problem = display_problem()
+    if problem:
+        raise UserError(problem)
     app = make_app()
     from bringup.app.main_window import MainWindow
 
