@@ -135,6 +135,13 @@ class ConfigView:
     def num_layers(self, *keys: str) -> int:
         return self.int(*(keys or ("num_hidden_layers", "n_layer", "n_layers", "num_layers")), maximum=MAX_LAYERS)
 
+    def per_layer(self, key: str, num_layers: int, names: dict[str, str]) -> list[str]:
+        """A list of one type name per layer (e.g. `layer_types`), each translated through `names`."""
+        types = self.list(key, item=str)
+        if len(types) != num_layers or any(t not in names for t in types):
+            raise self.bad(key, types, f"{num_layers} entries of {' | '.join(names)}")
+        return [names[t] for t in types]
+
     def layer_ids(self, key: str, num_layers: int, *, one_based: bool = False, default=_MISSING) -> list[int]:
         """A list of layer indices, checked against the layer count (converted to 0-based)."""
         ids = self.list(key, item=int, default=default)

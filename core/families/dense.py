@@ -17,10 +17,7 @@ _TYPES = {"sliding_attention": "sliding_attention", "full_attention": "attention
 
 def mixers(view: ConfigView, n: int, model_type: str) -> list[str]:
     if view.has("layer_types"):
-        types = view.list("layer_types", item=str)
-        if len(types) != n or any(t not in _TYPES for t in types):
-            raise view.bad("layer_types", types, f"{n} entries of sliding_attention | full_attention")
-        return [_TYPES[t] for t in types]
+        return view.per_layer("layer_types", n, _TYPES)
     window = view.int("sliding_window", default=0, minimum=0, maximum=1 << 40)
     if model_type.startswith(("qwen2", "qwen3")):
         if view.bool("use_sliding_window", default=False) and window:

@@ -17,11 +17,7 @@ MODEL_TYPES = ("kimi_linear",)
 
 def mixers(view: ConfigView, n: int, linear: ConfigView | None, notes: list[str]) -> list[str]:
     if view.has("layer_types"):
-        names = {"linear_attention": "kimi_delta_attention", "full_attention": "attention"}
-        types = view.list("layer_types", item=str)
-        if len(types) != n or any(t not in names for t in types):
-            raise view.bad("layer_types", types, f"{n} entries of linear_attention | full_attention")
-        return [names[t] for t in types]
+        return view.per_layer("layer_types", n, {"linear_attention": "kimi_delta_attention", "full_attention": "attention"})
     if linear is None:
         notes.append("no linear_attn_config: KDA everywhere but every 4th layer (transformers' default)")
         return ["attention" if i and i % 4 == 0 else "kimi_delta_attention" for i in range(n)]
@@ -35,10 +31,7 @@ def mixers(view: ConfigView, n: int, linear: ConfigView | None, notes: list[str]
 
 def ffn_kinds(view: ConfigView, n: int) -> list[str]:
     if view.has("mlp_layer_types"):
-        types = view.list("mlp_layer_types", item=str)
-        if len(types) != n or any(t not in ("dense", "sparse") for t in types):
-            raise view.bad("mlp_layer_types", types, f"{n} entries of dense | sparse")
-        return ["moe" if t == "sparse" else "mlp" for t in types]
+        return view.per_layer("mlp_layer_types", n, {"dense": "mlp", "sparse": "moe"})
     first_dense = view.int("first_k_dense_replace", default=1, minimum=0)
     freq = view.int("moe_layer_freq", default=1)
     experts = view.int("num_experts", "num_local_experts", default=256, minimum=0)

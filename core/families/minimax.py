@@ -17,10 +17,7 @@ _TYPES = {"linear_attention": "lightning_attention", "full_attention": "attentio
 
 def mixers(view: ConfigView, n: int) -> list[str]:
     if view.has("layer_types"):
-        types = view.list("layer_types", item=str)
-        if len(types) != n or any(t not in _TYPES for t in types):
-            raise view.bad("layer_types", types, f"{n} entries of linear_attention | full_attention")
-        return [_TYPES[t] for t in types]
+        return view.per_layer("layer_types", n, _TYPES)
     if view.has("attn_type_list"):
         kinds = view.list("attn_type_list", item=int)
         if len(kinds) != n or any(k not in (0, 1) for k in kinds):

@@ -18,10 +18,7 @@ _TYPES = {"linear_attention": "gated_delta_net", "full_attention": "attention"}
 
 def mixers(view: ConfigView, n: int) -> list[str]:
     if view.has("layer_types"):
-        types = view.list("layer_types", item=str)
-        if len(types) != n or any(t not in _TYPES for t in types):
-            raise view.bad("layer_types", types, f"{n} entries of linear_attention | full_attention")
-        return [_TYPES[t] for t in types]
+        return view.per_layer("layer_types", n, _TYPES)
     interval = view.int("full_attention_interval", default=4)
     return ["attention" if (i + 1) % interval == 0 else "gated_delta_net" for i in range(n)]
 

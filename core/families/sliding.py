@@ -19,10 +19,7 @@ _TYPES = {"sliding_attention": "sliding_attention", "full_attention": "attention
 
 def mixers(view: ConfigView, n: int, model_type: str) -> list[str]:
     if view.has("layer_types"):
-        types = view.list("layer_types", item=str)
-        if len(types) != n or any(t not in _TYPES for t in types):
-            raise view.bad("layer_types", types, f"{n} entries of sliding_attention | full_attention")
-        return [_TYPES[t] for t in types]
+        return view.per_layer("layer_types", n, _TYPES)
     if model_type.startswith("gemma3"):
         pattern = view.int("sliding_window_pattern", default=6)
     elif model_type.startswith("gemma4"):
