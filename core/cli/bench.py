@@ -8,15 +8,12 @@ import argparse
 import json
 import sys
 
+from bringup.core.cli.engine_args import add_model_arguments
 from bringup.core.errors import UserError
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("source", nargs="?", default=None,
-                        help="model folder, catalogue name or hub id; omit (or 'default') for the bundled default model")
-    parser.add_argument("--device", default="auto",
-                        help="auto (an accelerator if there is one, else cpu), cpu, cuda, cuda:N, xpu or xpu:N")
-    parser.add_argument("--dtype", default="auto", help="auto (the checkpoint's), float32, bfloat16 or float16")
+    add_model_arguments(parser)
     parser.add_argument("--num-seqs", type=int, default=16, help="requests in the workload (default 16)")
     parser.add_argument("--input-len", default="16:64", help="prompt length range MIN:MAX (default 16:64)")
     parser.add_argument("--output-len", default="16:64", help="output length range MIN:MAX (default 16:64)")

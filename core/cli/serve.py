@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import argparse
 
+from bringup.core.cli.engine_args import add_model_arguments
 from bringup.core.errors import UserError
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("source", nargs="?", default=None,
-                        help="model folder, catalogue name or hub id; omit (or 'default') for the bundled default model")
-    parser.add_argument("--device", default="auto",
-                        help="auto (an accelerator if there is one, else cpu), cpu, cuda, cuda:N, xpu or xpu:N")
-    parser.add_argument("--dtype", default="auto", help="auto (the checkpoint's), float32, bfloat16 or float16")
+    add_model_arguments(parser)
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     parser.add_argument("--port", type=int, default=30000, help="port (default 30000; 0 picks a free one)")
     parser.add_argument("--mem-fraction", type=float, default=None,
