@@ -44,7 +44,8 @@ class Engine:
     def __init__(self, model, *, device="cpu", dtype="auto", mem_fraction=None, max_running_requests=None,
                  page_size: int = 16, ssm_dtype="float32", conv_dtype=None, kv_dtype=None,
                  chunked_prefill_size: int | None = 2048, max_total_tokens: int | None = None,
-                 context_length: int | None = None, decode_log_interval: int = 40, log=None):
+                 context_length: int | None = None, decode_log_interval: int = 40, log=None,
+                 cuda_graphs: bool = False):
         self.log = log or default_log
         self.device = devices.resolve_device(device)
         devices.set_current(self.device)
@@ -114,9 +115,41 @@ class Engine:
         self.batch_log = BatchLog(self.log, interval=decode_log_interval, device_type=self.device.type,
                                   hybrid=bool(spec.state_layer_ids))
         self._totals = {"prompt": 0, "generated": 0, "recomputed": 0, "requests": 0, "steps": 0}
+        self.decode_graphs = self._capture_decode_graphs() if cuda_graphs else None
         free_after = devices.free_memory(self.device)
         self.log(f"Memory pool end. avail mem={free_after / GB:.2f} GB")
         # The server prints SGLang's max_total_num_tokens=... summary line from server_info().
+
+    def _capture_decode_graphs(self, graph_factory=None):
+        """Opt-in (not yet run on a GPU): decode steps replayed from CUDA graphs, one per batch-size
+        bucket, padding rows in one reserved KV page and state slot (see decode_graphs.py)."""
+        from .decode_graphs import PADDING_OWNER, DecodeGraphs, buckets_up_to
+
+        if graph_factory is None and self.device.type != "cuda":
+            raise UserError(f"CUDA graphs need a CUDA device, not {self.device}; leave cuda_graphs off")
+        uses_kv = self.scheduler.uses_kv
+        pages, (slot,) = self.scheduler.reserve(PADDING_OWNER, 1 if uses_kv else 0, 1)
+        context = min(self.max_context or self.kv_pool.capacity_tokens, self.kv_pool.capacity_tokens)
+        width = self.kv_pool.pages_for(context) if uses_kv else 1
+        started = time.monotonic()
+        graphs = DecodeGraphs(self.model, self.kv_pool if uses_kv else None,
+                              self.state_pool if self.state_pool.layer_ids else None,
+                              buckets=buckets_up_to(self.scheduler.max_running), width=width,
+                              scratch_page=pages[0] if pages else 0, scratch_slot=slot, device=self.device,
+                              graph_factory=graph_factory)
+        self.log(f"Capture cuda graph end. Time elapsed: {time.monotonic() - started:.2f} s. "
+                 f"bs: {list(graphs.buckets)}")
+        return graphs
+
+    def _forward(self, step):
+        """The model's logits for a scheduled step: from a captured graph for a decode step that fits
+        one, else one forward pass over the batch."""
+        if self.decode_graphs is not None:
+            chunks, prefix_lens, tables, slots = self.scheduler.batch_inputs(step)
+            if (all(len(c) == 1 for c in chunks) and all(p > 0 for p in prefix_lens)
+                    and self.decode_graphs.fits(len(chunks), tables)):
+                return self.decode_graphs.run([c[0] for c in chunks], prefix_lens, tables, slots)
+        return self.model(self.scheduler.build_batch(step, self.device))
 
     def _plan(self, spec, free_before, mem_fraction, max_running_requests, page_size, context_length):
         from bringup.core.planner import plan_memory
@@ -175,8 +208,7 @@ class Engine:
         step = self.scheduler.schedule()
         reported = []
         if step.requests:
-            batch = self.scheduler.build_batch(step, self.device)
-            logits = self.model(batch)
+            logits = self._forward(step)
             sampled = step.samples()
             # A decode computes the one output token not yet in the pools; anything else is prefill.
             prefill = [(r, n) for r, n in zip(step.requests, step.num_new_tokens)
@@ -325,10 +357,11 @@ class Engine:
         """Raise PoolIntegrityError if a page or slot is owned twice, owned by nobody, or (with no
         request running) still held."""
         self.scheduler.check()
-        if not self.scheduler.running and (self.kv_pool.num_used_pages or self.state_pool.num_used_slots):
+        held_pages = self.kv_pool.num_used_pages - sum(len(p) for p, _ in self.scheduler.reserved.values())
+        held_slots = self.state_pool.num_used_slots - sum(len(s) for _, s in self.scheduler.reserved.values())
+        if not self.scheduler.running and (held_pages or held_slots):
             raise PoolIntegrityError(
-                f"no request is running but {self.kv_pool.num_used_pages} KV page(s) and "
-                f"{self.state_pool.num_used_slots} state slot(s) are held"
+                f"no request is running but {held_pages} KV page(s) and {held_slots} state slot(s) are held"
             )
 
 

@@ -52,6 +52,7 @@ class Scheduler:
         self.running: list[Request] = []  # in admission order
         self.ended: list[Request] = []  # finished outside a forward pass (abort, pool full): to report
         self.num_preemptions = 0
+        self.reserved: dict[str, tuple[list[int], list[int]]] = {}  # owner -> (pages, slots)
 
     # Queue
     def check_fits(self, num_prompt_tokens: int) -> None:
@@ -183,13 +184,18 @@ class Scheduler:
             req.num_computed += n
 
     # The model's input
-    def build_batch(self, step: ScheduledStep, device) -> ForwardBatch:
+    def batch_inputs(self, step: ScheduledStep) -> tuple[list, list, list, list]:
+        """Per request: its new tokens, tokens already cached, KV pages, state slot."""
         chunks, prefix_lens, tables, slots = [], [], [], []
         for req, n in zip(step.requests, step.num_new_tokens):
             chunks.append(_token_slice(req, req.num_computed, n))
             prefix_lens.append(req.num_computed)
             tables.append(req.pages)
             slots.append(req.state_slot)
+        return chunks, prefix_lens, tables, slots
+
+    def build_batch(self, step: ScheduledStep, device) -> ForwardBatch:
+        chunks, prefix_lens, tables, slots = self.batch_inputs(step)
         return ForwardBatch.build(
             token_chunks=chunks, prefix_lens=prefix_lens, block_tables=tables, page_size=self.kv_pool.page_size,
             state_slots=slots, kv_pool=self.kv_pool if self.uses_kv else None,
@@ -200,6 +206,18 @@ class Scheduler:
     def owners(self) -> tuple[dict, dict]:
         pages = {r.id: r.pages for r in self.running if r.pages}
         slots = {r.id: [r.state_slot] for r in self.running if r.state_slot is not None}
+        for owner, (held_pages, held_slots) in self.reserved.items():  # e.g. CUDA-graph padding
+            if held_pages:
+                pages[owner] = held_pages
+            if held_slots:
+                slots[owner] = held_slots
+        return pages, slots
+
+    def reserve(self, owner: str, num_pages: int, num_slots: int) -> tuple[list[int], list[int]]:
+        """Take pages and slots out of circulation for good (no request gets them); check() knows them."""
+        pages = self.kv_pool.alloc(num_pages, owner=owner) if num_pages else []
+        slots = [self.state_pool.alloc(owner=owner) for _ in range(num_slots)]
+        self.reserved[owner] = (pages, slots)
         return pages, slots
 
     def check(self) -> None:

@@ -1,0 +1,140 @@
+"""Decode steps replayed from CUDA graphs: off by default (`Engine(..., cuda_graphs=True)`).
+
+A decode-only step of n requests is padded to the smallest captured batch size (bucket) >= n and
+replayed from that bucket's graph, so the host launches one graph instead of hundreds of kernels.
+Padding rows read and write one scratch KV page and one scratch state slot reserved for them (a
+request's cache is never touched); their logits are dropped. Each bucket keeps one static
+ForwardBatch whose tensors the graph reads; a step's values are uploaded in one copy and copied
+into it on the device. This needs a decode step with no host reads (tests/test_engine_host_syncs.py).
+
+Not yet run on a GPU: the padding and the static-buffer plumbing are tested on the CPU with a
+stand-in for the graph that re-runs the captured call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import torch
+
+from .forward_batch import ForwardBatch
+
+DEFAULT_BUCKETS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256)
+PADDING_OWNER = "cuda-graph padding"  # owns the scratch page and slot in the pools
+
+
+def buckets_up_to(max_batch: int, sizes: Sequence[int] = DEFAULT_BUCKETS) -> tuple[int, ...]:
+    """The bucket sizes below max_batch, and max_batch itself (so every batch the engine runs fits)."""
+    if max_batch < 1:
+        raise ValueError(f"max_batch must be at least 1, got {max_batch}")
+    return tuple(sorted({b for b in sizes if 0 < b < max_batch} | {max_batch}))
+
+
+def bucket_for(n: int, buckets: Sequence[int]) -> int | None:
+    """The smallest bucket holding n requests, or None when none does."""
+    return next((b for b in sorted(buckets) if b >= n), None)
+
+
+@dataclass(frozen=True)
+class PaddedDecode:
+    """ForwardBatch.build arguments for a decode step padded to `bucket` rows, tables `width` wide."""
+
+    token_chunks: list[list[int]]
+    prefix_lens: list[int]
+    block_tables: list[list[int]]
+    state_slots: list[int]
+
+
+def pad_decode(tokens: Sequence[int], prefix_lens: Sequence[int], block_tables: Sequence[Sequence[int]],
+               state_slots: Sequence[int | None], *, bucket: int, width: int, scratch_page: int,
+               scratch_slot: int) -> PaddedDecode:
+    """Request i brings tokens[i] after prefix_lens[i] cached tokens. Padding rows bring token 0 at
+    position 0 into the scratch page and slot; every table is filled out to `width` with the scratch
+    page (a valid page that no request reads, as entries past a request's pages may hold anything)."""
+    n = len(tokens)
+    if not (len(prefix_lens) == len(block_tables) == len(state_slots) == n):
+        raise ValueError("pad_decode: tokens, prefix_lens, block_tables and state_slots differ in length")
+    if n > bucket:
+        raise ValueError(f"pad_decode: {n} requests do not fit a bucket of {bucket}")
+    too_wide = [len(p) for p in block_tables if len(p) > width]
+    if too_wide:
+        raise ValueError(f"pad_decode: a request holds {too_wide[0]} pages, more than the captured width {width}")
+    pad = bucket - n
+    return PaddedDecode(
+        token_chunks=[[int(t)] for t in tokens] + [[0]] * pad,
+        prefix_lens=[int(p) for p in prefix_lens] + [0] * pad,
+        block_tables=[list(p) + [scratch_page] * (width - len(p)) for p in block_tables] + [[scratch_page] * width] * pad,
+        state_slots=[scratch_slot if s is None else int(s) for s in state_slots] + [scratch_slot] * pad,
+    )
+
+
+class _CudaGraph:
+    """torch.cuda.CUDAGraph behind the two calls the runner needs (the CPU tests pass a stand-in)."""
+
+    def __init__(self, device, pool):
+        self.graph, self.device, self.pool = torch.cuda.CUDAGraph(), device, pool
+
+    def capture(self, fn: Callable[[], torch.Tensor]) -> torch.Tensor:
+        side = torch.cuda.Stream(self.device)
+        side.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(side):  # warm up (Triton compiles, allocator settles) off the capture
+            for _ in range(2):
+                fn()
+        torch.cuda.current_stream(self.device).wait_stream(side)
+        with torch.cuda.graph(self.graph, pool=self.pool):
+            return fn()
+
+    def replay(self) -> None:
+        self.graph.replay()
+
+
+# Step values copied into the static batch before a replay (everything else is fixed at capture).
+_STEP_FIELDS = ("input_ids", "positions", "slot_mapping", "state_slots", "block_tables", "context_lens_device")
+
+
+class DecodeGraphs:
+    """One captured decode step per bucket; `run` pads a decode step, replays, returns [n, vocab]."""
+
+    def __init__(self, model, kv_pool, state_pool, *, buckets: Sequence[int], width: int, scratch_page: int,
+                 scratch_slot: int, device, graph_factory: Callable | None = None):
+        self.model, self.kv_pool, self.state_pool = model, kv_pool, state_pool
+        self.buckets, self.width = tuple(sorted(buckets)), int(width)
+        self.scratch_page, self.scratch_slot = scratch_page, scratch_slot
+        self.device = torch.device(device)
+        if graph_factory is None:
+            pool = torch.cuda.graph_pool_handle()
+            graph_factory = lambda: _CudaGraph(self.device, pool)  # noqa: E731 - one shared memory pool
+        self._graphs: dict[int, tuple[object, ForwardBatch, torch.Tensor]] = {}
+        with torch.inference_mode():
+            for bucket in reversed(self.buckets):  # largest first: smaller graphs reuse its memory
+                static = self._batch(pad_decode([], [], [], [], bucket=bucket, width=self.width,
+                                                scratch_page=scratch_page, scratch_slot=scratch_slot))
+                graph = graph_factory()
+                logits = graph.capture(lambda static=static: self.model(static))
+                self._graphs[bucket] = (graph, static, logits)
+
+    def _batch(self, padded: PaddedDecode) -> ForwardBatch:
+        return ForwardBatch.build(
+            token_chunks=padded.token_chunks, prefix_lens=padded.prefix_lens, block_tables=padded.block_tables,
+            page_size=self.kv_pool.page_size if self.kv_pool is not None else 1, state_slots=padded.state_slots,
+            has_initial_state=[True] * len(padded.token_chunks), kv_pool=self.kv_pool, state_pool=self.state_pool,
+            device=self.device)
+
+    def fits(self, n: int, block_tables: Sequence[Sequence[int]]) -> bool:
+        return bucket_for(n, self.buckets) is not None and all(len(p) <= self.width for p in block_tables)
+
+    def run(self, tokens, prefix_lens, block_tables, state_slots) -> torch.Tensor:
+        """Logits [n, vocab] of one decode step (one new token per request, each continuing its state)."""
+        n = len(tokens)
+        bucket = bucket_for(n, self.buckets)
+        if bucket is None:
+            raise ValueError(f"{n} requests exceed the largest captured decode batch ({self.buckets[-1]})")
+        graph, static, logits = self._graphs[bucket]
+        fresh = self._batch(pad_decode(tokens, prefix_lens, block_tables, state_slots, bucket=bucket,
+                                       width=self.width, scratch_page=self.scratch_page,
+                                       scratch_slot=self.scratch_slot))
+        for name in _STEP_FIELDS:
+            getattr(static, name).copy_(getattr(fresh, name))
+        graph.replay()
+        return logits[:n].clone()

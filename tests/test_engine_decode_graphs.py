@@ -1,0 +1,76 @@
+"""CUDA-graph decode (off by default), tested on the CPU: the bucketing and padding, and the engine
+end to end with a stand-in for the graph that re-runs the captured call on the static inputs, so
+padding rows, the reserved scratch page/slot and the copies into the static batch are all checked
+(the real torch.cuda.CUDAGraph capture has not been run here: no GPU)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bringup.core.engine.decode_graphs import PADDING_OWNER, bucket_for, buckets_up_to, pad_decode
+from bringup.core.engine.engine import Engine
+from bringup.core.engine.sampling import SamplingParams
+from bringup.core.errors import UserError
+
+from engine_helpers import prompts_of_lengths, tiny_llama, tiny_nemotron_h
+
+
+def test_buckets_cover_every_batch_up_to_the_limit():
+    assert buckets_up_to(5) == (1, 2, 4, 5)
+    assert buckets_up_to(64)[-3:] == (32, 48, 64)
+    assert buckets_up_to(1) == (1,)
+    assert bucket_for(3, (1, 2, 4, 5)) == 4 and bucket_for(5, (5, 1)) == 5 and bucket_for(6, (1, 2, 4, 5)) is None
+    with pytest.raises(ValueError):
+        buckets_up_to(0)
+
+
+def test_padding_rows_live_in_the_scratch_page_and_slot():
+    p = pad_decode([11, 12], [5, 9], [[3, 4], [7, 8, 2]], [1, 0], bucket=4, width=3, scratch_page=9, scratch_slot=6)
+    assert p.token_chunks == [[11], [12], [0], [0]]
+    assert p.prefix_lens == [5, 9, 0, 0]
+    assert p.block_tables == [[3, 4, 9], [7, 8, 2], [9, 9, 9], [9, 9, 9]]
+    assert p.state_slots == [1, 0, 6, 6]
+    with pytest.raises(ValueError, match="do not fit"):
+        pad_decode([1, 2, 3], [1, 1, 1], [[0]] * 3, [0, 1, 2], bucket=2, width=1, scratch_page=0, scratch_slot=0)
+    with pytest.raises(ValueError, match="captured width"):
+        pad_decode([1], [1], [[0, 1]], [0], bucket=1, width=1, scratch_page=0, scratch_slot=0)
+
+
+class ReplayStandIn:
+    """What the runner asks of a graph: capture returns the output tensor, replay refills it."""
+
+    replays = 0
+
+    def capture(self, fn):
+        self.fn = fn
+        self.out = fn()
+        return self.out
+
+    def replay(self):
+        ReplayStandIn.replays += 1
+        self.out.copy_(self.fn())
+
+
+@pytest.mark.parametrize("build", [tiny_nemotron_h, tiny_llama], ids=["nemotron_h", "llama"])
+def test_engine_with_graph_decode_gives_the_same_tokens(build, tmp_path):
+    folder = build(tmp_path / "ckpt")
+    prompts = prompts_of_lengths([3, 17, 9, 30, 5], 400, seed=3)
+    params = SamplingParams(max_new_tokens=7, temperature=0, ignore_eos=True)
+    plain = Engine(str(folder), device="cpu", log=lambda m: None, max_running_requests=4)
+    expected = plain.generate(prompts, params)
+
+    graphed = Engine(str(folder), device="cpu", log=lambda m: None, max_running_requests=4)
+    graphed.decode_graphs = graphed._capture_decode_graphs(graph_factory=ReplayStandIn)
+    assert graphed.decode_graphs.buckets == (1, 2, 4)
+    before = ReplayStandIn.replays
+    assert graphed.generate(prompts, params) == expected
+    assert ReplayStandIn.replays - before >= 6  # decode steps went through the graphs
+    graphed.check_pools()  # the scratch page and slot are known, nothing else is held
+    pages, slots = graphed.scheduler.owners()
+    assert list(pages) == [PADDING_OWNER] and list(slots) == [PADDING_OWNER]
+
+
+def test_cuda_graphs_on_a_cpu_engine_is_a_user_error(tmp_path):
+    folder = tiny_llama(tmp_path / "ckpt")
+    with pytest.raises(UserError, match="CUDA graphs need a CUDA device"):
+        Engine(str(folder), device="cpu", log=lambda m: None, cuda_graphs=True)
