@@ -64,6 +64,19 @@ def _sglang_options(args) -> dict:
     return {k: v for k, v in options.items() if v is not None}
 
 
+def _parallel_blockers(layer_map, target: str, device: str, tp: int, pp: int) -> list[str]:
+    """The figures assume the launch starts; heads that do not split over --tp (or layers over --pp)
+    stop it at model load, so say so next to them, in the rules' own words."""
+    if tp == 1 and pp == 1:
+        return []
+    from bringup.core.rules.settings import LaunchSettings
+    from bringup.core.rules.validate import validate
+
+    result = validate(layer_map, target, LaunchSettings(device=device, tp=tp, pp=pp))
+    return [f"this launch would not start: {f.message} Fix: {f.fix}" if f.fix else f"this launch would not start: {f.message}"
+            for f in result.findings if f.severity == "error" and f.code.startswith(("TP_", "PP_"))]
+
+
 def main(args: argparse.Namespace) -> int:
     from bringup.core.errors import UserError
     from bringup.core.planner import parse_target, plan_memory
@@ -87,6 +100,7 @@ def main(args: argparse.Namespace) -> int:
         **options,
     )
     plan.notes[:0] = notes
+    plan.notes.extend(_parallel_blockers(layer_map, args.target, device, args.tp, args.pp))
     if args.json:
         json.dump(plan.to_json(), sys.stdout, indent=2)
         sys.stdout.write("\n")
