@@ -28,7 +28,7 @@ def test_padding_rows_live_in_the_scratch_page_and_slot():
     p = pad_decode([11, 12], [5, 9], [[3, 4], [7, 8, 2]], [1, 0], bucket=4, width=3, scratch_page=9, scratch_slot=6)
     assert p.token_chunks == [[11], [12], [0], [0]]
     assert p.prefix_lens == [5, 9, 0, 0]
-    assert p.block_tables == [[3, 4, 9], [7, 8, 2], [9, 9, 9], [9, 9, 9]]
+    assert p.block_tables == [[3, 4], [7, 8, 2], [9], [9]]
     assert p.state_slots == [1, 0, 6, 6]
     with pytest.raises(ValueError, match="do not fit"):
         pad_decode([1, 2, 3], [1, 1, 1], [[0]] * 3, [0, 1, 2], bucket=2, width=1, scratch_page=0, scratch_slot=0)

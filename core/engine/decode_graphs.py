@@ -21,6 +21,8 @@ import torch
 from .forward_batch import ForwardBatch
 
 DEFAULT_BUCKETS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256)
+# Longest context a captured step serves (its block tables are this wide); longer requests run eagerly.
+MAX_GRAPH_CONTEXT = 32768
 PADDING_OWNER = "cuda-graph padding"  # owns the scratch page and slot in the pools
 
 
@@ -38,7 +40,7 @@ def bucket_for(n: int, buckets: Sequence[int]) -> int | None:
 
 @dataclass(frozen=True)
 class PaddedDecode:
-    """ForwardBatch.build arguments for a decode step padded to `bucket` rows, tables `width` wide."""
+    """ForwardBatch.build arguments for a decode step padded to `bucket` rows."""
 
     token_chunks: list[list[int]]
     prefix_lens: list[int]
@@ -50,8 +52,8 @@ def pad_decode(tokens: Sequence[int], prefix_lens: Sequence[int], block_tables: 
                state_slots: Sequence[int | None], *, bucket: int, width: int, scratch_page: int,
                scratch_slot: int) -> PaddedDecode:
     """Request i brings tokens[i] after prefix_lens[i] cached tokens. Padding rows bring token 0 at
-    position 0 into the scratch page and slot; every table is filled out to `width` with the scratch
-    page (a valid page that no request reads, as entries past a request's pages may hold anything)."""
+    position 0 into the scratch page and slot. Tables stay as long as they are (the runner copies
+    them into the left of the static table, whose other entries are valid pages nobody attends to)."""
     n = len(tokens)
     if not (len(prefix_lens) == len(block_tables) == len(state_slots) == n):
         raise ValueError("pad_decode: tokens, prefix_lens, block_tables and state_slots differ in length")
@@ -64,7 +66,7 @@ def pad_decode(tokens: Sequence[int], prefix_lens: Sequence[int], block_tables: 
     return PaddedDecode(
         token_chunks=[[int(t)] for t in tokens] + [[0]] * pad,
         prefix_lens=[int(p) for p in prefix_lens] + [0] * pad,
-        block_tables=[list(p) + [scratch_page] * (width - len(p)) for p in block_tables] + [[scratch_page] * width] * pad,
+        block_tables=[list(p) for p in block_tables] + [[scratch_page]] * pad,
         state_slots=[scratch_slot if s is None else int(s) for s in state_slots] + [scratch_slot] * pad,
     )
 
@@ -90,7 +92,7 @@ class _CudaGraph:
 
 
 # Step values copied into the static batch before a replay (everything else is fixed at capture).
-_STEP_FIELDS = ("input_ids", "positions", "slot_mapping", "state_slots", "block_tables", "context_lens_device")
+_STEP_FIELDS = ("input_ids", "positions", "slot_mapping", "state_slots", "context_lens_device")
 
 
 class DecodeGraphs:
@@ -108,8 +110,10 @@ class DecodeGraphs:
         self._graphs: dict[int, tuple[object, ForwardBatch, torch.Tensor]] = {}
         with torch.inference_mode():
             for bucket in reversed(self.buckets):  # largest first: smaller graphs reuse its memory
-                static = self._batch(pad_decode([], [], [], [], bucket=bucket, width=self.width,
-                                                scratch_page=scratch_page, scratch_slot=scratch_slot))
+                padded = pad_decode([], [], [], [], bucket=bucket, width=self.width, scratch_page=scratch_page,
+                                    scratch_slot=scratch_slot)
+                padded.block_tables[:] = [[scratch_page] * self.width] * bucket  # the captured width
+                static = self._batch(padded)
                 graph = graph_factory()
                 logits = graph.capture(lambda static=static: self.model(static))
                 self._graphs[bucket] = (graph, static, logits)
@@ -136,5 +140,7 @@ class DecodeGraphs:
                                        scratch_slot=self.scratch_slot))
         for name in _STEP_FIELDS:
             getattr(static, name).copy_(getattr(fresh, name))
+        tables = fresh.block_tables
+        static.block_tables[:, : tables.shape[1]].copy_(tables)
         graph.replay()
         return logits[:n].clone()

@@ -123,13 +123,13 @@ class Engine:
     def _capture_decode_graphs(self, graph_factory=None):
         """Opt-in (not yet run on a GPU): decode steps replayed from CUDA graphs, one per batch-size
         bucket, padding rows in one reserved KV page and state slot (see decode_graphs.py)."""
-        from .decode_graphs import PADDING_OWNER, DecodeGraphs, buckets_up_to
+        from .decode_graphs import MAX_GRAPH_CONTEXT, PADDING_OWNER, DecodeGraphs, buckets_up_to
 
         if graph_factory is None and self.device.type != "cuda":
             raise UserError(f"CUDA graphs need a CUDA device, not {self.device}; leave cuda_graphs off")
         uses_kv = self.scheduler.uses_kv
         pages, (slot,) = self.scheduler.reserve(PADDING_OWNER, 1 if uses_kv else 0, 1)
-        context = min(self.max_context or self.kv_pool.capacity_tokens, self.kv_pool.capacity_tokens)
+        context = min(self.max_context or MAX_GRAPH_CONTEXT, self.kv_pool.capacity_tokens, MAX_GRAPH_CONTEXT)
         width = self.kv_pool.pages_for(context) if uses_kv else 1
         started = time.monotonic()
         graphs = DecodeGraphs(self.model, self.kv_pool if uses_kv else None,

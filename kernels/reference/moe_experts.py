@@ -96,7 +96,7 @@ def _gathered(x, ids, up, down, gate, act) -> torch.Tensor:
     """[T * k, H]: each assignment through its own copy of its expert's weights."""
     T, k = ids.shape
     flat = ids.reshape(-1)
-    rows = x.repeat_interleave(k, dim=0)[:, None, :]  # [T*k, 1, H], assignment order (token, slot)
+    rows = x[:, None, :].expand(T, k, x.shape[1]).reshape(T * k, 1, x.shape[1])  # assignment order (token, slot)
     return _expert_mlp(rows, up[flat], down[flat], None if gate is None else gate[flat], act)[:, 0, :]
 
 
@@ -104,5 +104,5 @@ def _dense(x, ids, up, down, gate, act) -> torch.Tensor:
     """[T * k, H]: every expert on every token, then each assignment's result picked out."""
     T, k = ids.shape
     every = _expert_mlp(x.expand(up.shape[0], T, x.shape[1]), up, down, gate, act)  # [E, T, H]
-    tokens = torch.arange(T, device=x.device).repeat_interleave(k)
+    tokens = torch.arange(T, device=x.device)[:, None].expand(T, k).reshape(-1)  # no repeat_interleave: it may sync
     return every[ids.reshape(-1), tokens]
