@@ -32,7 +32,7 @@ class ChatPanel(QWidget):
         self.prompt = QPlainTextEdit(placeholderText="Ask the model something…")
         self.prompt.setMaximumHeight(80)
         self.send_button = QPushButton("Send")
-        self.send_button.clicked.connect(self.send)
+        self.send_button.clicked.connect(lambda: self.send())  # not connect(self.send): clicked passes checked=False as `text`
         self.stop_button = QPushButton("Stop")
         self.stop_button.clicked.connect(self._cancel.set)
         self.max_tokens = QSpinBox(minimum=1, maximum=8192, value=128)
@@ -63,6 +63,8 @@ class ChatPanel(QWidget):
         self.stop_button.setEnabled(self.busy)
         if base_url is None:
             self.figures.setText("Start or attach an engine to chat.")
+        elif not self.busy:
+            self.figures.setText("Ready: type a prompt and press Send.")
 
     @property
     def busy(self) -> bool:
