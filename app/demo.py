@@ -249,6 +249,9 @@ def main(args: argparse.Namespace) -> int:
         raise UserError(problem.replace("bringup gui --screenshot window.png", "bringup demo --screenshot demo.png"))
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("Bring-up Workbench")
+    from bringup.app.quit_signals import quit_on_signals
+
+    quit_on_signals(app)
     window = DemoWindow(profile)
     if args.windowed or args.screenshot:
         window.resize(1600, 900)

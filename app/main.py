@@ -85,6 +85,9 @@ def main(args: argparse.Namespace) -> int:
     if problem:
         raise UserError(problem)
     app = make_app()
+    from bringup.app.quit_signals import quit_on_signals
+
+    quit_on_signals(app)
     from bringup.app.main_window import MainWindow
 
     window = MainWindow()
