@@ -45,6 +45,12 @@ def main(args: argparse.Namespace) -> int:
     from bringup.core.diagnosis import diagnose
 
     text = read_log(args.logfile)
+    if not text.strip():
+        from bringup.core.errors import UserError
+
+        where = "standard input was" if args.logfile == "-" else f"{args.logfile} is"
+        raise UserError(f"{where} empty: there is no log to read; capture the engine's output with its errors "
+                        "(e.g. python -m sglang.launch_server ... 2>&1 | tee crash.log), then diagnose that file")
     layer_map = None
     if args.model:
         from bringup.core.sources import load_layer_map
