@@ -43,7 +43,9 @@ _FIGURES: list[tuple[str, re.Pattern, type]] = [
     ("port", re.compile(r"Uvicorn running on https?://[^:\s]+:(\d+)"), int),
 ]
 
-_ERROR = re.compile(r"Traceback \(most recent call last\)|^\s*\w*(Error|Exception)\b|\bERROR\b|\bFATAL\b|CRITICAL")
+# `bringup serve: ...` is how our own commands report bad input before exiting 2 (bringup/cli.py).
+_ERROR = re.compile(r"Traceback \(most recent call last\)|^\s*\w*(Error|Exception)\b|\bERROR\b|\bFATAL\b|CRITICAL"
+                    r"|^bringup [a-z]+: ")
 _WARNING = re.compile(r"\bWARNING\b|\bWARN\b|\bwarning:", re.IGNORECASE)
 
 
