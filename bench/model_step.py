@@ -4,7 +4,8 @@ same checkpoint and device (the model alone: no scheduler, no sampling).
     python bench/model_step.py [CHECKPOINT] [--device cpu] [--batch 8] [--prompt 24] [--threads N]
 
 With no CHECKPOINT it uses the default model (Nemotron-3-Nano's 52-block pattern at small width).
-Prints medians in ms and the ratio transformers / ours (above 1 = ours faster).
+Prints medians in ms and the ratio transformers / ours (above 1 = ours faster), and the tensor ops
+one decode step dispatches (each compute op is a kernel launch on a GPU: the host-overhead figure).
 """
 
 from __future__ import annotations
@@ -31,6 +32,23 @@ def median_ms(fn, device, repeat=10):
         _sync(device)
         times.append((time.perf_counter() - t) * 1e3)
     return statistics.median(times)
+
+
+def count_ops(fn) -> int:
+    """Tensor operations one call dispatches (views included): on a GPU each compute op is a kernel
+    launch, so this is the host overhead of a step in a number that does not depend on the machine."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):
+        n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            Count.n += 1
+            return func(*args, **(kwargs or {}))
+
+    with Count():
+        fn()
+    return Count.n
 
 
 def main() -> None:
@@ -72,6 +90,7 @@ def main() -> None:
     with torch.no_grad():
         ours_prefill = median_ms(lambda: model(batch(prompt, 0)), dev, repeat=3)
         ours_decode = median_ms(lambda: model(batch([[7]] * B, L)), dev)
+        ours_ops = count_ops(lambda: model(batch([[7]] * B, L)))
         if args.profile:
             from torch.profiler import ProfilerActivity, profile
 
@@ -97,9 +116,11 @@ def main() -> None:
             hf(step, cache=cache, use_cache=True)
 
         hf_decode = median_ms(hf_step, dev)
+        hf_ops = count_ops(hf_step)
     print(f"model_step: {loaded.name} on {dev} ({args.dtype}), batch {B}, prompt {L}, threads {torch.get_num_threads()}")
     print(f"  prefill  ours {ours_prefill:8.1f} ms   transformers {hf_prefill:8.1f} ms   ratio {hf_prefill / ours_prefill:.2f}x")
     print(f"  decode   ours {ours_decode:8.1f} ms   transformers {hf_decode:8.1f} ms   ratio {hf_decode / ours_decode:.2f}x")
+    print(f"  decode   ours {ours_ops:8d} ops  transformers {hf_ops:8d} ops  (tensor ops dispatched per step)")
 
 
 if __name__ == "__main__":
