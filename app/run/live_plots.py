@@ -53,6 +53,7 @@ class LivePlots(QWidget):
             item.setLabel("bottom", "seconds")
             item.addLegend(offset=(6, 4), labelTextSize="8pt")
             item.setMouseEnabled(x=True, y=False)
+            item.setLimits(yMin=0)  # every series is a count, a rate or a share: no negative axis on flat zeros
             item.setDownsampling(auto=True, mode="peak")
             item.setClipToView(True)
             for name, label, colour, dashed in lines:
