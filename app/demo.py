@@ -239,7 +239,7 @@ def main(args: argparse.Namespace) -> int:
 
         raise UserError("--after must be a positive number of seconds")
     if args.screenshot:  # as `bringup gui --screenshot`: no display needed unless the user chose a platform
-        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+        os.environ["QT_QPA_PLATFORM"] = os.environ.get("QT_QPA_PLATFORM") or "offscreen"
     from bringup.app.display_check import display_problem
 
     problem = None if QApplication.instance() else display_problem()
@@ -252,6 +252,9 @@ def main(args: argparse.Namespace) -> int:
     from bringup.app.quit_signals import quit_on_signals
 
     quit_on_signals(app)
+    from bringup.app.qt_messages import quiet_known_noise
+
+    quiet_known_noise()
     window = DemoWindow(profile)
     if args.windowed or args.screenshot:
         window.resize(1600, 900)

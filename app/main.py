@@ -67,7 +67,7 @@ def main(args: argparse.Namespace) -> int:
         if not screenshot.parent.exists():
             raise UserError(f"--screenshot: folder {screenshot.parent} does not exist; create it or pick another path")
         # A screenshot needs no display: render offscreen unless the user chose a platform.
-        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+        os.environ["QT_QPA_PLATFORM"] = os.environ.get("QT_QPA_PLATFORM") or "offscreen"
 
     if args.open is not None and args.tab is None:
         raise UserError("--open needs --tab, the tab to hand the file to (e.g. --tab Diagnose)")
@@ -88,6 +88,9 @@ def main(args: argparse.Namespace) -> int:
     from bringup.app.quit_signals import quit_on_signals
 
     quit_on_signals(app)
+    from bringup.app.qt_messages import quiet_known_noise
+
+    quiet_known_noise()
     from bringup.app.main_window import MainWindow
 
     window = MainWindow()
