@@ -6,6 +6,7 @@ padding rows, the reserved scratch page/slot and the copies into the static batc
 from __future__ import annotations
 
 import pytest
+import torch
 
 from bringup.core.engine.decode_graphs import PADDING_OWNER, bucket_for, buckets_up_to, pad_decode
 from bringup.core.engine.engine import Engine
@@ -74,3 +75,17 @@ def test_cuda_graphs_on_a_cpu_engine_is_a_user_error(tmp_path):
     folder = tiny_llama(tmp_path / "ckpt")
     with pytest.raises(UserError, match="CUDA graphs need a CUDA device"):
         Engine(str(folder), device="cpu", log=lambda m: None, cuda_graphs=True)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="real CUDA graphs need a CUDA device")
+def test_real_cuda_graphs_give_the_same_tokens(tmp_path):
+    folder = tiny_nemotron_h(tmp_path / "ckpt")
+    prompts = prompts_of_lengths([3, 17, 9, 30, 5], 400, seed=3)
+    params = SamplingParams(max_new_tokens=7, temperature=0, ignore_eos=True)
+    plain = Engine(str(folder), device="cuda", log=lambda m: None, max_running_requests=4)
+    expected = plain.generate(prompts, params)
+    del plain
+    graphed = Engine(str(folder), device="cuda", log=lambda m: None, max_running_requests=4, cuda_graphs=True)
+    assert graphed.decode_graphs is not None and graphed.decode_graphs.buckets == (1, 2, 4)
+    assert graphed.generate(prompts, params) == expected
+    graphed.check_pools()

@@ -24,15 +24,19 @@ HOST_READS_FREE = {"cpu"}
 # Up to this many tokens a GPU runs every expert on every token ("dense"): the layer stays bound
 # by reading the expert weights, which the sorted form reads too (all experts are hit at this size).
 DENSE_MAX_TOKENS = 64
-# "gather" copies one expert's weights per assignment; worth it while that is well under one read of all experts.
+# "gather" copies one expert's weights per assignment; worth it while that is well under one read
+# of all experts, and while the copies stay small next to the memory the pools leave free.
 GATHER_MAX_SHARE = 1 / 3
+GATHER_MAX_BYTES = 512 * 2**20
 
 
-def moe_strategy(num_tokens: int, top_k: int, num_experts: int, device_type: str) -> str:
-    """"sorted", "gather" or "dense" for a batch of this shape on this kind of device."""
+def moe_strategy(num_tokens: int, top_k: int, num_experts: int, device_type: str, expert_bytes: int = 0) -> str:
+    """"sorted", "gather" or "dense" for a batch of this shape on this kind of device
+    (expert_bytes: one expert's weights, which "gather" copies once per assignment)."""
     if device_type in HOST_READS_FREE:
         return "sorted"
-    if num_tokens * top_k <= GATHER_MAX_SHARE * num_experts:
+    assignments = num_tokens * top_k
+    if assignments <= GATHER_MAX_SHARE * num_experts and assignments * expert_bytes <= GATHER_MAX_BYTES:
         return "gather"
     if num_tokens <= DENSE_MAX_TOKENS:
         return "dense"
@@ -54,7 +58,9 @@ def moe_experts(
     the forms above (tests); left out, `moe_strategy` picks it.
     """
     T, k = ids.shape
-    strategy = strategy or moe_strategy(T, k, up.shape[0], x.device.type)
+    if strategy is None:
+        expert_bytes = sum(w[0].numel() * w.element_size() for w in (up, down, gate) if w is not None)
+        strategy = moe_strategy(T, k, up.shape[0], x.device.type, expert_bytes)
     if strategy == "sorted":
         per_assignment = _sorted(x, ids, up, down, gate, act)
     elif strategy == "gather":
