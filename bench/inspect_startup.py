@@ -53,7 +53,7 @@ def main() -> int:
     py = sys.executable
     cases = {"python -c pass": [py, "-c", "pass"]}
     cases["bringup inspect <catalogue default> --json"] = [py, "-m", "bringup", "inspect", "NVIDIA-Nemotron-3-Nano-30B-A3B", "--json"]
-    cases["bringup inspect <default> (text)"] = [py, "-m", "bringup", "inspect", "NVIDIA-Nemotron-3-Nano-30B-A3B"]
+    cases["bringup inspect <catalogue default> (text)"] = [py, "-m", "bringup", "inspect", "NVIDIA-Nemotron-3-Nano-30B-A3B"]
     if SHARED_FILE.is_file():
         cases["bringup inspect <56B config.json> --pp 4"] = [py, "-m", "bringup", "inspect", str(SHARED_FILE), "--pp", "4"]
     results = medians(cases, args.runs)
