@@ -20,7 +20,15 @@ def _pad_index(seq_starts: tuple[int, ...], device: str):
     rows = torch.repeat_interleave(torch.arange(len(lengths)), lengths)
     cols = torch.arange(seq_starts[-1] - seq_starts[0]) - torch.repeat_interleave(
         torch.tensor(seq_starts[:-1]) - seq_starts[0], lengths)
-    return rows.to(device), cols.to(device), len(lengths), int(lengths.max())
+    rows, cols = _to_device(torch.stack([rows, cols]), device)
+    return rows, cols, len(lengths), int(lengths.max())
+
+
+def _to_device(host: torch.Tensor, device: str) -> torch.Tensor:
+    """One copy to `device`; on CUDA from pinned memory without waiting for the device's queue."""
+    if torch.device(device).type == "cuda":
+        return host.pin_memory().to(device, non_blocking=True)
+    return host.to(device)
 
 
 def int_tensor(values: Sequence[int], device) -> torch.Tensor:
@@ -31,7 +39,7 @@ def int_tensor(values: Sequence[int], device) -> torch.Tensor:
 
 @lru_cache(maxsize=64)
 def _int_tensor(values: tuple[int, ...], device: str) -> torch.Tensor:
-    return torch.tensor(values, dtype=torch.long, device=device)
+    return _to_device(torch.tensor(values, dtype=torch.long), device)
 
 
 def scan_each_sequence(single_scan):
