@@ -71,10 +71,15 @@ def test_engine_with_graph_decode_gives_the_same_tokens(build, tmp_path):
     assert list(pages) == [PADDING_OWNER] and list(slots) == [PADDING_OWNER]
 
 
-def test_cuda_graphs_on_a_cpu_engine_is_a_user_error(tmp_path):
+def test_cuda_graphs_on_a_cpu_engine_is_a_user_error(tmp_path, monkeypatch):
     folder = tiny_llama(tmp_path / "ckpt")
     with pytest.raises(UserError, match="CUDA graphs need a CUDA device"):
         Engine(str(folder), device="cpu", log=lambda m: None, cuda_graphs=True)
+    monkeypatch.setenv("BRINGUP_CUDA_GRAPHS", "1")
+    with pytest.raises(UserError, match="unset BRINGUP_CUDA_GRAPHS"):
+        Engine(str(folder), device="cpu", log=lambda m: None)
+    monkeypatch.setenv("BRINGUP_CUDA_GRAPHS", "0")
+    assert Engine(str(folder), device="cpu", log=lambda m: None).decode_graphs is None
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="real CUDA graphs need a CUDA device")

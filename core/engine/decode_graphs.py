@@ -1,4 +1,5 @@
-"""Decode steps replayed from CUDA graphs: off by default (`Engine(..., cuda_graphs=True)`).
+"""Decode steps replayed from CUDA graphs: off by default (`Engine(..., cuda_graphs=True)` or
+BRINGUP_CUDA_GRAPHS=1 in the environment, e.g. for `bringup bench` / `bringup serve`).
 
 A decode-only step of n requests is padded to the smallest captured batch size (bucket) >= n and
 replayed from that bucket's graph, so the host launches one graph instead of hundreds of kernels.

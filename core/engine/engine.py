@@ -14,6 +14,7 @@ Plan tab shows), from the device memory free before the weights were loaded.
 from __future__ import annotations
 
 import itertools
+import os
 import sys
 import time
 import uuid
@@ -33,6 +34,7 @@ from .scheduler import Scheduler
 from .sizing import engine_layer_map
 
 GB = 1024**3
+CUDA_GRAPHS_ENV = "BRINGUP_CUDA_GRAPHS"  # "1": decode steps from CUDA graphs (opt-in, see decode_graphs.py)
 STRATEGY = "embedded: paged KV pool over full-attention layers, one state slot per request, no radix cache"
 
 
@@ -45,7 +47,7 @@ class Engine:
                  page_size: int = 16, ssm_dtype="float32", conv_dtype=None, kv_dtype=None,
                  chunked_prefill_size: int | None = 2048, max_total_tokens: int | None = None,
                  context_length: int | None = None, decode_log_interval: int = 40, log=None,
-                 cuda_graphs: bool = False):
+                 cuda_graphs: bool | None = None):
         self.log = log or default_log
         self.device = devices.resolve_device(device)
         devices.set_current(self.device)
@@ -115,6 +117,8 @@ class Engine:
         self.batch_log = BatchLog(self.log, interval=decode_log_interval, device_type=self.device.type,
                                   hybrid=bool(spec.state_layer_ids))
         self._totals = {"prompt": 0, "generated": 0, "recomputed": 0, "requests": 0, "steps": 0}
+        if cuda_graphs is None:  # off unless asked for (not yet run on a GPU): BRINGUP_CUDA_GRAPHS=1
+            cuda_graphs = os.environ.get(CUDA_GRAPHS_ENV, "").strip() == "1"
         self.decode_graphs = self._capture_decode_graphs() if cuda_graphs else None
         free_after = devices.free_memory(self.device)
         self.log(f"Memory pool end. avail mem={free_after / GB:.2f} GB")
@@ -126,7 +130,8 @@ class Engine:
         from .decode_graphs import MAX_GRAPH_CONTEXT, PADDING_OWNER, DecodeGraphs, buckets_up_to
 
         if graph_factory is None and self.device.type != "cuda":
-            raise UserError(f"CUDA graphs need a CUDA device, not {self.device}; leave cuda_graphs off")
+            raise UserError(f"CUDA graphs need a CUDA device, not {self.device}; leave cuda_graphs off "
+                            f"(unset {CUDA_GRAPHS_ENV})")
         uses_kv = self.scheduler.uses_kv
         pages, (slot,) = self.scheduler.reserve(PADDING_OWNER, 1 if uses_kv else 0, 1)
         context = min(self.max_context or MAX_GRAPH_CONTEXT, self.kv_pool.capacity_tokens, MAX_GRAPH_CONTEXT)
