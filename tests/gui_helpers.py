@@ -19,3 +19,20 @@ def write_mtp_config(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps(config))
     return folder
+
+
+def window_on_nano(qtbot, monkeypatch, *tabs: str):
+    """A shown MainWindow with only `tabs` ("module:Class"), a two-step probe, and Nemotron-3-Nano
+    loaded from its real config: for tests of how the tabs feed each other."""
+    from bringup.app import tabs as tab_registry
+    from bringup.app.main_window import MainWindow
+    from bringup.app.tabs.validate_tab import ValidateTab
+
+    monkeypatch.setattr(tab_registry, "TAB_FACTORIES", list(tabs))
+    monkeypatch.setattr(ValidateTab, "PROBE_OPTIONS", {"steps": ["python", "cpu"], "timeout": 30})
+    window = MainWindow()
+    qtbot.addWidget(window)
+    window.show()
+    with qtbot.waitSignal(window.settled, timeout=10000):
+        window.load(str(SHARED_MODELS / "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B.json"))
+    return window

@@ -1,10 +1,8 @@
 """The Run tab launches on this machine: a device Validate checked as a what-if, but the probe did not find, becomes 'auto'."""
 
-from pathlib import Path
+from gui_helpers import window_on_nano
 
 from bringup.app.tabs.run_tab import RunTab
-
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "models"
 
 
 def test_a_device_this_machine_lacks_is_not_carried_into_the_run_tab(qtbot):
@@ -30,18 +28,7 @@ def test_a_device_the_user_picks_in_the_run_tab_stays(qtbot):
 
 
 def test_window_hands_the_probe_devices_to_the_run_tab(qtbot, monkeypatch):
-    from bringup.app import tabs as tab_registry
-    from bringup.app.main_window import MainWindow
-    from bringup.app.tabs.validate_tab import ValidateTab
-
-    monkeypatch.setattr(tab_registry, "TAB_FACTORIES", ["bringup.app.tabs.validate_tab:ValidateTab",
-                                                        "bringup.app.tabs.run_tab:RunTab"])
-    monkeypatch.setattr(ValidateTab, "PROBE_OPTIONS", {"steps": ["python", "cpu"], "timeout": 30})
-    w = MainWindow()
-    qtbot.addWidget(w)
-    w.show()
-    with qtbot.waitSignal(w.settled, timeout=10000):
-        w.load(str(SHARED / "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B.json"))
+    w = window_on_nano(qtbot, monkeypatch, "bringup.app.tabs.validate_tab:ValidateTab", "bringup.app.tabs.run_tab:RunTab")
     validate, run = w.tab("Validate"), w.tab("Run")
     qtbot.waitUntil(lambda: validate.probe_report is not None, timeout=30000)
     lacking = next(d for d in ("xpu", "cuda") if d not in validate.probe_report.available_devices())

@@ -158,19 +158,10 @@ def test_validated_settings_reach_the_next_launch(qtbot):
 
 
 def test_window_wires_validate_to_run_and_run_crashes_to_diagnose(qtbot, monkeypatch):
-    from bringup.app import tabs as tab_registry
-    from bringup.app.main_window import MainWindow
-    from bringup.app.tabs.validate_tab import ValidateTab
+    from gui_helpers import window_on_nano
 
-    monkeypatch.setattr(tab_registry, "TAB_FACTORIES", [
-        "bringup.app.tabs.validate_tab:ValidateTab", "bringup.app.tabs.run_tab:RunTab",
-        "bringup.app.tabs.diagnose_tab:DiagnoseTab"])
-    monkeypatch.setattr(ValidateTab, "PROBE_OPTIONS", {"steps": ["python", "cpu"], "timeout": 30})
-    w = MainWindow()
-    qtbot.addWidget(w)
-    w.show()
-    with qtbot.waitSignal(w.settled, timeout=10000):
-        w.load(str(SHARED / "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B.json"))
+    w = window_on_nano(qtbot, monkeypatch, "bringup.app.tabs.validate_tab:ValidateTab", "bringup.app.tabs.run_tab:RunTab",
+                       "bringup.app.tabs.diagnose_tab:DiagnoseTab")
     validate, run, diagnose = w.tab("Validate"), w.tab("Run"), w.tab("Diagnose")
     validate.set_settings(target="embedded", device="cpu", dtype="float32")
     validate.validate()
