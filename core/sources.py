@@ -169,10 +169,15 @@ def load_layer_map(
     progress: Progress | None = None,
     cancel: Cancel | None = None,
 ) -> LayerMap:
-    from bringup.core.families import build_layer_map
-
     loaded = load_config(source, progress=progress, cancel=cancel)
     _step(progress, cancel, "building the layer map", loaded.source)
+    return layer_map_of(loaded, pp=pp)
+
+
+def layer_map_of(loaded: LoadedConfig, *, pp: int = 1) -> LayerMap:
+    """The layer map of a config already loaded, with the loader's notes (e.g. a hub fallback) first."""
+    from bringup.core.families import build_layer_map
+
     layer_map = build_layer_map(loaded.config, name=loaded.name, source=loaded.source, pp=pp)
     if loaded.notes:
         layer_map.notes = tuple(loaded.notes) + tuple(layer_map.notes)

@@ -80,7 +80,7 @@ def _parallel_blockers(layer_map, target: str, device: str, tp: int, pp: int) ->
 def main(args: argparse.Namespace) -> int:
     from bringup.core.errors import UserError
     from bringup.core.planner import parse_target, plan_memory
-    from bringup.core.sources import load_config, load_layer_map
+    from bringup.core.sources import layer_map_of, load_config
 
     kind, _ = parse_target(args.target)
     options = _sglang_options(args)
@@ -91,7 +91,7 @@ def main(args: argparse.Namespace) -> int:
     device, memory, notes = resolve_device_memory(args.device_memory, args.device, args.target)
 
     loaded = load_config(args.source)
-    layer_map = load_layer_map(args.source, pp=args.pp)
+    layer_map = layer_map_of(loaded, pp=args.pp)  # the config read once, not again from the hub
     plan = plan_memory(
         layer_map, device_memory=memory, target=args.target, device=device, mem_fraction=args.mem_fraction,
         tp=args.tp, pp=args.pp, dtype=args.dtype, kv_dtype=args.kv_dtype, conv_dtype=args.conv_dtype,
