@@ -14,6 +14,7 @@ from bringup.resources import RESOURCES
 
 DEFAULT_PROFILE = RESOURCES / "demo" / "default.json"
 _DEVICES = ("auto", "cpu", "cuda", "xpu")
+_KINDS = {list: "a list", str: "a string", int: "an integer", dict: "an object"}  # JSON's words for the types
 
 
 @dataclass
@@ -50,9 +51,11 @@ def load_profile(path: str | Path | None = None) -> DemoProfile:
 
     def need(key: str, kind: type, default=None):
         value = data.get(key, default)
-        if value is None or not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
-            what = getattr(kind, "__name__", "a number")
-            raise UserError(f"demo profile {path}: '{key}' must be {what}, got {value!r}")
+        what = _KINDS.get(kind, "a number")
+        if value is None:
+            raise UserError(f"demo profile {path}: '{key}' is missing; add it ({what}), as in {DEFAULT_PROFILE.name}")
+        if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+            raise UserError(f"demo profile {path}: '{key}' must be {what}, got {value!r}; fix the file")
         return value
 
     prompts = need("prompts", list)
