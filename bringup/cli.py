@@ -45,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
         if name.startswith("-"):
             parser.parse_args(argv)  # --help / --version exit here
         parser.print_usage(sys.stderr)
-        print(f"bringup: unknown command {name!r}; choose one of: {', '.join(COMMANDS)}", file=sys.stderr)
+        print(f"bringup: unknown command {name!r}; choose one of: {', '.join(COMMANDS)} "
+              f"(to open a model: bringup gui {name}, or print its map: bringup inspect {name})", file=sys.stderr)
         return 2
     module_name, text = COMMANDS[name]
     import importlib

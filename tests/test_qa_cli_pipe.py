@@ -20,3 +20,11 @@ def test_closed_stdout_gives_no_traceback():
         os.close(write_end)
     assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
     assert done.returncode == 141
+
+
+def test_a_model_given_without_a_command_gets_the_commands_that_take_it(capsys):
+    from bringup.cli import main
+
+    assert main(["NVIDIA-Nemotron-3-Nano-30B-A3B"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown command" in err and "bringup gui NVIDIA-Nemotron-3-Nano-30B-A3B" in err
