@@ -31,8 +31,11 @@ def default_checkpoint_folder(progress=None) -> Path:
     folder = checkpoint_dir()
     if is_complete(folder):
         return folder
+    message = f"building the default model into {folder} (first use only, a few seconds)"
     if progress is not None:
-        progress(f"building the default model into {folder} (first use only, a few seconds)")
+        progress(message)
+    else:  # a command line: say why it pauses, on stderr so that --json output stays one document
+        print(message, file=sys.stderr)
     done = subprocess.run([sys.executable, "-c", _BUILD], capture_output=True, text=True)
     if done.returncode != 0 or not is_complete(folder):
         tail = (done.stderr.strip().splitlines() or ["no error output"])[-1]

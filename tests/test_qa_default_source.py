@@ -46,6 +46,7 @@ def test_inspect_default_reads_the_cached_checkpoint_without_torch(tmp_path):
 def test_default_is_built_once_in_a_child_when_missing(tmp_path):
     out = _python(PROBE, "default", cache=tmp_path)
     assert out.returncode == 0, out.stderr
+    assert "building the default model" in out.stderr  # a command line says why it pauses
     found = json.loads(out.stdout)
     folder = dm.checkpoint_dir(root=tmp_path / "bringup" / "models")
     assert found == {"name": dm.DEFAULT_CHECKPOINT_NAME, "path": str(folder), "torch": False}
