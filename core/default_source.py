@@ -42,3 +42,13 @@ def default_checkpoint_folder(progress=None) -> Path:
         raise UserError(f"could not build the default model into {folder} ({tail}); "
                         "check that torch and transformers are installed and the cache folder is writable")
     return folder
+
+
+def sglang_model_path(source: str) -> str:
+    """SGLang knows no 'default': hand it the bundled checkpoint's folder (where `bringup serve
+    default` writes it) instead; any other source as it is."""
+    if not is_default_name(source):
+        return source
+    from bringup.core.engine.default_model import checkpoint_dir
+
+    return str(checkpoint_dir())

@@ -29,7 +29,9 @@ def sglang_installed() -> bool:
 
 def sglang_command(model: str, *, port: int, host: str = "127.0.0.1", settings: dict | None = None) -> list[str]:
     """`python -m sglang.launch_server` with metrics on and the validated settings as flags."""
-    argv = [sys.executable, "-m", "sglang.launch_server", "--model-path", model, "--host", host,
+    from bringup.core.default_source import sglang_model_path
+
+    argv = [sys.executable, "-m", "sglang.launch_server", "--model-path", sglang_model_path(model), "--host", host,
             "--port", str(port), "--enable-metrics"]
     for key, value in (settings or {}).items():
         flag = "--" + key.replace("_", "-")

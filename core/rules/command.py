@@ -105,7 +105,11 @@ def launch_command(lm: LayerMap, target, s: LaunchSettings, *, path: str | None 
     it for a shell."""
     engine = getattr(target, "engine", None) or ("sglang" if str(target).lower().startswith("sglang") else "embedded")
     path = path or model_path(lm)
-    return sglang_argv(path, s) if engine == "sglang" else embedded_argv(path, s)
+    if engine == "sglang":
+        from bringup.core.default_source import sglang_model_path
+
+        return sglang_argv(sglang_model_path(path), s)
+    return embedded_argv(path, s)
 
 
 def shell(argv: list[str]) -> str:
