@@ -30,3 +30,19 @@ def likely_cause(code: int) -> str:
         return _LIKELY.get(signal.Signals(-code), "") if code < 0 else ""
     except ValueError:
         return ""
+
+
+def exit_finding(code: int) -> dict:
+    """The engine's own exit as a finding (for the findings list and the session report), so a
+    process that died without a traceback, e.g. under the OOM killer, is still explained."""
+    cause = likely_cause(code)
+    if code < 0:
+        title = f"The engine {exit_text(code)}"
+        fix = ("If it was out of memory: lower --mem-fraction or --max-running-requests (the Plan tab shows what "
+               "fits), or check `dmesg` for the OOM killer; if it crashed in native code, run `bringup probe` and "
+               "try --device cpu or BRINGUP_KERNELS=reference to isolate the kernel.")
+    else:
+        title = f"The engine {exit_text(code)}"
+        fix = "Read the last lines of the log above; a traceback there is explained by its own finding."
+    return {"code": "ENGINE_EXITED", "severity": "error", "title": title,
+            "message": f"{title}{': ' + cause if cause else ''}.", "fix": fix, "layers": []}

@@ -193,3 +193,31 @@ def test_what_the_run_tab_serves_for_each_kind_of_source(tmp_path):
     (folder / "model.safetensors").write_bytes(b"")
     assert serve_source_for(load_layer_map(str(folder))) == str(folder)
     assert json.loads((folder / "config.json").read_text())["model_type"] == "qwen3"
+
+
+@pytest.mark.timeout(300)
+def test_real_engine_killed_is_reported_diagnosed_and_leaves_nothing(qtbot, tmp_path):
+    import os
+    import signal
+
+    tab = RunTab()
+    qtbot.addWidget(tab)
+    tab.show()
+    tab.set_layer_map(_nemotron())
+    tab.device.setCurrentText("cpu")
+    with qtbot.waitSignal(tab.controller.ready, timeout=240000):
+        tab.start()
+    qtbot.waitUntil(lambda: tab.plots.panel_has_data("KV pool"), timeout=15000)
+    logs = []
+    tab.crash_log.connect(logs.append)
+    with qtbot.waitSignal(tab.controller.crashed, timeout=20000) as crashed:
+        os.kill(tab.controller.process.pid, signal.SIGKILL)  # what the OOM killer does
+    assert crashed.args[0] == -signal.SIGKILL
+    assert "killed by SIGKILL" in tab.stage.text()
+    first = tab.crash_findings[0]
+    assert first["code"] == "ENGINE_EXITED" and "out of memory" in first["message"]
+    assert logs and "ready to roll" in logs[0]  # the whole log went on to the diagnosis
+    text = tab.export_report(tmp_path / "crash.html").read_text()
+    assert "ENGINE_EXITED" in text
+    qtbot.waitUntil(lambda: not _children(), timeout=10000)
+    assert tab.start_button.isEnabled()

@@ -267,6 +267,9 @@ class RunTab(QWidget):
         text = self.log.text()
         self.crash_log.emit(text)
         self.diagnose_text(text)
+        from bringup.core.exit_status import exit_finding
+
+        self.crash_findings.insert(0, exit_finding(code))
 
     def _on_stopped(self) -> None:
         self.stage.setText("Engine stopped.")
