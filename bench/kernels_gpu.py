@@ -12,32 +12,14 @@ reference magnitude.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import torch
+from timing import median_ms
 
 H, P, G, N = 64, 64, 8, 128  # Mamba heads, head dim, groups, state size
 CONV_CHANNELS, CONV_WIDTH = H * P + 2 * G * N, 4
 HQ, HKV, HEAD_DIM, PAGE = 32, 2, 128, 16
 DTYPE = torch.bfloat16
-
-
-def _sync(device):
-    torch.accelerator.synchronize(device)
-
-
-def median_ms(fn, device, repeat=20):
-    fn()
-    fn()
-    times = []
-    for _ in range(repeat):
-        _sync(device)
-        t = time.perf_counter()
-        fn()
-        _sync(device)
-        times.append((time.perf_counter() - t) * 1e3)
-    return statistics.median(times)
 
 
 def rel_err(a, b):
@@ -113,8 +95,8 @@ def main() -> None:
         err = rel_err(first(out_fast), first(out_ref))
         if isinstance(out_ref, tuple):
             err = max(err, rel_err(out_fast[1], out_ref[1]))
-        t_fast = median_ms(lambda: fast(*case_args), dev)
-        t_ref = median_ms(lambda: slow(*case_args), dev)
+        t_fast = median_ms(lambda: fast(*case_args), dev, repeat=20, warmup=2)
+        t_ref = median_ms(lambda: slow(*case_args), dev, repeat=20, warmup=2)
         print(f"{label:62} {impl:>9} {t_fast:9.3f} {t_ref:9.3f} {t_ref / t_fast:9.1f} {err:12.2e}")
 
 

@@ -11,27 +11,9 @@ one decode step dispatches (each compute op is a kernel launch on a GPU: the hos
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import torch
-
-
-def _sync(device):
-    if device.type != "cpu":
-        torch.accelerator.synchronize(device)
-
-
-def median_ms(fn, device, repeat=10):
-    fn()
-    times = []
-    for _ in range(repeat):
-        _sync(device)
-        t = time.perf_counter()
-        fn()
-        _sync(device)
-        times.append((time.perf_counter() - t) * 1e3)
-    return statistics.median(times)
+from timing import median_ms, sync
 
 
 def count_ops(fn) -> int:
@@ -98,7 +80,7 @@ def main() -> None:
             for what, chunks, prefix in (("prefill", prompt, 0), ("decode", [[7]] * B, L)):
                 with profile(activities=activities) as prof:
                     model(batch(chunks, prefix))
-                    _sync(dev)
+                    sync(dev)
                 key = "cuda_time_total" if dev.type == "cuda" else "cpu_time_total"
                 print(f"--- our {what}, top ops by {key}")
                 print(prof.key_averages().table(sort_by=key, row_limit=15, max_name_column_width=40))
