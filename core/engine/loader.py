@@ -159,7 +159,9 @@ def safetensors_files(folder: Path) -> list[Path]:
         return files
     files = sorted(folder.glob("*.safetensors"))
     if not files:
-        raise UserError(f"{folder} has no *.safetensors weights; the engine loads safetensors checkpoints only")
+        raise UserError(f"{folder} has no *.safetensors weights; the engine loads safetensors checkpoints only. "
+                        "Point it at a folder saved with save_pretrained(safe_serialization=True), give a hub id "
+                        "to download one, or serve 'default' (the bundled checkpoint)")
     return files
 
 
