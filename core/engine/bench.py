@@ -133,7 +133,11 @@ def run_transformers(model, work, batch_size: int, pad_id: int, device) -> float
 def _load_transformers(folder, device, dtype_name: str):
     import torch
     from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
 
+    # The loading bar is noise in a benchmark's output; transformers' notices about its own kernel
+    # fallbacks stay, because they say what the baseline ran.
+    hf_logging.disable_progress_bar()
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, dtype_name))
     return model.to(device).eval()
 
