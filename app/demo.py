@@ -15,10 +15,11 @@ import sys
 from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QFont, QKeySequence, QShortcut
+from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (QApplication, QGridLayout, QHBoxLayout, QLabel, QListWidget, QListWidgetItem,
                                QTextBrowser, QVBoxLayout, QWidget)
 
+from bringup.app.layer_map_style import MIXER_COLORS
 from bringup.app.run.engine_controller import EngineController
 from bringup.app.run.engine_controller import device_text as _device_text
 from bringup.app.run.gauge import Gauge
@@ -66,8 +67,9 @@ class DemoWindow(QWidget):
         unit.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.detail = QLabel("", objectName="bigUnit")
         self.detail.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.kv_gauge = Gauge("KV pool (attention layers)", "#E8913A")
-        self.state_gauge = Gauge("State pool (Mamba2 layers)", "#4F86B8")
+        # The gauges wear the map's colours: attention holds the KV pool, Mamba2 the state pool.
+        self.kv_gauge = Gauge("KV pool (attention layers)", MIXER_COLORS["attention"])
+        self.state_gauge = Gauge("State pool (Mamba2 layers)", MIXER_COLORS["mamba2"])
         self.prompts = QListWidget()
         self.prompts.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # locked: nothing to pick or edit
         self.prompts.setWordWrap(True)

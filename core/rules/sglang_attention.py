@@ -83,7 +83,7 @@ def resolve_backend(c: Check) -> None:
 
 def check_startup(c: Check) -> None:
     """What the chosen backend does when the engine builds it."""
-    m, s, r, p = c.m, c.s, c.r, c.profile
+    m, s, r = c.m, c.s, c.r
     backend = r.attention_backend
     if backend == "torch_native":
         c.add("TORCH_NATIVE_NO_GRAPH", "info", "torch_native attention disables CUDA graphs: expect slow decode.",

@@ -146,7 +146,7 @@ def _validate_no_buffer(c: Check) -> None:
 
 
 def _validate_extra_buffer(c: Check, strategy: str) -> None:
-    s, r, m, p = c.s, c.r, c.m, c.profile
+    s, m, p = c.s, c.m, c.profile
     where = p.where
     auto = s.mamba_strategy == "auto"
     picked = "auto picked extra_buffer, then " if auto else ""
