@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 import psutil
+from PySide6.QtCore import Qt
 import pytest
 
 from bringup.app.highlight import Highlight
@@ -221,3 +222,34 @@ def test_real_engine_killed_is_reported_diagnosed_and_leaves_nothing(qtbot, tmp_
     assert "ENGINE_EXITED" in text
     qtbot.waitUntil(lambda: not _children(), timeout=10000)
     assert tab.start_button.isEnabled()
+
+
+def test_clicking_an_error_line_explains_it_and_marks_the_layer(qtbot):
+    from PySide6.QtCore import QPoint
+
+    tab = RunTab()
+    qtbot.addWidget(tab)
+    tab.resize(1200, 700)
+    tab.show()
+    tab.set_layer_map(_nemotron())
+    for line in CRASH.splitlines():  # the stand-in's log, as the console would show it
+        if line.startswith("print("):
+            tab.log.append(eval(line[len("print("):].split(", flush")[0]))  # noqa: S307 (our own literal)
+    highlights = []
+    tab.highlight_requested.connect(highlights.append)
+    error_line = next(i for i, l in enumerate(tab.log.lines) if l.startswith("ValueError")) + 1
+    tab.explain_line(error_line)
+    assert tab.log.explanation.isVisible() and "Fix:" in tab.log.explanation.text()
+    assert highlights[-1].requested == [0] and highlights[-1].related == [5, 12, 19, 26, 33, 42]
+    assert tab.log.lines[error_line - 3].startswith("Traceback")
+    tab.explain_line(error_line - 2)  # the "Traceback" header leads to the same finding
+    assert "line %d" % error_line in tab.log.explanation.text()
+    tab.explain_line(1)  # a plain start-up line explains nothing
+    assert not tab.log.explanation.isVisible()
+    # a real click on the error line goes the same way
+    clicked = []
+    tab.log.line_clicked.connect(clicked.append)
+    block = tab.log.view.document().findBlockByNumber(error_line - 1)
+    rect = tab.log.view.blockBoundingGeometry(block).translated(tab.log.view.contentOffset())
+    qtbot.mouseClick(tab.log.view.viewport(), Qt.MouseButton.LeftButton, pos=QPoint(20, int(rect.center().y())))
+    assert clicked == [error_line]

@@ -4,6 +4,7 @@ layer map lights up the failing layer without a click."""
 
 from __future__ import annotations
 
+from html import escape
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
@@ -19,6 +20,17 @@ from bringup.app.run.serve_source import serve_source_for
 from bringup.core.layermap import LayerMap
 
 ENGINES = ("Embedded engine", "SGLang", "Attach to URL")
+
+
+def _traceback_end(lines: list[str], line: int) -> int:
+    """A click inside a traceback (its header or an indented frame line) means the error line that
+    ends it; any other line means itself. Lines are 1-based."""
+    i = line - 1
+    if not (0 <= i < len(lines)) or not (lines[i].startswith("Traceback") or lines[i][:1].isspace()):
+        return line
+    while i + 1 < len(lines) and (lines[i].startswith("Traceback") or lines[i][:1].isspace()):
+        i += 1
+    return i + 1
 DEVICES = ("auto", "cpu", "cuda", "xpu")
 
 
@@ -124,6 +136,7 @@ class RunTab(QWidget):
         c.state_changed.connect(self._sync_buttons)
         c.server_info.connect(self._on_info)
         self.log.diagnose_requested.connect(self.diagnose_text)
+        self.log.line_clicked.connect(self.explain_line)
         app = QApplication.instance()
         if app is not None:  # orphans keep device memory: the engine never outlives the window
             app.aboutToQuit.connect(self.shutdown)
@@ -256,8 +269,6 @@ class RunTab(QWidget):
     def _on_crash(self, code: int, tail: list[str]) -> None:
         self.load.set_server(None)
         self.chat.set_server(None)
-        from html import escape
-
         from bringup.core.exit_status import exit_text, likely_cause
 
         # Killed by a signal, the last log line is whatever came before ("ready to roll!"): say why instead.
@@ -277,23 +288,41 @@ class RunTab(QWidget):
         self.chat.set_server(None)
         self.load.set_server(None)
 
-    def diagnose_text(self, text: str) -> None:
+    def diagnose_text(self, text: str) -> list:
         """Findings from the log; the first one naming layers goes on the map at once."""
         from bringup.core.diagnosis import diagnose_log
 
         findings = diagnose_log(text, layer_map=self.layer_map)
         self.crash_findings = [f.to_json() for f in findings]
-        for f in findings:
-            requested = getattr(f, "requested_layer", None)
-            if requested is not None or getattr(f, "layers", None):
-                self.highlight_requested.emit(Highlight(
-                    requested=[requested] if requested is not None else list(f.layers),
-                    related=list(getattr(f, "valid_layers", None) or []),
-                    message=f"{f.title}: {f.explanation}" if getattr(f, "title", "") else f.explanation,
-                    severity=f.severity if f.severity in ("error", "warning", "info") else "error"))
-                break
+        marked = next((f for f in findings if f.requested_layer is not None or f.layers), None)
+        if marked is not None:
+            self._mark(marked)
         if findings:
-            self.stage.setText(self.stage.text() + f" · diagnosis: <b>{findings[0].title}</b>")
+            self.stage.setText(self.stage.text() + f" · diagnosis: <b>{escape(findings[0].title)}</b>")
+        return findings
+
+    def explain_line(self, line: int) -> None:
+        """A log line was clicked: the finding it belongs to (the one seen on that line, or the
+        traceback it heads) is shown under the log and its layers go on the map."""
+        from bringup.core.diagnosis import diagnose_log
+
+        findings = diagnose_log(self.log.text(), layer_map=self.layer_map)
+        target = _traceback_end(self.log.lines, line)
+        finding = next((f for f in findings if target in f.lines), None)
+        if finding is None:
+            self.log.show_explanation("")
+            return
+        self.log.show_explanation(f"<b>{escape(finding.title)}</b> (line {finding.lines[0]}): "
+                                  f"{escape(finding.explanation)}<br><b>Fix:</b> {escape(finding.fix)}",
+                                  finding.severity)
+        if finding.requested_layer is not None or finding.layers:
+            self._mark(finding)
+
+    def _mark(self, f) -> None:
+        requested = [f.requested_layer] if f.requested_layer is not None else list(f.layers)
+        self.highlight_requested.emit(Highlight(
+            requested=requested, related=list(f.valid_layers or []), message=f.message,
+            severity=f.severity if f.severity in ("error", "warning", "info") else "error"))
 
     def _engine_changed(self) -> None:
         attach = self.engine.currentIndex() == 2
