@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from bringup.core.families import _blocks as b
 from bringup.core.families._assemble import FamilyResult, LayerSpec
+from bringup.core.families._bamba_keys import bamba_style_mamba2
 from bringup.core.families._view import ConfigView
 
 MODEL_TYPES = ("falcon_h1",)
@@ -39,16 +40,11 @@ def build(view: ConfigView) -> FamilyResult:
     head_dim = view.int("head_dim", default=max(1, h // heads))
     bias = view.bool("attention_bias", default=False)
     inter, m_heads, m_head_dim = mamba_width(view, h)
-    mamba = b.mamba2(
-        h, m_heads, m_head_dim,
-        groups=view.int("mamba_n_groups", default=1),
-        d_state=view.int("mamba_d_state", default=256),
-        conv_kernel=view.int("mamba_d_conv", default=4),
-        conv_bias=view.bool("mamba_conv_bias", default=True),
+    mamba = bamba_style_mamba2(
+        view, h, m_heads, m_head_dim, intermediate=inter,
         proj_bias=view.bool("mamba_proj_bias", default=False),
         out_bias=view.bool("projectors_bias", default=False),
         gated_norm=view.bool("mamba_rms_norm", default=False),
-        intermediate=inter,
     )
     attn = b.attention(h, heads, kv_heads, head_dim, qkv_bias=bias, o_bias=bias)
     mlp = b.mlp(h, view.int("intermediate_size", default=14336), bias=view.bool("mlp_bias", default=False))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from bringup.core.families import _blocks as b
 from bringup.core.families._assemble import FamilyResult, LayerSpec
+from bringup.core.families._bamba_keys import bamba_style_mamba2
 from bringup.core.families._view import ConfigView
 
 MODEL_TYPES = ("granitemoehybrid", "bamba")
@@ -47,15 +48,7 @@ def build(view: ConfigView) -> FamilyResult:
     if m_head_dim * m_heads != inter:
         raise view.bad("mamba_d_head", raw_head, f"mamba_expand x hidden_size / mamba_n_heads = {inter // m_heads}")
     proj_bias = view.bool("mamba_proj_bias", default=False)
-    mamba = b.mamba2(
-        h, m_heads, m_head_dim,
-        groups=view.int("mamba_n_groups", default=1),
-        d_state=view.int("mamba_d_state", default=256),
-        conv_kernel=view.int("mamba_d_conv", default=4),
-        conv_bias=view.bool("mamba_conv_bias", default=True),
-        proj_bias=proj_bias,
-        intermediate=inter,
-    )
+    mamba = bamba_style_mamba2(view, h, m_heads, m_head_dim, intermediate=inter, proj_bias=proj_bias)
     b.check_divisible(view, "mamba width", inter, mamba.attrs["mamba_groups"], "mamba_n_groups")
     if view.data.get("model_type") == "bamba":
         ffn_kind = "mlp"
