@@ -19,13 +19,13 @@ from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (QApplication, QGridLayout, QHBoxLayout, QLabel, QListWidget, QListWidgetItem,
                                QTextBrowser, QVBoxLayout, QWidget)
 
-from bringup.app.layer_map_style import MIXER_COLORS
+from bringup.app.layermap.style import MIXER_COLORS
 from bringup.app.run.engine_controller import EngineController
 from bringup.app.run.engine_controller import device_text as _device_text
 from bringup.app.run.gauge import Gauge
 from bringup.app.run.prompt_runner import PromptRunner
-from bringup.core.demo_profile import DemoProfile, load_profile
-from bringup.core.metrics_scrape import EngineSample
+from bringup.core.client.demo_profile import DemoProfile, load_profile
+from bringup.core.client.metrics_scrape import EngineSample
 
 _STYLE = """
 QWidget#demo { background: #151922; }
@@ -129,13 +129,13 @@ class DemoWindow(QWidget):
             c.launch_embedded(self.profile.model, device=self.profile.device, extra=self.profile.serve_flags())
 
     def _build_layer_map(self) -> QWidget | None:
-        from bringup.app.layer_map_view import LayerMapView
+        from bringup.app.layermap.view import LayerMapView
         from bringup.core.errors import UserError
-        from bringup.core.sources import load_layer_map
+        from bringup.core.sources.resolve import load_layer_map
 
         source = self.profile.layer_map_source
         if not source:
-            from bringup.core.catalogue import DEFAULT_MODEL
+            from bringup.core.sources.catalogue import DEFAULT_MODEL
 
             source = DEFAULT_MODEL
         try:

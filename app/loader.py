@@ -27,7 +27,7 @@ class _LoadThread(QThread):
         self.cancel_flag = threading.Event()
 
     def run(self) -> None:
-        from bringup.core.sources import LoadCancelled, load_layer_map
+        from bringup.core.sources.resolve import LoadCancelled, load_layer_map
 
         try:
             layer_map = load_layer_map(self.source, pp=self.pp, progress=self.progress.emit, cancel=self.cancel_flag.is_set)

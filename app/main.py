@@ -75,7 +75,7 @@ def main(args: argparse.Namespace) -> int:
         raise UserError(f"--open {args.open}: no such file")
     source = args.source
     if source is None:
-        from bringup.core.catalogue import DEFAULT_MODEL
+        from bringup.core.sources.catalogue import DEFAULT_MODEL
 
         source = DEFAULT_MODEL
 

@@ -23,11 +23,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from bringup.app.layer_map_panel import LayerMapPanel
+from bringup.app.layermap.panel import LayerMapPanel
 from bringup.app.loader import ModelLoader
 from bringup.app.model_bar import ModelBar
 from bringup.app.theme import STYLE
-from bringup.core.layermap import LayerMap
+from bringup.core.layermap.vocabulary import LayerMap
 
 
 class ErrorBanner(QFrame):

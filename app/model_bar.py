@@ -16,8 +16,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from bringup.app.layer_facts import human_count
-from bringup.core.layermap import LayerMap
+from bringup.app.layermap.facts import human_count
+from bringup.core.layermap.vocabulary import LayerMap
 
 
 def model_facts(layer_map: LayerMap) -> str:
@@ -101,7 +101,7 @@ class ModelBar(QFrame):
         self.set_busy(False)
 
     def _fill_catalogue(self) -> None:
-        from bringup.core import catalogue
+        from bringup.core.sources import catalogue
 
         for entry in catalogue.entries():
             self.source.addItem(entry.name, entry.name)

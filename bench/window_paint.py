@@ -59,7 +59,7 @@ def main() -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.source is None:
-        from bringup.core.catalogue import DEFAULT_MODEL
+        from bringup.core.sources.catalogue import DEFAULT_MODEL
 
         args.source = DEFAULT_MODEL
     time_first_paint(args.source)  # warm the file cache once

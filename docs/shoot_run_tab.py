@@ -15,7 +15,7 @@ from PySide6.QtCore import QTimer  # noqa: E402
 
 from bringup.app.main import make_app  # noqa: E402
 from bringup.app.main_window import MainWindow  # noqa: E402
-from bringup.core.catalogue import DEFAULT_MODEL  # noqa: E402
+from bringup.core.sources.catalogue import DEFAULT_MODEL  # noqa: E402
 
 
 def main() -> int:

@@ -44,7 +44,7 @@ def tiny_map(pattern: str = "M*M-ME", pp: int = 1):
 
 
 def nano_map(pp: int = 1):
-    from bringup.core.sources import load_layer_map
+    from bringup.core.sources.resolve import load_layer_map
 
     return load_layer_map(str(NANO), pp=pp)
 
@@ -56,7 +56,7 @@ def real_map(filename: str, pp: int = 1):
     import pytest
 
     from bringup.core.families import supported_model_types
-    from bringup.core.sources import load_layer_map
+    from bringup.core.sources.resolve import load_layer_map
 
     text = (MODELS / filename).read_text()
     model_type = json.loads(text.replace("Infinity", "1e999")).get("model_type")

@@ -16,7 +16,7 @@ QWEN3_NEXT_ATTENTION = [3, 7, 11, 15, 19, 23, 27, 31, 35, 39, 43, 47]
 
 @functools.lru_cache(maxsize=None)
 def layer_map(name: str, pp: int = 1):
-    from bringup.core.sources import load_layer_map
+    from bringup.core.sources.resolve import load_layer_map
 
     return load_layer_map(str(MODELS / name), pp=pp)
 

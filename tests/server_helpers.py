@@ -22,7 +22,7 @@ def tiny_checkpoint(root: Path) -> Path:
 
 @dataclass
 class Server:
-    process: object  # bringup.core.engine_process.EngineProcess
+    process: object  # bringup.core.client.engine_process.EngineProcess
     base_url: str
     checkpoint: Path
 
@@ -36,7 +36,7 @@ class Server:
 
 def start_server(checkpoint: Path, *extra: str, timeout: float = 120.0) -> Server:
     """Start `bringup serve` on a free port (--port 0) and wait for its ready line."""
-    from bringup.core.engine_process import EngineProcess
+    from bringup.core.client.engine_process import EngineProcess
 
     argv = [sys.executable, "-m", "bringup", "serve", str(checkpoint), "--port", "0", "--api-key", API_KEY, *extra]
     proc = EngineProcess(argv)

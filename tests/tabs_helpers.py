@@ -14,7 +14,7 @@ LLAMA = MODELS / "meta-llama__Meta-Llama-3.1-8B.json"
 
 @lru_cache(maxsize=None)
 def layer_map(path: Path):
-    from bringup.core.sources import load_layer_map
+    from bringup.core.sources.resolve import load_layer_map
 
     return load_layer_map(str(path))
 

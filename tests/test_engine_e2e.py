@@ -176,7 +176,7 @@ def test_running_limit_and_queue(nemotron):
 
 def test_startup_lines_parse_like_sglang(nemotron):
     """The GUI follows our start-up with the parser it uses for SGLang: every figure must come through."""
-    from bringup.core.startup_log import StartupState, line_severity
+    from bringup.core.client.startup_log import StartupState, line_severity
 
     engine, lines = quiet_engine(nemotron, page_size=8)
     state = StartupState()

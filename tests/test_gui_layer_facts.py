@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from bringup.app.layer_facts import compact_ranges, detail_rows, human_bytes, human_count, state_bytes_per_request, tooltip_text
-from bringup.core.layermap import Layer
+from bringup.app.layermap.facts import compact_ranges, detail_rows, human_bytes, human_count, state_bytes_per_request, tooltip_text
+from bringup.core.layermap.vocabulary import Layer
 
 
 def test_human_numbers():

@@ -7,10 +7,10 @@ from PySide6.QtCore import QEvent, QPoint, Qt
 from PySide6.QtGui import QHelpEvent, QImage
 from PySide6.QtWidgets import QToolTip
 
-from bringup.app.highlight import Highlight
-from bringup.app.layer_map_layout import MIN_CELL
-from bringup.app.layer_map_panel import LayerMapPanel
-from bringup.core.sources import load_layer_map
+from bringup.app.layermap.highlight import Highlight
+from bringup.app.layermap.layout import MIN_CELL
+from bringup.app.layermap.panel import LayerMapPanel
+from bringup.core.sources.resolve import load_layer_map
 
 from gui_helpers import NANO, NANO_ATTENTION, NEMOTRON_H_56B, write_mtp_config
 
@@ -179,7 +179,7 @@ def test_zoom_makes_cells_larger_and_wraps_more(panel, big, qtbot):
 
 
 def test_palette_letters_and_labels_are_readable():
-    from bringup.app import layer_map_style as st
+    from bringup.app.layermap import style as st
 
     for mixer in st.MIXER_COLORS:
         if mixer != "none":

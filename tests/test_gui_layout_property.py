@@ -6,12 +6,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as hs
 from PySide6.QtGui import QImage, QPainter
 
-from bringup.app.highlight import Highlight
-from bringup.app.layer_map_layout import compute_layout
-from bringup.app.layer_map_paint import paint_map
-from bringup.app.layer_map_state import LayerMapState
-from bringup.app.layer_map_view import fold_by_stage
-from bringup.core.layermap import FFNS, MIXERS, Layer, LayerMap
+from bringup.app.layermap.highlight import Highlight
+from bringup.app.layermap.layout import compute_layout
+from bringup.app.layermap.paint import paint_map
+from bringup.app.layermap.state import LayerMapState
+from bringup.app.layermap.view import fold_by_stage
+from bringup.core.layermap.vocabulary import FFNS, MIXERS, Layer, LayerMap
 
 
 def make_map(kinds: list[tuple[str, str]], pp: int, mtp: int) -> LayerMap:

@@ -19,7 +19,7 @@ import json, sys
 from bringup.app.main import make_app
 app = make_app()
 from bringup.app.main_window import MainWindow
-from bringup.core.catalogue import DEFAULT_MODEL
+from bringup.core.sources.catalogue import DEFAULT_MODEL
 w = MainWindow()
 w.resize(1440, 900)
 def painted():

@@ -7,7 +7,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QWidget
 
 from bringup.app import tabs as tab_registry
-from bringup.app.highlight import Highlight
+from bringup.app.layermap.highlight import Highlight
 from bringup.app.main_window import MainWindow
 
 from gui_helpers import NANO, NANO_ATTENTION, SHARED_MODELS

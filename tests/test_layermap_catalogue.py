@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from bringup.core import catalogue
+from bringup.core.sources import catalogue
 from bringup.core.families import build_layer_map
 
 from layermap_helpers import shared_config, shared_files

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from bringup.core.errors import UserError
-from bringup.core.folding import fold_layers
-from bringup.core.pp_split import pp_layer_ranges
-from bringup.core.sources import load_layer_map
+from bringup.core.layermap.folding import fold_layers
+from bringup.core.layermap.pp_split import pp_layer_ranges
+from bringup.core.sources.resolve import load_layer_map
 
 from layermap_helpers import SHARED_MODELS
 

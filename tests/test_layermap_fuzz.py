@@ -12,10 +12,10 @@ import math
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bringup.core import catalogue
+from bringup.core.sources import catalogue
 from bringup.core.errors import UserError
 from bringup.core.families import build_layer_map
-from bringup.core.folding import fold_layers
+from bringup.core.layermap.folding import fold_layers
 
 from layermap_helpers import shared_files
 
@@ -118,8 +118,8 @@ def test_nan_and_infinity_in_dimensions_are_rejected_cleanly():
 def test_any_source_text_gives_a_config_or_a_clean_error(text):
     from unittest import mock
 
-    from bringup.core import hub
-    from bringup.core.sources import load_config
+    from bringup.core.sources import hub
+    from bringup.core.sources.resolve import load_config
 
     # The hub is out of reach here: answer from the (empty) cache at once instead of retrying.
     with mock.patch.object(hub, "hub_reachable", lambda timeout=3.0: False):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from bringup.core.families import FAMILY_MODULES, build_layer_map
-from bringup.core.layermap import FFNS, MIXERS, STATE_MIXERS
-from bringup.core.sources import load_layer_map
+from bringup.core.layermap.vocabulary import FFNS, MIXERS, STATE_MIXERS
+from bringup.core.sources.resolve import load_layer_map
 
 from layermap_helpers import SHARED_MODELS, expected_table, shared_files
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from bringup.core import catalogue
+from bringup.core.sources import catalogue
 from bringup.core.errors import UserError
 from bringup.core.families import build_layer_map
-from bringup.core.sources import load_layer_map
+from bringup.core.sources.resolve import load_layer_map
 
 from layermap_helpers import SHARED_MODELS, shared_config
 

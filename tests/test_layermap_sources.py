@@ -9,9 +9,9 @@ import pytest
 from huggingface_hub import constants as hf_constants
 from huggingface_hub import errors as hf_errors
 
-from bringup.core import hub
+from bringup.core.sources import hub
 from bringup.core.errors import UserError
-from bringup.core.sources import LoadCancelled, load_config, load_layer_map
+from bringup.core.sources.resolve import LoadCancelled, load_config, load_layer_map
 
 from layermap_helpers import SHARED_MODELS
 

@@ -7,7 +7,7 @@ import platform
 
 import pytest
 
-from bringup.core.probe import run_probe
+from bringup.core.probe.runner import run_probe
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@
 from PySide6.QtCore import Qt
 
 from bringup.app.run.chat_panel import ChatPanel
-from bringup.core.engine_process import free_port
+from bringup.core.client.engine_process import free_port
 
 
 def test_send_button_sends_the_typed_prompt(qtbot):

@@ -11,7 +11,7 @@ from layermap_helpers import REPO, SHARED_MODELS
 
 from bringup.core.engine import default_model as dm
 
-PROBE = ("import json, sys; from bringup.core.sources import load_config; l = load_config(sys.argv[1]); "
+PROBE = ("import json, sys; from bringup.core.sources.resolve import load_config; l = load_config(sys.argv[1]); "
          "print(json.dumps({'name': l.name, 'path': str(l.path), 'torch': 'torch' in sys.modules}))")
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from bringup.core.demo_profile import load_profile
+from bringup.core.client.demo_profile import load_profile
 from bringup.core.errors import UserError
 
 

@@ -1,7 +1,7 @@
 """Live plots of counts and rates never show a negative y axis, even when every value is zero (an idle engine)."""
 
 from bringup.app.run.live_plots import PANELS, LivePlots
-from bringup.core.metrics_scrape import EngineSample
+from bringup.core.client.metrics_scrape import EngineSample
 
 
 def test_idle_engine_plots_start_at_zero(qtbot):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from bringup.core.startup_log import line_severity
+from bringup.core.client.startup_log import line_severity
 
 
 @pytest.mark.parametrize("line,severity", [

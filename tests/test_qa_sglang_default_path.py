@@ -1,7 +1,7 @@
 """SGLang has no 'default' alias: its command names the bundled checkpoint's folder; ours keeps 'default'."""
 
 from bringup.app.run.engine_controller import sglang_command
-from bringup.core.default_source import sglang_model_path
+from bringup.core.sources.default_source import sglang_model_path
 from bringup.core.engine.default_model import checkpoint_dir
 from bringup.core.families import build_layer_map
 from bringup.core.rules.command import launch_command

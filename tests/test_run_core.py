@@ -7,9 +7,9 @@ import time
 import psutil
 import pytest
 
-from bringup.core.engine_process import EngineProcess, free_port
-from bringup.core.metrics_scrape import MetricsReader, parse_prometheus
-from bringup.core.startup_log import StartupState, line_severity
+from bringup.core.client.engine_process import EngineProcess, free_port
+from bringup.core.client.metrics_scrape import MetricsReader, parse_prometheus
+from bringup.core.client.startup_log import StartupState, line_severity
 
 OURS = """\
 # HELP bringup:num_running_reqs Running requests
@@ -159,7 +159,7 @@ def test_free_port_is_bindable():
 
 
 def test_demo_profile_default_and_errors(tmp_path):
-    from bringup.core.demo_profile import load_profile
+    from bringup.core.client.demo_profile import load_profile
     from bringup.core.errors import UserError
 
     profile = load_profile()
@@ -195,7 +195,7 @@ def test_session_report_is_self_contained(tmp_path):
 
 
 def test_chat_timing_figures():
-    from bringup.core.chat_client import AnswerTiming
+    from bringup.core.client.chat import AnswerTiming
 
     t = AnswerTiming(tokens=11, ttft_s=0.5, total_s=1.5)
     assert t.tok_s == pytest.approx(11 / 1.5) and t.decode_tok_s == pytest.approx(10.0)

@@ -13,7 +13,7 @@ import psutil
 from PySide6.QtCore import Qt
 import pytest
 
-from bringup.app.highlight import Highlight
+from bringup.app.layermap.highlight import Highlight
 from bringup.app.tabs.run_tab import RunTab
 from bringup.core.families import build_layer_map
 
@@ -181,7 +181,7 @@ def test_what_the_run_tab_serves_for_each_kind_of_source(tmp_path):
 
     from bringup.app.run.serve_source import serve_source_for
     from bringup.core.rules.command import model_path
-    from bringup.core.sources import load_layer_map
+    from bringup.core.sources.resolve import load_layer_map
 
     assert serve_source_for(None) == "default"
     assert serve_source_for(load_layer_map("NVIDIA-Nemotron-3-Nano-30B-A3B")) == "default"

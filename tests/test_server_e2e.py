@@ -47,7 +47,7 @@ def completion_tokens(client, body: dict) -> tuple[str, dict]:
 
 
 def test_startup_lines_parse_like_sglang(server):
-    from bringup.core.startup_log import StartupState
+    from bringup.core.client.startup_log import StartupState
 
     state = StartupState()
     for line in server.log.splitlines():
@@ -214,7 +214,7 @@ async def _stream_completion(base_url: str, max_tokens: int) -> tuple[int, str |
 
 
 def test_many_concurrent_streams_complete_and_metrics_move(server, client):
-    from bringup.core.metrics_scrape import MetricsReader, parse_prometheus
+    from bringup.core.client.metrics_scrape import MetricsReader, parse_prometheus
 
     before = parse_prometheus(client.get("/metrics").text)
     reader, seen = MetricsReader(), []
@@ -312,7 +312,7 @@ def test_a_non_streaming_client_that_gives_up_frees_its_slots(server, client):
 
 
 def _metric(client, name: str) -> float:
-    from bringup.core.metrics_scrape import parse_prometheus
+    from bringup.core.client.metrics_scrape import parse_prometheus
 
     return parse_prometheus(client.get("/metrics").text).get(name, 0.0)
 

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from bringup.core.engine.metrics import EngineMetrics, Histogram, ThroughputWindow
-from bringup.core.metrics_scrape import MetricsReader, parse_prometheus
+from bringup.core.client.metrics_scrape import MetricsReader, parse_prometheus
 
 _SAMPLE = re.compile(r'^[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_]+="(?:[^"\\]|\\.)*",?)*\})? -?[0-9.e+Inf-]+$')
 

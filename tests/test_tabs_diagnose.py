@@ -8,7 +8,7 @@ from PySide6.QtWidgets import QTabWidget, QWidget
 
 import pytest
 
-from bringup.app.highlight import Highlight
+from bringup.app.layermap.highlight import Highlight
 from bringup.app.tabs.diagnose_tab import DiagnoseTab, read_log
 from tabs_helpers import LAYER0_CRASH_LOG, NEMOTRON_NANO, layer_map
 

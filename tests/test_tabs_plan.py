@@ -92,7 +92,7 @@ def test_weights_come_from_a_local_checkpoint_s_headers(qtbot, tmp_path):
     import json
     import struct
 
-    from bringup.core.sources import load_layer_map
+    from bringup.core.sources.resolve import load_layer_map
 
     (tmp_path / "config.json").write_text(NEMOTRON_NANO.read_text())
     header = json.dumps({"w": {"dtype": "BF16", "shape": [1000, 1000], "data_offsets": [0, 2_000_000]}}).encode()
@@ -147,7 +147,7 @@ def test_this_machine_is_measured_by_the_probe_off_the_gui_thread(tab, qtbot, mo
 
 
 def test_a_damaged_checkpoint_falls_back_to_the_parameter_count_and_says_so(qtbot, tmp_path):
-    from bringup.core.sources import load_layer_map
+    from bringup.core.sources.resolve import load_layer_map
 
     (tmp_path / "config.json").write_text(NEMOTRON_NANO.read_text())
     (tmp_path / "model.safetensors").write_bytes(b"\x01")  # truncated

@@ -131,8 +131,8 @@ def test_embedded_target_greys_out_sglang_only_settings(tab, qtbot):
 
 
 def test_a_catalogue_model_launches_from_its_hub_id(qtbot):
-    from bringup.core.catalogue import DEFAULT_MODEL, find
-    from bringup.core.sources import load_layer_map
+    from bringup.core.sources.catalogue import DEFAULT_MODEL, find
+    from bringup.core.sources.resolve import load_layer_map
 
     tab = ValidateTab(probe_on_show=False)
     qtbot.addWidget(tab)

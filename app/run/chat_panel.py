@@ -9,7 +9,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (QDoubleSpinBox, QFormLayout, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton,
                                QSpinBox, QTextBrowser, QVBoxLayout, QWidget)
 
-from bringup.core.chat_client import AnswerTiming, stream_chat
+from bringup.core.client.chat import AnswerTiming, stream_chat
 
 
 class ChatPanel(QWidget):

@@ -16,9 +16,9 @@ import urllib.request
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from bringup.core.engine_process import EngineProcess, embedded_command, free_port
-from bringup.core.metrics_scrape import EngineSample, MetricsReader, fetch_metrics
-from bringup.core.startup_log import StartupState
+from bringup.core.client.engine_process import EngineProcess, embedded_command, free_port
+from bringup.core.client.metrics_scrape import EngineSample, MetricsReader, fetch_metrics
+from bringup.core.client.startup_log import StartupState
 
 SCRAPE_INTERVAL_S = 0.25
 
@@ -29,7 +29,7 @@ def sglang_installed() -> bool:
 
 def sglang_command(model: str, *, port: int, host: str = "127.0.0.1", settings: dict | None = None) -> list[str]:
     """`python -m sglang.launch_server` with metrics on and the validated settings as flags."""
-    from bringup.core.default_source import sglang_model_path
+    from bringup.core.sources.default_source import sglang_model_path
 
     argv = [sys.executable, "-m", "sglang.launch_server", "--model-path", sglang_model_path(model), "--host", host,
             "--port", str(port), "--enable-metrics"]

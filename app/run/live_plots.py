@@ -14,7 +14,7 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QGridLayout, QWidget
 
 from bringup.app.run.ring import RingSeries
-from bringup.core.metrics_scrape import EngineSample
+from bringup.core.client.metrics_scrape import EngineSample
 
 # (panel title, unit, [(series, label, colour, dashed)], scale applied for display)
 PANELS = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QFormLayout, QHBoxLayout, QLabel, QPushButton, QSpinBox, QVBoxLayout, QWidget
 
-from bringup.core.load_generator import LoadGenerator, LoadSettings
+from bringup.core.client.load_generator import LoadGenerator, LoadSettings
 
 
 def _range_row(lo: int, hi: int, maximum: int) -> tuple[QHBoxLayout, QSpinBox, QSpinBox]:

@@ -9,7 +9,7 @@ from PySide6.QtCore import QEvent, QObject, Qt, Signal
 from PySide6.QtGui import QTextDocument
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QLineEdit, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
 
-from bringup.core.startup_log import line_severity
+from bringup.core.client.startup_log import line_severity
 
 COLOURS = {"error": "#C62828", "warning": "#A35C00", "info": "#2E3440"}
 MAX_LINES = 20000

@@ -7,7 +7,7 @@ import threading
 
 from PySide6.QtCore import QObject, Signal
 
-from bringup.core.chat_client import AnswerTiming, stream_chat
+from bringup.core.client.chat import AnswerTiming, stream_chat
 
 
 class PromptRunner(QObject):

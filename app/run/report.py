@@ -38,7 +38,7 @@ def collect_session(run_tab) -> SessionExport:
                         "state layers": len(lm.state_layers), "parameters": lm.params_total,
                         "active parameters": lm.params_active}
     window = run_tab.window()
-    from bringup.app.layer_map_view import LayerMapView
+    from bringup.app.layermap.view import LayerMapView
 
     layer_view = window.findChild(LayerMapView) if window is not None else None
     if layer_view is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bringup.core.layermap import LayerMap
+from bringup.core.layermap.vocabulary import LayerMap
 
 
 def serve_source_for(layer_map: LayerMap | None) -> str:
@@ -13,7 +13,7 @@ def serve_source_for(layer_map: LayerMap | None) -> str:
     checkpoint with Nemotron-3-Nano's pattern) when nothing else is runnable here."""
     if layer_map is None:
         return "default"
-    from bringup.core.catalogue import DEFAULT_MODEL
+    from bringup.core.sources.catalogue import DEFAULT_MODEL
 
     path = Path(layer_map.source).expanduser()
     folder = path if path.is_dir() else path.parent if path.is_file() else None

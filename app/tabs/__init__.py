@@ -3,7 +3,7 @@
 A tab is a QWidget class with
 - `title`: the text on its tab;
 - `set_layer_map(layer_map_or_None)`: called on every tab whenever a model loads (None: no model);
-- optionally a Qt signal `highlight_requested(object)` carrying a `bringup.app.highlight.Highlight`
+- optionally a Qt signal `highlight_requested(object)` carrying a `bringup.app.layermap.highlight.Highlight`
   (or None to clear): the window puts those red marks on the layer map;
 - optionally `set_selected_layer(layer_or_None)`: called when the user selects a layer on the map;
 - optionally a Qt signal `select_requested(int)`: the window selects that layer on the map;

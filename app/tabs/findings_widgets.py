@@ -375,7 +375,7 @@ def highlight_for(finding: dict | None):
     A layer-index finding (diagnosis) names `requested_layer` and `valid_layers`; a rule finding
     names `layers` (and may name `valid_layers` too, e.g. the attention layers a probe should use).
     """
-    from bringup.app.highlight import Highlight
+    from bringup.app.layermap.highlight import Highlight
 
     if not finding:
         return None

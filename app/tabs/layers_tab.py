@@ -8,8 +8,8 @@ from __future__ import annotations
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyModel, Qt, Signal
 from PySide6.QtWidgets import QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QTableView, QVBoxLayout, QWidget
 
-from bringup.app.layer_facts import human_bytes, human_count, kv_bytes_per_token, pool_text, state_bytes_per_request
-from bringup.core.layermap import LayerMap
+from bringup.app.layermap.facts import human_bytes, human_count, kv_bytes_per_token, pool_text, state_bytes_per_request
+from bringup.core.layermap.vocabulary import LayerMap
 
 COLUMNS = ("layer", "mixer", "ffn", "KV pool", "state pool", "PP stage", "params", "KV / token", "state / request")
 

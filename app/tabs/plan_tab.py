@@ -405,7 +405,7 @@ class PlanTab(QWidget):
         if not rows or self.layer_map is None:
             self.highlight_requested.emit(None)
             return
-        from bringup.app.highlight import Highlight
+        from bringup.app.layermap.highlight import Highlight
 
         stage = self.stage_table.stages[rows[0].row()]
         first, last = stage["layers"]

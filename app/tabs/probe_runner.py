@@ -1,6 +1,6 @@
 """Runs the device probe off the GUI thread and reports back through queued Qt signals.
 
-The probe itself runs in child processes (`bringup.core.probe`), so a segfaulting `torch.xpu`
+The probe itself runs in child processes (`bringup.core.probe.runner`), so a segfaulting `torch.xpu`
 never reaches us; this object only keeps the waiting off the GUI thread. A plain Python thread is
 enough: signals emitted from it are queued onto the GUI thread, and quitting the app cancels the
 probe (the probe polls `cancel` every quarter second) and joins the thread briefly.
@@ -46,7 +46,7 @@ class ProbeRunner(QObject):
             self._thread.join(wait_s)
 
     def _run(self, cancel: threading.Event, options: dict) -> None:
-        from bringup.core.probe import run_probe
+        from bringup.core.probe.runner import run_probe
 
         def emit(signal, value) -> None:
             try:

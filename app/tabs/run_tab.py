@@ -11,13 +11,13 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QApplication, QComboBox, QFileDialog, QHBoxLayout, QLabel, QLineEdit, QMessageBox,
                                QProgressBar, QPushButton, QSplitter, QTabWidget, QVBoxLayout, QWidget)
 
-from bringup.app.highlight import Highlight
+from bringup.app.layermap.highlight import Highlight
 from bringup.app.run.chat_panel import ChatPanel
 from bringup.app.run.engine_controller import EngineController, sglang_flags, sglang_installed
 from bringup.app.run.load_panel import LoadPanel
 from bringup.app.run.log_console import LogConsole
 from bringup.app.run.serve_source import serve_source_for
-from bringup.core.layermap import LayerMap
+from bringup.core.layermap.vocabulary import LayerMap
 
 ENGINES = ("Embedded engine", "SGLang", "Attach to URL")
 

@@ -4,7 +4,7 @@ Three columns: the launch settings form; a verdict banner over the findings (cli
 layer map shows its layers); and the compatibility matrix (device x strategy x attention backend),
 the resolved settings and the device probe. Under them, the exact launch command with Copy.
 Validation is pure Python (`bringup.core.rules`), re-run behind a debounce timer on every change;
-the probe imports torch, so it runs in child processes (`bringup.core.probe`) driven from a
+the probe imports torch, so it runs in child processes (`bringup.core.probe.runner`) driven from a
 thread (`ProbeRunner`), and a crashed or hung probe step is shown as such while the window lives on.
 """
 

@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-# Probe verdicts (core/probe_child.py) -> (colour, glyph). "absent" is not a fault: the machine
+# Probe verdicts (core/probe/child.py) -> (colour, glyph). "absent" is not a fault: the machine
 # simply lacks it; "crashed" and "timeout" are the parent's words for a child that died or hung.
 VERDICTS = {
     "ok": ("#2e9d5b", "\u2713"),

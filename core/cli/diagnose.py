@@ -53,7 +53,7 @@ def main(args: argparse.Namespace) -> int:
                         "(e.g. python -m sglang.launch_server ... 2>&1 | tee crash.log), then diagnose that file")
     layer_map = None
     if args.model:
-        from bringup.core.sources import load_layer_map
+        from bringup.core.sources.resolve import load_layer_map
 
         layer_map = load_layer_map(args.model)
     result = diagnose(text, layer_map)

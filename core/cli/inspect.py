@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 
-from bringup.core.layermap import LayerMap
+from bringup.core.layermap.vocabulary import LayerMap
 
 MIXER_LETTERS = {
     "attention": "*",
@@ -34,7 +34,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from bringup.core.sources import load_layer_map
+    from bringup.core.sources.resolve import load_layer_map
 
     layer_map = load_layer_map(args.source, pp=args.pp)
     if args.json:
@@ -67,7 +67,7 @@ def _mib(n: int) -> str:
 
 
 def render_text(m: LayerMap) -> str:
-    from bringup.core.folding import fold_layers
+    from bringup.core.layermap.folding import fold_layers
 
     out = [f"{m.name}"]
     arch = " / ".join(x for x in (m.model_type, m.architecture) if x)

@@ -80,7 +80,7 @@ def _parallel_blockers(layer_map, target: str, device: str, tp: int, pp: int) ->
 def main(args: argparse.Namespace) -> int:
     from bringup.core.errors import UserError
     from bringup.core.planner import parse_target, plan_memory
-    from bringup.core.sources import layer_map_of, load_config
+    from bringup.core.sources.resolve import layer_map_of, load_config
 
     kind, _ = parse_target(args.target)
     options = _sglang_options(args)

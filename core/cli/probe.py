@@ -1,6 +1,6 @@
 """`bringup probe [--json]`: the devices and libraries this machine really has.
 
-The probe runs in child processes (core/probe.py), so a step that crashes or hangs is reported as a
+The probe runs in child processes (core/probe/runner.py), so a step that crashes or hangs is reported as a
 finding naming the step and the command still answers.
 """
 
@@ -22,7 +22,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from bringup.core.probe import run_probe
+    from bringup.core.probe.runner import run_probe
 
     if args.timeout <= 0:
         raise UserError(f"--timeout {args.timeout:g} must be a positive number of seconds, e.g. --timeout 30")

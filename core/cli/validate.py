@@ -37,7 +37,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from bringup.core.rules import LaunchSettings, compatibility_matrix, parse_target, validate
-    from bringup.core.sources import load_layer_map
+    from bringup.core.sources.resolve import load_layer_map
 
     target = parse_target(args.target)  # bad target text fails before any loading
     settings = LaunchSettings(
@@ -49,7 +49,7 @@ def main(args: argparse.Namespace) -> int:
     layer_map = load_layer_map(args.source, pp=args.pp)
     available = None
     if args.probe:
-        from bringup.core.probe import run_probe
+        from bringup.core.probe.runner import run_probe
 
         available = run_probe().available_devices()
     result = validate(layer_map, target, settings, model_path=args.model_path, available_devices=available)

@@ -9,7 +9,7 @@ KV tokens can be compared with the "Mamba Cache is allocated" / "KV Cache is all
 from __future__ import annotations
 
 from bringup.core.errors import UserError
-from bringup.core.layermap import LayerMap
+from bringup.core.layermap.vocabulary import LayerMap
 
 from .finding import DiagnosisFinding
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bringup.core.layermap import LayerMap
+from bringup.core.layermap.vocabulary import LayerMap
 
 from .finding import LayerInfo
 

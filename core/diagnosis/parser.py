@@ -12,7 +12,7 @@ import bisect
 import re
 import string
 
-from bringup.core.layermap import LayerMap
+from bringup.core.layermap.vocabulary import LayerMap
 
 from .catalogue import PATTERNS
 from .facts import facts_text, read_facts

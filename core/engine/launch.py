@@ -1,6 +1,6 @@
 """`bringup serve`: load the model, size the pools, start the HTTP server, say when it is ready.
 
-The log speaks SGLang's start-up lines (sglang-notes §5.4) so that `core/startup_log.py` follows
+The log speaks SGLang's start-up lines (sglang-notes §5.4) so that `core/client/startup_log.py` follows
 our engine and a real SGLang server with one parser:
   Load weight begin / Load weight end / KV Cache is allocated / Mamba Cache is allocated
   max_total_num_tokens=..., chunked_prefill_size=..., max_running_requests=..., context_len=...

@@ -19,7 +19,7 @@ from typing import Callable, Iterator
 
 import torch
 
-from bringup.core.config_file import read_config_file
+from bringup.core.sources.config_file import read_config_file
 from bringup.core.errors import UserError
 from bringup.kernels.dispatch import ops_for
 
@@ -65,7 +65,7 @@ def resolve_checkpoint(source: str | os.PathLike, *, progress: Progress | None =
         return path
     if path.exists():
         raise UserError(f"{path} is a file; the engine needs the checkpoint folder (config.json + *.safetensors)")
-    from bringup.core.hub import looks_like_hub_id
+    from bringup.core.sources.hub import looks_like_hub_id
 
     if text.startswith((".", "/", "~")) or not looks_like_hub_id(text):
         raise UserError(f"{text}: no such folder, and not a hub id (owner/name); check the path")
@@ -76,7 +76,7 @@ def download_checkpoint(hub_id: str, *, progress: Progress | None = None) -> Pat
     from huggingface_hub import errors as hf_errors
     from huggingface_hub import snapshot_download
 
-    from bringup.core.hub import HUB_ID, _offline, explain, hub_reachable
+    from bringup.core.sources.hub import HUB_ID, _offline, explain, hub_reachable
 
     match = HUB_ID.match(hub_id)
     repo, revision = match["repo"], match["rev"]

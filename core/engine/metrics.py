@@ -1,7 +1,7 @@
 """Prometheus `/metrics` for the embedded engine, with SGLang's names under our own prefix.
 
 The names mirror SGLang's (`sglang:token_usage` -> `bringup:token_usage`, ...; sglang-notes §5.1),
-so one scraper (`core/metrics_scrape.py`) reads our engine and a real SGLang server alike. Like
+so one scraper (`core/client/metrics_scrape.py`) reads our engine and a real SGLang server alike. Like
 SGLang, `token_usage` is the fuller of the two pools, and the mamba slot counts are also exported
 under SGLang's `mamba_*_tokens` spelling (they are slot counts there too).
 

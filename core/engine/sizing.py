@@ -11,7 +11,7 @@ from __future__ import annotations
 from math import prod
 
 from bringup.core.errors import UserError
-from bringup.core.layermap import Layer, LayerMap
+from bringup.core.layermap.vocabulary import Layer, LayerMap
 
 
 def layer_map_from_spec(config: dict, spec, *, name: str, params: int) -> LayerMap:

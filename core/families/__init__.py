@@ -11,7 +11,7 @@ import importlib
 from bringup.core.errors import UserError
 from bringup.core.families._assemble import assemble
 from bringup.core.families._view import ConfigView
-from bringup.core.layermap import LayerMap
+from bringup.core.layermap.vocabulary import LayerMap
 
 # model_type -> module under bringup.core.families (kept in step with each module's MODEL_TYPES).
 FAMILY_MODULES: dict[str, str] = {

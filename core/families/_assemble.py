@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from bringup.core.families._blocks import Part
-from bringup.core.layermap import KV_MIXERS, STATE_MIXERS, Layer, LayerMap
-from bringup.core.pp_split import stage_of_each_layer
+from bringup.core.layermap.vocabulary import KV_MIXERS, STATE_MIXERS, Layer, LayerMap
+from bringup.core.layermap.pp_split import stage_of_each_layer
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bringup.core.layermap import LayerMap
+from bringup.core.layermap.vocabulary import LayerMap
 
 _CONTEXT_KEYS = ("max_position_embeddings", "max_sequence_length", "seq_length", "n_positions", "model_max_length")
 
@@ -51,6 +51,6 @@ def stage_of_layers(layer_map: LayerMap, pp: int) -> list[list]:
     """Layers per PP stage: the map's own split when it was built for `pp`, else SGLang's split."""
     if layer_map.pp_size == pp:
         return [layer_map.layers_of_stage(s) for s in range(pp)]
-    from bringup.core.pp_split import pp_layer_ranges
+    from bringup.core.layermap.pp_split import pp_layer_ranges
 
     return [list(layer_map.layers[a:b]) for a, b in pp_layer_ranges(layer_map.num_layers, pp)]

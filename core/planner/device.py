@@ -1,6 +1,6 @@
 """`--device-memory auto`: how much memory the chosen device has, asked of the device probe.
 
-GPUs are asked through `bringup.core.probe` (a child process with a timeout: `torch.xpu` calls can
+GPUs are asked through `bringup.core.probe.runner` (a child process with a timeout: `torch.xpu` calls can
 crash on some Intel systems); the figure is device 0's total, which is what SGLang's mem fraction is
 a share of, or for our engine its free memory, which is what the engine sizes its pools from. The CPU figure is the host memory available now (psutil), which is what our engine on
 CPU can take.
@@ -28,7 +28,7 @@ def detect_device_memory(device: str = "auto", *, timeout: float = 60.0, free: b
     kinds = GPU_KINDS if device == "auto" else (device,)
     if device != "auto" and device not in GPU_KINDS:
         raise UserError(f"cannot measure a {device!r} device; pass --device-memory BYTES (e.g. 64GiB)")
-    from bringup.core.probe import run_probe
+    from bringup.core.probe.runner import run_probe
 
     steps = ["torch"] + [f"{k}.{part}" for k in kinds for part in ("available", "devices", "memory")]
     report = run_probe(timeout=timeout, steps=steps)

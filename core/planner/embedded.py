@@ -20,7 +20,7 @@ Defaults, chosen for this engine:
 
 from __future__ import annotations
 
-from bringup.core.layermap import LayerMap
+from bringup.core.layermap.vocabulary import LayerMap
 
 from . import geometry
 from .budget import config_context, page_ceil, page_floor

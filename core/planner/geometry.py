@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from math import ceil
 
-from bringup.core.layermap import Layer
+from bringup.core.layermap.vocabulary import Layer
 
 # attrs keys the families may use for the same fact (first present wins).
 _KV_HEADS = ("num_key_value_heads", "num_kv_heads", "kv_heads")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bringup.core.errors import UserError
-from bringup.core.layermap import LayerMap
+from bringup.core.layermap.vocabulary import LayerMap
 
 from .dtypes import canonical_dtype, dtype_bytes, model_dtype
 from .memory_plan import MemoryPlan

@@ -18,7 +18,7 @@ The figures are per rank of the busiest stage.
 
 from __future__ import annotations
 
-from bringup.core.layermap import LayerMap
+from bringup.core.layermap.vocabulary import LayerMap
 
 from . import geometry
 from .budget import config_context, page_floor, stage_of_layers, stage_weight_shares

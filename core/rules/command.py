@@ -9,7 +9,7 @@ import os
 import re
 import shlex
 
-from bringup.core.layermap import LayerMap
+from bringup.core.layermap.vocabulary import LayerMap
 from bringup.core.rules.settings import LaunchSettings
 from bringup.core.rules.sglang_backends import SGLANG_DEVICE
 
@@ -19,7 +19,7 @@ _HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
 def model_path(lm: LayerMap) -> str:
     """What to hand the engine: a local model folder that has weights, else the hub id (a catalogue
     name launches from its entry's hub id), else the source."""
-    from bringup.core.catalogue import find
+    from bringup.core.sources.catalogue import find
 
     source = lm.source or lm.name
     folder = source if os.path.isdir(source) else os.path.dirname(source) if os.path.isfile(source) else None
@@ -106,7 +106,7 @@ def launch_command(lm: LayerMap, target, s: LaunchSettings, *, path: str | None 
     engine = getattr(target, "engine", None) or ("sglang" if str(target).lower().startswith("sglang") else "embedded")
     path = path or model_path(lm)
     if engine == "sglang":
-        from bringup.core.default_source import sglang_model_path
+        from bringup.core.sources.default_source import sglang_model_path
 
         return sglang_argv(sglang_model_path(path), s)
     return embedded_argv(path, s)

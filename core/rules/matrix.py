@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from bringup.core.layermap import LayerMap
+from bringup.core.layermap.vocabulary import LayerMap
 from bringup.core.rules import embedded
 from bringup.core.rules.settings import LaunchSettings
 from bringup.core.rules.sglang_backends import BACKENDS

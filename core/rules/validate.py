@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from bringup.core.layermap import LayerMap
+from bringup.core.layermap.vocabulary import LayerMap
 from bringup.core.rules.command import launch_command, shell
 from bringup.core.rules.embedded import check_embedded
 from bringup.core.rules.finding import Finding, worst
@@ -62,7 +62,7 @@ def _facts_for_pp(lm: LayerMap, pp: int) -> ModelFacts:
     facts = facts_of(lm)
     if pp == lm.pp_size:
         return facts
-    from bringup.core.pp_split import stage_of_each_layer
+    from bringup.core.layermap.pp_split import stage_of_each_layer
 
     return replace(facts, stage_of=tuple(stage_of_each_layer(lm.num_layers, pp)), pp_size=pp)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from bringup.core.layermap import Fold, Layer
+from bringup.core.layermap.vocabulary import Fold, Layer
 
 MAX_UNIT = 64  # longer units are not a useful summary
 

@@ -6,8 +6,8 @@ Byte figures use the defaults an engine starts with: bf16 KV cache and conv stat
 
 from __future__ import annotations
 
-from bringup.app.layer_map_style import FFN_NAMES, MIXER_NAMES
-from bringup.core.layermap import Layer, LayerMap
+from bringup.app.layermap.style import FFN_NAMES, MIXER_NAMES
+from bringup.core.layermap.vocabulary import Layer, LayerMap
 
 KV_BYTES = 2  # bf16
 CONV_BYTES = 2  # bf16

@@ -13,20 +13,20 @@ from PySide6.QtCore import QEvent, QPoint, QPointF, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QFontMetricsF, QImage, QMouseEvent, QPainter, QPaintEvent
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
-from bringup.app import layer_map_style as st
-from bringup.app.highlight import Highlight
-from bringup.app.layer_facts import tooltip_text
-from bringup.app.layer_map_layout import MapLayout, compute_layout
-from bringup.app.layer_map_paint import header_text, paint_map
-from bringup.app.layer_map_state import LayerMapState
+from bringup.app.layermap import style as st
+from bringup.app.layermap.highlight import Highlight
+from bringup.app.layermap.facts import tooltip_text
+from bringup.app.layermap.layout import MapLayout, compute_layout
+from bringup.app.layermap.paint import header_text, paint_map
+from bringup.app.layermap.state import LayerMapState
 from bringup.core.errors import UserError
-from bringup.core.layermap import Fold, LayerMap
+from bringup.core.layermap.vocabulary import Fold, LayerMap
 
 
 def fold_by_stage(layer_map: LayerMap) -> list[Fold]:
     """Repeats folded within each PP stage, so a folded cell never spans a stage boundary."""
     # Imported here: folding is only needed when the user folds.
-    from bringup.core.folding import fold_layers
+    from bringup.core.layermap.folding import fold_layers
 
     folds: list[Fold] = []
     layers = list(layer_map.layers)

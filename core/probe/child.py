@@ -1,9 +1,9 @@
-"""The device probe's child process: `python -m bringup.core.probe_child [--steps a,b] [--simulate crash:STEP]`.
+"""The device probe's child process: `python -m bringup.core.probe.child [--steps a,b] [--simulate crash:STEP]`.
 
 It runs the probe steps in order and reports each on a private copy of stdout as JSON lines:
 `{"event": "begin", "step": S}` before a step and `{"event": "end", "step": S, "verdict": ..., ...}`
 after it. A step that kills the process (a segfault in `torch.xpu` on some Intel systems) or hangs
-therefore leaves a `begin` without an `end`, and the parent (`core/probe.py`) names that step,
+therefore leaves a `begin` without an `end`, and the parent (`core/probe/runner.py`) names that step,
 restarts a fresh child for the steps left and carries on. Anything libraries print goes to stderr.
 
 Steps come in two layers, libraries first (is it installed, does it import, how was it built) then
@@ -385,7 +385,7 @@ def run(names: list[str], simulate: dict[str, str], out) -> None:
 def main(argv: list[str] | None = None) -> int:
     import argparse  # noqa: PLC0415
 
-    parser = argparse.ArgumentParser(prog="python -m bringup.core.probe_child")
+    parser = argparse.ArgumentParser(prog="python -m bringup.core.probe.child")
     parser.add_argument("--steps", default=",".join(STEP_NAMES))
     parser.add_argument("--simulate", default="")
     args = parser.parse_args(argv)

@@ -7,11 +7,11 @@ from collections import Counter
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QFontMetricsF, QPainter, QPainterPath, QPen, QPolygonF
 
-from bringup.app import layer_map_style as st
-from bringup.app.layer_map_layout import GUTTER, LEGEND_H, MARGIN, CellBox, MapLayout
-from bringup.app.layer_facts import human_bytes, kv_bytes_per_token, state_bytes_per_request
-from bringup.app.layer_map_state import LayerMapState
-from bringup.core.layermap import LayerMap
+from bringup.app.layermap import style as st
+from bringup.app.layermap.layout import GUTTER, LEGEND_H, MARGIN, CellBox, MapLayout
+from bringup.app.layermap.facts import human_bytes, kv_bytes_per_token, state_bytes_per_request
+from bringup.app.layermap.state import LayerMapState
+from bringup.core.layermap.vocabulary import LayerMap
 
 MIXER_LETTERS = {
     "attention": "A",

@@ -1,6 +1,6 @@
 """What this machine really has: the device probe, run in child processes so a crash can't take us down.
 
-`run_probe()` starts `python -m bringup.core.probe_child`, which runs the steps of
+`run_probe()` starts `python -m bringup.core.probe.child`, which runs the steps of
 `probe_child.STEPS` (libraries first, then runtime) and reports each one. When a step kills its
 process (on some Intel systems `torch.xpu` calls segfault) or hangs past the timeout, the step is
 recorded as `crashed` / `timeout`, a finding names it, the steps that need it are skipped, and a
@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from bringup.core.probe_child import SIMULATE_ENV, STEPS, parse_simulation
+from bringup.core.probe.child import SIMULATE_ENV, STEPS, parse_simulation
 from bringup.core.rules.finding import Finding
 
 DEVICE_KINDS = ("cpu", "cuda", "xpu", "npu", "mps")
@@ -195,7 +195,7 @@ class _Child:
         env = dict(os.environ)
         env.pop(SIMULATE_ENV, None)  # the parent passes the simulation explicitly
         env["PYTHONUNBUFFERED"] = "1"
-        argv = [python, "-m", "bringup.core.probe_child", "--steps", ",".join(names)]
+        argv = [python, "-m", "bringup.core.probe.child", "--steps", ",".join(names)]
         if simulate:
             argv += ["--simulate", simulate]
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
@@ -363,17 +363,17 @@ def findings_for(steps: list[StepResult], crash_notes: dict[str, str] | None = N
                 f"what this step would have reported is unknown, and an engine on this machine will likely crash the same way.",
                 fix=_crash_fix(family),
                 engine_message=crash_notes.get(s.name, ""),
-                source=_CRASH_SOURCES.get(family, "core/probe_child.py"), stage=s.name))
+                source=_CRASH_SOURCES.get(family, "core/probe/child.py"), stage=s.name))
         elif s.verdict == "timeout":
             out.append(Finding(
                 "PROBE_STEP_TIMEOUT", "error",
                 f"Probe step '{s.name}' ({s.title}) hung: {s.detail}. The remaining steps ran in a fresh process.",
-                fix=_crash_fix(family), source=_CRASH_SOURCES.get(family, "core/probe_child.py"), stage=s.name))
+                fix=_crash_fix(family), source=_CRASH_SOURCES.get(family, "core/probe/child.py"), stage=s.name))
         elif s.verdict == "failed":
             out.append(Finding(
                 "PROBE_STEP_FAILED", "warning", f"Probe step '{s.name}' ({s.title}) raised {s.detail}.",
                 fix="see the traceback in the step's data; reinstall or update the package it names",
-                engine_message=s.data.get("traceback", ""), source="core/probe_child.py", stage=s.name))
+                engine_message=s.data.get("traceback", ""), source="core/probe/child.py", stage=s.name))
     out += _build_findings(by_name)
     return out
 
@@ -384,7 +384,7 @@ def _crash_fix(family: str) -> str:
                 "ZE_AFFINITY_MASK set to one device to see whether one card is the cause")
     if family == "cuda":
         return "check the NVIDIA driver against torch's CUDA version (nvidia-smi); set CUDA_VISIBLE_DEVICES to one device"
-    return "run `python -m bringup.core.probe_child --steps " + family + "` in a terminal to see the native error"
+    return "run `python -m bringup.core.probe.child --steps " + family + "` in a terminal to see the native error"
 
 
 def _build_findings(by_name: dict[str, StepResult]) -> list[Finding]:

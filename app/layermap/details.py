@@ -7,10 +7,10 @@ from html import escape
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
 
-from bringup.app import layer_map_style as st
-from bringup.app.layer_facts import describe, detail_rows, model_summary
-from bringup.app.layer_map_state import LayerMapState
-from bringup.core.layermap import Layer
+from bringup.app.layermap import style as st
+from bringup.app.layermap.facts import describe, detail_rows, model_summary
+from bringup.app.layermap.state import LayerMapState
+from bringup.core.layermap.vocabulary import Layer
 
 
 def _table(rows: list[tuple[str, str]]) -> str:

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from bringup.core import catalogue
-from bringup.core.config_file import read_config_file
-from bringup.core.default_source import default_checkpoint_folder, is_default_name
+from bringup.core.sources import catalogue
+from bringup.core.sources.config_file import read_config_file
+from bringup.core.sources.default_source import default_checkpoint_folder, is_default_name
 from bringup.core.errors import UserError
-from bringup.core.layermap import LayerMap
+from bringup.core.layermap.vocabulary import LayerMap
 
 Progress = Callable[[str], None]
 Cancel = Callable[[], bool]
@@ -97,7 +97,7 @@ def _looks_like_path(text: str) -> bool:
 
 
 def _hub_id_shape(text: str) -> bool:
-    from bringup.core.hub import looks_like_hub_id
+    from bringup.core.sources.hub import looks_like_hub_id
 
     return looks_like_hub_id(text)
 
@@ -143,7 +143,7 @@ def _from_default(text: str, progress: Progress | None, cancel: Cancel | None) -
 
 
 def _from_hub(hub_id: str, entry, progress: Progress | None, cancel: Cancel | None) -> LoadedConfig:
-    from bringup.core.hub import download_config
+    from bringup.core.sources.hub import download_config
 
     _step(progress, cancel, f"fetching config.json of {hub_id} from the Hugging Face hub", hub_id)
     try:

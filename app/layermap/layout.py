@@ -14,7 +14,7 @@ from typing import Callable
 
 from PySide6.QtCore import QPointF, QRectF
 
-from bringup.core.layermap import Fold, Layer, LayerMap
+from bringup.core.layermap.vocabulary import Fold, Layer, LayerMap
 
 MARGIN = 14
 GUTTER = 50  # row names ("mixer", "ffn") on the left

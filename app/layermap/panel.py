@@ -20,12 +20,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from bringup.app.highlight import Highlight
-from bringup.app.layer_details import LayerDetails
-from bringup.app.layer_map_state import LayerMapState
-from bringup.app.layer_map_view import LayerMapView
+from bringup.app.layermap.highlight import Highlight
+from bringup.app.layermap.details import LayerDetails
+from bringup.app.layermap.state import LayerMapState
+from bringup.app.layermap.view import LayerMapView
 from bringup.core.errors import UserError
-from bringup.core.layermap import LayerMap
+from bringup.core.layermap.vocabulary import LayerMap
 
 DETAILS_WIDTH = 300
 MIN_HEIGHT = 300  # room for the details panel beside a one-line map

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from PySide6.QtCore import QObject, Signal
 
-from bringup.app.highlight import Highlight
-from bringup.core.layermap import Layer, LayerMap
+from bringup.app.layermap.highlight import Highlight
+from bringup.core.layermap.vocabulary import Layer, LayerMap
 
 
 ZOOM_RANGE = (0.8, 3.0)

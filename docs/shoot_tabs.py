@@ -1,6 +1,6 @@
 """Render the Validate, Plan and Diagnose tabs to PNG, each on a scenario worth showing.
 
-    python -m bringup.app.tabs.screenshots [FOLDER] [--model SOURCE]
+    python docs/shoot_tabs.py [FOLDER] [--model SOURCE]
 
 writes FOLDER/validate.png (the PR #32227 launch: sglang 0.5.17 on XPU, the layer-0 finding
 selected), FOLDER/plan.png (SGLang 0.5.23 on a 128 GB XPU) and FOLDER/diagnose.png (the
@@ -54,7 +54,7 @@ SCENES = {"Validate": _validate, "Plan": _plan, "Diagnose": _diagnose}
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bringup.app.tabs.screenshots", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python docs/shoot_tabs.py", description=__doc__.split("\n")[0])
     parser.add_argument("folder", nargs="?", default="docs", type=Path)
     parser.add_argument("--model", default=None, help="model source (default: the catalogue's default model)")
     parser.add_argument("--size", default="1440x900", help="window size WxH")
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     from bringup.app.main_window import MainWindow
 
     if args.model is None:
-        from bringup.core.catalogue import DEFAULT_MODEL
+        from bringup.core.sources.catalogue import DEFAULT_MODEL
 
         args.model = DEFAULT_MODEL
     app = make_app()

@@ -1,0 +1,1 @@
+"""What this machine really has: the device probe and its child process."""

@@ -1,0 +1,1 @@
+"""Where a model comes from: config files, folders, the catalogue, the hub and the bundled default."""
