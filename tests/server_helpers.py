@@ -8,6 +8,8 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import pytest
+
 API_KEY = "sk-test-key"
 # Mamba, attention, MoE and MLP blocks in a short NemotronH stack: every code path, fast steps.
 SHORT_PATTERN = "M*EM*E-"
@@ -54,6 +56,16 @@ def start_server(checkpoint: Path, *extra: str, timeout: float = 120.0) -> Serve
         time.sleep(0.1)
     proc.stop()
     raise RuntimeError("bringup serve did not become ready:\n" + "\n".join(proc.tail(40)))
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory):
+    """The one `bringup serve` shared by every server test module (registered in conftest.py)."""
+    checkpoint = tiny_checkpoint(tmp_path_factory.mktemp("server_models"))
+    srv = start_server(checkpoint, "--max-running-requests", "4")
+    yield srv
+    code = srv.process.stop()
+    assert code is not None
 
 
 def wait_idle(client, timeout: float = 20.0) -> dict:

@@ -12,16 +12,7 @@ import time
 import httpx
 import pytest
 
-from server_helpers import API_KEY, start_server, tiny_checkpoint, wait_idle
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    checkpoint = tiny_checkpoint(tmp_path_factory.mktemp("server_models"))
-    srv = start_server(checkpoint, "--max-running-requests", "4")
-    yield srv
-    code = srv.process.stop()
-    assert code is not None
+from server_helpers import API_KEY, wait_idle
 
 
 @pytest.fixture
@@ -275,7 +266,8 @@ def test_bad_requests_get_4xx_and_do_not_disturb_others(server, client):
             ("/generate", json.dumps({"input_ids": [[1], [2]], "rid": ["same", "same"]}).encode()),
         ]
         async with httpx.AsyncClient(base_url=server.base_url, headers=server.headers(), timeout=30) as c:
-            answers = [await c.post(path, content=body) for path, body in bad]
+            answers = [await c.post(path, content=body, headers={"Content-Type": "application/json"})
+                       for path, body in bad]
         return await long_run, answers
 
     (tokens, reason, _), answers = asyncio.run(scenario())

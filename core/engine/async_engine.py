@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import logging
 import queue
 import threading
@@ -70,6 +71,7 @@ class AsyncEngine:
         self._thread: threading.Thread | None = None
         self._totals = self._token_totals(engine.stats())
         self.error: str | None = None  # the last step failure, for /health
+        self._abort_reasons: dict[str, str] = {}  # request id -> why the server aborted it (draining)
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -97,31 +99,83 @@ class AsyncEngine:
 
     async def submit(self, prompt_ids: list[int], params, request_id: str | None = None) -> RequestStream:
         """Queue a request in the engine; raises the engine's own error (RequestRejected...) if it refuses."""
-        rid = request_id or uuid.uuid4().hex
-        stream = RequestStream(rid, len(prompt_ids))
+        return (await self.submit_many([prompt_ids], [params], [request_id]))[0]
+
+    async def submit_many(self, prompts: list[list[int]], params: list, request_ids: list | None = None
+                          ) -> list[RequestStream]:
+        """Queue several requests in one command (one engine step, however many prompts).
+
+        All or none: if the engine refuses one, those already added are aborted and its error is
+        raised. If the caller is cancelled (the client left) while waiting, all are aborted.
+        """
+        rids = [r or uuid.uuid4().hex for r in (request_ids or [None] * len(prompts))]
+        streams = [RequestStream(rid, len(p)) for rid, p in zip(rids, prompts)]
         loop = asyncio.get_running_loop()
 
         def add():
-            self.engine.add_request(list(prompt_ids), params, request_id=rid)
-            self._streams[rid] = (stream, loop)
-            self._times[rid] = RequestTimes(arrival=time.monotonic())
-            self.metrics.record_request_start()
+            added = []
+            try:
+                for prompt, sp, stream in zip(prompts, params, streams):
+                    self.engine.add_request(prompt, sp, request_id=stream.request_id)
+                    added.append(stream.request_id)
+            except BaseException:
+                for rid in added:
+                    self.engine.abort(rid)  # still queued: never reaches a step
+                raise
+            now = time.monotonic()
+            for stream in streams:
+                self._streams[stream.request_id] = (stream, loop)
+                self._times[stream.request_id] = RequestTimes(arrival=now)
+                self.metrics.record_request_start()
 
         try:
             await self.call(add)
-        except asyncio.CancelledError:  # the client left while we queued it
-            self.abort(rid)
+        except asyncio.CancelledError:  # the client left while we queued them
+            self.abort_many(rids)
             raise
-        return stream
+        return streams
 
-    def abort(self, request_id: str) -> None:
+    def abort(self, request_id: str, reason: str | None = None) -> None:
         """Abort a request (client gone). Safe to call from any thread, any number of times."""
+        self.abort_many([request_id], reason)
+
+    def abort_many(self, request_ids: list[str], reason: str | None = None) -> None:
+        """Abort requests in one command, queued or running; `reason` becomes their output's error."""
+        ids = list(request_ids)
 
         def do_abort():
-            if request_id in self._streams:
-                self.engine.abort(request_id)
+            for rid in ids:
+                if rid in self._streams:
+                    if reason:
+                        self._abort_reasons[rid] = reason
+                    self.engine.abort(rid)
 
         self._commands.put((do_abort, None))
+
+    def abort_unstarted(self, reason: str) -> None:
+        """End every request that has not produced a token yet (draining: they would start now)."""
+
+        def do_abort():
+            for rid, times in list(self._times.items()):
+                if times.first_token is None and rid in self._streams:
+                    self._abort_reasons[rid] = reason
+                    self.engine.abort(rid)
+
+        self._commands.put((do_abort, None))
+
+    def abort_all(self, reason: str) -> None:
+        """End every request this loop serves, each with `reason` as its error."""
+
+        def do_abort():
+            for rid in list(self._streams):
+                self._abort_reasons[rid] = reason
+                self.engine.abort(rid)
+
+        self._commands.put((do_abort, None))
+
+    @property
+    def num_unfinished(self) -> int:
+        return len(self._streams)
 
     # ---- the loop thread ----------------------------------------------------------------------
 
@@ -185,6 +239,9 @@ class AsyncEngine:
         if out.finished:
             self._streams.pop(out.request_id, None)
             self._times.pop(out.request_id, None)
+            reason = self._abort_reasons.pop(out.request_id, None)
+            if reason and out.finish_reason == "abort" and not out.error:
+                out = dataclasses.replace(out, error=reason)
             if times is not None:
                 self.metrics.record_request_end(out.finish_reason, now - times.arrival)
         if entry is not None:
@@ -204,6 +261,7 @@ class AsyncEngine:
             _put(loop, stream.queue, EngineFailed(f"the engine failed during a step: {text}"))
         self._streams.clear()
         self._times.clear()
+        self._abort_reasons.clear()
         # Drain the aborts so the pools are released before the next request comes in.
         try:
             while self.engine.has_unfinished():

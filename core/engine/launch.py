@@ -97,13 +97,16 @@ def summary_line(info: dict, device_type: str, free_bytes: int | None) -> str:
 def serve(source: str | None, *, device: str = "auto", dtype: str = "auto", host: str = "127.0.0.1",
           port: int = DEFAULT_PORT, mem_fraction: float | None = None, max_running_requests: int | None = None,
           api_key: str | None = None, served_model_name: str | None = None,
-          chunked_prefill_size: int | None = None) -> int:
+          chunked_prefill_size: int | None = None, limits: dict | None = None,
+          allowed_hosts: tuple[str, ...] = (), model_aliases: tuple[str, ...] = ()) -> int:
+    """`limits`: overrides for api_limits.default_limits (max_body_bytes, max_prompts, max_queued_requests,
+    max_queued_tokens, drain_grace_s); None values keep the defaults."""
     setup_logging()
     model, name = model_source(source)
     sock = bind_socket(host, port)
     port = sock.getsockname()[1]
     if host not in ("127.0.0.1", "localhost", "::1") and not api_key:
-        log.warning("listening on %s without --api-key: anyone who can reach this machine can use the engine", host)
+        log.warning("listening on %s without an API key: anyone who can reach this machine can use the engine", host)
 
     from .engine import Engine
 
@@ -116,30 +119,48 @@ def serve(source: str | None, *, device: str = "auto", dtype: str = "auto", host
     from . import device as devices
 
     log.info(summary_line(info, engine.device.type, devices.free_memory(engine.device)))
-    return asyncio.run(_serve_async(engine, sock, host, port, served_model_name or name, api_key, info))
+    aliases = tuple(dict.fromkeys(a for a in ("default", name, source, model, *model_aliases) if a))
+    options = ServeOptions(host, port, served_model_name or name, api_key, aliases, allowed_hosts, limits or {})
+    return asyncio.run(_serve_async(engine, sock, info, options))
 
 
-async def _serve_async(engine, sock, host, port, model_name, api_key, info) -> int:
+class ServeOptions:
+    def __init__(self, host, port, model_name, api_key, aliases, allowed_hosts, limits):
+        self.host, self.port, self.model_name, self.api_key = host, port, model_name, api_key
+        self.aliases, self.allowed_hosts, self.limits = aliases, allowed_hosts, limits
+
+
+async def _serve_async(engine, sock, info, opts: ServeOptions) -> int:
     import uvicorn
 
+    from .api_access import allowed_host_names
+    from .api_limits import default_limits
     from .async_engine import AsyncEngine
+    from .drain import DrainingServer
     from .metrics import EngineMetrics
     from .sampling import SamplingParams
     from .server import ServerState, create_app
 
     static = {k: info[k] for k in ("max_running_requests", "page_size", "context_len") if isinstance(info.get(k), int)}
-    metrics = EngineMetrics(model_name, static=static)
+    metrics = EngineMetrics(opts.model_name, static=static)
     aengine = AsyncEngine(engine, metrics)
     tokenizer = engine.tokenizer
     vocab = int(info.get("vocab_size") or getattr(engine, "vocab_size", 0) or len(tokenizer))
-    state = ServerState(aengine, model_name=model_name, tokenizer=tokenizer, vocab_size=vocab, api_key=api_key,
-                        info={"server_args": {"host": host, "port": port, "api_key_set": bool(api_key)}},
-                        context_len=info.get("context_len"))
+    limits = default_limits(info, **{k: v for k, v in opts.limits.items() if v is not None})
+    log.info("Limits: %s", limits.describe())
+    state = ServerState(aengine, model_name=opts.model_name, tokenizer=tokenizer, vocab_size=vocab,
+                        api_key=opts.api_key,
+                        info={"server_args": {"host": opts.host, "port": opts.port, "api_key_set": bool(opts.api_key),
+                                              "allowed_hosts": list(opts.allowed_hosts)}},
+                        context_len=info.get("context_len"), limits=limits, model_aliases=opts.aliases,
+                        host_names=allowed_host_names(opts.host, opts.allowed_hosts))
     state.static_info = info
     app = create_app(state)
-    config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False, lifespan="off",
-                            timeout_graceful_shutdown=3)
-    server = uvicorn.Server(config)
+    # uvicorn's own grace only covers writing the last bytes: the drain (drain.py) has already
+    # ended every request by then.
+    config = uvicorn.Config(app, host=opts.host, port=opts.port, log_config=None, access_log=False,
+                            lifespan="off", timeout_graceful_shutdown=5)
+    server = DrainingServer(config, state)
     aengine.start()
     task = asyncio.ensure_future(server.serve(sockets=[sock]))
     try:
@@ -148,8 +169,8 @@ async def _serve_async(engine, sock, host, port, model_name, api_key, info) -> i
                 return 1
             await asyncio.sleep(0.05)
         # uvicorn stays silent about sockets it was handed; say it in its own words.
-        shown = f"[{host}]" if ":" in host else host
-        log.info("Uvicorn running on http://%s:%d (Press CTRL+C to quit)", shown, port)
+        shown = f"[{opts.host}]" if ":" in opts.host else opts.host
+        log.info("Uvicorn running on http://%s:%d (Press CTRL+C to quit)", shown, opts.port)
         # A real request through the whole path before saying "ready" (SGLang does the same).
         warm_ids = list(tokenizer("Hello", add_special_tokens=False).input_ids) or [0]
         stream = await aengine.submit(warm_ids, SamplingParams(max_new_tokens=2, temperature=0.0, ignore_eos=True))
@@ -160,4 +181,6 @@ async def _serve_async(engine, sock, host, port, model_name, api_key, info) -> i
         await task
     finally:
         aengine.stop()
+        state.parser.shutdown(wait=False, cancel_futures=True)
+    log.info("The server has stopped")
     return 0

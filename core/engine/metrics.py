@@ -106,6 +106,7 @@ class EngineMetrics:
         self.static = dict(static or {})  # start-up constants: max_total_num_tokens, page_size...
         self.counters = collections.Counter()
         self.finished_by_reason = collections.Counter()
+        self.rejected_by_reason = collections.Counter()  # queue_full, draining, too_many_prompts...
         self.ttft = Histogram(TTFT_BUCKETS)
         self.itl = Histogram(ITL_BUCKETS)
         self.e2e = Histogram(E2E_BUCKETS)
@@ -173,6 +174,12 @@ class EngineMetrics:
         with self._lock:
             self.counters["num_bad_requests_total"] += 1
 
+    def record_rejection(self, reason: str) -> None:
+        """A request refused by admission control (429/503/413) before reaching the engine."""
+        with self._lock:
+            self.counters["num_rejected_requests_total"] += 1
+            self.rejected_by_reason[reason] += 1
+
     # ---- readers ---------------------------------------------------------------------------
 
     def throughput(self, now: float | None = None) -> tuple[float, float]:
@@ -211,6 +218,10 @@ class EngineMetrics:
             out += [f"# HELP {full} Finished requests by finish reason.", f"# TYPE {full} counter"]
             for reason, n in sorted(self.finished_by_reason.items()):
                 out.append(f'{full}{{{labels},finish_reason="{_escape(reason)}"}} {n}')
+            full = PREFIX + "num_rejected_requests_by_reason_total"
+            out += [f"# HELP {full} Requests refused by admission control, by reason.", f"# TYPE {full} counter"]
+            for reason, n in sorted(self.rejected_by_reason.items()):
+                out.append(f'{full}{{{labels},reason="{_escape(reason)}"}} {n}')
             for name, hist, help_text in (
                 ("time_to_first_token_seconds", self.ttft, "Time to first token (s)."),
                 ("inter_token_latency_seconds", self.itl, "Time between output tokens (s)."),
@@ -245,4 +256,5 @@ _COUNTER_HELP = {
     "num_requests_total": "Requests received.",
     "num_aborted_requests_total": "Requests aborted (client gone or refused by the engine).",
     "num_bad_requests_total": "Requests rejected with a 4xx.",
+    "num_rejected_requests_total": "Requests refused by admission control (queue full, draining, too large).",
 }

@@ -8,11 +8,18 @@ request use its own generator for its own row while unseeded rows share one draw
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
 
 from .forward_batch import upload
+
+
+# Below this temperature sampling is greedy (as SGLang's and vLLM's _SAMPLING_EPS): dividing the
+# logits by a denormal overflows them to inf and the softmax to NaN, which would pick token 0.
+GREEDY_TEMPERATURE = 1e-5
+MAX_SEED = 2**63 - 1  # torch generators take a signed 64-bit seed
 
 
 class InvalidSamplingParams(ValueError):
@@ -45,6 +52,8 @@ class SamplingParams:
         _check_int("top_k", self.top_k, low=-1)
         if self.seed is not None:
             _check_int("seed", self.seed, low=0)
+            if self.seed > MAX_SEED:
+                raise InvalidSamplingParams(f"seed must be <= {MAX_SEED}, got {self.seed}")
         for s in stop:
             if not isinstance(s, str) or not s:
                 raise InvalidSamplingParams(f"stop must be non-empty strings, got {s!r}")
@@ -55,7 +64,7 @@ class SamplingParams:
 
     @property
     def greedy(self) -> bool:
-        return self.temperature == 0
+        return self.temperature < GREEDY_TEMPERATURE
 
     @classmethod
     def from_dict(cls, d: dict | None) -> "SamplingParams":
@@ -76,8 +85,8 @@ def _check_int(name: str, value, *, low: int) -> None:
 
 
 def _check_number(name: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-        raise InvalidSamplingParams(f"{name} must be a number, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise InvalidSamplingParams(f"{name} must be a finite number, got {value!r}")
 
 
 def make_generator(seed: int | None, device) -> torch.Generator | None:
@@ -103,6 +112,7 @@ def top_p_mask(logits: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
     probs = sorted_logits.softmax(dim=-1)
     before = probs.cumsum(dim=-1) - probs  # mass of the tokens ranked above this one
     drop_sorted = (before >= top_p.unsqueeze(-1)) & (top_p < 1).unsqueeze(-1)
+    drop_sorted[..., 0] = False  # the top token stays even when top_p rounds to 0 in float32
     drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
     return logits.masked_fill(drop, float("-inf"))
 
