@@ -124,3 +124,23 @@ def test_stop_string_trimmed_and_never_streamed(tokenizer):
 def test_earliest_of_several_stops_wins(tokenizer):
     pieces, stopped, detok = _stream(tokenizer, "one two three four", stop=("four", "two"))
     assert stopped and "".join(pieces) == "one " and detok.stopped_by == "two"
+
+
+@pytest.mark.parametrize("settings", [{"temperature": 1e-46}, {"temperature": 1e-300}, {"temperature": 5e-6},
+                                      {"top_p": 1e-46}, {"top_p": 1e-300}])
+def test_vanishing_temperature_or_top_p_is_greedy(settings):
+    # Dividing by a denormal temperature, or a top_p that is 0 in float32, once gave NaN -> token 0.
+    torch.manual_seed(0)
+    logits = torch.randn(3, 50)
+    logits[:, 0] = -5.0  # token 0 is never the best: a NaN fallback would show
+    params = [SamplingParams(**settings)] * 3
+    assert sample(logits, params, [None] * 3).tolist() == logits.argmax(-1).tolist()
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"temperature": float("inf")}, "temperature must be a finite number"),
+    ({"seed": 2**70}, "seed must be <="),
+])
+def test_out_of_range_values_are_refused_not_crashed_on(kwargs, words):
+    with pytest.raises(InvalidSamplingParams, match=words):
+        SamplingParams(**kwargs)

@@ -115,3 +115,32 @@ def test_a_failing_step_ends_its_requests_and_the_loop_goes_on(engine, monkeypat
     assert "simulated kernel fault" in last_error
     assert sum(len(o.token_ids) for o in after) == 3
     engine.check_pools()
+
+
+def test_many_prompts_enqueue_in_one_command_and_abort_at_once(engine):
+    # One prompt per engine step made a 200-prompt request 4x slower than 200 requests.
+    async def scenario(ae):
+        steps_before = (await ae.call(engine.stats))["steps_total"]
+        streams = await ae.submit_many([[5, 6, 7 + i] for i in range(40)], [greedy(500)] * 40)
+        queued = await ae.call(engine.stats)  # the next command: all 40 are in, at most one step ran
+        ae.abort_many([s.request_id for s in streams], "the client left")
+        ends = [(await drain(s))[-1] for s in streams]
+        return steps_before, queued, ends, await ae.call(engine.stats)
+
+    before, queued, ends, after = run_with_loop(engine, scenario)
+    assert queued["num_running"] + queued["num_queued"] == 40 and queued["steps_total"] - before <= 1
+    assert all(e.finish_reason == "abort" and e.error == "the client left" for e in ends)
+    assert after["num_queued"] == 0 and after["state_slots_used"] == 0
+    assert after["generated_tokens_total"] - queued["generated_tokens_total"] < 40 * 10  # not 40 x 500
+
+
+def test_a_refused_prompt_in_a_batch_adds_none_of_them(engine):
+    from bringup.core.engine.request import RequestRejected
+
+    async def scenario(ae):
+        with pytest.raises(RequestRejected):
+            await ae.submit_many([[5, 6], [5] * 100_000], [greedy(4)] * 2)
+        return await ae.call(engine.stats), ae.num_unfinished
+
+    stats, unfinished = run_with_loop(engine, scenario)
+    assert unfinished == 0 and stats["num_queued"] == 0 and stats["num_running"] == 0
