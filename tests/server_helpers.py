@@ -36,12 +36,16 @@ class Server:
         return {"Authorization": f"Bearer {API_KEY}"}
 
 
-def start_server(checkpoint: Path, *extra: str, timeout: float = 120.0) -> Server:
-    """Start `bringup serve` on a free port (--port 0) and wait for its ready line."""
+def start_server(checkpoint: Path, *extra: str, timeout: float = 120.0, key_in_env: bool = False) -> Server:
+    """Start `bringup serve` on a free port (--port 0) and wait for its ready line. The API key goes
+    on the command line, or with `key_in_env` in $BRINGUP_API_KEY."""
+    import os
+
     from bringup.core.client.engine_process import EngineProcess
 
-    argv = [sys.executable, "-m", "bringup", "serve", str(checkpoint), "--port", "0", "--api-key", API_KEY, *extra]
-    proc = EngineProcess(argv)
+    key = [] if key_in_env else ["--api-key", API_KEY]
+    argv = [sys.executable, "-m", "bringup", "serve", str(checkpoint), "--port", "0", *key, *extra]
+    proc = EngineProcess(argv, env={**os.environ, "BRINGUP_API_KEY": API_KEY} if key_in_env else None)
     proc.start()
     deadline = time.monotonic() + timeout
     port = None

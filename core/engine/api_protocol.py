@@ -21,6 +21,7 @@ CHAT_DEFAULT_MAX_TOKENS = 256  # OpenAI has none (the context); a random model n
 # JSON nested deeper than this is no request of ours (ours go 4 deep); refusing it early also keeps
 # the decoder's recursion far from Python's limit.
 MAX_JSON_DEPTH = 32
+MAX_STOP_STRINGS = 16  # each is searched for after every token (OpenAI allows 4)
 
 
 class BadRequest(Exception):
@@ -224,6 +225,8 @@ def _openai_sampling(body: dict, default_max_tokens: int) -> SamplingParams:
     stop = body.get("stop")
     if stop is not None and not isinstance(stop, (str, list)):
         raise BadRequest("stop must be a string or a list of strings", param="stop")
+    if isinstance(stop, list) and len(stop) > MAX_STOP_STRINGS:
+        raise BadRequest(f"stop holds {len(stop)} strings; at most {MAX_STOP_STRINGS} are accepted", param="stop")
     stop_ids = body.get("stop_token_ids")
     if stop_ids is not None and not isinstance(stop_ids, list):
         raise BadRequest("stop_token_ids must be a list of token ids", param="stop_token_ids")
@@ -320,7 +323,12 @@ def _message_text(message, i: int) -> dict:
         content = "".join(parts)
     if not isinstance(content, str):
         raise BadRequest(f"messages[{i}].content must be a string or a list of text parts", param="messages")
-    return {"role": role, "content": content}
+    out = {"role": role, "content": content}
+    if message.get("name") is not None:  # handed to the chat template, which may use it
+        if not isinstance(message["name"], str):
+            raise BadRequest(f"messages[{i}].name must be a string", param="messages")
+        out["name"] = message["name"]
+    return out
 
 
 def chat_work(body: dict, ctx: ParseContext) -> Work:
@@ -402,6 +410,9 @@ def _request_ids(rid, n: int) -> list[str] | None:
 def _generate_params(raw) -> SamplingParams:
     if not isinstance(raw, dict):
         raise BadRequest("sampling_params must be an object", param="sampling_params")
+    if isinstance(raw.get("stop"), list) and len(raw["stop"]) > MAX_STOP_STRINGS:
+        raise BadRequest(f"sampling_params: stop holds {len(raw['stop'])} strings; at most {MAX_STOP_STRINGS} "
+                         "are accepted", param="sampling_params")
     try:
         return SamplingParams.from_dict(raw)
     except InvalidSamplingParams as err:

@@ -181,6 +181,6 @@ async def _serve_async(engine, sock, info, opts: ServeOptions) -> int:
         await task
     finally:
         aengine.stop()
-        state.parser.shutdown(wait=False, cancel_futures=True)
+        state.shutdown()
     log.info("The server has stopped")
     return 0

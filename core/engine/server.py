@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import ctypes
 import json
 import logging
 import time
@@ -35,6 +36,7 @@ from .api_schema import openapi_bodies
 from .async_engine import AsyncEngine, EngineFailed, RequestStream
 
 log = logging.getLogger("bringup.server")
+BIG_BODY_BYTES = 256 << 10  # above this a body is parsed in its own worker (and memory trimmed after)
 
 __all__ = ["ServerState", "create_app", "error_body"]
 
@@ -61,8 +63,17 @@ class ServerState:
         self.static_info: dict = {}  # the engine's server_info() at start-up (model path, type...)
         self.ready = False  # set once the warm-up request went through
         self.draining = False  # set on SIGTERM/SIGINT: no new work is admitted
-        # One worker: the tokenizer is not safe to share between threads, and the loop stays free.
+        # Parsing and tokenising leave the event loop: ordinary bodies in one worker, big ones in another,
+        # so a body of megabytes never makes a chat wait behind it (both only read the tokenizer).
         self.parser = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="parse")
+        self.big_parser = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="parse-big")
+
+    def parser_for(self, size: int) -> concurrent.futures.Executor:
+        return self.big_parser if size > BIG_BODY_BYTES else self.parser
+
+    def shutdown(self) -> None:
+        for pool in (self.parser, self.big_parser):
+            pool.shutdown(wait=False, cancel_futures=True)
 
     def context(self) -> ParseContext:
         return ParseContext(self.tokenizer, self.vocab_size, self.limits.max_prompts, self.model_names)
@@ -79,14 +90,14 @@ def create_app(state: ServerState) -> FastAPI:
     bodies = openapi_bodies()
 
     def error(message: str, status: int = 400, param: str | None = None, headers: dict | None = None) -> JSONResponse:
-        if 400 <= status < 500 and status != 429:
+        if 400 <= status < 500:
             metrics.record_bad_request()
         return JSONResponse(error_body(message, status, param), status_code=status, headers=headers)
 
     def refused(exc: Rejected) -> JSONResponse:
-        metrics.record_rejection(exc.reason)
+        metrics.record_rejection(exc.reason)  # counted here, not as a bad request
         headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after is not None else None
-        return error(exc.message, exc.status, exc.param, headers)
+        return JSONResponse(error_body(exc.message, exc.status, exc.param), status_code=exc.status, headers=headers)
 
     app.add_middleware(AccessGuard, api_key=state.api_key, host_names=state.host_names,
                        on_reject=metrics.record_bad_request)
@@ -184,7 +195,12 @@ def create_app(state: ServerState) -> FastAPI:
         ticket: Ticket | None = None
         try:
             ctx = state.context()
-            work = await watch.race(asyncio.wrap_future(state.parser.submit(prepare, raw, build, ctx, state.limits)))
+            pool = state.parser_for(len(raw))
+            try:
+                work = await watch.race(asyncio.wrap_future(pool.submit(prepare, raw, build, ctx, state.limits)))
+            finally:
+                if len(raw) > BIG_BODY_BYTES:  # give the parse's garbage back to the system (glibc keeps it)
+                    pool.submit(trim_memory)
             del raw
             costs = [state.admission.cost(len(p), sp.max_new_tokens) for p, sp in zip(work.prompts, work.params)]
             if state.draining:
@@ -264,6 +280,13 @@ async def read_body(request: Request, limit: int) -> bytes:
                              status=413)
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def trim_memory() -> None:
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to trim
+        pass
 
 
 def prepare(raw: bytes, build: Callable, ctx: ParseContext, limits: ServerLimits) -> Work:

@@ -1,0 +1,141 @@
+"""SIGTERM / SIGINT under load: no new work, running streams finish or end properly, a clean exit.
+
+Two servers of their own (a signal ends them), started side by side on the tiny checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+
+import httpx
+import pytest
+
+from server_helpers import API_KEY, start_server, tiny_checkpoint
+
+HEADERS = {"Authorization": f"Bearer {API_KEY}"}
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory):
+    checkpoint = tiny_checkpoint(tmp_path_factory.mktemp("drain_models"))
+    started: dict = {}
+
+    def start(name, *extra):
+        started[name] = start_server(checkpoint, "--max-running-requests", "2", *extra, key_in_env=True)
+
+    threads = [threading.Thread(target=start, args=("term", "--drain-grace", "4")),
+               threading.Thread(target=start, args=("int",))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    yield started
+    for srv in started.values():
+        srv.process.stop()
+
+
+class Stream(threading.Thread):
+    """One streaming completion read to its end: its events, and whether it ended with [DONE]."""
+
+    def __init__(self, base_url: str, max_tokens: int):
+        super().__init__()
+        self.base_url, self.max_tokens = base_url, max_tokens
+        self.events: list[dict] = []
+        self.done = False
+        self.status = None
+        self.failure: Exception | None = None
+
+    def run(self) -> None:
+        body = {"prompt": [5, 6, 7], "max_tokens": self.max_tokens, "ignore_eos": True, "stream": True,
+                "stream_options": {"include_usage": True}}
+        try:
+            with httpx.Client(base_url=self.base_url, headers=HEADERS, timeout=60) as c:
+                with c.stream("POST", "/v1/completions", json=body) as r:
+                    self.status = r.status_code
+                    for line in r.iter_lines():
+                        if line == "data: [DONE]":
+                            self.done = True
+                        elif line.startswith("data: "):
+                            self.events.append(json.loads(line[6:]))
+        except Exception as err:  # noqa: BLE001 - reported by the test
+            self.failure = err
+
+    @property
+    def tokens(self) -> int:
+        return sum(1 for e in self.events for c in e.get("choices", []) if c.get("text"))
+
+    @property
+    def usage(self) -> int | None:
+        used = [e["usage"]["completion_tokens"] for e in self.events if e.get("usage")]
+        return used[-1] if used else None
+
+    @property
+    def errors(self) -> list[str]:
+        return [e["error"]["message"] for e in self.events if "error" in e]
+
+    @property
+    def finish(self) -> str | None:
+        reasons = [c["finish_reason"] for e in self.events for c in e.get("choices", []) if c.get("finish_reason")]
+        return reasons[-1] if reasons else None
+
+
+def wait_for_tokens(streams, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not all(s.tokens for s in streams):
+        assert time.monotonic() < deadline, "the streams did not start"
+        time.sleep(0.02)
+
+
+def test_sigterm_under_load_drains_and_ends_every_stream_properly(servers):
+    srv = servers["term"]
+    short, long_run = Stream(srv.base_url, 100), Stream(srv.base_url, 1500)
+    short.start(), long_run.start()
+    wait_for_tokens([short, long_run])
+    queued = [Stream(srv.base_url, 1500) for _ in range(2)]  # two slots are busy: these wait
+    for s in queued:
+        s.start()
+    with httpx.Client(base_url=srv.base_url, headers=HEADERS, timeout=10) as c:
+        while c.get("/server_info").json()["stats"]["num_queued"] < 2:
+            time.sleep(0.01)
+    srv.process.proc.send_signal(signal.SIGTERM)
+    time.sleep(0.2)
+    with httpx.Client(base_url=srv.base_url, headers=HEADERS, timeout=10) as c:
+        assert c.get("/health").status_code == 503
+        late = c.post("/v1/completions", json={"prompt": [5], "max_tokens": 1})
+        assert late.status_code == 503 and late.headers["Retry-After"]
+    for s in (short, long_run, *queued):
+        s.join(timeout=30)
+    code = srv.process.proc.wait(timeout=30)
+
+    assert all(s.failure is None and s.status == 200 and s.done for s in (short, long_run, *queued)), [
+        (s.failure, s.status, s.done, s.tokens, s.errors) for s in (short, long_run, *queued)]
+    assert short.usage == 100 and short.finish == "length" and not short.errors  # finished within the grace
+    assert long_run.errors and "grace" in long_run.errors[0] and 0 < long_run.usage < 1500
+    for s in queued:  # never started: ended at once, for another server to take
+        assert s.usage == 0 and s.errors and "before this request started" in s.errors[0]
+    assert code == 0
+    srv.process.wait_log_drained()
+    assert "Traceback" not in srv.log and "ERROR" not in srv.log, srv.log[-3000:]
+    assert "SIGTERM received: draining" in srv.log
+
+
+def test_sigint_twice_ends_running_streams_at_once_without_tracebacks(servers):
+    srv = servers["int"]
+    stream = Stream(srv.base_url, 1500)
+    stream.start()
+    wait_for_tokens([stream])
+    srv.process.proc.send_signal(signal.SIGINT)
+    time.sleep(0.3)
+    assert stream.is_alive()  # the default grace is 30 s: it keeps going
+    t0 = time.monotonic()
+    srv.process.proc.send_signal(signal.SIGINT)
+    stream.join(timeout=30)
+    code = srv.process.proc.wait(timeout=30)
+    assert time.monotonic() - t0 < 10
+    assert stream.failure is None and stream.done and "second signal" in stream.errors[0]
+    assert code == 0
+    srv.process.wait_log_drained()
+    assert "Traceback" not in srv.log and "ERROR" not in srv.log, srv.log[-3000:]
