@@ -35,6 +35,14 @@ def metric(client, name: str) -> float:
     return parse_prometheus(client.get("/metrics").text).get(name, 0.0)
 
 
+def wait_metric(client, name: str, value: float, timeout: float = 15) -> float:
+    """The metric once it reaches `value` (an abort is counted when the step after it reports it)."""
+    deadline = time.monotonic() + timeout
+    while (got := metric(client, name)) < value and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return got
+
+
 def health_latencies(base_url: str, n: int, pause: float = 0.01) -> list[float]:
     out = []
     with httpx.Client(base_url=base_url, timeout=60) as c:
@@ -117,7 +125,7 @@ def test_overload_gets_429_and_a_departed_multi_prompt_request_is_aborted(server
     # Its prompts were aborted at once, queued ones included: the engine empties in moments, not minutes.
     info = wait_idle(client, timeout=15)
     assert info["stats"]["state_slots_used"] == 0 and info["admitted"] == {"requests": 0, "tokens": 0}
-    assert metric(client, "bringup:num_aborted_requests_total") - aborted_before == n
+    assert wait_metric(client, "bringup:num_aborted_requests_total", aborted_before + n) - aborted_before == n
     assert metric(client, "bringup:num_rejected_requests_total") == rejected_before
 
     # While a batch holds the queue, more work gets 429 with Retry-After (and the metric counts it).
@@ -150,7 +158,7 @@ def test_a_streaming_multi_prompt_client_that_leaves_aborts_every_prompt(client)
                 break  # hang up after the first event: 8 of the 12 are still queued
     info = wait_idle(client, timeout=15)
     assert info["stats"]["state_slots_used"] == 0 and info["admitted"]["requests"] == 0
-    assert metric(client, "bringup:num_aborted_requests_total") - aborted_before == 12
+    assert wait_metric(client, "bringup:num_aborted_requests_total", aborted_before + 12) - aborted_before == 12
 
 
 # ---- malformed input: a 4xx naming the field, never a 500 -------------------------------------------
