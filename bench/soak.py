@@ -4,6 +4,8 @@
                          [--max-tokens 32] [--hostile 0.1] [--device cpu]
 
 Starts its own server on 127.0.0.1 (loopback only, a free port, the key in the environment), then:
+  0. one request of `--batch` prompts against as many one-prompt requests sent at once (a batch is
+     queued in one engine command, so it should take no longer);
   1. baseline: 10 streaming requests one at a time (the unloaded TTFT and ITL of this run);
   2. soak: `--concurrency` clients send streaming completions and chats until `--duration` seconds
      or `--max-requests` requests; a `--hostile` share of them hang up mid-stream, send a body of
@@ -11,7 +13,8 @@ Starts its own server on 127.0.0.1 (loopback only, a free port, the key in the e
   3. SIGTERM, and how long the drain took.
 Prints requests served, errors (anything but the expected answer), p50/p99 time to first token
 and inter-token latency (between streamed chunks) next to the baseline, rejected requests (429),
-and the server's RSS at start, after the soak, and its peak.
+/health latency during the soak against the idle server's, and the server's RSS at start, after
+the soak, and its peak.
 """
 
 from __future__ import annotations
@@ -147,6 +150,31 @@ async def soak(base: str, args, tally: Tally, limit: int) -> float:
     return time.monotonic() - t0
 
 
+async def batch_against_singles(base: str, n: int, max_tokens: int) -> tuple[float, float]:
+    """Seconds for one request of n prompts, and for n one-prompt requests sent together."""
+    import openai
+
+    client = openai.AsyncOpenAI(base_url=base + "/v1", api_key=KEY, max_retries=0, timeout=600)
+    prompts = [[5 + i % 100, 6, 7] for i in range(n)]
+    kwargs = dict(model="default", max_tokens=max_tokens, temperature=0, extra_body={"ignore_eos": True})
+    t0 = time.perf_counter()
+    await client.completions.create(prompt=prompts, **kwargs)
+    t1 = time.perf_counter()
+    await asyncio.gather(*(client.completions.create(prompt=p, **kwargs) for p in prompts))
+    t2 = time.perf_counter()
+    await client.close()
+    return t1 - t0, t2 - t1
+
+
+async def health_probe(base: str, samples: list[float], stop: asyncio.Event) -> None:
+    async with httpx.AsyncClient(base_url=base, timeout=60) as http:
+        while not stop.is_set():
+            t0 = time.perf_counter()
+            await http.get("/health")
+            samples.append(time.perf_counter() - t0)
+            await asyncio.sleep(0.25)
+
+
 def pct(values: list[float], q: float) -> str:
     if not values:
         return "-"
@@ -163,6 +191,7 @@ def main() -> int:
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--hostile", type=float, default=0.1, help="share of hostile requests (default 0.1)")
+    ap.add_argument("--batch", type=int, default=64, help="prompts in the batch-against-singles check (0: skip)")
     ap.add_argument("--seed", type=int, default=0)
     args, extra = ap.parse_known_args()
     random.seed(args.seed)
@@ -172,8 +201,22 @@ def main() -> int:
     peak = rss_start = server.memory_info().rss
     try:
         with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {KEY}"}, timeout=60) as c:
-            limit = c.get("/server_info").json()["limits"]["max_body_bytes"]
+            server_limits = c.get("/server_info").json()["limits"]
+            limit = server_limits["max_body_bytes"]
         import openai
+
+        batch = min(args.batch, server_limits["max_prompts"])
+        batch_s = asyncio.run(batch_against_singles(base, batch, 16)) if batch else None
+        idle_health: list[float] = []
+
+        async def idle_probe():
+            stop = asyncio.Event()
+            task = asyncio.ensure_future(health_probe(base, idle_health, stop))
+            await asyncio.sleep(3)
+            stop.set()
+            await task
+
+        asyncio.run(idle_probe())
 
         base_tally = Tally()
 
@@ -186,12 +229,18 @@ def main() -> int:
         asyncio.run(baseline())
         tally = Tally()
 
+        loaded_health: list[float] = []
+
         async def run_and_watch():
             nonlocal peak
+            stop = asyncio.Event()
+            probe = asyncio.ensure_future(health_probe(base, loaded_health, stop))
             task = asyncio.ensure_future(soak(base, args, tally, limit))
             while not task.done():
                 peak = max(peak, server.memory_info().rss)
                 await asyncio.sleep(0.5)
+            stop.set()
+            await probe
             return task.result()
 
         elapsed = asyncio.run(run_and_watch())
@@ -206,11 +255,18 @@ def main() -> int:
     mib = 1 / 2**20
     print(f"model {info.get('model_name')} on {info.get('device')}, {args.concurrency} clients, "
           f"{elapsed:.0f} s, max_tokens {args.max_tokens}, hostile share {args.hostile:g}")
+    print("limits: " + ", ".join(f"{k} {v}" for k, v in server_limits.items()))
     print(f"requests served {tally.served}, errors {tally.errors} {tally.error_kinds or ''}, "
           f"rejected (429) {tally.rejected}, hostile handled {tally.hostile}")
     print(f"{'':18}{'p50 ms':>10}{'p99 ms':>10}   baseline p50 / p99 (one client)")
     for name, soaked, alone in (("TTFT", tally.ttft, base_tally.ttft), ("ITL (per chunk)", tally.itl, base_tally.itl)):
         print(f"{name:18}{pct(soaked, 0.5):>10}{pct(soaked, 0.99):>10}   {pct(alone, 0.5)} / {pct(alone, 0.99)}")
+    print(f"{'/health':18}{pct(loaded_health, 0.5):>10}{pct(loaded_health, 0.99):>10}   "
+          f"{pct(idle_health, 0.5)} / {pct(idle_health, 0.99)} (idle server); max under load "
+          f"{pct(loaded_health, 1.0)} ms")
+    if batch_s:
+        print(f"one request of {batch} prompts: {batch_s[0]:.2f} s; {batch} one-prompt requests at once: "
+              f"{batch_s[1]:.2f} s (16 tokens each)")
     print(f"throughput {tally.served / elapsed:.2f} requests/s; tokens generated "
           f"{info['stats']['generated_tokens_total']}")
     print(f"server RSS: start {rss_start * mib:.0f} MiB, end {rss_end * mib:.0f} MiB, peak {peak * mib:.0f} MiB")
