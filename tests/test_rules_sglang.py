@@ -139,8 +139,10 @@ def test_extra_buffer_on_a_model_without_mamba_state():
     assert finding(new, "MAMBA_STRATEGY_WITHOUT_MAMBA").engine_message == \
         "ValueError: --mamba-radix-cache-strategy extra_buffer needs mamba state, got LlamaForCausalLM."
     assert not new.ok
-    old = run("meta-llama__Meta-Llama-3.1-8B.json", "sglang==0.5.21", device="cuda", mamba_strategy="extra_buffer")
-    assert old.ok and finding(old, "MAMBA_STRATEGY_WITHOUT_MAMBA").severity == "warning"
+    assert run("meta-llama__Meta-Llama-3.1-8B.json", "sglang==0.5.21", device="cuda", mamba_strategy="extra_buffer").ok is False
+    old = run("meta-llama__Meta-Llama-3.1-8B.json", "sglang==0.5.20", device="cuda", mamba_strategy="extra_buffer")
+    warned = finding(old, "MAMBA_STRATEGY_WITHOUT_MAMBA")
+    assert old.ok and warned.severity == "warning" and "sglang 0.5.21 and later does" in warned.message
 
 
 def test_lfm2_refuses_triton_with_its_message():

@@ -7,6 +7,7 @@ from bringup.core.rules import messages as msg
 from bringup.core.rules import sglang_archs as archs
 from bringup.core.rules import sglang_backends as backends
 from bringup.core.rules.check import Check
+from bringup.core.rules.profiles import versions_where
 
 GDN_BLACKWELL_ALLOWED = ("triton", "trtllm_mha", "fa4", "flashinfer")
 
@@ -54,12 +55,13 @@ def resolve_backend(c: Check) -> None:
         old = s.page_size
         r.page_size = new
         r.why["page_size"] = f"{why}: changed from {old if old is not None else 'the default 1'} to {new}"
+        p = c.profile
+        xpu_text = p.intel_xpu_page_message_mla if m.mla else p.intel_xpu_page_message
         c.add("PAGE_SIZE_SNAPPED", "info" if old is None else "warning", f"Page size {r.why['page_size']}.",
               fix=f"pass --page-size {new} to say it yourself",
-              engine_message=(msg.INTEL_XPU_PAGE_MLA if m.mla else msg.INTEL_XPU_PAGE).format(old=old)
-              if backend == "intel_xpu" else "",
-              source="arg_groups attention_hook (_intel_xpu_page_constraint)" if backend == "intel_xpu" else backends.SOURCE,
-              stage="arguments")
+              engine_message=xpu_text.format(old=old) if backend == "intel_xpu" else "",
+              source=(f"{p.source('intel_xpu_page_message')} (_intel_xpu_page_constraint)" if backend == "intel_xpu"
+                      else backends.SOURCE), stage="arguments")
         if r.mamba_strategy == "no_buffer" and s.page_size is None:
             c.add("NO_BUFFER_PAGE_AFTER_SNAP", "warning",
                   f"Ordering trap: the strategy checks ran first (no_buffer, page 1 passed) and {backend} then set page_size "
@@ -122,8 +124,10 @@ def _layer0_probe(c: Check, backend: str | None) -> None:
     # kimi_linear_config or a linear-attention spec was set; only mamba2_config models fell through
     # to get_value_buffer(0). The PR widened the check to mambaish_config.
     if backend == "triton" and p.triton_probes_layer0 and m.family == "mamba2":
-        code, where, fix = ("TRITON_LAYER0_PROBE", "layers/attention/triton_backend.py: get_value_buffer(0)",
-                            "upgrade to sglang 0.5.19 or later (PR #32227), or use --attention-backend intel_xpu on XPU")
+        fixed = versions_where(lambda q: not q.triton_probes_layer0)
+        code, where, fix = ("TRITON_LAYER0_PROBE", f"{p.source('triton_probes_layer0')}: get_value_buffer(0)",
+                            f"upgrade to sglang {fixed} (PR #32227 asks the pool for get_v_head_dim()), "
+                            "or use --attention-backend intel_xpu on XPU")
     elif backend == "wave":
         code, where, fix = ("WAVE_LAYER0_PROBE", "layers/attention/wave_backend.py: get_value_buffer(0) (issues #22605, #23080)",
                             "use --attention-backend aiter or triton on ROCm")
