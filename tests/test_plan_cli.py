@@ -42,6 +42,22 @@ def test_text_output_and_options(capsys):
     assert "1 per running request (disabled)" in out
 
 
+def test_sglang_defaults_assumed_and_flags_that_override_them(capsys):
+    code, out, _ = run(capsys, NANO, "--device-memory", "141G", "--target", "sglang==0.5.18", "--device", "xpu")
+    assert code == 0
+    assert "assumed: chunked_prefill_size = 8192 (sglang 0.5.18 default for devices below 160 GB; " \
+           "python/sglang/srt/server_args.py:4830 (sglang 0.5.18))" in out
+    assert "assumed: cuda_graph_max_bs = 256 " in out and "assumed: mem_fraction_static = " in out
+    code, out, _ = run(capsys, NANO, "--device-memory", "141G", "--target", "sglang==0.5.18", "--device", "xpu",
+                       "--chunked-prefill-size", "4096", "--cuda-graph-max-bs", "32", "--free-memory", "130G", "--json")
+    plan = json.loads(out)
+    assert set(plan["assumed"]) == {"mem_fraction_static"}
+    assert "512 + 1.5 x 4096" in plan["assumed"]["mem_fraction_static"] and "decode graphs 32 x 2 MB" in plan["assumed"]["mem_fraction_static"]
+    assert any("free before the weights load" in n for n in plan["notes"])
+    code, _, err = run(capsys, NANO, "--device-memory", "80G", "--target", "sglang==0.5.23", "--free-memory", "90G")
+    assert code == 2 and "at most the device memory" in err
+
+
 def test_does_not_fit_exits_1(capsys):
     code, out, _ = run(capsys, NANO, "--device-memory", "64GiB", "--target", "sglang==0.5.23")
     assert code == 1 and "DOES NOT FIT: Loaded weights leave no GPU memory" in out

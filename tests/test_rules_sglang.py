@@ -31,10 +31,57 @@ def test_disabling_radix_cache_under_0517_still_meets_the_layer0_probe():
 
 
 def test_the_xpu_recipe_passes_on_every_release():
-    for target in ("sglang==0.5.17", "sglang==0.5.19", "sglang==0.5.21", "sglang==0.5.23"):
+    for target in ("sglang==0.5.17", "sglang==0.5.18", "sglang==0.5.19", "sglang==0.5.20", "sglang==0.5.21",
+                   "sglang==0.5.22", "sglang==0.5.23"):
         r = run(NANO, target, device="xpu", attention_backend="intel_xpu", disable_radix_cache=True)
         assert r.ok, (target, codes(r))
         assert r.resolved.page_size == 128
+
+
+def test_0517_fix_names_the_releases_that_run_extra_buffer_on_xpu():
+    r = run(NANO, "sglang==0.5.17", device="xpu", attention_backend="triton")
+    gate = finding(r, "EXTRA_BUFFER_PLATFORM")
+    assert "only sglang 0.5.18 or 0.5.19 run extra_buffer on XPU" in gate.fix
+    assert gate.source.startswith("python/sglang/srt/server_args.py:5592 (sglang 0.5.17)")
+    probe = finding(r, "TRITON_LAYER0_PROBE")
+    assert "upgrade to sglang 0.5.18 and later" in probe.fix
+    assert probe.source.startswith("python/sglang/srt/layers/attention/triton_backend.py:208 (sglang 0.5.17)")
+
+
+@pytest.mark.parametrize("version", ["0.5.18", "0.5.19"])
+def test_pr_32227_ships_in_0518_triton_on_xpu_passes(version):
+    """Issue 18's done-when: `validate --target sglang==0.5.18 --device xpu --attention-backend triton` passes."""
+    r = run(NANO, f"sglang=={version}", device="xpu", attention_backend="triton")
+    assert r.ok and not codes(r, "error") and not codes(r, "warning"), codes(r)
+    assert (r.resolved.mamba_strategy, r.resolved.overlap_schedule, r.resolved.state_slots_per_request) == \
+        ("extra_buffer", True, 5)
+
+
+@pytest.mark.parametrize("version", ["0.5.20", "0.5.21", "0.5.22", "0.5.23"])
+def test_from_0520_xpu_refuses_explicit_extra_buffer_and_auto_is_no_buffer(version):
+    r = run(NANO, f"sglang=={version}", device="xpu", attention_backend="triton", mamba_strategy="extra_buffer")
+    f = finding(r, "EXTRA_BUFFER_UNSUPPORTED")
+    assert not r.ok and f.severity == "error" and r.first_error.code == "EXTRA_BUFFER_UNSUPPORTED"
+    assert f.engine_message == "AssertionError: extra_buffer is not supported for NemotronHForCausalLM; use no_buffer."
+    assert "no_buffer --disable-overlap-schedule" in f.fix and "0.5.20 and later" in f.fix
+    assert f.source.startswith("python/sglang/srt/arg_groups/overrides.py:")
+    auto = run(NANO, f"sglang=={version}", device="xpu", attention_backend="triton")
+    assert auto.ok
+    assert (auto.resolved.mamba_strategy, auto.resolved.overlap_schedule, auto.resolved.state_slots_per_request) == \
+        ("no_buffer", False, 3)
+
+
+@pytest.mark.parametrize("version, text", [
+    ("0.5.19", "Intel XPU attention backend for MLA Decode only supports page_sizes of [16, 32, 64, 128], "
+               "changing page_size from 1 to 128."),
+    ("0.5.20", "Intel XPU attention backend for MLA only supports page_sizes of [64, 128, 16, 32], "
+               "changing page_size from 1 to 128."),
+])
+def test_intel_xpu_mla_page_message_per_release(version, text):
+    r = run("moonshotai__Kimi-Linear-48B-A3B-Instruct.json", f"sglang=={version}", device="xpu",
+            attention_backend="intel_xpu", disable_radix_cache=True, page_size=1)
+    snap = finding(r, "PAGE_SIZE_SNAPPED")
+    assert snap.engine_message == text and f"(sglang {version})" in snap.source
 
 
 def test_0519_fixes_both_crashes_on_xpu():

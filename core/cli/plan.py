@@ -48,8 +48,21 @@ def configure(parser: argparse.ArgumentParser) -> None:
     sglang.add_argument("--disable-overlap-schedule", action="store_true")
     sglang.add_argument("--mamba-full-memory-ratio", type=_fraction, metavar="R", help="default 0.9")
     sglang.add_argument("--max-mamba-cache-size", type=int, metavar="SLOTS")
-    sglang.add_argument("--chunked-prefill-size", type=int, metavar="N", help="enters the auto mem fraction (default 8192)")
+    sglang.add_argument("--chunked-prefill-size", type=int, metavar="N",
+                        help="enters the auto mem fraction (default: the release's, by device memory: 2048 to 16384)")
+    sglang.add_argument("--cuda-graph-max-bs", type=int, metavar="N",
+                        help="decode cuda-graph batch size, reserved for in the auto mem fraction (default: by device memory)")
+    sglang.add_argument("--disable-cuda-graph", action="store_true", help="no graph reserve in the auto mem fraction")
+    sglang.add_argument("--free-memory", metavar="BYTES",
+                        help="memory free on the device before the weights load (SGLang's 'Load weight begin. avail "
+                             "mem'); default: the device memory")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of text")
+
+
+def _bytes(text: str) -> int:
+    from bringup.core.planner.sizes import parse_size
+
+    return parse_size(text)
 
 
 def _sglang_options(args) -> dict:
@@ -60,6 +73,9 @@ def _sglang_options(args) -> dict:
         "mamba_full_memory_ratio": args.mamba_full_memory_ratio,
         "max_mamba_cache_size": args.max_mamba_cache_size,
         "chunked_prefill_size": args.chunked_prefill_size,
+        "cuda_graph_max_bs": args.cuda_graph_max_bs,
+        "disable_cuda_graph": args.disable_cuda_graph or None,
+        "available_memory": _bytes(args.free_memory) if args.free_memory else None,
     }
     return {k: v for k, v in options.items() if v is not None}
 
