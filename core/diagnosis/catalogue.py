@@ -8,7 +8,24 @@ Order matters only for reading; every pattern is tried on every line.
 
 from __future__ import annotations
 
+from bringup.core.rules.profiles import PROFILES, versions_where
+
 from .pattern import Pattern
+
+
+def _printing(text: str) -> str:
+    """The profiled releases whose source holds this message text (read from their wheels)."""
+    def messages(p):
+        return (p.extra_buffer_platform_message, *p.no_buffer_messages, p.intel_xpu_page_message,
+                p.intel_xpu_page_message_mla)
+    return versions_where(lambda p: any(text in m for m in messages(p)))
+
+
+_RANGE = f"{PROFILES[0].label} to {PROFILES[-1].label}"
+_TRITON_FIXED = versions_where(lambda p: not p.triton_probes_layer0)  # "0.5.18 and later"
+_TRITON_PROBES = versions_where(lambda p: p.triton_probes_layer0)  # "0.5.17 only"
+_XPU_REFUSED = versions_where(lambda p: p.extra_buffer_refused_on_xpu)  # "0.5.20 and later"
+_XPU_EXTRA_BUFFER = versions_where(lambda p: "xpu" in p.extra_buffer_platforms and not p.extra_buffer_refused_on_xpu)
 
 _IDS = r"(?P<valid>[\d,\s]*)"
 _XPU_HINT = (r"device='?xpu|--device xpu|on XPU|xpu:\d|torch\.xpu", "On XPU, --attention-backend intel_xpu reads the "
@@ -25,14 +42,15 @@ SGLANG: tuple[Pattern, ...] = (
         "model's full-attention layers [{valid}]. An attention backend that reads the head size from layer 0 "
         "(triton before PR #32227, wave still) crashes this way on any hybrid whose layer 0 is not attention.",
         "Use an attention backend that asks the pool for its head size (get_v_head_dim()) instead of probing "
-        "layer 0; sglang 0.5.19 and later do so for triton (PR #32227).",
+        f"layer 0; sglang {_TRITON_FIXED} do so for triton (PR #32227).",
         source="sglang PR #32227; #22605 / #23080 (Granite-4.0-h); mem_cache/memory_pool.py _transfer_full_attention_id",
         kind="layer",
+        versions=f"{_TRITON_PROBES} with triton (and releases before it); with wave, every release to {PROFILES[-1].label}",
         hints=(
             (r"wave_backend\.py|attention_backend='?wave|--attention-backend wave",
              "The wave backend (ROCm) still calls get_value_buffer(0) in 0.5.23: use --attention-backend aiter or triton."),
             (r"triton_backend\.py|attention_backend='?triton",
-             "This log ran the triton backend: upgrade sglang to 0.5.19 or later."),
+             f"This log ran the triton backend: upgrade sglang to {_TRITON_FIXED} (PR #32227)."),
             _XPU_HINT,
         ),
         supersedes=("UNRECOGNIZED_ERROR",),
@@ -64,11 +82,18 @@ SGLANG: tuple[Pattern, ...] = (
         "EXTRA_BUFFER_PLATFORM", "sglang", "error",
         r"extra_buffer needs (?P<platforms>[A-Za-z/]+) \(FLA\)",
         "extra_buffer refused on this device",
-        "This sglang allows the mamba extra_buffer strategy only on {platforms} (the old platform check in "
-        "server_args.py). On XPU with sglang 0.5.17 the auto strategy picks extra_buffer and then fails here: "
-        "error 1 of PR #32227. The kernels are Triton, so this is a coverage gap, not a missing kernel.",
-        _NO_BUFFER_FIX + ", or upgrade sglang.",
-        source="sglang PR #32227; server_args.py _validate_mamba_extra_buffer (0.5.17)",
+        "This sglang allows the mamba extra_buffer strategy only on {platforms} (the old platform check). On XPU "
+        "with sglang 0.5.17 the auto strategy picks extra_buffer and then fails here: error 1 of PR #32227. The "
+        "kernels are Triton, so this is a coverage gap, not a missing kernel.",
+        _NO_BUFFER_FIX + f"; sglang {_XPU_EXTRA_BUFFER} run extra_buffer on XPU ({_XPU_REFUSED} refuse it there "
+        "again, and auto picks no_buffer).",
+        source="sglang PR #32227; validate_mamba_extra_buffer (server_args.py in 0.5.17 and 0.5.18, "
+               "arg_groups/mamba_hook.py from 0.5.19)",
+        versions=f"a release before {PROFILES[0].label} or a fork (no profiled release prints this platform list)",
+        versions_by=(
+            (r"needs CUDA/MUSA/NPU/ROCm \(FLA\)", _printing("extra_buffer needs CUDA/MUSA/NPU/ROCm (FLA)")),
+            (r"needs CUDA/MUSA/NPU/ROCm/XPU \(FLA\)", _printing("extra_buffer needs CUDA/MUSA/NPU/ROCm/XPU (FLA)")),
+        ),
         supersedes=("UNRECOGNIZED_ERROR",),
     ),
     Pattern(
@@ -76,9 +101,10 @@ SGLANG: tuple[Pattern, ...] = (
         r"extra_buffer requires platform support for Mamba cache state snapshots",
         "extra_buffer refused on this device",
         "The mamba extra_buffer strategy needs state snapshots, which sglang allows on CUDA, MUSA, NPU, ROCm and "
-        "XPU only; CPU, MPS and MLX fail here (arg_groups/mamba_hook.py, 0.5.19 and later).",
+        "XPU only; CPU, MPS and MLX fail here (arg_groups/mamba_hook.py _platform_supports_mamba_cache_extra_buffer).",
         _NO_BUFFER_FIX + ".",
         source="sglang arg_groups/mamba_hook.py validate_mamba_extra_buffer; #29391",
+        versions=_printing("extra_buffer requires platform support for Mamba cache state snapshots"),
         supersedes=("UNRECOGNIZED_ERROR",),
     ),
     Pattern(
@@ -86,9 +112,12 @@ SGLANG: tuple[Pattern, ...] = (
         r"extra_buffer is not supported for (?P<arch>\S+?);? use no_buffer",
         "extra_buffer is not supported for {arch} here",
         "sglang refuses the mamba extra_buffer strategy for {arch} in this setup: the architecture is not in "
-        "its extra-buffer list, the linear-attention backend is not triton, or (0.5.21 and later) the device is XPU.",
-        _NO_BUFFER_FIX + ".",
+        f"its extra-buffer list, the linear-attention backend is not triton, or (sglang {_XPU_REFUSED}) the device "
+        "is XPU.",
+        _NO_BUFFER_FIX + f". On XPU, only sglang {_XPU_EXTRA_BUFFER} run extra_buffer; with {_XPU_REFUSED} use "
+        "no_buffer with --disable-overlap-schedule (what auto picks there).",
         source="sglang arg_groups/overrides.py supports_mamba_cache_extra_buffer",
+        versions=f"every release {_RANGE}; for an XPU launch, {_XPU_REFUSED}",
         supersedes=("UNRECOGNIZED_ERROR",),
     ),
     Pattern(
@@ -108,6 +137,7 @@ SGLANG: tuple[Pattern, ...] = (
         "crashed at decode instead ('NoneType' object is not subscriptable, #39430).",
         "Drop --mamba-radix-cache-strategy for this model.",
         source="sglang arg_groups/model_hook.py handle_mamba_radix_cache; #39430",
+        versions=versions_where(lambda p: p.rejects_strategy_without_mamba),
         supersedes=("UNRECOGNIZED_ERROR",),
     ),
     Pattern(
@@ -119,6 +149,7 @@ SGLANG: tuple[Pattern, ...] = (
         "Use --disable-radix-cache (then the strategy does not apply and intel_xpu may use page 64/128), "
         "or --page-size 1 with a backend that allows it.",
         source="sglang arg_groups/mamba_hook.py validate_mamba_no_buffer; sglang-notes §3.3",
+        versions=_printing("no_buffer only supports page_size=1."),
         supersedes=("UNRECOGNIZED_ERROR",),
     ),
     Pattern(
@@ -129,6 +160,7 @@ SGLANG: tuple[Pattern, ...] = (
         "to no_buffer that forgets to turn overlap off ends here (#29158).",
         "Add --disable-overlap-schedule, or use --disable-radix-cache.",
         source="sglang validate_mamba_no_buffer; #29158",
+        versions=_printing("no_buffer do not support overlap schedule."),
         supersedes=("UNRECOGNIZED_ERROR",),
     ),
     Pattern(
@@ -138,6 +170,7 @@ SGLANG: tuple[Pattern, ...] = (
         "The no_buffer mamba strategy is incompatible with the trtllm_mha attention backend.",
         "Use --mamba-radix-cache-strategy extra_buffer, another attention backend, or --disable-radix-cache.",
         source="sglang validate_mamba_no_buffer",
+        versions=_printing("no_buffer do not support trtllm_mha attention backend."),
         supersedes=("UNRECOGNIZED_ERROR",),
     ),
     Pattern(
@@ -313,6 +346,11 @@ SGLANG: tuple[Pattern, ...] = (
         "cache on, a hybrid's no_buffer strategy needs page size 1, so this can break it later.",
         "Pass --page-size {new} yourself, and on hybrids use --disable-radix-cache with intel_xpu.",
         source="sglang _intel_xpu_page_constraint; sglang-notes §3.3",
+        versions=_printing("Intel XPU attention backend only supports page_sizes of [64, 128]"),
+        versions_by=(
+            (r"for MLA Decode only supports", _printing("Intel XPU attention backend for MLA Decode only supports")),
+            (r"for MLA only supports", _printing("Intel XPU attention backend for MLA only supports")),
+        ),
     ),
     Pattern(
         "XMX_FALLBACK", "sglang", "warning",
