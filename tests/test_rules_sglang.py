@@ -177,8 +177,9 @@ def test_extra_buffer_page_must_line_up_with_the_model_chunk():
 def test_strategy_is_meaningless_with_radix_disabled():
     r = run(NANO, "sglang==0.5.23", device="cuda", mamba_strategy="extra_buffer", disable_radix_cache=True)
     assert r.ok and "MAMBA_STRATEGY_IGNORED" in codes(r, "info")
+    # PR #19169's ValueError is in none of the released wheels: 0.5.17 also skips the checks (issue 18).
     old = run(NANO, "sglang==0.5.17", device="cuda", mamba_strategy="extra_buffer", disable_radix_cache=True)
-    assert "EXTRA_BUFFER_WITHOUT_RADIX" in codes(old, "warning")
+    assert old.ok and not codes(old, "warning") and "MAMBA_STRATEGY_IGNORED" in codes(old, "info")
 
 
 def test_extra_buffer_on_a_model_without_mamba_state():

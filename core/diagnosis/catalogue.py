@@ -357,7 +357,8 @@ SGLANG: tuple[Pattern, ...] = (
         r"does not support Intel XMX, will fallback to triton backend",
         "intel_xpu fell back to triton",
         "This XPU has no XMX units, so the intel_xpu attention backend is replaced by triton.",
-        "Expect triton's speed; on older sglang, triton on a hybrid probes layer 0 (upgrade to 0.5.19+).",
+        f"Expect triton's speed; in sglang {_TRITON_PROBES}, triton on a Mamba2 hybrid probes layer 0 "
+        f"(upgrade to {_TRITON_FIXED}).",
         source="sglang layers/attention/xpu_backend.py",
     ),
     Pattern(

@@ -73,14 +73,8 @@ def check_mamba_strategy(c: Check) -> None:
         if strategy != "auto":
             c.add("MAMBA_STRATEGY_IGNORED", "info",
                   f"With --disable-radix-cache the strategy {strategy} is meaningless (maintainers in issue #27418); "
-                  "state is not cached across requests.", fix="drop --mamba-radix-cache-strategy",
-                  source="issue #27418")
-            if strategy == "extra_buffer" and p.era == "server_args":
-                c.add("EXTRA_BUFFER_WITHOUT_RADIX", "warning",
-                      "PR #19169 made extra_buffer with the radix cache disabled (and no speculative decoding) a "
-                      "ValueError telling you to use no_buffer, because it wastes 2 mamba slots per request; "
-                      f"{c.version} may still raise it (0.5.23 simply switches extra_buffer off).",
-                      fix="drop --mamba-radix-cache-strategy extra_buffer", source="PR #19169")
+                  "state is not cached across requests; every release from 0.5.17 skips the strategy checks then.",
+                  fix="drop --mamba-radix-cache-strategy", source=f"issue #27418; {p.source('auto_strategy_rule')}")
         return
     r.mamba_radix_cache = True
     if strategy == "auto":

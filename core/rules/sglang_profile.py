@@ -80,4 +80,5 @@ class SglangProfile:
         raise AssertionError("memory ladder has no final rung")
 
     def to_json(self) -> dict:
-        return {"version": self.label, "era": self.era, "where": self.where, "notes": self.notes}
+        return {"version": self.label, "era": self.era, "where": self.where, "notes": self.notes,
+                "sources": dict(self.sources)}
