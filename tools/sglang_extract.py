@@ -213,6 +213,9 @@ def _string(node: ast.AST) -> str | None:
 def extra_buffer_platform(src) -> dict[str, Fact]:
     s = src.snippet("extra_buffer_validate")
     gate = src.snippet("extra_buffer_platform_gate")
+    arch = next(n for n in ast.walk(s.tree()) if isinstance(n, ast.Assert) and n.msg is not None
+                and (_string(n.msg) or "").startswith("extra_buffer is not supported"))
+    arch_text = re.sub(r"\{[^}]*\}", "{arch}", _string(arch.msg))
     for node in ast.walk(s.tree()):
         if isinstance(node, ast.Assert) and node.msg is not None:
             text = _string(node.msg)
@@ -220,6 +223,7 @@ def extra_buffer_platform(src) -> dict[str, Fact]:
                 platforms = _platforms(gate.tree()) if gate else _platforms(node.test)
                 where = (gate.path, gate.first_line) if gate else (s.path, s.at(node.msg))
                 return {
+                    "extra_buffer_arch_message": Fact(arch_text, s.path, s.at(arch.msg)),
                     "extra_buffer_platforms": Fact(platforms, *where),
                     "extra_buffer_platform_message": Fact(text, s.path, s.at(node.msg)),
                 }
@@ -385,8 +389,10 @@ def prefill_graph_default(src) -> dict[str, Fact]:
 
 def mamba_ratio(src) -> dict[str, Fact]:
     s = src.snippet("mamba_ratio")
+    lazy = next(n for n in ast.walk(s.tree()) if isinstance(n, ast.Assert) and n.msg is not None)
     return {"mamba_ratio_rule": Fact("3 + tracking slots (2 overlap, 1 otherwise or lazy); 1 without radix",
-                                     s.path, s.first_line)}
+                                     s.path, s.first_line),
+            "lazy_overlap_message": Fact(_string(lazy.msg), s.path, s.at(lazy.msg))}
 
 
 def scheduler_alias(src) -> dict[str, Fact]:

@@ -71,7 +71,7 @@ def resolve_backend(c: Check) -> None:
                          "handle_attention_backend_compatibility", stage="arguments")
         if r.mamba_strategy == "no_buffer" and backend == "trtllm_mha" and s.attention_backend is None:
             c.add("NO_BUFFER_TRTLLM", "warning", "The default backend trtllm_mha does not work with no_buffer.",
-                  fix="use extra_buffer or --disable-radix-cache", engine_message=msg.NO_BUFFER_TRTLLM,
+                  fix="use extra_buffer or --disable-radix-cache", engine_message="AssertionError: " + c.profile.no_buffer_messages[2],
                   source=c.profile.where)
     if s.attention_backend is None and backend == "triton" and archs.refuses_triton(m):
         c.add("TRITON_DEFAULT_FOR_MODEL", "warning",

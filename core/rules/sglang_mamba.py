@@ -116,7 +116,8 @@ def check_state_slots(c: Check) -> None:
         why = "--pp-size > 1 switched it off" if c.s.pp > 1 and not c.s.disable_overlap_schedule else "it is off"
         c.add("LAZY_NEEDS_OVERLAP", "error", "extra_buffer_lazy allocates its second track slot on demand and needs "
               f"the overlap schedule, but {why}.", fix="use extra_buffer (or drop --disable-overlap-schedule)",
-              engine_message=msg.LAZY_OVERLAP, source="model_executor/model_runner.py (mamba ratio); PR #27118",
+              engine_message="AssertionError: " + c.profile.lazy_overlap_message,
+              source=f"{c.profile.source('lazy_overlap_message')} (_calculate_mamba_ratio); PR #27118",
               stage="start-up (memory pool sizing)")
     r.state_slots_per_request = slots_per_request(r.mamba_strategy, True, r.overlap_schedule)
 
@@ -175,7 +176,7 @@ def _validate_extra_buffer(c: Check, strategy: str) -> None:
             fix = f"use {_no_buffer_recipe()}, or {recipe}"
             source = p.source("extra_buffer_refused_on_xpu")
         c.add("EXTRA_BUFFER_UNSUPPORTED", "error", f"{strategy}: {why}.", fix=fix,
-              engine_message=msg.EXTRA_BUFFER_ARCH.format(arch=m.architecture),
+              engine_message="AssertionError: " + p.extra_buffer_arch_message.format(arch=m.architecture),
               source=f"{source} (supports_mamba_cache_extra_buffer, asserted in validate_mamba_extra_buffer)",
               stage="arguments")
     elif s.device not in p.extra_buffer_platforms:

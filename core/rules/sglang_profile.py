@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 # source ("python/sglang/srt/...:LINE") in `SglangProfile.sources`; line 0 means "searched for in
 # that file and absent from this release".
 FACTS = (
-    "extra_buffer_platforms", "extra_buffer_platform_message", "extra_buffer_refused_on_xpu",
+    "extra_buffer_arch_message", "extra_buffer_platforms", "extra_buffer_platform_message", "extra_buffer_refused_on_xpu",
     "extra_buffer_needs_triton_linear_backend", "auto_strategy_rule", "no_buffer_messages",
     "rejects_strategy_without_mamba", "triton_probes_layer0", "intel_xpu_page_message", "intel_xpu_page_message_mla",
     "intel_xpu_snaps_on_prefill_backend", "memory_ladder", "reserve_base_mb", "reserve_floor", "xpu_extra_reserve_mb",
-    "mem_fraction_without_gpu_mem", "graph_reserve_mb", "prefill_graph_default", "graph_max_bs_capped_by_running", "mamba_ratio_rule",
+    "mem_fraction_without_gpu_mem", "graph_reserve_mb", "prefill_graph_default", "graph_max_bs_capped_by_running", "mamba_ratio_rule", "lazy_overlap_message",
     "scheduler_strategy_alias",
 )
 
@@ -23,6 +23,8 @@ class SglangProfile:
     version: tuple[int, int, int]
     era: str  # "server_args" (the strategy checks in server_args.py) or "arg_groups" (hooks + resolution passes)
     where: str  # the file that holds the mamba strategy checks in this release
+    # validate_mamba_extra_buffer's first assert: "extra_buffer is not supported for {arch}; use no_buffer."
+    extra_buffer_arch_message: str
     # extra_buffer's platform gate (validate_mamba_extra_buffer): platforms allowed and the assert's text.
     extra_buffer_platforms: tuple[str, ...]
     extra_buffer_platform_message: str
@@ -54,6 +56,7 @@ class SglangProfile:
     prefill_graph_default: tuple[str, str]  # default prefill cuda-graph backend (on CUDA, elsewhere)
     graph_max_bs_capped_by_running: bool  # a default decode graph max_bs above --max-running-requests drops to it
     mamba_ratio_rule: str
+    lazy_overlap_message: str  # _calculate_mamba_ratio: extra_buffer_lazy without the overlap schedule
     scheduler_strategy_alias: bool  # the deprecated alias --mamba-scheduler-strategy still exists
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     notes: str = ""
