@@ -153,3 +153,26 @@ def test_a_partial_download_falls_back_to_the_parameter_count(capsys, tmp_path):
     plan = json.loads(out)
     assert code == 0 and plan["weights_source"] == "params"
     assert any("missing" in note for note in plan["notes"])
+
+
+def test_compare_with_a_real_start_up_log(capsys):
+    """bringup plan --compare-log: the budget from the log's free memory and weights, planned vs logged."""
+    from pathlib import Path
+
+    logs = Path(__file__).parent / "data" / "sglang_startup"
+    code, out, _ = run(capsys, NANO, "--target", "sglang==0.5.23", "--device", "xpu", "--device-memory", "24GiB",
+                       "--tp", "4", "--mem-fraction", "0.85", "--page-size", "64", "--disable-radix-cache",
+                       "--max-running-requests", "8", "--context", "8192", "--chunked-prefill-size", "1024",
+                       "--cuda-graph-max-bs", "8", "--compare-log", logs / "nemotron-3-nano-tp4-arc-b60.log")
+    assert code == 0 and "planned vs the start-up log" in out
+    assert "1,557,504  (-0.4%)" in out and "mamba slots                       8 vs            8" in out
+    code, out, _ = run(capsys, logs / "LiquidAI__LFM2-700M.json", "--target", "sglang==0.5.17", "--device", "cuda",
+                       "--device-memory", "16GiB", "--compare-log", logs / "lfm2-700m-16gb.log", "--json")
+    rows = {r["figure"]: r for r in json.loads(out)["log_comparison"]}
+    assert rows["KV tokens"]["logged"] == 473_854 and abs(rows["KV tokens"]["difference"]) < 0.03
+    assert rows["mamba slots"]["logged"] == 85_292 and abs(rows["mamba slots"]["difference"]) < 0.03
+    code, _, err = run(capsys, NANO, "--device-memory", "80G", "--compare-log", logs / "lfm2-700m-16gb.log")
+    assert code == 2 and "--target sglang==X.Y.Z" in err
+    code, _, err = run(capsys, NANO, "--device-memory", "80G", "--target", "sglang==0.5.23", "--compare-log",
+                       logs / "LiquidAI__LFM2-700M.json")
+    assert code == 2 and "no 'KV Cache is allocated'" in err

@@ -58,3 +58,23 @@ def parse_startup_log(text: str) -> StartupFigures:
             setattr(out, name, int(float(value) * GIB) if name in ("free_before_load", "free_after_load", "weights")
                     else int(value))
     return out
+
+
+def compare(plan, log: StartupFigures) -> list[dict]:
+    """Planned vs logged figures, for each figure the log has: name, planned, logged, difference."""
+    rows = []
+    for name, planned, logged in (("KV tokens", plan.kv_tokens, log.kv_tokens),
+                                  ("mamba slots", plan.state_slots if plan.state_layers else None, log.mamba_slots),
+                                  ("max running requests", plan.max_running_requests, log.max_running_requests)):
+        if planned is None or logged is None:
+            continue
+        diff = (planned - logged) / logged if logged else 0.0
+        rows.append({"figure": name, "planned": planned, "logged": logged, "difference": round(diff, 4)})
+    return rows
+
+
+def comparison_text(rows: list[dict]) -> str:
+    out = ["", "  planned vs the start-up log"]
+    for r in rows:
+        out.append(f"    {r['figure']:22} {r['planned']:>12,} vs {r['logged']:>12,}  ({r['difference']:+.1%})")
+    return "\n".join(out) + "\n"
