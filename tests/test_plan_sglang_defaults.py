@@ -130,3 +130,19 @@ def test_nemotron_3_nano_tp4_on_arc_pro_b60():
     assert p.kv_tokens % 64 == 0 and p.kv_tokens == pytest.approx(log.kv_tokens, rel=0.01)
     assert (p.state_slots, p.max_running_requests) == (log.mamba_slots, log.max_running_requests)
     assert p.assumed == {}  # every default this launch depends on was given on its command line
+
+
+def test_nemotron_3_nano_omni_tp4_split_of_the_rest():
+    """A 0.5.21 TP4 log (GB10, fp8 KV, auto strategy) without its memory budget: rebuild the rest SGLang split
+    from the pool sizes it prints and check the planner splits it the same way (the 0.9 mamba ratio, TP4 state
+    shares, 1 KV head per rank, the extra_buffer ratio on CUDA)."""
+    log = _log("nemotron-3-nano-omni-tp4-gb10.log")
+    assert (log.mamba_slots, log.kv_tokens, log.max_running_requests) == (2211, 19_644_177, 32)
+    per_slot = 23 * ((4096 + 2 * 8 * 128) // 4 * 3 * 2 + 64 // 4 * 64 * 128 * 4)  # conv bf16 + ssm fp32, one rank
+    rest = (log.mamba_slots + 1) * per_slot + log.kv_tokens * 6 * 1 * 128 * 2  # mamba pool + K and V in fp8
+    p = plan_memory(nano_map(), device_memory=rest, mem_fraction=1.0, weights_bytes=0, target="sglang==0.5.21",
+                    device="cuda", tp=4, kv_dtype="fp8_e4m3", max_running_requests=32)
+    assert p.state_bytes_per_request == per_slot and p.kv_bytes_per_token == 1536
+    assert p.state_slots == pytest.approx(log.mamba_slots, abs=1)
+    assert p.kv_tokens == pytest.approx(log.kv_tokens, rel=0.001)
+    assert (p.strategy, p.state_slots_per_request, p.max_running_requests) == ("extra_buffer", 5, 32)
