@@ -125,5 +125,6 @@ def assumed_text(assumed: dict) -> str:
     parts = []
     for setting, value in assumed.items():
         head, _, why = value.partition(" (")
-        parts.append(f"{setting} = {head}" + (f" ({why.split(';')[0].rstrip(')')})" if why else ""))
+        why = why.split(";")[0].rstrip(")").split(" = ")[0]  # the reason without its arithmetic (in the tooltip)
+        parts.append(f"{setting} = {head}" + (f" ({why})" if why else ""))
     return "Assumed: " + "; ".join(parts)
