@@ -35,6 +35,10 @@ def test_new_wording_of_the_platform_check():
     ("ValueError: --mamba-radix-cache-strategy extra_buffer needs mamba state, got LlamaForCausalLM.",
      "STRATEGY_NEEDS_MAMBA", "0.5.21 and later"),
     ("AssertionError: no_buffer only supports page_size=1.", "NO_BUFFER_PAGE_SIZE", "0.5.17 and later"),
+    ("AssertionError: NemotronHForCausalLM does not support triton attention backend,as the first layer might not be "
+     "an attention layer", "TRITON_FIRST_LAYER_NOT_ATTENTION", "0.5.17 or 0.5.18"),
+    ("AssertionError: Lfm2ForCausalLM does not support triton attention backend, as the first layer might not be an "
+     "attention layer", "TRITON_FIRST_LAYER_NOT_ATTENTION", "0.5.17 and later"),
     ("Intel XPU attention backend for MLA Decode only supports page_sizes of [16, 32, 64, 128], changing page_size "
      "from 1 to 128.", "PAGE_SIZE_CHANGED", "0.5.17 to 0.5.19"),
     ("Intel XPU attention backend for MLA only supports page_sizes of [64, 128, 16, 32], changing page_size from 1 "

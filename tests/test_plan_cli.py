@@ -52,7 +52,11 @@ def test_sglang_defaults_assumed_and_flags_that_override_them(capsys):
                        "--chunked-prefill-size", "4096", "--cuda-graph-max-bs", "32", "--free-memory", "130G", "--json")
     plan = json.loads(out)
     assert set(plan["assumed"]) == {"mem_fraction_static"}
-    assert "512 + 1.5 x 4096" in plan["assumed"]["mem_fraction_static"] and "decode graphs 32 x 2 MB" in plan["assumed"]["mem_fraction_static"]
+    assert "512 + 1.5 x 4096" in plan["assumed"]["mem_fraction_static"]
+    assert "no decode graphs on XPU by default" in plan["assumed"]["mem_fraction_static"]  # opt-in there
+    code, out, _ = run(capsys, NANO, "--device-memory", "141G", "--target", "sglang==0.5.18", "--device", "cuda",
+                       "--cuda-graph-max-bs", "32", "--json")
+    assert "decode graphs 32 x 2 MB" in json.loads(out)["assumed"]["mem_fraction_static"]
     assert any("free before the weights load" in n for n in plan["notes"])
     code, _, err = run(capsys, NANO, "--device-memory", "80G", "--target", "sglang==0.5.23", "--free-memory", "90G")
     assert code == 2 and "at most the device memory" in err

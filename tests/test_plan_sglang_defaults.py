@@ -52,10 +52,13 @@ def test_auto_mem_fraction_counts_chunk_graphs_floor_and_xpu_reserve():
     reserved = 512 + 1.5 * 8192 + 1 / 8 * 1024 + 256 * 2 + prefill
     assert cuda.mem_fraction == round((gpu_mb - reserved) / gpu_mb, 3)
     assert "decode graphs 256 x 2 MB + prefill graphs 464 MB" in cuda.assumed["mem_fraction_static"]
-    xpu = plan("0.5.23", 141 * 10**9, device="xpu")  # no prefill graphs off CUDA; the oneDNN scratch from 0.5.20
-    assert xpu.mem_fraction == round((gpu_mb - (512 + 1.5 * 8192 + 128 + 512 + 2048)) / gpu_mb, 3)
+    # XPU: no prefill graphs off CUDA, decode graphs opt-in (platform_hook.py), the oneDNN scratch from 0.5.20.
+    xpu = plan("0.5.23", 141 * 10**9, device="xpu")
+    assert xpu.mem_fraction == round((gpu_mb - (512 + 1.5 * 8192 + 128 + 2048)) / gpu_mb, 3)
+    assert "no decode graphs on XPU by default, python/sglang/srt/arg_groups/platform_hook.py:" in \
+        xpu.assumed["mem_fraction_static"]
     old_xpu = plan("0.5.19", 141 * 10**9, device="xpu")
-    assert old_xpu.mem_fraction == round((gpu_mb - (512 + 1.5 * 8192 + 128 + 512)) / gpu_mb, 3)
+    assert old_xpu.mem_fraction == round((gpu_mb - (512 + 1.5 * 8192 + 128)) / gpu_mb, 3)
     small = plan("0.5.23", 48 * GIB)  # below 60 GB: no 10 GB floor, chunked prefill 4096
     r = 512 + 1.5 * 4096 + 128 + 32 * 2 + len(prefill_graph_sizes(4096)) * 8
     assert small.mem_fraction == round((48 * 1024 - r) / (48 * 1024), 3)

@@ -39,7 +39,7 @@ def test_the_xpu_recipe_passes_on_every_release():
 
 
 def test_0517_fix_names_the_releases_that_run_extra_buffer_on_xpu():
-    r = run(NANO, "sglang==0.5.17", device="xpu", attention_backend="triton")
+    r = run(NANO, "sglang==0.5.17", device="xpu")  # triton by default on XPU, as in PR #32227
     gate = finding(r, "EXTRA_BUFFER_PLATFORM")
     assert "only sglang 0.5.18 or 0.5.19 run extra_buffer on XPU" in gate.fix
     assert gate.source.startswith("python/sglang/srt/server_args.py:5592 (sglang 0.5.17)")
@@ -50,11 +50,29 @@ def test_0517_fix_names_the_releases_that_run_extra_buffer_on_xpu():
 
 @pytest.mark.parametrize("version", ["0.5.18", "0.5.19"])
 def test_pr_32227_ships_in_0518_triton_on_xpu_passes(version):
-    """Issue 18's done-when: `validate --target sglang==0.5.18 --device xpu --attention-backend triton` passes."""
-    r = run(NANO, f"sglang=={version}", device="xpu", attention_backend="triton")
+    """PR #32227's launch (triton, the XPU default) starts from 0.5.18 (issue 18)."""
+    r = run(NANO, f"sglang=={version}", device="xpu")
     assert r.ok and not codes(r, "error") and not codes(r, "warning"), codes(r)
+    assert r.resolved.attention_backend == "triton"
     assert (r.resolved.mamba_strategy, r.resolved.overlap_schedule, r.resolved.state_slots_per_request) == \
         ("extra_buffer", True, 5)
+
+
+@pytest.mark.parametrize("version, refused", [("0.5.17", True), ("0.5.18", True), ("0.5.19", False), ("0.5.23", False)])
+def test_an_explicit_triton_backend_for_nemotron_h_is_refused_until_0519(version, refused):
+    """The 0.5.17 and 0.5.18 wheels assert attention_backend != "triton" for NemotronH in the model
+    adjustments (server_args.py 5503 / 5722), before the default backend is filled in: only an explicit
+    --attention-backend triton meets it. 0.5.19 dropped the assert."""
+    r = run(NANO, f"sglang=={version}", device="xpu", attention_backend="triton")
+    if not refused:
+        assert r.ok and "TRITON_REFUSED_FOR_MODEL" not in codes(r)
+        return
+    f = finding(r, "TRITON_REFUSED_FOR_MODEL")
+    assert r.first_error is f and f.stage == "arguments"
+    assert f.engine_message == ("AssertionError: NemotronHForCausalLM does not support triton attention backend,as the "
+                                "first layer might not be an attention layer")  # sic: no space after the comma
+    assert "drop --attention-backend" in f.fix and "0.5.19 and later" in f.fix
+    assert f.source.startswith("python/sglang/srt/server_args.py:")
 
 
 @pytest.mark.parametrize("version", ["0.5.20", "0.5.21", "0.5.22", "0.5.23"])

@@ -55,6 +55,9 @@ class Probe:
     candidates: tuple[tuple[str, str], ...]  # (file under sglang/srt, "func" or "Class.func"); first found wins
     statement: str | None = None  # keep only the outermost if-statement whose text contains this
     search: str | None = None  # or: keep the lines around the first line containing this text
+    # or: one small window per line containing this text, from the `model_arch` test above it (the
+    # branches of a long if/elif chain, without the chain); snippets(key) gives them all
+    windows: str | None = None
 
 
 _S = "sglang/srt/"
@@ -81,6 +84,11 @@ PROBES: tuple[Probe, ...] = (
                             (_S + "server_args.py", "ServerArgs.reserve_for_graph_mb"))),
     Probe("prefill_graph_default", ((_S + "model_executor/cuda_graph_config.py", "default_prefill_backend"),)),
     Probe("mamba_ratio", ((_S + "mem_cache/kv_cache_configurator.py", "KVCacheConfigurator._calculate_mamba_ratio"),)),
+    Probe("triton_refused", ((_S + "arg_groups/model_hook.py", "handle_model_specific_adjustments"),
+                             (_S + "server_args.py", "ServerArgs._handle_model_specific_adjustments")),
+          windows="does not support triton attention backend"),
+    Probe("xpu_decode_graph", ((_S + "arg_groups/platform_hook.py", ""), (_S + "server_args.py", "")),
+          search="Decode graph is opt-in on XPU"),
     Probe("graph_bs_running_cap", ((_S + "arg_groups/memory_hook.py", ""),),
           search="decode_cuda_graph_config.max_bs > cfg.max_running_requests"),
     Probe("scheduler_strategy_alias", ((_S + "server_args.py", ""),), search='"--mamba-scheduler-strategy"'),
@@ -104,6 +112,23 @@ def _find_def(tree: ast.AST, qualname: str):
                 return None
         scope = getattr(node, "body", [])
     return node
+
+
+def _windows(path: str, source: str, probe: Probe, func: str) -> list[Snippet]:
+    lines = source.splitlines()
+    node = _find_def(ast.parse(source), func)
+    if node is None:
+        return []
+    out = []
+    for i in range(node.lineno - 1, node.end_lineno):
+        if probe.windows in lines[i]:
+            start = next((j for j in range(i, max(node.lineno - 1, i - 15), -1) if "model_arch" in lines[j]
+                          and lines[j].lstrip().startswith(("if ", "elif "))), i)
+            end = i
+            while end + 1 < len(lines) and not lines[end].rstrip().endswith(")"):
+                end += 1
+            out.append(Snippet(REPO_PREFIX + path, start + 1, "\n".join(lines[start:end + 1]) + "\n"))
+    return out
 
 
 def _cut(path: str, source: str, probe: Probe, func: str) -> Snippet | None:
@@ -159,6 +184,16 @@ class WheelSource:
                     return found
         return None
 
+    def snippets(self, key: str) -> list[Snippet]:
+        probe = PROBE[key]
+        for path, func in probe.candidates:
+            text = self._read(path)
+            if text is not None:
+                found = _windows(path, text, probe, func)
+                if found:
+                    return found
+        return []
+
 
 _HEADER = re.compile(r"^# sglang snippet: (?P<path>\S+) from line (?P<line>\d+)$")
 
@@ -182,6 +217,13 @@ class FixtureSource:
         if not m:
             raise ValueError(f"{f}: first line must be '# sglang snippet: PATH from line N'")
         return Snippet(m["path"], int(m["line"]), body)
+
+    def snippets(self, key: str) -> list[Snippet]:
+        found, n = [], 1
+        while (self.folder / f"{key}.{n}.py").is_file():
+            found.append(FixtureSource(self.folder).snippet(f"{key}.{n}"))
+            n += 1
+        return found
 
 
 # --- the extractors -------------------------------------------------------------------------------
@@ -402,6 +444,29 @@ def scheduler_alias(src) -> dict[str, Fact]:
     return {"scheduler_strategy_alias": Fact(True, s.path, s.line_of('"--mamba-scheduler-strategy"'))}
 
 
+def triton_refused(src) -> dict[str, Fact]:
+    """The architectures whose model adjustments assert attention_backend != "triton", and the text
+    (verbatim: the NemotronH one lacks a space after the comma), with {arch} for an f-string's arch."""
+    found = []
+    windows = src.snippets("triton_refused")
+    for w in windows:
+        archs = tuple(re.findall(r'"(\w+)"', re.search(r"model_arch in \[(.*?)\]", w.text, re.S)[1]))
+        message = w.text[w.text.index('!= "triton"') + len('!= "triton"'):]
+        text = "".join(re.findall(r'f?"((?:[^"\\]|\\.)*)"', message))
+        text = text.replace("{model_arch}", "{arch}")
+        found.append((archs, text))
+    where = (windows[0].path, windows[0].first_line) if windows else (REPO_PREFIX + _S + "arg_groups/model_hook.py", 0)
+    return {"triton_refused": Fact(tuple(found), *where)}
+
+
+def xpu_decode_graph(src) -> dict[str, Fact]:
+    """On XPU the decode cuda graph stays disabled unless --cuda-graph-backend-decode is given."""
+    s = src.snippet("xpu_decode_graph")
+    if s is None:  # line 0: searched for and not found
+        return {"xpu_decode_graph_opt_in": Fact(False, REPO_PREFIX + _S + "arg_groups/platform_hook.py", 0)}
+    return {"xpu_decode_graph_opt_in": Fact(True, s.path, s.line_of("Decode graph is opt-in on XPU"))}
+
+
 def graph_bs_running_cap(src) -> dict[str, Fact]:
     """A default decode cuda-graph max_bs above --max-running-requests is lowered to it."""
     s = src.snippet("graph_bs_running_cap")
@@ -412,7 +477,7 @@ def graph_bs_running_cap(src) -> dict[str, Fact]:
 
 EXTRACTORS = (extra_buffer_platform, supports_extra_buffer, auto_resolution, no_buffer_messages, strategy_without_mamba,
               triton_layer0, intel_xpu_page, memory_by_capacity, memory_reserve, graph_reserve, prefill_graph_default,
-              graph_bs_running_cap, mamba_ratio, scheduler_alias)
+              graph_bs_running_cap, xpu_decode_graph, mamba_ratio, scheduler_alias, triton_refused)
 
 
 def extract(src) -> dict[str, Fact]:

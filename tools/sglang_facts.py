@@ -93,6 +93,10 @@ def main(argv=None) -> int:
             out = Path(args.write_fixtures)
             out.mkdir(parents=True, exist_ok=True)
             for probe in PROBES:
+                if probe.windows:
+                    for n, snippet in enumerate(src.snippets(probe.key), 1):
+                        (out / f"{probe.key}.{n}.py").write_text(fixture_text(snippet), encoding="utf-8")
+                    continue
                 snippet = src.snippet(probe.key)
                 if snippet is not None:
                     (out / f"{probe.key}.py").write_text(fixture_text(snippet), encoding="utf-8")

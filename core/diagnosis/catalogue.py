@@ -25,6 +25,11 @@ _RANGE = f"{PROFILES[0].label} to {PROFILES[-1].label}"
 _TRITON_FIXED = versions_where(lambda p: not p.triton_probes_layer0)  # "0.5.18 and later"
 _TRITON_PROBES = versions_where(lambda p: p.triton_probes_layer0)  # "0.5.17 only"
 _XPU_REFUSED = versions_where(lambda p: p.extra_buffer_refused_on_xpu)  # "0.5.20 and later"
+def _triton_refusing(arch: str) -> str:
+    return versions_where(lambda p: p.triton_refusal(arch) is not None)
+
+
+_NEMOTRON_TRITON_REFUSED = _triton_refusing("NemotronHForCausalLM")  # "0.5.17 or 0.5.18"
 _XPU_EXTRA_BUFFER = versions_where(lambda p: "xpu" in p.extra_buffer_platforms and not p.extra_buffer_refused_on_xpu)
 
 _IDS = r"(?P<valid>[\d,\s]*)"
@@ -212,12 +217,17 @@ SGLANG: tuple[Pattern, ...] = (
     ),
     Pattern(
         "TRITON_FIRST_LAYER_NOT_ATTENTION", "sglang", "error",
-        r"(?P<arch>\S+) does not support triton attention backend, as the first layer might not be an attention layer",
+        r"(?P<arch>\S+) does not support triton attention backend, ?as the first layer might not be an attention layer",
         "{arch} refuses the triton attention backend",
         "Layer 0 of {arch} is not an attention layer, and the triton backend would read its head size there. "
-        "On XPU triton is the default backend, so LFM2 on XPU needs an explicit backend.",
-        "Pass --attention-backend intel_xpu on XPU (flashinfer or torch_native elsewhere).",
-        source="sglang arg_groups/model_hook.py",
+        "The check runs before the default backend is filled in, so only an explicit --attention-backend triton "
+        "meets it; on XPU triton is the default, so LFM2 on XPU needs an explicit other backend.",
+        "Pass --attention-backend intel_xpu on XPU (flashinfer or torch_native elsewhere). For NemotronH, "
+        f"sglang {_NEMOTRON_TRITON_REFUSED} refuse an explicit triton but run the default one; later releases "
+        "accept it.",
+        source="sglang model-specific adjustments (server_args.py up to 0.5.18, arg_groups/model_hook.py later)",
+        versions=_triton_refusing("Lfm2ForCausalLM"),
+        versions_by=((r"NemotronH\w*ForCausalLM does not support", _NEMOTRON_TRITON_REFUSED),),
         supersedes=("UNRECOGNIZED_ERROR",),
     ),
     Pattern(

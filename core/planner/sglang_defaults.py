@@ -50,8 +50,12 @@ def sglang_defaults(profile, *, device: str, device_memory: int, tp: int, pp: in
         return SglangDefaults(chunked_prefill_size, cuda_graph_max_bs, None, 0.0, assumed)
 
     per_decode, per_prefill_size, mla_prefill = profile.graph_reserve_mb
-    graphs = 0.0 if disable_cuda_graph or device == "cpu" else cuda_graph_max_bs * per_decode
+    # On XPU decode graphs are opt-in (--cuda-graph-backend-decode): off by default, nothing reserved.
+    xpu_off = device == "xpu" and profile.xpu_decode_graph_opt_in
+    graphs = 0.0 if disable_cuda_graph or device == "cpu" or xpu_off else cuda_graph_max_bs * per_decode
     graph_parts = [f"decode graphs {cuda_graph_max_bs} x {per_decode} MB"] if graphs else []
+    remarks = ([f"no decode graphs on XPU by default, {profile.source('xpu_decode_graph_opt_in')}"]
+               if xpu_off and not disable_cuda_graph else [])
     on_cuda, elsewhere = profile.prefill_graph_default
     prefill_backend = on_cuda if device == "cuda" else elsewhere  # ROCm: is_cuda() is False under HIP
     # Off CUDA, SGLang switches piecewise prefill graphs off for non-CUDA hardware (XPU, HIP, NPU...).
@@ -72,5 +76,5 @@ def sglang_defaults(profile, *, device: str, device_memory: int, tp: int, pp: in
     if device == "xpu" and profile.xpu_extra_reserve_mb:
         parts.append(f"XPU +{profile.xpu_extra_reserve_mb} MB")
     assumed["mem_fraction_static"] = (f"{fraction:.3f} (auto: reserves {reserved:,.0f} MB = {' + '.join(parts)}; "
-                                      f"{profile.source('reserve_base_mb')})")
+                                      + "".join(f"{r}; " for r in remarks) + f"{profile.source('reserve_base_mb')})")
     return SglangDefaults(chunked_prefill_size, cuda_graph_max_bs, max(0.0, fraction), reserved, assumed)

@@ -10,8 +10,6 @@ CHUNK_PAGE = ("AssertionError: For SSM models, either chunk_size or page_size mu
 TRACK_INTERVAL = "AssertionError"  # mamba_track_interval % page_size == 0 is asserted without a message
 STRATEGY_NEEDS_MAMBA = "ValueError: --mamba-radix-cache-strategy {strategy} needs mamba state, got {arch}."
 NONE_SUBSCRIPT = "TypeError: 'NoneType' object is not subscriptable"
-TRITON_REFUSED = ("AssertionError: {arch} does not support triton attention backend, as the first layer might not "
-                  "be an attention layer")
 LAYER_ID = "ValueError: layer_id={layer} not in full attention layers: dict_keys({layers})"
 NO_XMX = "The current platform does not support Intel XMX, will fallback to triton backend."
 DEFAULT_BACKEND = "Attention backend not specified. Use {backend} backend by default."

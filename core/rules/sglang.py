@@ -28,10 +28,12 @@ def check_sglang(m: ModelFacts, s: LaunchSettings, profile: SglangProfile) -> Ch
         r.why["device"] = "a ROCm build of torch: SGLang's --device cuda"
     _check_architecture(c)
     resolve_dtypes(c)
+    # The architecture branch's asserts (triton refusal) come before handle_mamba_radix_cache in the
+    # model adjustments of every release (server_args.py 0.5.17-0.5.18, arg_groups/model_hook.py later).
+    check_model_hook(c)
     if not c.has("ARCH_NOT_IMPLEMENTED"):
         check_mamba_strategy(c)
     _pipeline_overlap(c)
-    check_model_hook(c)
     resolve_backend(c)
     check_state_slots(c)
     check_startup(c)

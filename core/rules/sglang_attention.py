@@ -13,15 +13,25 @@ GDN_BLACKWELL_ALLOWED = ("triton", "trtllm_mha", "fa4", "flashinfer")
 
 
 def check_model_hook(c: Check) -> None:
-    """Argument checks that run before the default backend is filled in (model_hook)."""
-    m, s = c.m, c.s
-    if s.attention_backend == "triton" and archs.refuses_triton(m):
-        c.add("TRITON_REFUSED_FOR_MODEL", "error",
-              f"{m.architecture}'s first layer is {m.first_layer_mixer}, not attention, and SGLang refuses the triton "
-              "attention backend for it outright.",
-              fix="use --attention-backend intel_xpu on XPU, or flashinfer / fa3 on CUDA",
-              engine_message=msg.TRITON_REFUSED.format(arch=m.architecture), layers=(0,),
-              source=f"{c.profile.where} (model_hook: LFM2 / LFM2-MoE)", stage="arguments")
+    """The model adjustments' asserts, met before the mamba strategy checks and before the default
+    backend is filled in (so only an explicit --attention-backend triton is refused)."""
+    m, s, p = c.m, c.s, c.profile
+    refusal = p.triton_refusal(m.architecture) if s.attention_backend == "triton" else None
+    if refusal is None:
+        return
+    accepts = versions_where(lambda q: q.triton_refusal(m.architecture) is None)
+    if archs.short_conv(m):
+        fix = "use --attention-backend intel_xpu on XPU, or flashinfer / fa3 on CUDA"
+    else:
+        fix = (f"drop --attention-backend (sglang {p.label} fills in triton by default after this check, and "
+               + ("PR #32227's triton fix is in this release" if not p.triton_probes_layer0 else
+                  "then meets the layer-0 probe") + f"), use --attention-backend intel_xpu on XPU, or sglang "
+               f"{accepts} (no such check for {m.architecture})")
+    c.add("TRITON_REFUSED_FOR_MODEL", "error",
+          f"{m.architecture}'s first layer is {m.first_layer_mixer}, not attention, and sglang {p.label} refuses an "
+          "explicit triton attention backend for it.",
+          fix=fix, engine_message=f"AssertionError: {refusal}", layers=(0,),
+          source=f"{p.source('triton_refused')} (model-specific adjustments)", stage="arguments")
 
 
 def resolve_backend(c: Check) -> None:
@@ -73,14 +83,14 @@ def resolve_backend(c: Check) -> None:
             c.add("NO_BUFFER_TRTLLM", "warning", "The default backend trtllm_mha does not work with no_buffer.",
                   fix="use extra_buffer or --disable-radix-cache", engine_message="AssertionError: " + c.profile.no_buffer_messages[2],
                   source=c.profile.where)
-    if s.attention_backend is None and backend == "triton" and archs.refuses_triton(m):
+    if s.attention_backend is None and backend == "triton" and archs.short_conv(m) and c.profile.triton_refusal(m.architecture):
         c.add("TRITON_DEFAULT_FOR_MODEL", "warning",
               f"triton becomes the default on {s.device}, but SGLang says {m.architecture} does not support triton "
               "(its first layer might not be attention). The refusal is checked before the default is filled, so it "
               "may not fire; the backend is still wrong for this model.",
               fix="pass --attention-backend intel_xpu (XPU) or another non-triton backend",
-              engine_message=msg.TRITON_REFUSED.format(arch=m.architecture), layers=(0,),
-              source="sglang-notes §1.2 (LFM2 on XPU needs an explicit backend)")
+              engine_message="AssertionError: " + c.profile.triton_refusal(m.architecture), layers=(0,),
+              source=f"{c.profile.source('triton_refused')}; sglang-notes §1.2 (LFM2 on XPU needs an explicit backend)")
 
 
 def check_startup(c: Check) -> None:

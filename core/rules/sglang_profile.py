@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 FACTS = (
     "extra_buffer_arch_message", "extra_buffer_platforms", "extra_buffer_platform_message", "extra_buffer_refused_on_xpu",
     "extra_buffer_needs_triton_linear_backend", "auto_strategy_rule", "no_buffer_messages",
-    "rejects_strategy_without_mamba", "triton_probes_layer0", "intel_xpu_page_message", "intel_xpu_page_message_mla",
+    "rejects_strategy_without_mamba", "triton_refused", "triton_probes_layer0", "intel_xpu_page_message", "intel_xpu_page_message_mla",
     "intel_xpu_snaps_on_prefill_backend", "memory_ladder", "reserve_base_mb", "reserve_floor", "xpu_extra_reserve_mb",
-    "mem_fraction_without_gpu_mem", "graph_reserve_mb", "prefill_graph_default", "graph_max_bs_capped_by_running", "mamba_ratio_rule", "lazy_overlap_message",
+    "mem_fraction_without_gpu_mem", "graph_reserve_mb", "prefill_graph_default", "graph_max_bs_capped_by_running", "xpu_decode_graph_opt_in", "mamba_ratio_rule", "lazy_overlap_message",
     "scheduler_strategy_alias",
 )
 
@@ -38,6 +38,10 @@ class SglangProfile:
     # An explicit extra_buffer/lazy strategy on a model without mamba state is a ValueError at
     # arguments ("needs mamba state"); before, it crashed at decode (#39430).
     rejects_strategy_without_mamba: bool
+    # The model adjustments assert attention_backend != "triton" for these architectures: ((archs,
+    # message with {arch}), ...). They run before the default backend is filled in, so only an
+    # explicit --attention-backend triton meets them.
+    triton_refused: tuple[tuple[tuple[str, ...], str], ...]
     # TritonAttnBackend reads get_value_buffer(0) for Mamba2 hybrids (fixed by PR #32227).
     triton_probes_layer0: bool
     # _intel_xpu_page_constraint's warning ({old}: the page size asked for), and whether an intel_xpu
@@ -55,6 +59,7 @@ class SglangProfile:
     graph_reserve_mb: tuple[int, int, float]  # (MB per decode max_bs, MB per prefill graph size, MB for MLA prefill)
     prefill_graph_default: tuple[str, str]  # default prefill cuda-graph backend (on CUDA, elsewhere)
     graph_max_bs_capped_by_running: bool  # a default decode graph max_bs above --max-running-requests drops to it
+    xpu_decode_graph_opt_in: bool  # on XPU decode cuda graphs stay off unless --cuda-graph-backend-decode is given
     mamba_ratio_rule: str
     lazy_overlap_message: str  # _calculate_mamba_ratio: extra_buffer_lazy without the overlap schedule
     scheduler_strategy_alias: bool  # the deprecated alias --mamba-scheduler-strategy still exists
@@ -81,6 +86,13 @@ class SglangProfile:
                 band = f"below {below} GB" if below else f"{self.memory_ladder[-2][0]} GB or more"
                 return chunk, bs, f"sglang {self.label} default for devices {band}"
         raise AssertionError("memory ladder has no final rung")
+
+    def triton_refusal(self, architecture: str) -> str | None:
+        """The assert text this release raises for an explicit triton backend on `architecture`, or None."""
+        for archs, text in self.triton_refused:
+            if architecture in archs:
+                return text.format(arch=architecture)
+        return None
 
     def to_json(self) -> dict:
         return {"version": self.label, "era": self.era, "where": self.where, "notes": self.notes,
