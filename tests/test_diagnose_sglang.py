@@ -138,3 +138,11 @@ def test_every_pattern_has_a_plain_explanation_and_fix():
         assert p.title and len(p.explanation) > 30 and len(p.fix) > 15, p.code
         if p.kind == "layer":
             assert "layer" in p.compiled.groupindex and "valid" in p.compiled.groupindex, p.code
+
+
+def test_causal_conv1d_on_xpu_names_the_releases_that_bind_it():
+    from bringup.core.diagnosis import diagnose
+
+    f = diagnose("NameError: name 'causal_conv1d_fn_triton' is not defined\n").findings[0]
+    assert f.code == "CAUSAL_CONV1D_MISSING" and "Upgrade to sglang 0.5.17 and later" in f.fix
+    assert f.details["printed_by"] == "a build before 0.5.17 (every profiled release binds it on XPU)"

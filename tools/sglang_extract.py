@@ -89,6 +89,7 @@ PROBES: tuple[Probe, ...] = (
           windows="does not support triton attention backend"),
     Probe("xpu_decode_graph", ((_S + "arg_groups/platform_hook.py", ""), (_S + "server_args.py", "")),
           search="Decode graph is opt-in on XPU"),
+    Probe("xpu_causal_conv1d", ((_S + "layers/attention/mamba/mamba.py", ""),), search="elif is_xpu():"),
     Probe("graph_bs_running_cap", ((_S + "arg_groups/memory_hook.py", ""),),
           search="decode_cuda_graph_config.max_bs > cfg.max_running_requests"),
     Probe("scheduler_strategy_alias", ((_S + "server_args.py", ""),), search='"--mamba-scheduler-strategy"'),
@@ -467,6 +468,14 @@ def xpu_decode_graph(src) -> dict[str, Fact]:
     return {"xpu_decode_graph_opt_in": Fact(True, s.path, s.line_of("Decode graph is opt-in on XPU"))}
 
 
+def xpu_causal_conv1d(src) -> dict[str, Fact]:
+    """mamba.py binds causal_conv1d_fn(_triton) on XPU (without it: NameError at the first prefill)."""
+    s = src.snippet("xpu_causal_conv1d")
+    if s is None:  # line 0: searched for and not found
+        return {"xpu_causal_conv1d_bound": Fact(False, REPO_PREFIX + _S + "layers/attention/mamba/mamba.py", 0)}
+    return {"xpu_causal_conv1d_bound": Fact(True, s.path, s.line_of("elif is_xpu():"))}
+
+
 def graph_bs_running_cap(src) -> dict[str, Fact]:
     """A default decode cuda-graph max_bs above --max-running-requests is lowered to it."""
     s = src.snippet("graph_bs_running_cap")
@@ -477,7 +486,7 @@ def graph_bs_running_cap(src) -> dict[str, Fact]:
 
 EXTRACTORS = (extra_buffer_platform, supports_extra_buffer, auto_resolution, no_buffer_messages, strategy_without_mamba,
               triton_layer0, intel_xpu_page, memory_by_capacity, memory_reserve, graph_reserve, prefill_graph_default,
-              graph_bs_running_cap, xpu_decode_graph, mamba_ratio, scheduler_alias, triton_refused)
+              graph_bs_running_cap, xpu_decode_graph, xpu_causal_conv1d, mamba_ratio, scheduler_alias, triton_refused)
 
 
 def extract(src) -> dict[str, Fact]:

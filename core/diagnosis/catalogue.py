@@ -29,6 +29,7 @@ def _triton_refusing(arch: str) -> str:
     return versions_where(lambda p: p.triton_refusal(arch) is not None)
 
 
+_CONV1D_ON_XPU = versions_where(lambda p: p.xpu_causal_conv1d_bound)  # "0.5.17 and later"
 _NEMOTRON_TRITON_REFUSED = _triton_refusing("NemotronHForCausalLM")  # "0.5.17 or 0.5.18"
 _XPU_EXTRA_BUFFER = versions_where(lambda p: "xpu" in p.extra_buffer_platforms and not p.extra_buffer_refused_on_xpu)
 
@@ -401,8 +402,11 @@ SGLANG: tuple[Pattern, ...] = (
         r"NameError: name '(?P<name>causal_conv1d\w*)' is not defined",
         "{name} is not bound on this device",
         "The Mamba2 layer's causal_conv1d kernel was imported only for CUDA, so on this device the name is missing.",
-        "Upgrade sglang (#24390 / #31605 bind the portable Triton causal_conv1d on XPU).",
-        source="sglang #31605, #24390",
+        f"Upgrade to sglang {_CONV1D_ON_XPU} (layers/attention/mamba/mamba.py binds the portable Triton "
+        "causal_conv1d on XPU; #24390 / #31605).",
+        source="sglang #31605, #24390; layers/attention/mamba/mamba.py",
+        versions=f"a build before {PROFILES[0].label} (every profiled release binds it on XPU)"
+        if _CONV1D_ON_XPU.startswith(PROFILES[0].label) else f"releases before {_CONV1D_ON_XPU}",
         supersedes=("UNRECOGNIZED_ERROR",),
     ),
     Pattern(
