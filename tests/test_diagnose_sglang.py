@@ -146,3 +146,23 @@ def test_causal_conv1d_on_xpu_names_the_releases_that_bind_it():
     f = diagnose("NameError: name 'causal_conv1d_fn_triton' is not defined\n").findings[0]
     assert f.code == "CAUSAL_CONV1D_MISSING" and "Upgrade to sglang 0.5.17 and later" in f.fix
     assert f.details["printed_by"] == "a build before 0.5.17 (every profiled release binds it on XPU)"
+
+
+@pytest.mark.parametrize("line, code, releases", [
+    ("ValueError: --sampling-backend intel_xpu requires --device xpu, got --device cuda", "SAMPLING_BACKEND_XPU",
+     "0.5.21 and later"),
+    ("ValueError: --linear-attn-backend intel_xpu requires Intel XPU", "LINEAR_ATTN_INTEL_XPU", "0.5.19 and later"),
+    ("TypeError: causal_conv1d_update_xpu() got an unexpected keyword argument 'intermediate_conv_window'",
+     "CONV1D_UPDATE_XPU_KWARG", "0.5.17 or 0.5.18"),
+    ("ValueError: activation = relu2 is not supported", "RELU2_MOE_UNSUPPORTED", "no release from 0.5.17 to 0.5.23"),
+    ("Not enough space for mamba ping pong idx, try to increase --mamba-full-memory-ratio.",
+     "MAMBA_PING_PONG_EXHAUSTED", "0.5.17 and later"),
+])
+def test_every_sglang_text_is_labelled_from_the_wheels(line, code, releases):
+    """Patterns with a `source_text` are labelled from the profiles' `messages` (the maintainer script
+    looks each text up in every wheel)."""
+    from bringup.core.diagnosis import diagnose
+
+    found = [f for f in diagnose(line + "\n").findings if f.code == code]
+    assert found, codes(diagnose(line + "\n"))
+    assert found[0].details["printed_by"].startswith(releases)

@@ -273,3 +273,12 @@ def test_ssm_dtype_resolution_and_xpu_gdn_fp16_warning():
     r = run(QWEN3_NEXT, "sglang==0.5.23", device="xpu", mamba_ssm_dtype="float16")
     assert "intel/llm-scaler#559" in finding(r, "XPU_GDN_FP16_STATE").source
     assert run("meta-llama__Meta-Llama-3.1-8B.json", "sglang==0.5.23", device="cuda").resolved.mamba_ssm_dtype is None
+
+
+def test_linear_attn_backend_intel_xpu_is_a_choice_from_0519():
+    old = run(QWEN3_NEXT, "sglang==0.5.18", device="xpu", linear_attn_backend="intel_xpu")
+    f = finding(old, "LINEAR_BACKEND_UNKNOWN")
+    assert old.first_error is f and "use sglang 0.5.19 and later" in f.fix
+    assert f.engine_message.startswith("error: argument --linear-attn-backend: invalid choice: 'intel_xpu' (choose from 'triton'")
+    assert f.source.startswith("python/sglang/srt/server_args.py:375 (sglang 0.5.18)")
+    assert "LINEAR_BACKEND_UNKNOWN" not in codes(run(QWEN3_NEXT, "sglang==0.5.19", device="xpu", linear_attn_backend="intel_xpu"))

@@ -14,7 +14,7 @@ from bringup.core.rules.profiles import FACTS, NEWEST, OLDEST, PROFILES, profile
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
-from sglang_extract import FixtureSource, extract  # noqa: E402
+from sglang_extract import FixtureSource, catalogue_texts, extract, messages  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "sglang"
 
@@ -34,6 +34,9 @@ def test_profile_matches_its_wheel_snippets(profile):
         assert facts[name].value == value, f"{profile.label} {name}"
         assert facts[name].where == profile.sources[name], f"{profile.label} {name} source line"
         assert profile.source(name).startswith(facts[name].path)
+    # Diagnosis's message texts: where this release prints each (absent ones are not keys).
+    assert messages(FixtureSource(DATA / profile.label)) == profile.messages
+    assert set(profile.messages) <= set(catalogue_texts())
 
 
 def test_the_issue_18_facts_per_release():
@@ -85,7 +88,7 @@ def test_maintainer_script_compares_and_emits(capsys):
     """tools/sglang_facts.py: source vs profile (a wrong value or line is reported), and an entry to paste."""
     from dataclasses import replace
 
-    from sglang_facts import compare, emit
+    from sglang_facts import compare, compare_messages, emit
 
     from bringup.core.rules.sglang_profile import SglangProfile
 
@@ -97,5 +100,9 @@ def test_maintainer_script_compares_and_emits(capsys):
     assert compare(facts, wrong) == 2
     out = capsys.readouterr().out
     assert "extra_buffer_refused_on_xpu" in out and "DIFF" in out and "LINE" in out
-    entry = eval(emit("0.5.20", facts).rstrip().rstrip(","), {"SglangProfile": SglangProfile})
+    found = messages(FixtureSource(DATA / "0.5.20"))
+    assert compare_messages(found, profile) == 0
+    assert compare_messages({**found, "Invalid mamba_ssm_dtype": "python/sglang/srt/x.py:2"}, profile) == 1
+    entry = eval(emit("0.5.20", facts, found).rstrip().rstrip(","), {"SglangProfile": SglangProfile})
     assert entry == replace(profile, notes="") and entry.sources == profile.sources
+    assert entry.messages == profile.messages

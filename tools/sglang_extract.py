@@ -90,6 +90,8 @@ PROBES: tuple[Probe, ...] = (
     Probe("xpu_decode_graph", ((_S + "arg_groups/platform_hook.py", ""), (_S + "server_args.py", "")),
           search="Decode graph is opt-in on XPU"),
     Probe("xpu_causal_conv1d", ((_S + "layers/attention/mamba/mamba.py", ""),), search="elif is_xpu():"),
+    Probe("linear_attn_backends", ((_S + "arg_groups/choices.py", "LINEAR_ATTN_KERNEL_BACKEND_CHOICES"),
+                                   (_S + "server_args.py", "LINEAR_ATTN_KERNEL_BACKEND_CHOICES"))),
     Probe("graph_bs_running_cap", ((_S + "arg_groups/memory_hook.py", ""),),
           search="decode_cuda_graph_config.max_bs > cfg.max_running_requests"),
     Probe("scheduler_strategy_alias", ((_S + "server_args.py", ""),), search='"--mamba-scheduler-strategy"'),
@@ -141,7 +143,11 @@ def _cut(path: str, source: str, probe: Probe, func: str) -> Snippet | None:
                 start = max(0, i - 2)
                 return Snippet(repo_path, start + 1, "\n".join(lines[start:i + 3]) + "\n")
         return None
-    node = _find_def(ast.parse(source), func)
+    tree = ast.parse(source)
+    node = _find_def(tree, func)
+    if node is None:  # or a module-level constant of that name
+        node = next((n for n in tree.body if isinstance(n, ast.Assign) and len(n.targets) == 1
+                     and isinstance(n.targets[0], ast.Name) and n.targets[0].id == func), None)
     if node is None:
         return None
     start = (node.decorator_list[0].lineno if getattr(node, "decorator_list", None) else node.lineno)
@@ -153,6 +159,19 @@ def _cut(path: str, source: str, probe: Probe, func: str) -> Snippet | None:
                     return Snippet(repo_path, sub.lineno, seg + "\n")
         return None
     return Snippet(repo_path, start, "\n".join(lines[start - 1:node.end_lineno]) + "\n")
+
+
+def _message_windows(files: dict[str, str], texts: list[str]) -> list[Snippet]:
+    """The first line (files in path order) holding each text, as a one-line snippet."""
+    out = []
+    for text in texts:
+        for path in sorted(files):
+            lines = files[path].splitlines()
+            hit = next((i for i, line in enumerate(lines) if text in line), None)
+            if hit is not None:
+                out.append(Snippet(REPO_PREFIX + path, hit + 1, lines[hit] + "\n"))
+                break
+    return out
 
 
 class WheelSource:
@@ -184,6 +203,18 @@ class WheelSource:
                 if found:
                     return found
         return None
+
+    def all_sources(self) -> dict[str, str]:
+        """Every .py file under sglang/srt (the message scan)."""
+        if self.wheel.is_dir():
+            return {str(f.relative_to(self.wheel)): f.read_text(encoding="utf-8", errors="replace")
+                    for f in sorted((self.wheel / _S).rglob("*.py"))}
+        with zipfile.ZipFile(self.wheel) as z:
+            return {n: z.read(n).decode("utf-8", errors="replace") for n in z.namelist()
+                    if n.startswith(_S) and n.endswith(".py")}
+
+    def message_windows(self, texts: list[str]) -> list[Snippet]:
+        return _message_windows(self.all_sources(), texts)
 
     def snippets(self, key: str) -> list[Snippet]:
         probe = PROBE[key]
@@ -218,6 +249,9 @@ class FixtureSource:
         if not m:
             raise ValueError(f"{f}: first line must be '# sglang snippet: PATH from line N'")
         return Snippet(m["path"], int(m["line"]), body)
+
+    def message_windows(self, texts: list[str]) -> list[Snippet]:
+        return self.snippets("message")
 
     def snippets(self, key: str) -> list[Snippet]:
         found, n = [], 1
@@ -476,6 +510,13 @@ def xpu_causal_conv1d(src) -> dict[str, Fact]:
     return {"xpu_causal_conv1d_bound": Fact(True, s.path, s.line_of("elif is_xpu():"))}
 
 
+def linear_attn_backends(src) -> dict[str, Fact]:
+    """--linear-attn-backend choices (argparse refuses anything else)."""
+    s = src.snippet("linear_attn_backends")
+    node = s.tree().body[0]
+    return {"linear_attn_backends": Fact(tuple(ast.literal_eval(node.value)), s.path, s.first_line)}
+
+
 def graph_bs_running_cap(src) -> dict[str, Fact]:
     """A default decode cuda-graph max_bs above --max-running-requests is lowered to it."""
     s = src.snippet("graph_bs_running_cap")
@@ -486,7 +527,25 @@ def graph_bs_running_cap(src) -> dict[str, Fact]:
 
 EXTRACTORS = (extra_buffer_platform, supports_extra_buffer, auto_resolution, no_buffer_messages, strategy_without_mamba,
               triton_layer0, intel_xpu_page, memory_by_capacity, memory_reserve, graph_reserve, prefill_graph_default,
-              graph_bs_running_cap, xpu_decode_graph, xpu_causal_conv1d, mamba_ratio, scheduler_alias, triton_refused)
+              graph_bs_running_cap, xpu_decode_graph, xpu_causal_conv1d, linear_attn_backends, mamba_ratio, scheduler_alias, triton_refused)
+
+
+def catalogue_texts() -> list[str]:
+    """The SGLang message fragments diagnosis knows (core/diagnosis/catalogue.py, `source_text`)."""
+    from bringup.core.diagnosis.catalogue import PATTERNS
+
+    return sorted({p.source_text for p in PATTERNS if p.source_text})
+
+
+def messages(src, texts: list[str] | None = None) -> dict[str, str]:
+    """text -> 'path:line' for each catalogue text this release's source holds (absent: not a key)."""
+    texts = catalogue_texts() if texts is None else texts
+    found = {}
+    for w in src.message_windows(texts):
+        for text in texts:
+            if text in w.text and text not in found:
+                found[text] = f"{w.path}:{w.first_line}"
+    return dict(sorted(found.items()))
 
 
 def extract(src) -> dict[str, Fact]:

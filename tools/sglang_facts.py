@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sglang_extract import PROBES, WheelSource, extract, fixture_text  # noqa: E402
+from sglang_extract import PROBES, WheelSource, catalogue_texts, extract, fixture_text, messages  # noqa: E402
 
 
 def download(version: str, folder: Path) -> Path:
@@ -53,11 +53,24 @@ def compare(facts, profile) -> int:
     return bad
 
 
+def compare_messages(found: dict[str, str], profile) -> int:
+    """Catalogue messages: where this release prints each, next to the profile's `messages`."""
+    mine = profile.messages if profile else {}
+    bad = 0
+    print(f"\n{'diagnosis message (catalogue source_text)':62} {'source (wheel)':58}")
+    for text in catalogue_texts():
+        where, had = found.get(text, "absent"), mine.get(text, "absent")
+        mark = "ok" if where == had else "DIFF"
+        bad += mark != "ok"
+        print(f"{text[:60]:62} {where:58} {mark}" + (f"  (profile: {had})" if mark != "ok" else ""))
+    return bad
+
+
 def _norm(v):
     return tuple(_norm(x) for x in v) if isinstance(v, (list, tuple)) else v
 
 
-def emit(version: str, facts) -> str:
+def emit(version: str, facts, found: dict[str, str] | None = None) -> str:
     """A `SglangProfile(...)` entry for core/rules/sglang_releases.py (era/where filled from the paths)."""
     from bringup.core.rules.sglang_profile import FACTS
 
@@ -71,6 +84,11 @@ def emit(version: str, facts) -> str:
     for name in FACTS:
         lines.append(f"            {name!r}: {facts[name].where!r},")
     lines.append("        },")
+    if found is not None:
+        lines.append("        messages={")
+        for text, where in found.items():
+            lines.append(f"            {text!r}: {where!r},")
+        lines.append("        },")
     lines.append("    ),")
     return "\n".join(lines)
 
@@ -100,9 +118,12 @@ def main(argv=None) -> int:
                 snippet = src.snippet(probe.key)
                 if snippet is not None:
                     (out / f"{probe.key}.py").write_text(fixture_text(snippet), encoding="utf-8")
+            for n, snippet in enumerate(src.message_windows(catalogue_texts()), 1):
+                (out / f"message.{n}.py").write_text(fixture_text(snippet), encoding="utf-8")
             print(f"wrote {len(list(out.glob('*.py')))} snippets to {out}")
+        found = messages(src)
         if args.emit:
-            print(emit(version, facts))
+            print(emit(version, facts, found))
             return 0
         from bringup.core.rules.profiles import profile_for
 
@@ -110,7 +131,7 @@ def main(argv=None) -> int:
         profile = profile_for(numbers)
         if profile is not None and profile.version != numbers:
             print(f"no profile for sglang {version}; comparing with the nearest earlier one, {profile.label}\n")
-        return 1 if compare(facts, profile) else 0
+        return 1 if compare(facts, profile) + compare_messages(found, profile) else 0
 
 
 if __name__ == "__main__":

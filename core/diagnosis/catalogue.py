@@ -8,6 +8,8 @@ Order matters only for reading; every pattern is tried on every line.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from bringup.core.rules.profiles import PROFILES, versions_where
 
 from .pattern import Pattern
@@ -60,6 +62,7 @@ SGLANG: tuple[Pattern, ...] = (
             _XPU_HINT,
         ),
         supersedes=("UNRECOGNIZED_ERROR",),
+        source_text='not in full attention layers',
     ),
     Pattern(
         "PP_VALUE_BUFFER_INDEX", "sglang", "error",
@@ -125,6 +128,7 @@ SGLANG: tuple[Pattern, ...] = (
         source="sglang arg_groups/overrides.py supports_mamba_cache_extra_buffer",
         versions=f"every release {_RANGE}; for an XPU launch, {_XPU_REFUSED}",
         supersedes=("UNRECOGNIZED_ERROR",),
+        source_text='extra_buffer is not supported for ',
     ),
     Pattern(
         "EXTRA_BUFFER_SPECULATIVE", "sglang", "error",
@@ -134,6 +138,7 @@ SGLANG: tuple[Pattern, ...] = (
         "Use --mamba-radix-cache-strategy no_buffer, or drop speculative decoding.",
         source="sglang server_args.py (an intermediate build)",
         supersedes=("UNRECOGNIZED_ERROR",),
+        source_text='does not support speculative decoding; use',
     ),
     Pattern(
         "STRATEGY_NEEDS_MAMBA", "sglang", "error",
@@ -187,6 +192,7 @@ SGLANG: tuple[Pattern, ...] = (
         "Remove --disable-overlap-schedule, or use --mamba-radix-cache-strategy extra_buffer.",
         source="sglang #27118",
         supersedes=("UNRECOGNIZED_ERROR",),
+        source_text='Lazy extra buffer requires overlap schedule',
     ),
     Pattern(
         "LAZY_UNDER_PD", "sglang", "error",
@@ -196,6 +202,7 @@ SGLANG: tuple[Pattern, ...] = (
         "Use --mamba-radix-cache-strategy extra_buffer.",
         source="sglang validate_mamba_extra_buffer",
         supersedes=("UNRECOGNIZED_ERROR",),
+        source_text='extra_buffer_lazy unsupported under PD disaggregation',
     ),
     Pattern(
         "CHUNK_PAGE_DIVISIBLE", "sglang", "error",
@@ -206,6 +213,7 @@ SGLANG: tuple[Pattern, ...] = (
         "Pick a --page-size that divides {chunk} or is a multiple of it (e.g. 64 or 128).",
         source="sglang validate_mamba_extra_buffer (mamba_cache_chunk_size)",
         supersedes=("UNRECOGNIZED_ERROR",),
+        source_text='either chunk_size or page_size must be divisible by the other',
     ),
     Pattern(
         "CHUNKED_PREFILL_PAGE", "sglang", "error",
@@ -215,6 +223,7 @@ SGLANG: tuple[Pattern, ...] = (
         "Set --chunked-prefill-size to a multiple of the page size, e.g. 8192 with page 64 or 128.",
         source="sglang server args",
         supersedes=("UNRECOGNIZED_ERROR",),
+        source_text='chunked_prefill_size must be divisible by page_size',
     ),
     Pattern(
         "TRITON_FIRST_LAYER_NOT_ATTENTION", "sglang", "error",
@@ -240,6 +249,7 @@ SGLANG: tuple[Pattern, ...] = (
         "Register it with register_linear_attn_model(LinearAttnModelSpec(...)), or use a supported architecture.",
         source="sglang layers/attention/attention_registry.py",
         supersedes=("UNRECOGNIZED_ERROR",),
+        source_text='Expected hybrid GDN or NemotronH models, but got unknown model',
     ),
     Pattern(
         "SHORT_CONV_NPU", "sglang", "error",
@@ -249,6 +259,7 @@ SGLANG: tuple[Pattern, ...] = (
         "Run on CUDA, XPU or ROCm.",
         source="sglang ShortConvAttnBackend",
         supersedes=("UNRECOGNIZED_ERROR",),
+        source_text='are not yet supported on NPU',
     ),
     Pattern(
         "GDN_BLACKWELL_BACKEND", "sglang", "error",
@@ -258,6 +269,7 @@ SGLANG: tuple[Pattern, ...] = (
         "Pick one of {allowed} with --attention-backend.",
         source="sglang model overrides",
         supersedes=("UNRECOGNIZED_ERROR",),
+        source_text='backends are supported on Blackwell GPUs for hybrid GDN models',
     ),
     Pattern(
         "LINEAR_ATTN_INTEL_XPU", "sglang", "error",
@@ -267,6 +279,7 @@ SGLANG: tuple[Pattern, ...] = (
         "Use --linear-attn-backend triton (the portable default), or install an sgl-kernel-xpu with gdn_attention on XPU.",
         source="sglang XpuGDNAttnBackend",
         supersedes=("UNRECOGNIZED_ERROR",),
+        source_text='--linear-attn-backend intel_xpu requires',
     ),
     Pattern(
         "SAMPLING_BACKEND_XPU", "sglang", "error",
@@ -276,6 +289,7 @@ SGLANG: tuple[Pattern, ...] = (
         "Drop --sampling-backend intel_xpu, or launch with --device xpu.",
         source="sglang arg_groups/platform_hook.py",
         supersedes=("UNRECOGNIZED_ERROR",),
+        source_text='--sampling-backend intel_xpu requires --device xpu',
     ),
     Pattern(
         "WEIGHTS_LEAVE_NO_KV", "sglang", "error",
@@ -288,6 +302,7 @@ SGLANG: tuple[Pattern, ...] = (
         "with more memory (bringup plan shows the split).",
         source="sglang mem_cache/kv_cache_configurator.py _profile_available_bytes",
         supersedes=("UNRECOGNIZED_ERROR",),
+        source_text='Loaded weights leave no GPU memory for the KV cache',
     ),
     Pattern(
         "STATE_CACHE_NO_MEMORY", "sglang", "error",
@@ -300,6 +315,7 @@ SGLANG: tuple[Pattern, ...] = (
         "bfloat16, or use a device with more memory.",
         source="sglang kv_cache_configurator._handle_max_mamba_cache",
         supersedes=("UNRECOGNIZED_ERROR",),
+        source_text='Not enough GPU memory for hybrid (mamba/linear-attention) state cache',
     ),
     Pattern(
         "STATE_CACHE_TOO_SMALL", "sglang", "error",
@@ -311,6 +327,7 @@ SGLANG: tuple[Pattern, ...] = (
         "--disable-radix-cache (one slot per request).",
         source="sglang resolve_max_num_reqs",
         supersedes=("UNRECOGNIZED_ERROR",),
+        source_text='Hybrid (mamba/linear-attention) state cache is too small to serve ',
     ),
     Pattern(
         "MAMBA_SLOTS_EXHAUSTED", "sglang", "error",
@@ -321,6 +338,7 @@ SGLANG: tuple[Pattern, ...] = (
         "Raise --mamba-full-memory-ratio or --max-mamba-cache-size, or lower --max-running-requests.",
         source="sglang HybridReqToTokenPool.alloc; #37066",
         supersedes=("UNRECOGNIZED_ERROR",),
+        source_text='Not enough space for mamba cache, try to increase',
     ),
     Pattern(
         "MAMBA_PING_PONG_EXHAUSTED", "sglang", "error",
@@ -330,6 +348,7 @@ SGLANG: tuple[Pattern, ...] = (
         "Raise --mamba-full-memory-ratio, or use --mamba-radix-cache-strategy no_buffer / extra_buffer_lazy.",
         source="sglang HybridReqToTokenPool",
         supersedes=("UNRECOGNIZED_ERROR",),
+        source_text='Not enough space for mamba ping pong idx',
     ),
     Pattern(
         "MAX_RUNNING_CAPPED_BY_STATE", "sglang", "warning",
@@ -340,6 +359,7 @@ SGLANG: tuple[Pattern, ...] = (
         "run at once whatever the KV cache could hold.",
         "Raise --mamba-full-memory-ratio or --max-mamba-cache-size, or halve the state with --mamba-ssm-dtype bfloat16.",
         source="sglang resolve_max_num_reqs",
+        source_text='max_running_requests is capped to %d by the mamba state ',
     ),
     Pattern(
         "MAX_RUNNING_REDUCED", "sglang", "warning",
@@ -348,6 +368,7 @@ SGLANG: tuple[Pattern, ...] = (
         "The pools cannot hold {asked} running requests; sglang lowered the limit to {got}.",
         "Give the pools more memory (--mem-fraction-static) or ask for fewer running requests.",
         source="sglang resolve_max_num_reqs",
+        source_text='max_running_requests was reduced from the requested',
     ),
     Pattern(
         "PAGE_SIZE_CHANGED", "sglang", "warning",
@@ -371,6 +392,7 @@ SGLANG: tuple[Pattern, ...] = (
         f"Expect triton's speed; in sglang {_TRITON_PROBES}, triton on a Mamba2 hybrid probes layer 0 "
         f"(upgrade to {_TRITON_FIXED}).",
         source="sglang layers/attention/xpu_backend.py",
+        source_text='does not support Intel XMX, will fallback to triton backend',
     ),
     Pattern(
         "MAX_TOTAL_TOKENS_TOO_LARGE", "sglang", "warning",
@@ -379,6 +401,7 @@ SGLANG: tuple[Pattern, ...] = (
         "The KV pool was profiled smaller than --max-total-tokens={asked}; sglang uses the profiled value.",
         "Lower --max-total-tokens, or give the pool more memory.",
         source="sglang DefaultPoolConfigurator",
+        source_text='is larger than the profiled value',
     ),
     Pattern(
         "INVALID_SSM_DTYPE", "sglang", "warning",
@@ -387,6 +410,7 @@ SGLANG: tuple[Pattern, ...] = (
         "The SSM state dtype '{dtype}' is not one of float32, bfloat16, float16, so float32 is used.",
         "Fix --mamba-ssm-dtype / SGLANG_MAMBA_SSM_DTYPE / the config's mamba_ssm_dtype.",
         source="sglang mamba2_state_dtype",
+        source_text='Invalid mamba_ssm_dtype',
     ),
     Pattern(
         "RELU2_MOE_UNSUPPORTED", "sglang", "error",
@@ -396,6 +420,7 @@ SGLANG: tuple[Pattern, ...] = (
         "Upgrade sglang (#24390 / #31605 admitted relu2 on XPU); try SGLANG_USE_SGL_XPU=1 for the sgl-kernel MoE.",
         source="sglang #31605, #24390",
         supersedes=("UNRECOGNIZED_ERROR",),
+        source_text='activation = relu2 is not supported',
     ),
     Pattern(
         "CAUSAL_CONV1D_MISSING", "sglang", "error",
@@ -417,6 +442,7 @@ SGLANG: tuple[Pattern, ...] = (
         "Disable speculative decoding on XPU, or upgrade sglang (#34720).",
         source="sglang #34720",
         supersedes=("UNRECOGNIZED_ERROR",),
+        source_text='causal_conv1d_update_xpu',
     ),
     Pattern(
         "NEMOTRON_PATTERN", "sglang", "error",
@@ -426,6 +452,7 @@ SGLANG: tuple[Pattern, ...] = (
         "Fix hybrid_override_pattern in config.json (bringup inspect shows the map it gives).",
         source="sglang configs/nemotron_h.py",
         supersedes=("UNRECOGNIZED_ERROR",),
+        source_text='Pattern must only contain characters',
     ),
     Pattern(
         "TRACK_INTERVAL_PAGE", "sglang", "error",
@@ -456,6 +483,7 @@ SGLANG: tuple[Pattern, ...] = (
         "/health runs a one-token generation; it timed out, so the scheduler is stuck or dead.",
         "Look above for the scheduler's traceback; restart the server.",
         source="sglang entrypoints/http_server.py",
+        source_text="Health check failed. Server couldn't get a response from detokenizer",
     ),
 )
 
@@ -730,6 +758,19 @@ TRANSFORMERS: tuple[Pattern, ...] = (
     ),
 )
 
+
+
+def _printed_by(p: Pattern) -> Pattern:
+    """Label an SGLang pattern with the releases whose source holds its text (profiles' `messages`)."""
+    if not p.source_text or p.versions or p.versions_by:
+        return p
+    found = versions_where(lambda q: p.source_text in q.messages)
+    if found == "no profiled release":
+        found = f"no release from {_RANGE} (an earlier or later build, a fork, or a kernel package)"
+    return replace(p, versions=found)
+
+
+SGLANG = tuple(_printed_by(p) for p in SGLANG)
 PATTERNS: tuple[Pattern, ...] = SGLANG + BRINGUP + TORCH + TRANSFORMERS
 
 

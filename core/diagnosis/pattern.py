@@ -29,6 +29,9 @@ class Pattern:
     # matched line, releases) pairs for texts whose wording tells the release apart; "" unknown.
     versions: str = ""
     versions_by: tuple[tuple[str, str], ...] = ()
+    # A fragment of the message as it stands on one line of SGLang's source: the maintainer script
+    # looks it up in every release (SglangProfile.messages), which labels `versions` when not given.
+    source_text: str = ""
     compiled: re.Pattern = field(init=False, repr=False, compare=False)
     needles: tuple[str, ...] | None = field(init=False, repr=False, compare=False)
 

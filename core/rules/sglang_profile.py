@@ -13,7 +13,7 @@ FACTS = (
     "extra_buffer_needs_triton_linear_backend", "auto_strategy_rule", "no_buffer_messages",
     "rejects_strategy_without_mamba", "triton_refused", "triton_probes_layer0", "intel_xpu_page_message", "intel_xpu_page_message_mla",
     "intel_xpu_snaps_on_prefill_backend", "memory_ladder", "reserve_base_mb", "reserve_floor", "xpu_extra_reserve_mb",
-    "mem_fraction_without_gpu_mem", "graph_reserve_mb", "prefill_graph_default", "graph_max_bs_capped_by_running", "xpu_decode_graph_opt_in", "xpu_causal_conv1d_bound", "mamba_ratio_rule", "lazy_overlap_message",
+    "mem_fraction_without_gpu_mem", "graph_reserve_mb", "prefill_graph_default", "graph_max_bs_capped_by_running", "xpu_decode_graph_opt_in", "xpu_causal_conv1d_bound", "linear_attn_backends", "mamba_ratio_rule", "lazy_overlap_message",
     "scheduler_strategy_alias",
 )
 
@@ -61,10 +61,14 @@ class SglangProfile:
     graph_max_bs_capped_by_running: bool  # a default decode graph max_bs above --max-running-requests drops to it
     xpu_decode_graph_opt_in: bool  # on XPU decode cuda graphs stay off unless --cuda-graph-backend-decode is given
     xpu_causal_conv1d_bound: bool  # mamba.py binds the Triton causal_conv1d on XPU (else NameError at prefill)
+    linear_attn_backends: tuple[str, ...]  # --linear-attn-backend choices (argparse refuses others)
     mamba_ratio_rule: str
     lazy_overlap_message: str  # _calculate_mamba_ratio: extra_buffer_lazy without the overlap schedule
     scheduler_strategy_alias: bool  # the deprecated alias --mamba-scheduler-strategy still exists
     sources: dict[str, str] = field(default_factory=dict, compare=False)
+    # Diagnosis's SGLang message fragments this release's source holds: text -> "path:line" (a text
+    # that is not a key is not printed by this release). Written by tools/sglang_facts.py.
+    messages: dict[str, str] = field(default_factory=dict, compare=False)
     notes: str = ""
 
     @property

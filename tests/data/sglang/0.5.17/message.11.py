@@ -1,0 +1,2 @@
+# sglang snippet: python/sglang/srt/layers/attention/attention_registry.py from line 446
+                        "are not yet supported on NPU: the conv-state sidecar "

@@ -1,0 +1,2 @@
+# sglang snippet: python/sglang/srt/configs/nemotron_h.py from line 501
+                "Pattern must only contain characters 'M', '*', '-' or 'E'. "
