@@ -63,6 +63,11 @@ class Parts:
     layout: Layout
     family: str = ""  # for messages: "NemotronH", "Llama"
 
+    def __post_init__(self) -> None:
+        unnamed = sorted(set(self.mixers) - set(self.layout.mixer_names))
+        if unnamed:  # a programming error in the family's model, caught when its class is defined
+            raise TypeError(f"{self.family}: Layout.mixer_names lacks the module name of mixer kind(s) {unnamed}")
+
 
 def norm_eps(cfg: Config, layout: Layout) -> float:
     for key in layout.eps_keys:
