@@ -74,6 +74,8 @@ class Engine:
         )
 
         self.max_context = int(context_length or self.config.get("max_position_embeddings") or 0) or None
+        # The map the model was built from: the plan sizes the pools the model's layers use.
+        self.layer_map = self.model.layer_map
         spec = self.model.cache_spec
         self.kv_dtype = as_dtype(kv_dtype) if kv_dtype else self.dtype
         self.conv_dtype = as_dtype(conv_dtype) if conv_dtype else self.dtype
@@ -130,7 +132,6 @@ class Engine:
     def _plan(self, free_before, mem_fraction, max_running_requests, page_size, context_length):
         from bringup.core.planner import plan_memory
 
-        self.layer_map = self.model.layer_map  # the map the model was built from: pools and plan agree
         plan = plan_memory(
             self.layer_map, device_memory=int(free_before), target="embedded", device=self.device.type,
             mem_fraction=mem_fraction, dtype=_name(self.dtype), kv_dtype=_name(self.kv_dtype),
