@@ -13,10 +13,11 @@ from PySide6.QtWidgets import (QApplication, QComboBox, QFileDialog, QHBoxLayout
 
 from bringup.app.layermap.highlight import Highlight
 from bringup.app.run.chat_panel import ChatPanel
-from bringup.app.run.engine_controller import EngineController, sglang_flags, sglang_installed
+from bringup.app.run.engine_controller import EngineController, sglang_installed
 from bringup.app.run.load_panel import LoadPanel
 from bringup.app.run.log_console import LogConsole
 from bringup.app.run.serve_source import serve_source_for
+from bringup.core.launch import Launch
 from bringup.core.layermap.vocabulary import LayerMap
 
 ENGINES = ("Embedded engine", "SGLang", "Attach to URL")
@@ -44,8 +45,7 @@ class RunTab(QWidget):
         self.layer_map: LayerMap | None = None
         self.controller = EngineController(self)
         self.crash_findings: list[dict] = []
-        self.sglang_settings: dict = {}  # flags from the Validate tab for an SGLang launch
-        self.embedded_flags: list[str] = []  # flags from the Validate tab for our engine
+        self.launch: Launch | None = None  # what the Validate tab checked: the next Start launches it
         self.plots = None  # LivePlots, built on first show (pyqtgraph costs start-up time)
 
         # launch bar
@@ -149,22 +149,27 @@ class RunTab(QWidget):
         if not self.controller.busy:
             self.model_field.setText(serve_source_for(layer_map))
 
-    def apply_launch_settings(self, settings: dict) -> None:
-        """The settings the Validate tab just checked: the next Start launches with them."""
+    def apply_launch(self, launch: Launch) -> None:
+        """The launch the Validate tab just checked (and shows as its command): the next Start runs it,
+        with this tab's model and device (the model field keeps what runs here, see serve_source.py)."""
         if self.controller.busy:
             return
-        target = str(settings.get("target") or "embedded")
-        device = settings.get("device")
-        if device in DEVICES and self._runs_here(device):
-            self.device.setCurrentText(device)
-        if target.startswith("sglang"):
+        self.launch = launch
+        if launch.run_device in DEVICES and self._runs_here(launch.run_device):
+            self.device.setCurrentText(launch.run_device)
+        if launch.engine == "sglang":
             if sglang_installed():
                 self.engine.setCurrentIndex(1)
-            self.sglang_settings = sglang_flags(settings)
         else:
             self.engine.setCurrentIndex(0)
-            dtype = settings.get("dtype")
-            self.embedded_flags = ["--dtype", dtype] if dtype and dtype != "auto" else []
+
+    def next_launch(self) -> Launch:
+        """What Start launches: the validated launch (or plain settings) on this tab's engine, model and device."""
+        from bringup.core.rules.settings import LaunchSettings
+
+        engine = "sglang" if self.engine.currentIndex() == 1 else "embedded"
+        settings = self.launch.settings if self.launch is not None else LaunchSettings(device="cpu")
+        return Launch(engine, self.model_field.text().strip() or "default", settings, device=self.device.currentText())
 
     def set_available_devices(self, devices: list[str] | None) -> None:
         """The probe's devices. Validate may check a launch for a device this machine lacks (an XPU
@@ -202,16 +207,11 @@ class RunTab(QWidget):
         self.crash_findings = []
         self.highlight_requested.emit(None)
         kind = self.engine.currentIndex()
-        device = self.device.currentText()
         try:
             if kind == 2:
                 self.controller.attach(self.url_field.text().strip())
-            elif kind == 1:
-                extra = dict(self.sglang_settings, **({} if device == "auto" else {"device": device}))
-                self.controller.launch_sglang(self.model_field.text().strip(), settings=extra)
             else:
-                self.controller.launch_embedded(self.model_field.text().strip() or "default", device=device,
-                                                extra=self.embedded_flags)
+                self.controller.start(self.next_launch())
         except (OSError, RuntimeError) as err:
             self.stage.setText(f"<span style='color:#C62828'>Could not start: {err}</span>")
             return

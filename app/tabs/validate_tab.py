@@ -43,7 +43,7 @@ class ValidateTab(QWidget):
     title = "Validate"
     highlight_requested = Signal(object)
     probe_finished = Signal(object)  # the probe report, for tests and for other tabs
-    settings_validated = Signal(dict)  # the form's settings after each validation: the Run tab launches with them
+    launch_validated = Signal(object)  # the Launch after each validation (its command is shown): the Run tab starts it
     PROBE_OPTIONS: dict = {}  # defaults for new tabs (tests narrow the steps to skip the torch import)
 
     def __init__(self, parent=None, *, probe_on_show: bool = True) -> None:
@@ -319,7 +319,7 @@ class ValidateTab(QWidget):
         self.command.set_command(report.get("command") or "")
         self._show_verdict(findings, settings)
         self._refresh_matrix(settings)
-        self.settings_validated.emit(settings)
+        self.launch_validated.emit(report["launch"])
 
     def report_section(self) -> dict:
         """For the session report: this launch's findings."""
