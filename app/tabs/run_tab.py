@@ -294,9 +294,9 @@ class RunTab(QWidget):
 
         findings = diagnose_log(text, layer_map=self.layer_map)
         self.crash_findings = [f.to_json() for f in findings]
-        marked = next((f for f in findings if f.requested_layer is not None or f.layers), None)
-        if marked is not None:
-            self._mark(marked)
+        marks = next((m for m in map(Highlight.of, findings) if m is not None), None)
+        if marks is not None:
+            self.highlight_requested.emit(marks)
         if findings:
             self.stage.setText(self.stage.text() + f" · diagnosis: <b>{escape(findings[0].title)}</b>")
         return findings
@@ -315,14 +315,9 @@ class RunTab(QWidget):
         self.log.show_explanation(f"<b>{escape(finding.title)}</b> (line {finding.lines[0]}): "
                                   f"{escape(finding.explanation)}<br><b>Fix:</b> {escape(finding.fix)}",
                                   finding.severity)
-        if finding.requested_layer is not None or finding.layers:
-            self._mark(finding)
-
-    def _mark(self, f) -> None:
-        requested = [f.requested_layer] if f.requested_layer is not None else list(f.layers)
-        self.highlight_requested.emit(Highlight(
-            requested=requested, related=list(f.valid_layers or []), message=f.message,
-            severity=f.severity if f.severity in ("error", "warning", "info") else "error"))
+        marks = Highlight.of(finding)
+        if marks is not None:
+            self.highlight_requested.emit(marks)
 
     def _engine_changed(self) -> None:
         attach = self.engine.currentIndex() == 2

@@ -32,8 +32,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from bringup.app.layermap.highlight import Highlight
+
 from . import validate_logic as logic
-from .findings_widgets import FindingsList, as_dict, highlight_for, layer_rows, severity_style
+from .findings_widgets import FindingsList, as_dict, layer_rows, severity_style
 from .matrix_widgets import CompatMatrixView
 from .probe_runner import ProbeRunner
 from .validate_widgets import LaunchCommand, ProbeChecklist, ResolvedTable
@@ -390,7 +392,7 @@ class ValidateTab(QWidget):
         )
 
     def _finding_selected(self, finding) -> None:
-        self.highlight_requested.emit(highlight_for(finding))
+        self.highlight_requested.emit(Highlight.of(finding))
 
     # --- the device probe ---------------------------------------------------------------------
     def showEvent(self, event) -> None:

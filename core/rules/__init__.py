@@ -9,7 +9,7 @@ One module per topic: `sglang_mamba` (radix cache strategies), `sglang_attention
 engine); `profiles` holds what changed between SGLang releases, as data.
 """
 
-from bringup.core.rules.finding import Finding
+from bringup.core.finding import Finding
 from bringup.core.rules.matrix import Matrix, compatibility_matrix
 from bringup.core.rules.settings import LaunchSettings, Resolved
 from bringup.core.rules.targets import Target, known_targets, parse_target

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 
 from bringup.core.errors import UserError
-from bringup.core.rules.finding import Finding
+from bringup.core.finding import Finding
 from bringup.core.rules.profiles import NEWEST, OLDEST, PROFILES, SglangProfile, profile_for
 
 # What is known about releases between profiles, from sources other than their own code.
@@ -50,7 +50,7 @@ def parse_target(text: str) -> Target:
         raise UserError(f"unknown target {text!r}; use 'embedded' or 'sglang==X.Y.Z' (rule profiles: "
                         f"{', '.join(p.label for p in PROFILES)})")
     if not sep:
-        note = Finding("TARGET_VERSION_ASSUMED", "info",
+        note = Finding.check("TARGET_VERSION_ASSUMED", "info",
                        f"No SGLang version given; the rules of the newest profile ({NEWEST.label}) are used.",
                        fix=f"name the release you will run, e.g. --target sglang=={NEWEST.label}", source="core/rules/profiles.py")
         return Target("sglang", NEWEST.label, NEWEST, (note,))
@@ -65,7 +65,7 @@ def parse_target(text: str) -> Target:
     findings = ()
     if profile.version != numbers:
         newer = numbers > NEWEST.version
-        findings = (Finding(
+        findings = (Finding.check(
             "TARGET_PROFILE_NEAREST", "warning" if newer else "info",
             f"There is no rule profile for sglang {version}; the nearest earlier one, {profile.label}, is used. "
             + ("Releases after it may have changed rules and messages that this check does not know."

@@ -8,7 +8,7 @@ from bringup.core.layermap.vocabulary import LayerMap
 from bringup.core.launch.launch import Launch, launch_for, shell
 from bringup.core.launch.model_path import model_path as model_path_of
 from bringup.core.rules.embedded import check_embedded
-from bringup.core.rules.finding import Finding, worst
+from bringup.core.finding import Finding, worst
 from bringup.core.rules.model_facts import ModelFacts, facts_of
 from bringup.core.rules.settings import LaunchSettings, Resolved
 from bringup.core.rules.sglang import check_sglang
@@ -89,7 +89,7 @@ def validate(layer_map: LayerMap, target: str | Target, settings: LaunchSettings
     if available_devices is not None:
         here = "cuda" if settings.device == "rocm" else settings.device
         if here not in available_devices:
-            findings.insert(0, Finding(
+            findings.insert(0, Finding.check(
                 "DEVICE_NOT_ON_THIS_MACHINE", "warning",
                 f"The probe found no {settings.device} device on this machine (it has: {', '.join(available_devices) or 'none'}).",
                 fix="validate for another machine, or pick a device the probe lists", source="bringup probe"))
