@@ -73,6 +73,7 @@ def test_attach_to_nothing_shows_no_data_not_zero(qtbot):
     qtbot.waitUntil(lambda: tab.controller.state == "idle", timeout=5000)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(420)
 def test_real_engine_flow(qtbot, tmp_path):
     tab = RunTab()
@@ -162,7 +163,7 @@ def test_validated_launch_is_the_next_start(qtbot):
     assert argv[argv.index("--linear-attn-backend") + 1] == "triton"  # once missing from Run's own command
 
 
-def test_run_starts_exactly_the_command_validate_shows(qtbot, monkeypatch, tmp_path):
+def test_run_starts_exactly_the_command_validate_shows(qtbot, monkeypatch, tmp_path, shared_models, no_orphans):
     """Validate's command box and the Run tab's child process: the same arguments, Run adding only
     the interpreter and where to listen."""
     import shlex
@@ -173,7 +174,7 @@ def test_run_starts_exactly_the_command_validate_shows(qtbot, monkeypatch, tmp_p
     validate, run = w.tab("Validate"), w.tab("Run")
     folder = tmp_path / "ckpt"  # a folder with weights: Validate and Run both name it
     folder.mkdir()
-    (folder / "config.json").write_text((SHARED / "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B.json").read_text())
+    (folder / "config.json").write_text((shared_models / "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B.json").read_text())
     (folder / "model.safetensors").write_bytes(b"")
     from bringup.core.sources.resolve import load_layer_map
 
@@ -233,6 +234,7 @@ def test_what_the_run_tab_serves_for_each_kind_of_source(tmp_path):
     assert json.loads((folder / "config.json").read_text())["model_type"] == "qwen3"
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_real_engine_killed_is_reported_diagnosed_and_leaves_nothing(qtbot, tmp_path):
     import os
