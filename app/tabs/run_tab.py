@@ -17,6 +17,7 @@ from bringup.app.run.engine_controller import EngineController, sglang_installed
 from bringup.app.run.load_panel import LoadPanel
 from bringup.app.run.log_console import LogConsole
 from bringup.app.run.serve_source import serve_source_for
+from bringup.core.engine import facts as engine_facts
 from bringup.core.launch import Launch
 from bringup.core.layermap.vocabulary import LayerMap
 
@@ -32,7 +33,7 @@ def _traceback_end(lines: list[str], line: int) -> int:
     while i + 1 < len(lines) and (lines[i].startswith("Traceback") or lines[i][:1].isspace()):
         i += 1
     return i + 1
-DEVICES = ("auto", "cpu", "cuda", "xpu")
+DEVICES = ("auto", *engine_facts.DEVICES)  # "auto": the engine picks
 
 
 class RunTab(QWidget):

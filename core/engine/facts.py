@@ -45,6 +45,12 @@ def unsupported_model_message(model_type, architectures) -> str:
             f"{', '.join(supported_model_types())}. Serve this model with SGLang instead, or pick a supported one.")
 
 
+def unknown_dtype_message(dtype) -> str:
+    """The text of the ValueError the pools raise for a dtype torch does not have (pools.as_dtype)."""
+    *first, last = POOL_DTYPES
+    return f"unknown dtype {dtype!r}; use e.g. {', '.join(first)} or {last}"
+
+
 @dataclass(frozen=True)
 class ServeOption:
     """One option of `bringup serve` (core/cli/serve.py builds its parser from these)."""

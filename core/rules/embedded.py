@@ -57,7 +57,7 @@ def check_embedded(m: ModelFacts, s: LaunchSettings) -> Check:
     if s.kv_dtype.startswith("fp8"):
         c.add("EMBEDDED_KV_DTYPE", "error", f"The embedded engine has no {s.kv_dtype} KV cache: its pools hold plain "
               "torch dtypes (float32, bfloat16, float16).", fix="use --kv-dtype bfloat16 or drop it",
-              engine_message=f"ValueError: unknown dtype {s.kv_dtype!r}; use e.g. float32, bfloat16 or float16",
+              engine_message="ValueError: " + facts.unknown_dtype_message(s.kv_dtype),
               source="core/engine/pools.py (as_dtype)", stage="start-up")
     r.kv_dtype = r.dtype if s.kv_dtype == "auto" else s.kv_dtype
     if s.kv_dtype == "auto":
