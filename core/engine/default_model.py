@@ -22,8 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 # Its name and where it lives belong to the model sources (the engine generates it, sources find it).
-from bringup.core.sources.default_source import (DEFAULT_ALIASES, DEFAULT_CHECKPOINT_NAME, RECIPE_VERSION, cache_root,
-                                                 is_complete, is_default)
+from bringup.core.sources.default_source import DEFAULT_CHECKPOINT_NAME, RECIPE_VERSION, is_complete, is_default
 from bringup.core.sources.default_source import checkpoint_dir as _checkpoint_dir
 
 # The pattern of NVIDIA-Nemotron-3-Nano-30B-A3B (M = Mamba2, E = MoE, * = attention).
