@@ -4,6 +4,7 @@ listen (and, for SGLang, its metrics switch) and the interpreter that runs it.""
 
 from __future__ import annotations
 
+import importlib
 import shlex
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -11,7 +12,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from bringup.core.rules.settings import LaunchSettings
 
-ENGINES = ("embedded", "sglang")
+# engine -> its command-line builder in this package: `program(python)`, `arguments(launch)`,
+# `endpoint_arguments(endpoint)`. A new engine (vLLM) is one more module and one more line here.
+BUILDERS = {"embedded": "embedded", "sglang": "sglang"}
 
 
 @dataclass(frozen=True)
@@ -33,8 +36,8 @@ class Launch:
     extra: tuple[str, ...] = field(default=())  # engine options beyond the settings (e.g. --mem-fraction 0.5)
 
     def __post_init__(self) -> None:
-        if self.engine not in ENGINES:
-            raise ValueError(f"engine {self.engine!r} is not one of {', '.join(ENGINES)}")
+        if self.engine not in BUILDERS:
+            raise ValueError(f"engine {self.engine!r} is not one of {', '.join(BUILDERS)}")
 
     @property
     def run_device(self) -> str:
@@ -46,10 +49,7 @@ class Launch:
     def argv(self, *, endpoint: Endpoint | None = None, python: str | None = None) -> list[str]:
         """The command: as shown (`bringup serve ...`, `python -m sglang.launch_server ...`) without
         `python`; as run with `python` (the interpreter) and the `endpoint` to listen on."""
-        if self.engine == "sglang":
-            from bringup.core.launch import sglang as builder
-        else:
-            from bringup.core.launch import embedded as builder
+        builder = importlib.import_module(f"{__package__}.{BUILDERS[self.engine]}")
         return builder.program(python) + builder.arguments(self) + list(self.extra) + builder.endpoint_arguments(endpoint)
 
     def to_json(self) -> dict:
@@ -59,7 +59,12 @@ class Launch:
 
 def launch_for(target, model: str, settings: "LaunchSettings") -> Launch:
     """The Launch of `settings` on `target` ("embedded", "sglang==X.Y.Z", "sglang" or a Target)."""
-    engine = getattr(target, "engine", None) or ("sglang" if str(target).lower().startswith("sglang") else "embedded")
+    if isinstance(target, str):
+        from bringup.core.rules.targets import read_target
+
+        engine = read_target(target)[0]
+    else:
+        engine = target.engine
     return Launch(engine, model, settings)
 
 
