@@ -251,13 +251,24 @@ class FixtureSource:
         return Snippet(m["path"], int(m["line"]), body)
 
     def message_windows(self, texts: list[str]) -> list[Snippet]:
-        return self.snippets("message")
+        return self.snippets("messages")
 
     def snippets(self, key: str) -> list[Snippet]:
-        found, n = [], 1
-        while (self.folder / f"{key}.{n}.py").is_file():
-            found.append(FixtureSource(self.folder).snippet(f"{key}.{n}"))
-            n += 1
+        """Several snippets saved in one file, each under its own header line."""
+        f = self.folder / f"{key}.py"
+        if not f.is_file():
+            return []
+        found, head, body = [], None, []
+        for line in f.read_text(encoding="utf-8").splitlines(keepends=True):
+            m = _HEADER.match(line.rstrip("\n"))
+            if m:
+                if head:
+                    found.append(Snippet(head["path"], int(head["line"]), "".join(body)))
+                head, body = m, []
+            else:
+                body.append(line)
+        if head:
+            found.append(Snippet(head["path"], int(head["line"]), "".join(body)))
         return found
 
 

@@ -112,14 +112,14 @@ def main(argv=None) -> int:
             out.mkdir(parents=True, exist_ok=True)
             for probe in PROBES:
                 if probe.windows:
-                    for n, snippet in enumerate(src.snippets(probe.key), 1):
-                        (out / f"{probe.key}.{n}.py").write_text(fixture_text(snippet), encoding="utf-8")
+                    text = "".join(fixture_text(snippet) for snippet in src.snippets(probe.key))
+                    (out / f"{probe.key}.py").write_text(text, encoding="utf-8")
                     continue
                 snippet = src.snippet(probe.key)
                 if snippet is not None:
                     (out / f"{probe.key}.py").write_text(fixture_text(snippet), encoding="utf-8")
-            for n, snippet in enumerate(src.message_windows(catalogue_texts()), 1):
-                (out / f"message.{n}.py").write_text(fixture_text(snippet), encoding="utf-8")
+            text = "".join(fixture_text(snippet) for snippet in src.message_windows(catalogue_texts()))
+            (out / "messages.py").write_text(text, encoding="utf-8")  # one line per message, with its place
             print(f"wrote {len(list(out.glob('*.py')))} snippets to {out}")
         found = messages(src)
         if args.emit:

@@ -1,2 +1,0 @@
-# sglang snippet: python/sglang/srt/layers/attention/attention_registry.py from line 474
-                    "Expected hybrid GDN or NemotronH models, but got unknown model. "

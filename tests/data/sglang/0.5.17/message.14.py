@@ -1,2 +1,0 @@
-# sglang snippet: python/sglang/srt/server_args.py from line 8762
-            ), "chunked_prefill_size must be divisible by page_size"

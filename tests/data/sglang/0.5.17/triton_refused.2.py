@@ -1,8 +1,0 @@
-# sglang snippet: python/sglang/srt/server_args.py from line 5527
-        elif model_arch in ["Lfm2ForCausalLM", "Lfm2MoeForCausalLM"]:
-            # Attention backend selection moved to the override registry
-            # (arg_groups/overrides.py: _lfm2_overrides).
-            assert resolved_view(self).attention_backend != "triton", (
-                f"{model_arch} does not support triton attention backend, "
-                "as the first layer might not be an attention layer"
-            )

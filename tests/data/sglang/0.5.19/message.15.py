@@ -1,2 +1,0 @@
-# sglang snippet: python/sglang/srt/arg_groups/overrides.py from line 1335
-            "The current platform does not support Intel XMX, will fallback to triton backend."

@@ -1,2 +1,0 @@
-# sglang snippet: python/sglang/srt/arg_groups/mamba_hook.py from line 102
-    ), f"extra_buffer is not supported for {model_arch}; use no_buffer."

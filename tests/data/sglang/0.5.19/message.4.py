@@ -1,2 +1,0 @@
-# sglang snippet: python/sglang/srt/mem_cache/kv_cache_configurator.py from line 2140
-                    f"Hybrid (mamba/linear-attention) state cache is too small to serve "

@@ -1,2 +1,0 @@
-# sglang snippet: python/sglang/srt/arg_groups/mamba_hook.py from line 116
-            "extra_buffer_lazy unsupported under PD disaggregation; use "

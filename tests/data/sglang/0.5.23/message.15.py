@@ -1,2 +1,0 @@
-# sglang snippet: python/sglang/srt/arg_groups/validation_hook.py from line 245
-            "chunked_prefill_size must be divisible by page_size"

@@ -1,2 +1,0 @@
-# sglang snippet: python/sglang/srt/arg_groups/validation_hook.py from line 485
-            f"--sampling-backend intel_xpu requires --device xpu, got --device {device}"

@@ -1,2 +1,0 @@
-# sglang snippet: python/sglang/srt/mem_cache/kv_cache_configurator.py from line 3141
-                    "max_running_requests is capped to %d by the mamba state "

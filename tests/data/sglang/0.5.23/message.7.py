@@ -1,2 +1,0 @@
-# sglang snippet: python/sglang/srt/mem_cache/kv_cache_configurator.py from line 3075
-                    "Lazy extra buffer requires overlap schedule (--disable-overlap-schedule is incompatible)"
