@@ -282,3 +282,20 @@ def test_linear_attn_backend_intel_xpu_is_a_choice_from_0519():
     assert f.engine_message.startswith("error: argument --linear-attn-backend: invalid choice: 'intel_xpu' (choose from 'triton'")
     assert f.source.startswith("python/sglang/srt/server_args.py:375 (sglang 0.5.18)")
     assert "LINEAR_BACKEND_UNKNOWN" not in codes(run(QWEN3_NEXT, "sglang==0.5.19", device="xpu", linear_attn_backend="intel_xpu"))
+
+
+@pytest.mark.parametrize("version, backend, message", [
+    ("0.5.17", "fa3", "Got attention_backend=fa3."),
+    ("0.5.20", "flashinfer", "Got prefill=flashinfer, decode=flashinfer."),
+    ("0.5.21", "flashinfer", None),  # SM100 accepts flashinfer for hybrid GDN from 0.5.21
+])
+def test_gdn_on_blackwell_backends_per_release(version, backend, message):
+    r = run(QWEN3_NEXT, f"sglang=={version}", device="cuda", gpu="blackwell", attention_backend=backend)
+    if message is None:
+        assert "GDN_BLACKWELL_BACKEND" not in codes(r)
+        return
+    f = finding(r, "GDN_BLACKWELL_BACKEND")
+    assert f.engine_message.startswith("AssertionError: Only {") and f.engine_message.endswith(message)
+    assert f.source.startswith("python/sglang/srt/layers/attention/attention_registry.py:")
+    if backend == "flashinfer":
+        assert "sglang 0.5.21 and later (which accept flashinfer)" in f.fix

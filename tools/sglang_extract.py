@@ -55,6 +55,8 @@ class Probe:
     candidates: tuple[tuple[str, str], ...]  # (file under sglang/srt, "func" or "Class.func"); first found wins
     statement: str | None = None  # keep only the outermost if-statement whose text contains this
     search: str | None = None  # or: keep the lines around the first line containing this text
+    before: int = 2  # ... from this many lines above it
+    after: int = 2  # ... to this many lines below it
     # or: one small window per line containing this text, from the `model_arch` test above it (the
     # branches of a long if/elif chain, without the chain); snippets(key) gives them all
     windows: str | None = None
@@ -92,6 +94,9 @@ PROBES: tuple[Probe, ...] = (
     Probe("xpu_causal_conv1d", ((_S + "layers/attention/mamba/mamba.py", ""),), search="elif is_xpu():"),
     Probe("linear_attn_backends", ((_S + "arg_groups/choices.py", "LINEAR_ATTN_KERNEL_BACKEND_CHOICES"),
                                    (_S + "server_args.py", "LINEAR_ATTN_KERNEL_BACKEND_CHOICES"))),
+    Probe("gdn_blackwell", ((_S + "layers/attention/attention_registry.py", ""),),
+          search="backends are supported on Blackwell GPUs for hybrid GDN models", before=16, after=7),
+    Probe("gdn_sm100_backends", ((_S + "layers/attention/attention_registry.py", "HYBRID_GDN_SM100_BACKENDS"),)),
     Probe("graph_bs_running_cap", ((_S + "arg_groups/memory_hook.py", ""),),
           search="decode_cuda_graph_config.max_bs > cfg.max_running_requests"),
     Probe("scheduler_strategy_alias", ((_S + "server_args.py", ""),), search='"--mamba-scheduler-strategy"'),
@@ -140,8 +145,8 @@ def _cut(path: str, source: str, probe: Probe, func: str) -> Snippet | None:
     if probe.search:
         for i, line in enumerate(lines):
             if probe.search in line:
-                start = max(0, i - 2)
-                return Snippet(repo_path, start + 1, "\n".join(lines[start:i + 3]) + "\n")
+                start = max(0, i - probe.before)
+                return Snippet(repo_path, start + 1, "\n".join(lines[start:i + probe.after + 1]) + "\n")
         return None
     tree = ast.parse(source)
     node = _find_def(tree, func)
@@ -528,6 +533,22 @@ def linear_attn_backends(src) -> dict[str, Fact]:
     return {"linear_attn_backends": Fact(tuple(ast.literal_eval(node.value)), s.path, s.first_line)}
 
 
+def gdn_blackwell(src) -> dict[str, Fact]:
+    """Attention backends a hybrid GDN model may use on Blackwell: (SM100 set, SM120 set), and whether
+    the assert names one backend ("Got attention_backend=...") or the prefill/decode pair."""
+    s = src.snippet("gdn_blackwell")
+    sets = re.findall(r"allowed = (\{[^}]*\}|\w+)", s.text)
+    sm120 = tuple(sorted(ast.literal_eval(sets[0])))
+    if sets[1].startswith("{"):
+        sm100 = tuple(sorted(ast.literal_eval(sets[1])))
+    else:  # a named constant (HYBRID_GDN_SM100_BACKENDS)
+        const = src.snippet("gdn_sm100_backends")
+        sm100 = tuple(sorted(ast.literal_eval(const.tree().body[0].value)))
+    form = "attention_backend" if "Got attention_backend=" in s.text else "prefill_decode"
+    return {"gdn_blackwell_backends": Fact((sm100, sm120, form), s.path,
+                                           s.line_of("backends are supported on Blackwell GPUs"))}
+
+
 def graph_bs_running_cap(src) -> dict[str, Fact]:
     """A default decode cuda-graph max_bs above --max-running-requests is lowered to it."""
     s = src.snippet("graph_bs_running_cap")
@@ -538,7 +559,7 @@ def graph_bs_running_cap(src) -> dict[str, Fact]:
 
 EXTRACTORS = (extra_buffer_platform, supports_extra_buffer, auto_resolution, no_buffer_messages, strategy_without_mamba,
               triton_layer0, intel_xpu_page, memory_by_capacity, memory_reserve, graph_reserve, prefill_graph_default,
-              graph_bs_running_cap, xpu_decode_graph, xpu_causal_conv1d, linear_attn_backends, mamba_ratio, scheduler_alias, triton_refused)
+              graph_bs_running_cap, xpu_decode_graph, xpu_causal_conv1d, linear_attn_backends, gdn_blackwell, mamba_ratio, scheduler_alias, triton_refused)
 
 
 def catalogue_texts() -> list[str]:

@@ -13,8 +13,6 @@ NONE_SUBSCRIPT = "TypeError: 'NoneType' object is not subscriptable"
 LAYER_ID = "ValueError: layer_id={layer} not in full attention layers: dict_keys({layers})"
 NO_XMX = "The current platform does not support Intel XMX, will fallback to triton backend."
 DEFAULT_BACKEND = "Attention backend not specified. Use {backend} backend by default."
-GDN_BLACKWELL = ("AssertionError: Only {allowed} backends are supported on Blackwell GPUs for hybrid GDN models. "
-                 "Got prefill={backend}, decode={backend}.")
 GDN_NPU = ("AssertionError: ascend backend is the only supported backend on NPU for hybrid GDN models, use "
            "--attention-backend ascend to specify the backend.")
 SHORT_CONV_NPU = "NotImplementedError: Short-conv hybrid models (ZAYA1 CCA, LFM2 / LFM2-MoE) are not yet supported on NPU…"

@@ -9,9 +9,6 @@ from bringup.core.rules import sglang_backends as backends
 from bringup.core.rules.check import Check
 from bringup.core.rules.profiles import versions_where
 
-GDN_BLACKWELL_ALLOWED = ("triton", "trtllm_mha", "fa4", "flashinfer")
-
-
 def check_model_hook(c: Check) -> None:
     """The model adjustments' asserts, met before the mamba strategy checks and before the default
     backend is filled in (so only an explicit --attention-backend triton is refused)."""
@@ -101,11 +98,19 @@ def check_startup(c: Check) -> None:
         c.add("TORCH_NATIVE_NO_GRAPH", "info", "torch_native attention disables CUDA graphs: expect slow decode.",
               engine_message=msg.TORCH_NATIVE_GRAPH, source="server_args")
     _layer0_probe(c, backend)
-    if s.device == "cuda" and s.gpu == "blackwell" and m.family == "gdn" and backend not in GDN_BLACKWELL_ALLOWED:
-        c.add("GDN_BLACKWELL_BACKEND", "error", f"Hybrid GDN models on Blackwell run only with {', '.join(GDN_BLACKWELL_ALLOWED)}.",
-              fix="use --attention-backend triton", engine_message=msg.GDN_BLACKWELL.format(
-                  allowed="{" + ", ".join(map(repr, GDN_BLACKWELL_ALLOWED)) + "}", backend=backend), source="arg_groups model overrides (Qwen3-Next)",
-              stage="arguments")
+    sm100, _sm120, form = c.profile.gdn_blackwell_backends
+    if s.device == "cuda" and s.gpu == "blackwell" and m.family == "gdn" and backend not in sm100:
+        # SGLang prints a Python set: its order varies from run to run; sorted here.
+        allowed = "{" + ", ".join(map(repr, sm100)) + "}"
+        got = f"attention_backend={backend}" if form == "attention_backend" else f"prefill={backend}, decode={backend}"
+        since = versions_where(lambda q: backend in q.gdn_blackwell_backends[0])
+        c.add("GDN_BLACKWELL_BACKEND", "error",
+              f"Hybrid GDN models on Blackwell (SM100) run only with {', '.join(sm100)} in {c.version}.",
+              fix="use --attention-backend triton" + (f", or sglang {since} (which accept {backend})"
+                                                       if since != "no profiled release" else ""),
+              engine_message=f"AssertionError: Only {allowed} backends are supported on Blackwell GPUs for hybrid GDN "
+                             f"models. Got {got}.",
+              source=f"{c.profile.source('gdn_blackwell_backends')} (attention backend creation)", stage="start-up")
     if s.device == "npu" and m.family == "gdn" and backend != "ascend":
         c.add("GDN_NPU_BACKEND", "error", "Hybrid GDN models on NPU run only with the ascend backend.",
               fix="add --attention-backend ascend", engine_message=msg.GDN_NPU, source="arg_groups model overrides",

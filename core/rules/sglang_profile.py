@@ -13,7 +13,7 @@ FACTS = (
     "extra_buffer_needs_triton_linear_backend", "auto_strategy_rule", "no_buffer_messages",
     "rejects_strategy_without_mamba", "triton_refused", "triton_probes_layer0", "intel_xpu_page_message", "intel_xpu_page_message_mla",
     "intel_xpu_snaps_on_prefill_backend", "memory_ladder", "reserve_base_mb", "reserve_floor", "xpu_extra_reserve_mb",
-    "mem_fraction_without_gpu_mem", "graph_reserve_mb", "prefill_graph_default", "graph_max_bs_capped_by_running", "xpu_decode_graph_opt_in", "xpu_causal_conv1d_bound", "linear_attn_backends", "mamba_ratio_rule", "lazy_overlap_message",
+    "mem_fraction_without_gpu_mem", "graph_reserve_mb", "prefill_graph_default", "graph_max_bs_capped_by_running", "xpu_decode_graph_opt_in", "xpu_causal_conv1d_bound", "linear_attn_backends", "gdn_blackwell_backends", "mamba_ratio_rule", "lazy_overlap_message",
     "scheduler_strategy_alias",
 )
 
@@ -62,6 +62,9 @@ class SglangProfile:
     xpu_decode_graph_opt_in: bool  # on XPU decode cuda graphs stay off unless --cuda-graph-backend-decode is given
     xpu_causal_conv1d_bound: bool  # mamba.py binds the Triton causal_conv1d on XPU (else NameError at prefill)
     linear_attn_backends: tuple[str, ...]  # --linear-attn-backend choices (argparse refuses others)
+    # Hybrid GDN models on Blackwell: (backends allowed on SM100, on SM120, "attention_backend" when the
+    # assert names the one backend, "prefill_decode" when it names the pair).
+    gdn_blackwell_backends: tuple[tuple[str, ...], tuple[str, ...], str]
     mamba_ratio_rule: str
     lazy_overlap_message: str  # _calculate_mamba_ratio: extra_buffer_lazy without the overlap schedule
     scheduler_strategy_alias: bool  # the deprecated alias --mamba-scheduler-strategy still exists
