@@ -26,7 +26,7 @@ FAMILY_MODULES: dict[str, str] = {
     "jamba": "jamba",
     "zamba2": "zamba2",
     "gpt_oss": "sliding", "gemma2": "sliding", "gemma3": "sliding", "gemma3_text": "sliding",
-    "gemma4": "sliding", "gemma4_text": "sliding",
+    "gemma4": "gemma4", "gemma4_text": "gemma4",
     "llama": "dense", "mistral": "dense", "qwen2": "dense", "qwen3": "dense", "granite": "dense",
     "mixtral": "dense", "qwen2_moe": "dense", "qwen3_moe": "dense",
 }
@@ -41,7 +41,8 @@ FAMILY_NAMES = {
     "granite_hybrid": "Granite-4.0-H / Bamba",
     "jamba": "Jamba",
     "zamba2": "Zamba2",
-    "sliding": "gpt-oss / Gemma 2-4",
+    "sliding": "gpt-oss / Gemma 2-3",
+    "gemma4": "Gemma 4",
     "dense": "dense (Llama, Mistral, Qwen2/3, Granite, Mixtral, Qwen-MoE)",
 }
 
@@ -96,4 +97,5 @@ def build_layer_map(config: dict, *, name: str = "", source: str = "", pp: int =
         if towers:
             note += f"; parameters count the text decoder only, not the {' and '.join(t[:-7] for t in towers)} tower"
         result.notes.insert(0, note)
-    return assemble(result, cfg, name=name or label, source=source, pp=pp)
+    reader = f"core/families/{module.__name__.rsplit('.', 1)[-1]}.py"
+    return assemble(result, cfg, name=name or label, source=source, pp=pp, reader=reader)
