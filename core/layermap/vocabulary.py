@@ -64,15 +64,17 @@ class Layer:
         return self.mixer in STATE_MIXERS
 
     def to_json(self) -> dict:
-        return {
+        doc = {
             "index": self.index,
             "mixer": self.mixer,
             "ffn": self.ffn,
             "kv_pool_index": self.kv_pool_index,
             "state_pool_index": self.state_pool_index,
             "pp_stage": self.pp_stage,
-            "kv_shared_from": self.kv_shared_from,
         }
+        if self.kv_shared_from is not None:  # only KV-sharing layers carry it: other documents keep their shape
+            doc["kv_shared_from"] = self.kv_shared_from
+        return doc
 
 
 @dataclass(frozen=True)
