@@ -10,6 +10,8 @@ Counted as transformers 5's `Gemma4TextConfig` / `modeling_gemma4.py` builds it:
 - `enable_moe_block`: every layer runs the dense MLP *and* a routed MoE (`num_experts`,
   `top_k_experts`, `moe_intermediate_size`) side by side, with a router (projection, scale,
   per-expert scale) and three more norms.
+- A config saved by transformers 5 carries `per_layer_config` ({layer: {head_dim, num_key_value_heads}})
+  instead of `global_head_dim` / `num_global_key_value_heads`; then only the layers it names differ.
 - `hidden_size_per_layer_input`: per-layer input embeddings, a packed table and projection outside
   the stack, a gate and projection inside every layer.
 """
@@ -60,6 +62,24 @@ def kv_sources(view: ConfigView, kinds: list[str]) -> list[int | None]:
     return sources
 
 
+def layer_shapes(view: ConfigView, kinds: list[str], head_dim: int, kv_heads: int) -> list[tuple[int, int]]:
+    """(head_dim, kv_heads) of every layer: full layers widen, from per_layer_config or the global_* fields."""
+    n = len(kinds)
+    if view.has("per_layer_config"):
+        shapes = [(head_dim, kv_heads)] * n
+        for key, override in view.dict("per_layer_config").items():
+            index = int(key) if isinstance(key, str) and key.isdigit() else key
+            if not isinstance(index, int) or not 0 <= index < n:
+                raise view.bad("per_layer_config", key, f"layer ids within the model's {n} layers")
+            layer = ConfigView(override, f"{view.label} (per_layer_config {key})")
+            shapes[index] = (layer.int("head_dim", default=head_dim), layer.int("num_key_value_heads", default=kv_heads))
+        return shapes
+    global_head_dim = view.int("global_head_dim", default=512)
+    k_eq_v = view.bool("attention_k_eq_v", default=False)
+    global_kv_heads = view.int("num_global_key_value_heads", default=kv_heads) if k_eq_v else kv_heads
+    return [(head_dim, kv_heads) if k == "sliding_attention" else (global_head_dim, global_kv_heads) for k in kinds]
+
+
 def _attention(view: ConfigView, h: int, heads: int, kv_heads: int, head_dim: int, *, k_eq_v: bool, shared: bool,
                bias: bool, window: int | None) -> b.Part:
     p = b.linear(h, heads * head_dim, bias) + head_dim  # q_proj, q_norm
@@ -93,9 +113,7 @@ def build(view: ConfigView) -> FamilyResult:
     heads = view.int("num_attention_heads", default=8)
     kv_heads = view.int("num_key_value_heads", default=4)
     head_dim = view.int("head_dim", default=256)
-    global_head_dim = view.int("global_head_dim", default=512)
     k_eq_v = view.bool("attention_k_eq_v", default=False)
-    global_kv_heads = view.int("num_global_key_value_heads", default=kv_heads) if k_eq_v else kv_heads
     window = view.int("sliding_window", default=512, maximum=1 << 40)
     bias = view.bool("attention_bias", default=False)
     inter = view.int("intermediate_size", default=9216)
@@ -107,10 +125,9 @@ def build(view: ConfigView) -> FamilyResult:
     kinds = mixers(view, n, notes)
     sources = kv_sources(view, kinds)
     layers = []
-    for kind, source in zip(kinds, sources):
+    for kind, source, (dim, kv) in zip(kinds, sources, layer_shapes(view, kinds, head_dim, kv_heads)):
         sliding = kind == "sliding_attention"
-        attn = _attention(view, h, heads, kv_heads if sliding else global_kv_heads, head_dim if sliding else global_head_dim,
-                          k_eq_v=k_eq_v and not sliding, shared=source is not None, bias=bias,
+        attn = _attention(view, h, heads, kv, dim, k_eq_v=k_eq_v and not sliding, shared=source is not None, bias=bias,
                           window=window if sliding else None)
         mlp = b.mlp(h, inter * (2 if double_wide and source is not None else 1))
         part = attn + mlp + b.norm(4 * h) + per_layer  # pre/post attention and pre/post feed-forward norms

@@ -288,6 +288,12 @@ def _kv_part(attn, layer_cfg, mixer: str) -> Part:
         k = attn.k_proj.out_features
         v_proj = getattr(attn, "v_proj", None)
         kv = k + (v_proj.out_features if v_proj is not None else k)  # K = V projection still caches both
+        # The module knows its own shape where layers differ (Gemma 4's global layers, MiMo's SWA heads).
+        module_dim = getattr(attn, "head_dim", None)
+        if isinstance(module_dim, int) and module_dim > 0 and k % module_dim == 0:
+            head_dim, kv_heads = module_dim, k // module_dim
+        if v_proj is not None and kv_heads and v_proj.out_features != k:
+            attrs["v_head_dim"] = v_proj.out_features // kv_heads
     elif kv_heads and head_dim:
         kv = 2 * kv_heads * head_dim
     indexer = getattr(attn, "indexer", None) if attn is not None else None
