@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from PySide6.QtCore import QPointF, QRectF, Qt
-from PySide6.QtGui import QBrush, QColor, QFontMetricsF, QPainter, QPainterPath, QPen, QPolygonF
+from PySide6.QtGui import QColor, QFontMetricsF, QPainter, QPainterPath, QPen, QPolygonF
 
 from bringup.app.layermap import style as st
 from bringup.app.layermap.layout import GUTTER, LEGEND_H, MARGIN, CellBox, MapLayout
@@ -82,11 +82,19 @@ def _cell_fill(painter: QPainter, rect: QRectF, mixer: str, colour_of) -> None:
 
 
 def _shared_kv_hatch(painter: QPainter, rect: QRectF, fill: QColor) -> None:
-    """Diagonal hatching: this attention layer reads another layer's KV cache and keeps none."""
+    """Diagonal stripes: this attention layer reads another layer's KV cache and keeps none."""
+    path = QPainterPath()
+    path.addRoundedRect(rect, RADIUS, RADIUS)
     painter.save()
-    painter.setPen(Qt.PenStyle.NoPen)
-    painter.setBrush(QBrush(st.text_on(fill), Qt.BrushStyle.BDiagPattern))
-    painter.drawRoundedRect(rect, RADIUS, RADIUS)
+    painter.setClipPath(path)
+    colour = QColor(st.text_on(fill))
+    colour.setAlphaF(0.45)
+    painter.setPen(QPen(colour, 1.6))
+    step = 5.0
+    x = rect.left() - rect.height()
+    while x < rect.right():
+        painter.drawLine(QPointF(x, rect.bottom()), QPointF(x + rect.height(), rect.top()))
+        x += step
     painter.restore()
 
 
