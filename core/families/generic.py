@@ -46,8 +46,8 @@ LAYER_TYPE_MIXERS: dict[str, str | None] = {
     "linear_attention": None,
     "mamba": None,
     "conv": "short_conv",
-    "hybrid": "attention+mamba2",
-    "hybrid_sliding": "attention+mamba2",
+    "hybrid": None,  # attention with a recurrent part beside it: Mamba2 (Falcon-H1, Zamba2) or something else
+    "hybrid_sliding": None,
     "moe": "none",  # NemotronH: a block that is only an FFN
     "mlp": "none",
 }
@@ -227,22 +227,29 @@ def _attention_module(layer):
     return None
 
 
-def _mixer_from_modules(layer, text_cfg) -> str:
-    recurrent, _ = _recurrent_mixer(layer)
+def _mixer_from_modules(layer, text_cfg, layer_type: str | None = None) -> tuple[str, str | None]:
+    """(mixer, note) from the modules a layer holds; `layer_type` is the config's word for it, if any."""
+    recurrent, module = _recurrent_mixer(layer)
     attn = _attention_module(layer)
+    if module is not None and attn is not None and any(attn is m for m in module.modules()):
+        attn = None  # the recurrent mixer itself has q/k/v projections (lightning, DeltaNet)
     if recurrent and attn is not None:
-        return "attention+mamba2" if recurrent == "mamba2" else recurrent
+        if recurrent == "mamba2":
+            return "attention+mamba2", None
+        kind = "sliding_attention" if layer_type and "sliding" in layer_type else "attention"
+        # The vocabulary has no attention+<other recurrent> mixer: draw the attention, say what is beside it.
+        return kind, f"{layer_type or 'hybrid'} layers also run a {recurrent} part whose state is not counted"
     if recurrent:
-        return recurrent
+        return recurrent, None
     if attn is not None:
         if getattr(attn, "indexer", None) is not None:
-            return "sparse_attention"
+            return "sparse_attention", None
         # Without layer_types, a window on the module or on the config (Mistral) applies to every layer.
         window = getattr(attn, "sliding_window", None)
         if not isinstance(window, int):
             window = _get(text_cfg, ("sliding_window",))
-        return "sliding_attention" if isinstance(window, int) and window > 0 else "attention"
-    return "none"
+        return ("sliding_attention" if isinstance(window, int) and window > 0 else "attention"), None
+    return "none", None
 
 
 def _own_params(stack) -> list[int]:
@@ -273,6 +280,22 @@ def _expert_part(layer, layer_cfg, params: int) -> Part:
     return Part(params=params, active=active, attrs={"experts": experts, "top_k": top_k})
 
 
+def _width(module) -> int | None:
+    """Output width of a projection: a Linear, or a wrapper around one (Gemma 4's clippable linears)."""
+    import torch
+
+    if module is None:
+        return None
+    out = getattr(module, "out_features", None)
+    if isinstance(out, int):
+        return out
+    weight = getattr(module, "weight", None)
+    if isinstance(weight, torch.Tensor) and weight.dim() == 2:
+        return int(weight.shape[0])
+    inner = [m for m in module.modules() if isinstance(m, torch.nn.Linear)]
+    return inner[0].out_features if len(inner) == 1 else None
+
+
 def _kv_part(attn, layer_cfg, mixer: str) -> Part:
     """KV elements per token at TP 1 from the attention module's projections, and its facts."""
     attrs: dict = {}
@@ -280,28 +303,29 @@ def _kv_part(attn, layer_cfg, mixer: str) -> Part:
     kv_heads = _get(layer_cfg, ("num_key_value_heads", "num_kv_heads"), heads)
     head_dim = _get(layer_cfg, ("head_dim",))
     kv = 0
-    if attn is not None and getattr(attn, "kv_a_proj_with_mqa", None) is not None:
+    mla = _width(getattr(attn, "kv_a_proj_with_mqa", None))
+    k = _width(getattr(attn, "k_proj", None))
+    if mla:
         # MLA keeps the compressed latent and the rope key (kv_lora_rank + qk_rope_head_dim), as SGLang does.
-        kv = attn.kv_a_proj_with_mqa.out_features
+        kv = mla
         attrs.update(mla=True, kv_lora_rank=_get(layer_cfg, ("kv_lora_rank",)), qk_rope_head_dim=_get(layer_cfg, ("qk_rope_head_dim",)))
-    elif attn is not None and getattr(attn, "k_proj", None) is not None:
-        k = attn.k_proj.out_features
-        v_proj = getattr(attn, "v_proj", None)
-        kv = k + (v_proj.out_features if v_proj is not None else k)  # K = V projection still caches both
+    elif k:
+        v = _width(getattr(attn, "v_proj", None))
+        kv = k + (v or k)  # K = V projection (no v_proj) still caches both
         # The module knows its own shape where layers differ (Gemma 4's global layers, MiMo's SWA heads).
         module_dim = getattr(attn, "head_dim", None)
         if isinstance(module_dim, int) and module_dim > 0 and k % module_dim == 0:
             head_dim, kv_heads = module_dim, k // module_dim
-        if v_proj is not None and kv_heads and v_proj.out_features != k:
-            attrs["v_head_dim"] = v_proj.out_features // kv_heads
+        if v and kv_heads and v != k:
+            attrs["v_head_dim"] = v // kv_heads
     elif kv_heads and head_dim:
         kv = 2 * kv_heads * head_dim
     indexer = getattr(attn, "indexer", None) if attn is not None else None
-    wk = getattr(indexer, "wk", None) if indexer is not None else None
-    if wk is not None:
+    wk = _width(getattr(indexer, "wk", None)) if indexer is not None else None
+    if wk:
         # The lightning indexer caches one key per token too (index_head_dim), beside the MLA latent.
-        kv += wk.out_features
-        attrs.update(indexer_head_dim=wk.out_features, index_topk=_get(layer_cfg, ("index_topk",)))
+        kv += wk
+        attrs.update(indexer_head_dim=wk, index_topk=_get(layer_cfg, ("index_topk",)))
     if heads:
         attrs["heads"] = heads
     if kv_heads and not attrs.get("mla"):
@@ -390,6 +414,20 @@ def build_from_config(config: dict, label: str) -> FamilyResult:
             f"{label}: transformers built {type(model).__name__} but no list of {n} decoder layers was found in it; "
             "this model_type needs a family module under core/families/"
         )
+    try:
+        return _read(config, text_cfg, model, stack, n)
+    except UserError:
+        raise
+    except Exception as err:  # modules of every shape pass through here: report, never crash the window
+        raise UserError(
+            f"{label}: the generic reader could not read {type(model).__name__}'s layers ({_why(err)}); "
+            "this model_type needs a family module under core/families/"
+        ) from None
+
+
+def _read(config: dict, text_cfg, model, stack, n: int) -> FamilyResult:
+    import transformers
+
     notes: list[str] = []
     layer_types = getattr(text_cfg, "layer_types", None)
     mlp_types = getattr(text_cfg, "mlp_layer_types", None)
@@ -401,7 +439,9 @@ def build_from_config(config: dict, label: str) -> FamilyResult:
     for i, layer in enumerate(stack):
         mixer = LAYER_TYPE_MIXERS.get(layer_types[i]) if layer_types else None
         if mixer is None:
-            mixer = _mixer_from_modules(layer, text_cfg)
+            mixer, note = _mixer_from_modules(layer, text_cfg, layer_types[i] if layer_types else None)
+            if note:
+                notes.append(note)
         ffn = _FFN_TYPES.get(mlp_types[i]) if mlp_types else None
         ffn = ffn or _ffn_from_modules(layer)
         if layer_types and layer_types[i] in ("moe", "mlp"):
