@@ -144,3 +144,24 @@ def test_unknown_model_type_names_the_ways_in():
         build_layer_map({"model_type": "no_such_model_type_xyz", "hidden_size": 64})
     with pytest.raises(UserError, match="no config class"):
         build_layer_map({"model_type": "no_such_model_type_xyz"}, reader="transformers")
+
+
+def test_gemma3n_kv_sharing_is_read_from_transformers_modules():
+    # No family module: the attention modules say which layer's KV they reuse.
+    m = build_layer_map({"model_type": "gemma3n_text", "num_hidden_layers": 10, "num_kv_shared_layers": 4,
+                         "hidden_size": 256, "intermediate_size": 512, "vocab_size": 500, "vocab_size_per_layer_input": 500,
+                         "hidden_size_per_layer_input": 16, "laurel_rank": 8, "altup_num_inputs": 2,
+                         "layer_types": ["sliding_attention"] * 4 + ["full_attention"] + ["sliding_attention"] * 4 + ["full_attention"]})
+    assert m.provenance["path"] == "transformers"
+    assert m.kv_shared_layers == [6, 7, 8, 9]
+    assert [m.layers[i].kv_shared_from for i in (6, 7, 8, 9)] == [5, 5, 5, 4]
+    assert m.kv_layers == [0, 1, 2, 3, 4, 5] and all(m.layers[i].kv_elems_per_token == 0 for i in (6, 7, 8, 9))
+
+
+def test_linear_attention_layers_are_told_apart_by_their_modules():
+    m = build_layer_map({"model_type": "olmo_hybrid", "num_hidden_layers": 4, "hidden_size": 256,
+                         "num_attention_heads": 4, "intermediate_size": 512, "vocab_size": 500, "pad_token_id": 0})
+    assert m.provenance["path"] == "transformers" and m.family == "gdn"
+    assert [l.mixer for l in m.layers] == ["gated_delta_net"] * 3 + ["attention"]
+    gdn = m.layers[0]
+    assert gdn.state_pool_index == 0 and gdn.conv_state_elems > 0 and gdn.ssm_state_elems > 0

@@ -464,6 +464,9 @@ def _read(config: dict, text_cfg, model, stack, n: int) -> FamilyResult:
                 notes.append(f"the recurrent state size of the {kinds[i]} layers is not known to the generic reader")
         part.params = params[i]
         specs.append(LayerSpec(kinds[i], ffns[i], part, kv_shared_from=sources[i]))
+    compressed = sorted({t for t in layer_types or () if t in ("compressed_sparse_attention", "heavily_compressed_attention")})
+    if compressed:
+        notes.append(f"{' and '.join(compressed)} layers: KV per token is counted uncompressed, an upper bound")
     shared = [i for i, s in enumerate(sources) if s is not None]
     if shared:
         notes.append(f"layers {shared[0]}-{shared[-1]} reuse the KV cache of earlier layers and keep none of their own")
