@@ -165,3 +165,14 @@ def test_linear_attention_layers_are_told_apart_by_their_modules():
     assert [l.mixer for l in m.layers] == ["gated_delta_net"] * 3 + ["attention"]
     gdn = m.layers[0]
     assert gdn.state_pool_index == 0 and gdn.conv_state_elems > 0 and gdn.ssm_state_elems > 0
+
+
+def test_loading_says_the_map_is_built_through_transformers(tmp_path):
+    from bringup.core.sources.resolve import load_layer_map
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(_mimo(num_hidden_layers=2, hidden_size=128, num_attention_heads=4, num_key_value_heads=2,
+                                     n_routed_experts=4, moe_intermediate_size=32, intermediate_size=256, vocab_size=300)))
+    seen = []
+    m = load_layer_map(path, progress=seen.append)
+    assert seen[-1].startswith("building the layer map through transformers") and m.provenance["path"] == "transformers"

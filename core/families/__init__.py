@@ -99,6 +99,18 @@ def _module_for(cfg: dict, label: str, reader: str = "auto"):
     raise _unsupported(model_type, label)
 
 
+def reads_through_transformers(config) -> bool:
+    """Whether `build_layer_map` would take the generic path (seconds: torch, transformers, a meta build)."""
+    if not isinstance(config, dict):
+        return False
+    model_type = text_config(config)[0].get("model_type")
+    if isinstance(model_type, str) and model_type in FAMILY_MODULES:
+        return False
+    from bringup.core.families import generic
+
+    return generic.knows(model_type)
+
+
 def build_layer_map(config: dict, *, name: str = "", source: str = "", pp: int = 1, reader: str = "auto") -> LayerMap:
     """The layer map of a config.json. `reader`: "auto" (family module, else transformers, else layer_types),
     "family" (family modules only) or "transformers" (the generic path, e.g. to cross-check a family)."""
