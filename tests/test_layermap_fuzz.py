@@ -76,6 +76,10 @@ def _consistent(m) -> None:
     assert m.params_total >= 0 and (m.params_active is None or m.params_active <= m.params_total)
     for l in m.layers:
         assert l.kv_elems_per_token >= 0 and l.conv_state_elems >= 0 and l.ssm_state_elems >= 0
+        if l.kv_shared_from is not None:  # reads an earlier layer of its own kind that keeps a KV cache
+            source = m.layers[l.kv_shared_from]
+            assert source.index < l.index and source.is_kv and source.mixer == l.mixer
+            assert l.kv_pool_index is None and l.kv_elems_per_token == 0
     assert sum(f.times * len(f.unit) for f in fold_layers(m.layers)) == m.num_layers
     json.dumps(m.to_json())
 

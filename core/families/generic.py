@@ -464,6 +464,9 @@ def _read(config: dict, text_cfg, model, stack, n: int) -> FamilyResult:
                 notes.append(f"the recurrent state size of the {kinds[i]} layers is not known to the generic reader")
         part.params = params[i]
         specs.append(LayerSpec(kinds[i], ffns[i], part, kv_shared_from=sources[i]))
+    mtp = _get(text_cfg, ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_layers"), 0)
+    if mtp:
+        notes.append(f"{mtp} multi-token-prediction layer(s) in the config are not built by transformers and not counted")
     compressed = sorted({t for t in layer_types or () if t in ("compressed_sparse_attention", "heavily_compressed_attention")})
     if compressed:
         notes.append(f"{' and '.join(compressed)} layers: KV per token is counted uncompressed, an upper bound")
