@@ -83,8 +83,10 @@ def _quiet():
 
 
 def _why(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
-    return f"{type(err).__name__}: {text[0][:300]}" if text else type(err).__name__
+    """The exception in one line: its type and its first lines (strict validators put the cause on line 2)."""
+    lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
+    text = " ".join(lines[:3])
+    return f"{type(err).__name__}: {text[:400]}" if text else type(err).__name__
 
 
 def _precheck(view: ConfigView) -> None:
