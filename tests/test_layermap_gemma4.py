@@ -79,3 +79,23 @@ def test_kv_sharing_without_a_producer_is_a_clear_error():
 def test_moe_block_without_expert_settings_names_the_missing_field():
     with pytest.raises(UserError, match="num_experts"):
         build_layer_map(dict(SHARING_TEXT, enable_moe_block=True))
+
+
+def test_gemma4_maps_without_torch_or_transformers(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from layermap_helpers import REPO
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(A4B))
+    code = (
+        "import sys\nfrom bringup.core.sources.resolve import load_layer_map\n"
+        f"m = load_layer_map({str(path)!r})\n"
+        "print(m.params_total, sorted(k for k in sys.modules if k.split('.')[0] in ('torch', 'transformers')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
+                         env=dict(os.environ, HF_HUB_OFFLINE="1"), timeout=60)
+    assert out.stdout.split() == ["25233141760", "[]"], out.stderr[-2000:]
