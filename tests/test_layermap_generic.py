@@ -25,12 +25,19 @@ FIELDS = ("mixer", "ffn", "params", "active_params", "kv_elems_per_token", "conv
           "kv_pool_index", "state_pool_index", "kv_shared_from")
 
 
+# The facts the planner and the rules read from attrs (TP splits, windows, experts).
+ATTRS = ("experts", "top_k", "heads", "kv_heads", "head_dim", "window", "mamba_heads", "mamba_head_dim", "mamba_groups",
+         "d_state", "conv_kernel")
+
+
 def _same_maps(family, generic, fields=FIELDS):
     assert generic.provenance["path"] == "transformers" and family.provenance["path"] == "family"
     assert generic.num_layers == family.num_layers
     for field in fields:
         ours, theirs = [getattr(l, field) for l in family.layers], [getattr(l, field) for l in generic.layers]
         assert ours == theirs, field
+    for ours, theirs in zip(family.layers, generic.layers):
+        assert {k: ours.attrs[k] for k in ATTRS if k in ours.attrs} == {k: theirs.attrs.get(k) for k in ATTRS if k in ours.attrs}
     assert (family.params_total, family.params_active, family.family) == (generic.params_total, generic.params_active, generic.family)
 
 

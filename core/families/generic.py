@@ -310,7 +310,9 @@ def _kv_part(attn, layer_cfg, mixer: str) -> Part:
     if mla:
         # MLA keeps the compressed latent and the rope key (kv_lora_rank + qk_rope_head_dim), as SGLang does.
         kv = mla
-        attrs.update(mla=True, kv_lora_rank=_get(layer_cfg, ("kv_lora_rank",)), qk_rope_head_dim=_get(layer_cfg, ("qk_rope_head_dim",)))
+        rope, nope = _get(layer_cfg, ("qk_rope_head_dim",)), _get(layer_cfg, ("qk_nope_head_dim",))
+        attrs.update(mla=True, kv_lora_rank=_get(layer_cfg, ("kv_lora_rank",)), qk_rope_head_dim=rope,
+                     head_dim=_get(layer_cfg, ("qk_head_dim",), rope + nope if rope and nope else None))
     elif k:
         v = _width(getattr(attn, "v_proj", None))
         kv = k + (v or k)  # K = V projection (no v_proj) still caches both
@@ -333,7 +335,7 @@ def _kv_part(attn, layer_cfg, mixer: str) -> Part:
     if kv_heads and not attrs.get("mla"):
         attrs["kv_heads"] = kv_heads
     if head_dim and not attrs.get("mla"):
-        attrs["head_dim"] = head_dim
+        attrs["head_dim"] = head_dim  # MLA's query/key head dim is set above
     if mixer == "sliding_attention":
         window = _get(layer_cfg, ("sliding_window", "attention_chunk_size"))
         if window:
@@ -349,10 +351,11 @@ def _state_part(module, mixer: str) -> Part:
 
     if module is None:
         return Part()
-    conv = 0
+    conv, kernel = 0, None
     for m in module.modules():
         if isinstance(m, torch.nn.Conv1d):
             conv += m.weight.shape[0] * (m.kernel_size[0] - 1)
+            kernel = m.kernel_size[0]
 
     def attr(*names):
         for n in names:
@@ -361,20 +364,29 @@ def _state_part(module, mixer: str) -> Part:
                 return v
         return None
 
-    ssm = 0
+    ssm, attrs = 0, {}
     if mixer in ("mamba2", "attention+mamba2"):
         heads, dim, d_state = attr("num_heads", "n_heads"), attr("head_dim"), attr("ssm_state_size", "d_state")
         ssm = heads * dim * d_state if None not in (heads, dim, d_state) else 0
+        # The facts the planner needs to split this state over TP ranks as SGLang does.
+        facts = {"mamba_heads": heads, "mamba_head_dim": dim, "mamba_groups": attr("n_groups", "ngroups"),
+                 "d_state": d_state, "conv_kernel": attr("conv_kernel_size", "d_conv")}
+        attrs = {k: v for k, v in facts.items() if v is not None}
     elif mixer == "mamba":
         inner, d_state = attr("intermediate_size"), attr("ssm_state_size")
         ssm = inner * d_state if None not in (inner, d_state) else 0
+        attrs = {"d_state": d_state} if d_state else {}
     elif mixer == "gated_delta_net":
         nv, dk, dv = attr("num_v_heads"), attr("head_k_dim"), attr("head_v_dim")
         ssm = nv * dk * dv if None not in (nv, dk, dv) else 0
     elif mixer in ("kimi_delta_attention", "lightning_attention"):
         heads, dim = attr("num_heads", "num_attention_heads"), attr("head_dim")
         ssm = heads * dim * dim if None not in (heads, dim) else 0
-    return Part(conv_elems=conv, ssm_elems=ssm)
+        if mixer == "lightning_attention" and None not in (heads, dim):
+            attrs = {"heads": heads, "head_dim": dim}
+    if kernel and "conv_kernel" not in attrs:
+        attrs["conv_kernel"] = kernel
+    return Part(conv_elems=conv, ssm_elems=ssm, attrs=attrs)
 
 
 def _kv_sources(text_cfg, attns, kinds) -> list[int | None]:
