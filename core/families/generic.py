@@ -216,8 +216,9 @@ def _recurrent_mixer(layer) -> tuple[str | None, object | None]:
             if fragment in cls:
                 return mixer, m
     for _, m in _children(layer):
+        # A selective-scan mixer: A_log per channel and state (Mamba1) or per head (Mamba2).
         a_log = getattr(m, "A_log", None)
-        if a_log is not None and hasattr(m, "ssm_state_size") or "Mamba" in type(m).__name__ and a_log is not None:
+        if a_log is not None and (hasattr(m, "ssm_state_size") or "Mamba" in type(m).__name__):
             return ("mamba" if a_log.dim() == 2 else "mamba2"), m
     return None, None
 
