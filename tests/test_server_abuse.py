@@ -17,6 +17,7 @@ import pytest
 from server_helpers import API_KEY, wait_idle
 
 JSON = {"Content-Type": "application/json"}
+pytestmark = pytest.mark.slow  # the shared real server
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ import pytest
 from server_helpers import API_KEY, start_server, tiny_checkpoint
 
 HEADERS = {"Authorization": f"Bearer {API_KEY}"}
+pytestmark = pytest.mark.slow  # starts real servers
 
 
 @pytest.fixture(scope="module")

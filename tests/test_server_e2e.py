@@ -14,6 +14,8 @@ import pytest
 
 from server_helpers import API_KEY, wait_idle
 
+pytestmark = pytest.mark.slow  # starts a real engine or server
+
 
 @pytest.fixture
 def client(server):

@@ -8,40 +8,16 @@ from __future__ import annotations
 
 import argparse
 
-from bringup.core.cli.engine_args import add_model_arguments
+from bringup.core.cli.engine_args import add_model_arguments, add_option
+from bringup.core.engine import facts
 from bringup.core.errors import UserError
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser)
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
-    parser.add_argument("--port", type=int, default=30000, help="port (default 30000; 0 picks a free one)")
-    parser.add_argument("--mem-fraction", type=float, default=None,
-                        help="share of device memory for weights and pools (default: the planner's choice)")
-    parser.add_argument("--max-running-requests", type=int, default=None, help="cap on requests running at once")
-    parser.add_argument("--chunked-prefill-size", type=int, default=None, help="prompt tokens per step (chunk size)")
-    parser.add_argument("--api-key", default=None,
-                        help="require 'Authorization: Bearer KEY' on every route but /health and /ready "
-                             "(visible in `ps`: prefer --api-key-file or $BRINGUP_API_KEY)")
-    parser.add_argument("--api-key-file", default=None, metavar="PATH", help="read the API key from this file")
-    parser.add_argument("--served-model-name", default=None, help="name reported by /v1/models")
-    parser.add_argument("--model-alias", action="append", default=[], metavar="NAME",
-                        help="another name a request's `model` may use (repeatable; 'default' and the source "
-                             "path are always accepted)")
-    parser.add_argument("--allowed-hosts", default="", metavar="NAMES",
-                        help="comma-separated host names accepted in the Host header besides localhost and IP "
-                             "addresses ('*': any); guards against DNS rebinding")
-    parser.add_argument("--max-body-bytes", type=int, default=None,
-                        help="largest request body (default: from the pools, 1-16 MiB); bigger gets 413")
-    parser.add_argument("--max-prompts-per-request", type=int, default=None,
-                        help="most prompts in one request (default: running + queued requests)")
-    parser.add_argument("--max-queued-requests", type=int, default=None,
-                        help="requests admitted beyond those running; more get 429 (default: max(64, 8 x running))")
-    parser.add_argument("--max-queued-tokens", type=int, default=None,
-                        help="tokens of work (prompt + max_tokens) admitted at once; more get 429 "
-                             "(default: 8 x the KV pool)")
-    parser.add_argument("--drain-grace", type=float, default=None, metavar="SECONDS",
-                        help="on SIGTERM/SIGINT, how long running requests get to finish (default 30)")
+    for option in facts.SERVE_OPTIONS:  # the engine states its options once (core/engine/facts.py)
+        if option.flag not in facts.MODEL_OPTIONS:
+            add_option(parser, option)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -68,10 +44,15 @@ def main(args: argparse.Namespace) -> int:
     limits = {"max_body_bytes": args.max_body_bytes, "max_prompts": args.max_prompts_per_request,
               "max_queued_requests": args.max_queued_requests, "max_queued_tokens": args.max_queued_tokens,
               "drain_grace_s": args.drain_grace}
-    hosts = tuple(h.strip() for h in args.allowed_hosts.split(",") if h.strip())
+    hosts = _names(args.allowed_hosts)
 
     return serve(args.source, device=args.device, dtype=args.dtype, host=args.host, port=args.port,
                  mem_fraction=args.mem_fraction, max_running_requests=args.max_running_requests,
                  api_key=api_key, served_model_name=args.served_model_name,
                  chunked_prefill_size=args.chunked_prefill_size, limits=limits, allowed_hosts=hosts,
-                 model_aliases=tuple(args.model_alias))
+                 model_aliases=_names(args.model_aliases))
+
+
+def _names(text: str | None) -> tuple[str, ...]:
+    """A comma-separated option as a tuple of names."""
+    return tuple(n.strip() for n in (text or "").split(",") if n.strip())
