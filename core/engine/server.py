@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import ctypes
 import json
 import logging
@@ -200,7 +201,8 @@ def create_app(state: ServerState) -> FastAPI:
                 work = await watch.race(asyncio.wrap_future(pool.submit(prepare, raw, build, ctx, state.limits)))
             finally:
                 if len(raw) > BIG_BODY_BYTES:  # give the parse's garbage back to the system (glibc keeps it)
-                    pool.submit(trim_memory)
+                    with contextlib.suppress(RuntimeError):  # the pool is shut down: the server is exiting
+                        pool.submit(trim_memory)
             del raw
             costs = [state.admission.cost(len(p), sp.max_new_tokens) for p, sp in zip(work.prompts, work.params)]
             if state.draining:
