@@ -299,3 +299,28 @@ def test_api_key_from_a_file_or_the_environment(tmp_path):
     (tmp_path / "empty").write_text("\n")
     with pytest.raises(UserError, match="is empty"):
         resolve_api_key(None, str(tmp_path / "empty"), {})
+
+
+def test_admission_bounds_requests_and_tokens():
+    from bringup.core.engine.api_limits import Admission, Rejected, default_limits
+
+    lim = default_limits({"max_running_requests": 2, "context_len": 100, "allocated": {"kv_tokens": 400}},
+                         max_queued_requests=2, max_queued_tokens=250)
+    adm = Admission(lim)
+    assert adm.cost(90, 500) == 100  # capped at the context: the engine ends it there
+    adm.admit(2, 200)
+    with pytest.raises(Rejected) as err:  # by tokens: 200 + 100 > 250
+        adm.admit(1, 100)
+    assert (err.value.status, err.value.reason, err.value.retry_after) == (429, "queue_full", 1)
+    adm.admit(2, 50)  # 4 requests, 250 tokens: exactly full
+    with pytest.raises(Rejected, match="at capacity"):  # by requests
+        adm.admit(1, 1)
+    with pytest.raises(Rejected) as err:  # bigger than the whole queue: 413, waiting never helps
+        adm.admit(5, 10)
+    assert (err.value.status, err.value.reason) == (413, "too_many_prompts")
+    adm.release(2, 200)
+    adm.release(2, 50)
+    assert (adm.requests, adm.tokens) == (0, 0)
+    with pytest.raises(Rejected, match="tokens of work") as err:
+        adm.admit(1, 251)
+    assert err.value.status == 413
