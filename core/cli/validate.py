@@ -30,9 +30,25 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--linear-attn-backend", default=None, help="SGLang --linear-attn-backend (default triton)")
     parser.add_argument("--gpu", default=None, choices=GPU_GENERATIONS, help="CUDA GPU generation (decides SGLang's default backend)")
     parser.add_argument("--model-path", default=None, help="model path to put in the launch command (default: hub id or folder)")
-    parser.add_argument("--probe", action="store_true", help="also probe this machine and warn when the device is not here")
+    parser.add_argument("--probe", action="store_true", help="also probe this machine and warn when the device is not here "
+                        "(and, without --device-memory, plan for the probed device's memory)")
+    parser.add_argument("--device-memory", default=None, metavar="BYTES|auto",
+                        help="memory of one device (e.g. 64GiB, or auto: ask the probe): adds the memory plan of this "
+                             "launch; weights that do not fit or zero planned requests make it fail")
     parser.add_argument("--matrix", action="store_true", help="add the compatibility matrix (device x strategy x backend)")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
+
+
+def _device_memory(args) -> tuple[int | None, str]:
+    """(bytes of one device, how it was found) from --device-memory, or the probe with --probe; (None, "") else."""
+    given = args.device_memory or ("auto" if args.probe else None)
+    if given is None:
+        return None, ""
+    from bringup.core.planner.device import resolve_device_memory
+
+    device = "cuda" if args.device == "rocm" else args.device
+    _, size, notes = resolve_device_memory(given, device, args.target)
+    return size, notes[0] if notes else "as given"
 
 
 def main(args: argparse.Namespace) -> int:
@@ -52,7 +68,9 @@ def main(args: argparse.Namespace) -> int:
         from bringup.core.probe.runner import run_probe
 
         available = run_probe().available_devices()
-    result = validate(layer_map, target, settings, model_path=args.model_path, available_devices=available)
+    memory, how = _device_memory(args)
+    result = validate(layer_map, target, settings, model_path=args.model_path, available_devices=available,
+                      device_memory=memory, memory_how=how)
     matrix = compatibility_matrix(layer_map, target, settings) if args.matrix else None
     if args.json:
         doc = result.to_json()
