@@ -33,7 +33,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--probe", action="store_true", help="also probe this machine and warn when the device is not here "
                         "(and, without --device-memory, plan for the probed device's memory)")
     parser.add_argument("--device-memory", default=None, metavar="BYTES|auto",
-                        help="memory of one device (e.g. 64GiB, or auto: ask the probe): adds the memory plan of this "
+                        help="memory of one device (e.g. 64GiB, a device name such as max1550 or h200, or auto: ask the probe): adds the memory plan of this "
                              "launch; weights that do not fit or zero planned requests make it fail")
     parser.add_argument("--matrix", action="store_true", help="add the compatibility matrix (device x strategy x backend)")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
