@@ -116,6 +116,11 @@ LOGS = {
     "VLLM_MAMBA_CACHE_MODE_NONE": "(EngineCore_DP0 pid=4410) WARNING 09-10 18:21:39 [config.py:783] Mamba cache mode "
                                   "is set to 'none' when prefix caching is disabled",
     "VLLM_MAMBA_PREFIX_NEEDS_CHUNKED": vllm("AssertionError: Chunked prefill is required for Mamba prefix caching."),
+    "VLLM_INVALID_ATTENTION_BACKEND": vllm(
+        '  File "/usr/lib/python3.12/site-packages/vllm/platforms/xpu.py", line 265, in get_attn_backend_cls',
+        "    raise ValueError(",
+        "ValueError: Invalid attention backend for xpu, with use_mla: False",
+    ),
     "VLLM_HMA_FORCED_UNSUPPORTED": "ValueError: Hybrid KV cache manager was explicitly enabled but is not supported "
                                    "in this configuration. Consider omitting the --enable-hybrid-kv-cache-manager flag",
     # --- parallelism ------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from bringup.core.rules.settings import DEVICES, DTYPES, GPU_GENERATIONS, KV_DTY
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("source", help="config.json path, model folder, catalogue name or hub id")
-    parser.add_argument("--target", required=True, help="embedded, or sglang==X.Y.Z (e.g. sglang==0.5.17)")
+    parser.add_argument("--target", required=True, help="embedded, sglang==X.Y.Z (e.g. sglang==0.5.17) or vllm==X.Y.Z (rules read from 0.33.0)")
     parser.add_argument("--device", required=True, choices=DEVICES, help="device to launch on (rocm: a ROCm build, --device cuda)")
     parser.add_argument("--attention-backend", default=None, help="e.g. triton, intel_xpu, fa3, flashinfer (default: the target's)")
     parser.add_argument("--mamba-strategy", default="auto", choices=MAMBA_STRATEGIES, help="mamba radix cache strategy (default auto)")
@@ -56,6 +56,10 @@ def main(args: argparse.Namespace) -> int:
     from bringup.core.sources.resolve import load_layer_map
 
     target = parse_target(args.target)  # bad target text fails before any loading
+    if args.matrix and target.engine == "vllm":
+        from bringup.core.errors import UserError
+
+        raise UserError("--matrix is SGLang's device x strategy x backend grid; validate vLLM launches one at a time")
     settings = LaunchSettings(
         device=args.device, attention_backend=args.attention_backend, mamba_strategy=args.mamba_strategy,
         page_size=args.page_size, tp=args.tp, pp=args.pp, disable_radix_cache=args.disable_radix_cache,

@@ -95,4 +95,14 @@ VLLM: tuple[Pattern, ...] = (
         source="vllm 0.33.0 config/vllm.py:2281-2289; platforms/xpu.py:535",
         supersedes=("UNRECOGNIZED_ERROR",),
     ),
+    Pattern(
+        "VLLM_INVALID_ATTENTION_BACKEND", "vllm", "error",
+        r"Invalid attention backend for (?P<dev>\w+), with use_mla: (?P<mla>\w+)",
+        "vLLM on {dev} does not have the attention backend asked for",
+        "--attention-backend names a backend the {dev} platform does not implement; on XPU vLLM runs FLASH_ATTN "
+        "(the default) or TRITON_ATTN (use_mla: {mla}).",
+        "Drop --attention-backend, or pass TRITON_ATTN / FLASH_ATTN on XPU (SGLang's intel_xpu is not a vLLM backend).",
+        source="vllm 0.33.0 platforms/xpu.py:264-268",
+        supersedes=("UNRECOGNIZED_ERROR",),
+    ),
 )

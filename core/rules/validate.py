@@ -89,6 +89,10 @@ def validate(layer_map: LayerMap, target: str | Target, settings: LaunchSettings
     facts = _facts_for_pp(layer_map, settings.pp)
     if target.engine == "embedded":
         check = check_embedded(facts, settings)
+    elif target.engine == "vllm":
+        from bringup.core.rules.vllm import check_vllm
+
+        check = check_vllm(facts, settings, layer_map, target.version)
     else:
         check = check_sglang(facts, settings, target.profile)
     findings = list(target.findings) + check.findings
@@ -100,7 +104,11 @@ def validate(layer_map: LayerMap, target: str | Target, settings: LaunchSettings
                 f"The probe found no {settings.device} device on this machine (it has: {', '.join(available_devices) or 'none'}).",
                 fix="validate for another machine, or pick a device the probe lists", source="bringup probe"))
     plan = None
-    if device_memory is not None:
+    if device_memory is not None and target.engine == "vllm":
+        from bringup.core.rules.vllm_memory import memory_findings
+
+        findings += memory_findings(check, layer_map, device_memory, memory_how)
+    elif device_memory is not None:
         from bringup.core.rules.plan_check import plan_findings
 
         found, plan = plan_findings(layer_map, facts, target.label, settings, check.r, device_memory, memory_how)
