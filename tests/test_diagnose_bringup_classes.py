@@ -244,3 +244,25 @@ def test_vllm_facts_are_read():
     assert facts["kv_memory_gb"] == 9.12
     assert facts["kv_tokens"] == 99584
     assert facts["max_concurrency"] == 1.52
+
+
+def test_a_silent_state_cap_is_named_with_the_real_cap(nano_layer_map):
+    log = "\n".join([
+        "[2026-07-17 10:01:50] server_args=ServerArgs(model_path='nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B', device='xpu', "
+        "mamba_radix_cache_strategy='no_buffer', disable_radix_cache=False)",
+        "[2026-07-17 10:02:01 TP0] Mamba Cache is allocated. max_mamba_cache_size: 128, conv_state size: 0.84GB, "
+        "ssm_state size: 11.50GB",
+        "[2026-07-17 10:02:03 TP0] max_total_num_tokens=1351442, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+        "max_running_requests=42, context_len=262144, available_gpu_mem=3.12 GB",
+    ])
+    (f,) = [f for f in diagnose(log, nano_layer_map).findings if f.code == "STATE_CAPS_RUNNING"]
+    assert f.severity == "warning" and "128 // 3" in f.explanation and f.details["running"] == 42
+    assert list(f.layers) == nano_layer_map.state_layers
+    # a limit the state pool does not explain is not called a cap
+    other = log.replace("max_running_requests=42", "max_running_requests=40")
+    assert "STATE_CAPS_RUNNING" not in [f.code for f in diagnose(other).findings]
+    # when the log says it itself, the catalogue's finding is enough
+    said = log + ("\n[2026-07-17 10:02:03 TP0] max_running_requests is capped to 42 by the mamba state cache "
+                  "(max_mamba_cache_size=128, 3 state slots per request)")
+    codes = [f.code for f in diagnose(said).findings]
+    assert "MAX_RUNNING_CAPPED_BY_STATE" in codes and "STATE_CAPS_RUNNING" not in codes

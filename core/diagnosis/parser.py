@@ -17,6 +17,7 @@ from bringup.core.finding import Finding
 from bringup.core.layermap.vocabulary import LayerMap
 
 from .all_patterns import PATTERNS
+from .capacity import state_cap
 from .facts import facts_text, read_facts
 from .layer_mentions import layers_named
 from .layers import layer_context
@@ -186,6 +187,9 @@ def diagnose(text: str, layer_map: LayerMap | None = None) -> Diagnosis:
     # pattern) when both come from the same traceback.
     findings = [f for f in findings
                 if not _same_block(f, [g for g in findings if g is not f and f.code in _supersedes(g.code)], lines)]
+    cap = state_cap(facts, findings, tuple(layer_map.state_layers) if layer_map is not None else ())
+    if cap is not None:
+        findings.append(cap)
     if layer_map is not None:
         from .crosscheck import pools_against_plan
 
