@@ -13,7 +13,7 @@ SOURCE = "sglang resolve_max_num_reqs / _calculate_mamba_ratio (sglang-notes §2
 def _ratios(facts: dict) -> tuple[int, ...]:
     """Slots one running request holds, as the launch's strategy sets it (all candidates when unknown)."""
     if facts.get("disable_radix_cache") is True:
-        return (1,)
+        return ()
     strategy = facts.get("mamba_radix_cache_strategy")
     if strategy == "no_buffer":
         return (3, 2)  # 2 with SGLANG_OPT_MAMBA_SKIP_DECODE_LOCK
@@ -21,7 +21,7 @@ def _ratios(facts: dict) -> tuple[int, ...]:
         return (4,)
     if strategy == "extra_buffer":
         return (4,) if facts.get("disable_overlap_schedule") is True else (5,)
-    return (1, 2, 3, 4, 5)
+    return (2, 3, 4, 5)
 
 
 def state_cap(facts: dict, findings: list[Finding], state_layers: tuple[int, ...] = ()) -> Finding | None:
@@ -31,7 +31,9 @@ def state_cap(facts: dict, findings: list[Finding], state_layers: tuple[int, ...
         return None
     if any(f.code in ("MAX_RUNNING_CAPPED_BY_STATE", "MAX_RUNNING_REDUCED") for f in findings):
         return None
-    ratio = next((r for r in _ratios(facts) if slots // r == running), None)
+    # With the radix cache off (1 slot per request) the pool may simply be sized to the limit; only a
+    # division by a ratio above 1 is certainly the state pool capping it.
+    ratio = next((r for r in _ratios(facts) if r > 1 and slots // r == running), None)
     if ratio is None:
         return None
     return Finding(
@@ -41,7 +43,7 @@ def state_cap(facts: dict, findings: list[Finding], state_layers: tuple[int, ...
                      f"{running} requests run at once ({slots} // {ratio}), whatever the KV cache could hold. This "
                      "SGLang printed no warning about it, and /get_server_info shows only the limit."),
         fix=("Raise --mamba-full-memory-ratio or --max-mamba-cache-size, halve the state with --mamba-ssm-dtype "
-             "bfloat16" + ("" if ratio == 1 else ", or use --disable-radix-cache (1 slot per request)") + "."),
+             "bfloat16, or use --disable-radix-cache (1 slot per request)."),
         engine="sglang", source=SOURCE, layers=tuple(state_layers),
         details={"slots": slots, "ratio": ratio, "running": running},
     )

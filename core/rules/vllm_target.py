@@ -27,7 +27,7 @@ def vllm_target(version: str | None, numbers: tuple[int, int, int] | None):
         return Target("vllm", label, None, (note,))
     if numbers < OLDEST:
         raise UserError(f"vllm {version} predates the hybrid KV cache manager these rules describe; its rules were "
-                        f"never read. Validate against vllm=={label}")
+                        f"never read. Validate against vllm=={label}, or for SGLang against sglang==X.Y.Z")
     findings = ()
     if numbers != READ_VERSION:
         findings = (Finding.check(
