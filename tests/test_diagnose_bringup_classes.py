@@ -121,6 +121,8 @@ LOGS = {
         "    raise ValueError(",
         "ValueError: Invalid attention backend for xpu, with use_mla: False",
     ),
+    "VLLM_PADDING_LAYERS": "(EngineCore_DP0 pid=4410) WARNING 09-10 18:22:09 [kv_cache_planning.py:537] Add 1 "
+                           "padding layers, may waste at most 4.35% KV cache memory",
     "VLLM_HMA_FORCED_UNSUPPORTED": "ValueError: Hybrid KV cache manager was explicitly enabled but is not supported "
                                    "in this configuration. Consider omitting the --enable-hybrid-kv-cache-manager flag",
     # --- parallelism ------------------------------------------------------------------------------------

@@ -57,6 +57,15 @@ def test_hybrid_block_size_is_raised_to_the_mamba_page_and_rounded_on_xpu(qwen_n
     assert on_cuda.resolved.page_size == 544  # no XPU GDN rounding
 
 
+def test_kv_cache_groups_and_their_padding(qwen_next, nano_layer_map):
+    groups = _one(validate(nano_layer_map, "vllm==0.33.0", LaunchSettings(device="cuda")), "VLLM_KV_CACHE_GROUPS")
+    assert "groups of 6: 1 attention group(s) and 4 Mamba group(s)" in groups.message
+    assert groups.engine_message == "Add 1 padding layers, may waste at most 4.35% KV cache memory"
+    assert "VLLM_PADDING_LAYERS" in [f.code for f in diagnose(groups.engine_message).findings]
+    even = _one(validate(qwen_next, "vllm==0.33.0", LaunchSettings(device="cuda")), "VLLM_KV_CACHE_GROUPS")
+    assert "1 attention group(s) and 3 Mamba group(s)" in even.message and not even.engine_message
+
+
 def test_mamba_cache_mode_follows_prefix_caching(qwen_next):
     assert validate(qwen_next, "vllm==0.33.0", LaunchSettings(device="cuda")).resolved.mamba_strategy == "align"
     off = validate(qwen_next, "vllm==0.33.0", LaunchSettings(device="cuda", disable_radix_cache=True))

@@ -105,4 +105,13 @@ VLLM: tuple[Pattern, ...] = (
         source="vllm 0.33.0 platforms/xpu.py:264-268",
         supersedes=("UNRECOGNIZED_ERROR",),
     ),
+    Pattern(
+        "VLLM_PADDING_LAYERS", "vllm", "info",
+        r"Add (?P<n>\d+) padding layers, may waste at most (?P<pct>[\d.]+)% KV cache memory",
+        "{n} padding layers in vLLM's KV cache groups",
+        "vLLM groups the layers of each kind (attention, Mamba) into groups of one size; a kind whose layer count "
+        "is not a multiple of it gets {n} empty layers, up to {pct}% of the pool that holds nothing.",
+        "Nothing to fix; it is the price of one block pool for all groups (bringup validate --target vllm shows the groups).",
+        source="vllm 0.33.0 v1/core/kv_cache_planning.py:533-541",
+    ),
 )

@@ -148,6 +148,23 @@ def _page_alignment(c: Check, layer_map: LayerMap) -> None:
               "Mamba cache is unused.", engine_message=F.PADDING_MESSAGE.format(pct=pct),
               layers=tuple(c.m.state_layers), source=F.PAGE_ALIGNMENT_SOURCE, stage="start-up")
     c.derived.update(page_bytes=attn_page, layer_counts=(len(kv_layers), len(state_layers)))
+    _groups(c, len(kv_layers), len(state_layers))
+
+
+def _groups(c: Check, attention: int, state: int) -> None:
+    """vLLM's KV cache groups: layers of each kind in groups of one size, the last one padded."""
+    size = F.group_size([attention, state])
+    groups = [-(-attention // size), -(-state // size)]
+    padding = [(-n) % size for n in (attention, state)]
+    message = " ".join(F.PADDING_LAYERS_MESSAGE.format(n=p, pct=100 * p / n)
+                       for p, n in zip(padding, (attention, state)) if p)
+    c.add("VLLM_KV_CACHE_GROUPS", "info",
+          f"vLLM's hybrid KV cache puts the {attention} attention and {state} state layers in groups of {size}: "
+          f"{groups[0]} attention group(s) and {groups[1]} Mamba group(s), one shared block pool"
+          + (f"; {sum(padding)} padding layer(s) take pool memory without holding anything" if any(padding) else "")
+          + ". A running request holds one block per Mamba group.",
+          engine_message=message, layers=tuple(c.m.state_layers) if padding[1] else (),
+          source=F.GROUP_SIZE_SOURCE + ("; " + F.PADDING_LAYERS_SOURCE if message else ""), stage="start-up")
 
 
 def _tensor_parallel(c: Check) -> None:

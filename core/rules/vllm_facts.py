@@ -78,6 +78,8 @@ MAMBA_CACHE_MODE_SOURCE = "vllm/model_executor/models/config.py:763-786 (MambaMo
 # Group size of the hybrid KV cache: the fewest layers of one kind (or the most, when they are
 # within 1.5x); each block of the pool holds one page for each of group_size layers.
 GROUP_SIZE_SOURCE = "vllm/v1/core/kv_cache_planning.py:521-545 (_get_kv_cache_groups_uniform_page_size), :680"
+PADDING_LAYERS_MESSAGE = "Add {n} padding layers, may waste at most {pct:.2f}% KV cache memory"
+PADDING_LAYERS_SOURCE = "vllm/v1/core/kv_cache_planning.py:533-541"
 MAX_SEQS_MESSAGE = ("ValueError: max_num_seqs ({seqs}) exceeds available Mamba cache blocks ({blocks}). Each decode "
                     "sequence requires one Mamba cache block, so CUDA graph capture cannot proceed.")
 MAX_SEQS_SOURCE = "vllm/config/compilation.py:1517-1531"
