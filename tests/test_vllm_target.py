@@ -105,6 +105,17 @@ def test_plan_says_where_vllm_is_checked(qwen_next):
         plan_memory(qwen_next, device_memory=parse_size("64GiB"), target="vllm==0.33.0")
 
 
+def test_one_request_of_the_max_model_len_must_fit(shared_models):
+    lfm2 = load_layer_map(str(shared_models / "LiquidAI__LFM2-2.6B.json"))  # 128,000-token context
+    result = validate(lfm2, "vllm==0.33.0", LaunchSettings(device="xpu"), device_memory=parse_size("6GiB"))
+    f = _one(result, "VLLM_KV_TOO_SMALL_FOR_MAX_LEN")
+    assert f.is_error and "128,000 tokens" in f.message and f.fix.startswith("pass --max-model-len ")
+    fits = int(f.fix.split()[2])
+    assert 0 < fits < 128_000 and fits % result.resolved.page_size == 0
+    assert list(f.layers) == lfm2.full_attention_layers
+    assert [g.code for g in diagnose(f.engine_message).findings] == ["VLLM_KV_TOO_SMALL_FOR_MAX_LEN"]
+
+
 def test_weights_that_do_not_fit(qwen_next):
     result = validate(qwen_next, "vllm==0.33.0", LaunchSettings(device="xpu"), device_memory=parse_size("64GiB"))
     assert not result.ok and result.first_error.code == "PLAN_WEIGHTS_DO_NOT_FIT"

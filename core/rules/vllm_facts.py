@@ -80,6 +80,12 @@ MAMBA_CACHE_MODE_SOURCE = "vllm/model_executor/models/config.py:763-786 (MambaMo
 GROUP_SIZE_SOURCE = "vllm/v1/core/kv_cache_planning.py:521-545 (_get_kv_cache_groups_uniform_page_size), :680"
 PADDING_LAYERS_MESSAGE = "Add {n} padding layers, may waste at most {pct:.2f}% KV cache memory"
 PADDING_LAYERS_SOURCE = "vllm/v1/core/kv_cache_planning.py:533-541"
+# One request of max_model_len must fit: attention layers take cdiv(len, block) pages each, Mamba
+# layers one page (mamba_cache_mode none) or two (align).
+NEEDED_SOURCE = ("vllm/v1/core/kv_cache_planning.py:66-87 (_check_enough_kv_cache_memory); "
+                 "v1/kv_cache_interface.py:643-648 (attention), :1135-1141 (Mamba)")
+NEEDED_MESSAGE = ("ValueError: To serve at least one request with the model's max seq len ({max_len}), ({need:.2f} GiB KV "
+                  "cache is needed, which is larger than the available KV cache memory ({have:.2f} GiB).")
 MAX_SEQS_MESSAGE = ("ValueError: max_num_seqs ({seqs}) exceeds available Mamba cache blocks ({blocks}). Each decode "
                     "sequence requires one Mamba cache block, so CUDA graph capture cannot proceed.")
 MAX_SEQS_SOURCE = "vllm/config/compilation.py:1517-1531"

@@ -24,6 +24,34 @@ def default_max_num_seqs(device_memory: int) -> int:
     return next(seqs for floor, seqs in F.MAX_NUM_SEQS_SERVE.value if device_memory >= floor * GIB)
 
 
+def _max_model_len(layer_map: LayerMap) -> int | None:
+    cfg = layer_map.config
+    value = cfg.get("max_position_embeddings") or (cfg.get("text_config") or {}).get("max_position_embeddings")
+    return int(value) if isinstance(value, int) and value > 0 else None
+
+
+def _one_request(c: Check, layer_map: LayerMap, available: int, page: int, counts, base: str) -> Finding | None:
+    """vLLM's start-up check that one request of --max-model-len fits, with its estimate of the length that does."""
+    max_len = _max_model_len(layer_map)
+    if not max_len:
+        return None
+    block = c.r.page_size
+    per_state = 2 if c.r.mamba_strategy == "align" else 1
+    state_bytes = counts[1] * per_state * page
+    need = counts[0] * -(-max_len // block) * page + state_bytes
+    if need <= available:
+        return None
+    fits = max(0, (available - state_bytes) // (counts[0] * page)) * block
+    return Finding.check(
+        "VLLM_KV_TOO_SMALL_FOR_MAX_LEN", "error",
+        f"One request of the model's {max_len:,} tokens needs {format_bytes(need)} of cache, {base}; "
+        f"{format_bytes(max(available, 0))} are left after the weights.",
+        fix=(f"pass --max-model-len {fits} (or less)" if fits else "use a device with more memory or shard") +
+            ", raise --gpu-memory-utilization, or shard with --tensor-parallel-size",
+        engine_message=F.NEEDED_MESSAGE.format(max_len=max_len, need=need / GIB, have=max(available, 0) / GIB),
+        layers=tuple(c.m.full_attention_layers), source=F.NEEDED_SOURCE, stage="memory pools (start-up)")
+
+
 def memory_findings(c: Check, layer_map: LayerMap, device_memory: int, how: str = "") -> list[Finding]:
     """Weights against the budget, and max_num_seqs against the Mamba blocks (hybrids)."""
     s, r, m = c.s, c.r, c.m
@@ -44,6 +72,9 @@ def memory_findings(c: Check, layer_map: LayerMap, device_memory: int, how: str 
     if not page or not counts:
         return [Finding.check("PLAN_FITS", "info", f"The weights fit: {base}; the rest holds the KV cache.",
                               source="core/rules/vllm_memory.py", stage="memory pools (start-up)")]
+    too_long = _one_request(c, layer_map, budget - weights, page, counts, base)
+    if too_long is not None:
+        return [too_long]
     group = F.group_size(list(counts))
     blocks = (budget - weights) // (page * group)
     mamba_groups = -(-counts[1] // group)
