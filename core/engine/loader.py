@@ -68,7 +68,13 @@ def resolve_checkpoint(source: str | os.PathLike, *, progress: Progress | None =
             raise UserError(f"{path} has no config.json; point at a Hugging Face checkpoint folder")
         return path
     if path.exists():
-        raise UserError(f"{path} is a file; the engine needs the checkpoint folder (config.json + *.safetensors)")
+        raise UserError(f"{path} is a file; the engine needs the checkpoint folder (config.json + *.safetensors) "
+                        "or a .gguf file")
+    if "/" not in text:  # `smollm2`: a model the package index ships, once fetched
+        from bringup.core.sources.packaged import find_package, packaged_checkpoint
+
+        if find_package(text) is not None:
+            return packaged_checkpoint(text)
     from bringup.core.sources.hub import looks_like_hub_id
 
     if text.startswith((".", "/", "~")) or not looks_like_hub_id(text):

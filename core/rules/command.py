@@ -22,6 +22,8 @@ def model_path(lm: LayerMap) -> str:
     from bringup.core.sources.catalogue import find
 
     source = lm.source or lm.name
+    if source.lower().endswith(".gguf") and os.path.isfile(source):
+        return source  # a GGUF file is the whole checkpoint (SGLang and vLLM load it by path too)
     folder = source if os.path.isdir(source) else os.path.dirname(source) if os.path.isfile(source) else None
     if folder and any(f.endswith(".safetensors") for f in os.listdir(folder)):
         return folder
