@@ -138,6 +138,14 @@ def _load_transformers(folder, device, dtype_name: str):
     # The loading bar is noise in a benchmark's output; transformers' notices about its own kernel
     # fallbacks stay, because they say what the baseline ran.
     hf_logging.disable_progress_bar()
+    from pathlib import Path
+
+    from bringup.core.sources.gguf_file import is_gguf_path
+
+    if is_gguf_path(folder):  # transformers dequantises the same file (its GGUF path needs accelerate)
+        path = Path(folder)
+        model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=getattr(torch, dtype_name))
+        return model.to(device).eval()
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, dtype_name))
     return model.to(device).eval()
 
