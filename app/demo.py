@@ -56,6 +56,7 @@ class DemoWindow(QWidget):
         self.best_tok_s = 0.0
         self._owns_engine = attach_url is None
         self.figures: dict = {}
+        self.no_state_layers = False  # set from /server_info: an attention-only model has no state pool
         self.device_text = self.profile.device
 
         title = QLabel(self.profile.title, objectName="demoTitle")
@@ -162,6 +163,9 @@ class DemoWindow(QWidget):
 
     def _on_info(self, info: dict) -> None:
         self.device_text = _device_text(info) or self.device_text
+        # An attention-only model (SmolLM2, Llama) keeps no recurrent state: say so rather than
+        # show the per-request slots the engine books for it as a Mamba2 pool.
+        self.no_state_layers = info.get("state_layers") == []
         self._update_sub()
 
     def _update_sub(self) -> None:
@@ -181,7 +185,10 @@ class DemoWindow(QWidget):
         kv = s.kv_used / s.kv_total if s.kv_used is not None and s.kv_total else s.full_token_usage
         state = s.state_used / s.state_total if s.state_used is not None and s.state_total else s.mamba_usage
         self.kv_gauge.set_value(kv, _used_of(s.kv_used, s.kv_total, "tokens"))
-        self.state_gauge.set_value(state, _used_of(s.state_used, s.state_total, "slots"))
+        if self.no_state_layers:
+            self.state_gauge.set_value(None, "none: every layer is attention")
+        else:
+            self.state_gauge.set_value(state, _used_of(s.state_used, s.state_total, "slots"))
 
     def _on_crash(self, code: int, tail: list[str]) -> None:
         from bringup.core.exit_status import exit_text
