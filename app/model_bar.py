@@ -45,8 +45,8 @@ class ModelBar(QFrame):
         self.source.setEditable(True)
         self.source.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
         self.source.setMinimumWidth(340)
-        self.source.setToolTip("A catalogue name, a Hugging Face hub id (org/name), a config.json or a model folder")
-        self.source.lineEdit().setPlaceholderText("catalogue name, hub id, config.json or folder")
+        self.source.setToolTip("A catalogue name, a Hugging Face hub id (org/name), a config.json, a .gguf file or a model folder")
+        self.source.lineEdit().setPlaceholderText("catalogue name, hub id, config.json, .gguf or folder")
         self.source.lineEdit().returnPressed.connect(self.request_load)
         self.source.activated.connect(lambda _i: self.request_load())
         self._fill_catalogue()
@@ -142,7 +142,8 @@ class ModelBar(QFrame):
             self.pp.blockSignals(False)
 
     def _pick_file(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open a model's config.json", "", "Config (*.json);;All files (*)")
+        path, _ = QFileDialog.getOpenFileName(self, "Open a model's config.json or GGUF file", "",
+                                              "Models (*.json *.gguf);;All files (*)")
         if path:
             self.set_source(path)
             self.request_load()

@@ -154,3 +154,14 @@ def test_unpermute_inverts_llama_cpp_permute():
     w = torch.randn(4 * 2 * 6, 5).numpy()
     assert (gguf_file.unpermute_qk(permute(w, 4), 4) == w).all()
     assert not (permute(w, 4) == w).all()
+
+
+def test_run_tab_and_launch_commands_serve_the_file_itself(files):
+    from bringup.app.run.serve_source import serve_source_for
+    from bringup.core.rules.command import model_path
+    from bringup.core.sources.resolve import load_layer_map
+
+    _, _, quantised = files
+    layer_map = load_layer_map(str(quantised))
+    assert serve_source_for(layer_map) == str(quantised)  # not "default": the file holds weights
+    assert model_path(layer_map) == str(quantised)  # SGLang and vLLM take a GGUF path too
