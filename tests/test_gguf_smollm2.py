@@ -17,6 +17,7 @@ from server_helpers import API_KEY, start_server
 pytest.importorskip("gguf")
 pytest.importorskip("accelerate")  # transformers' GGUF loading, the reference
 transformers = pytest.importorskip("transformers")
+pytestmark = pytest.mark.slow  # starts a real engine or server
 
 QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
 PROMPTS = ["Name three colours of the rainbow.", "What is 2 + 2?"]

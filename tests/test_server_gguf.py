@@ -13,6 +13,7 @@ from server_helpers import API_KEY, start_server
 pytest.importorskip("gguf")
 pytest.importorskip("accelerate")  # transformers' GGUF loading, the reference
 transformers = pytest.importorskip("transformers")
+pytestmark = pytest.mark.slow  # starts a real engine or server
 
 
 @pytest.fixture(scope="module")

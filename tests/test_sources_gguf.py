@@ -158,7 +158,7 @@ def test_unpermute_inverts_llama_cpp_permute():
 
 def test_run_tab_and_launch_commands_serve_the_file_itself(files):
     from bringup.app.run.serve_source import serve_source_for
-    from bringup.core.rules.command import model_path
+    from bringup.core.launch import model_path
     from bringup.core.sources.resolve import load_layer_map
 
     _, _, quantised = files

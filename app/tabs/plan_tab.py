@@ -28,8 +28,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from bringup.core.planner.sizes import format_bytes
+
 from .background import Background
 from .plan_text import (
+    assumed_text,
     bottleneck_name,
     bottleneck_note,
     busiest_stage,
@@ -37,7 +40,7 @@ from .plan_text import (
     plan_segments,
     running_note,
 )
-from .plan_widgets import GIB, FigureCard, MemoryBar, StageTable, fmt_bytes, fmt_count
+from .plan_widgets import GIB, FigureCard, MemoryBar, StageTable, fmt_count
 
 # Device memory presets (GiB as the devices report it); "custom" keeps the spin box value.
 DEVICE_PRESETS = [
@@ -132,6 +135,16 @@ class PlanTab(QWidget):
         self.strategy.addItems(["auto", "no_buffer", "extra_buffer", "extra_buffer_lazy"])
         self.strategy.setToolTip("SGLang's mamba radix cache strategy: state slots each running request holds")
         self.disable_radix = QCheckBox("Disable radix cache")
+        # SGLang picks these by device memory and release; 0 keeps the release's default.
+        self.chunked_prefill = QSpinBox()
+        self.chunked_prefill.setRange(0, 1_048_576)
+        self.chunked_prefill.setSingleStep(1024)
+        self.chunked_prefill.setSpecialValueText("release default")
+        self.chunked_prefill.setToolTip("--chunked-prefill-size: enters SGLang's auto mem fraction")
+        self.graph_max_bs = QSpinBox()
+        self.graph_max_bs.setRange(0, 4096)
+        self.graph_max_bs.setSpecialValueText("release default")
+        self.graph_max_bs.setToolTip("--cuda-graph-max-bs: SGLang reserves 2 MB per decode graph batch size")
         self.context = QSpinBox()
         self.context.setRange(0, 10_000_000)
         self.context.setSingleStep(1024)
@@ -154,6 +167,8 @@ class PlanTab(QWidget):
         form.addRow("SSM state dtype", self.ssm_dtype)
         form.addRow("Mamba strategy", self.strategy)
         form.addRow("", self.disable_radix)
+        form.addRow("Chunked prefill", self.chunked_prefill)
+        form.addRow("Graph max batch", self.graph_max_bs)
         form.addRow("Context length", self.context)
         controls = QGroupBox("What if\u2026")
         controls.setLayout(form)
@@ -163,6 +178,9 @@ class PlanTab(QWidget):
         self.message = QLabel("")
         self.message.setWordWrap(True)
         self.message.setTextFormat(Qt.TextFormat.RichText)
+        self.assumed = QLabel("")  # the target's defaults the plan took (SGLang: by device memory and release)
+        self.assumed.setWordWrap(True)
+        self.assumed.setStyleSheet("color: #6b7280")
         self.cards = {
             "kv_tokens": FigureCard("KV cache tokens"),
             "state_slots": FigureCard("State slots"),
@@ -188,6 +206,7 @@ class PlanTab(QWidget):
         right = QVBoxLayout()
         right.addWidget(self.bar)
         right.addWidget(self.message)
+        right.addWidget(self.assumed)
         right.addLayout(cards)
         right.addWidget(compare_box)
         self.stage_table = StageTable()
@@ -215,7 +234,8 @@ class PlanTab(QWidget):
                        self.auto_fraction.toggled, self.fraction.valueChanged, self.tp.valueChanged,
                        self.pp.valueChanged, self.kv_dtype.currentIndexChanged,
                        self.ssm_dtype.currentIndexChanged, self.context.valueChanged,
-                       self.strategy.currentIndexChanged, self.disable_radix.toggled):
+                       self.strategy.currentIndexChanged, self.disable_radix.toggled,
+                       self.chunked_prefill.valueChanged, self.graph_max_bs.valueChanged):
             signal.connect(self.schedule)
         h200 = next(i for i in range(self.preset.count()) if "H200" in self.preset.itemText(i))
         self.preset.setCurrentIndex(h200)
@@ -272,7 +292,7 @@ class PlanTab(QWidget):
                 spin.setValue(1)
             spin.setEnabled(not single)
             spin.setToolTip("the embedded engine runs on one device" if single else "")
-        for widget in (self.strategy, self.disable_radix):
+        for widget in (self.strategy, self.disable_radix, self.chunked_prefill, self.graph_max_bs):
             widget.setEnabled(not single)
             widget.setToolTip("the embedded engine has no prefix cache: one state slot per request" if single else "")
 
@@ -310,6 +330,8 @@ class PlanTab(QWidget):
             **({} if self.target.currentText() == "embedded" else {
                 "mamba_strategy": self.strategy.currentText(),
                 "disable_radix_cache": self.disable_radix.isChecked(),
+                "chunked_prefill_size": self.chunked_prefill.value() or None,
+                "cuda_graph_max_bs": self.graph_max_bs.value() or None,
             }),
         }
 
@@ -372,22 +394,26 @@ class PlanTab(QWidget):
         segments = plan_segments(plan)
         per_device = f" per device (TP {kwargs['tp']} \u00d7 PP {kwargs['pp']})" if tp_pp > 1 else ""
         verdict = "fits" if plan.get("ok", True) else "does not fit"
-        self.bar.set_segments(segments, total, f"{fmt_bytes(total)} of device memory{per_device}: {verdict}")
+        self.bar.set_segments(segments, total, f"{format_bytes(total, short=True)} of device memory{per_device}: {verdict}")
         problems = [str(p) for p in plan.get("problems") or []]
         notes = [str(n) for n in plan.get("notes") or []]
         if self._checkpoint_problem:
             notes.insert(0, f"weights from the parameter count: {self._checkpoint_problem}")
         self._show_message(" \u00b7 ".join(problems or notes), error=bool(problems))
+        assumed = plan.get("assumed") or {}
+        self.assumed.setText(assumed_text(assumed))
+        self.assumed.setToolTip("\n".join(f"{k} = {v}" for k, v in assumed.items()))
+        self.assumed.setVisible(bool(assumed))
         bottleneck = plan.get("bottleneck")
         page = plan.get("page_size")
         self.cards["kv_tokens"].set(
             fmt_count(plan.get("kv_tokens")),
-            f"{fmt_bytes(plan.get('kv_bytes_per_token') or 0)} per token" + (f", page {page}" if page else ""),
+            f"{format_bytes(plan.get('kv_bytes_per_token') or 0, short=True)} per token" + (f", page {page}" if page else ""),
             accent="#D62828" if bottleneck == "kv" else None,
         )
         self.cards["state_slots"].set(
             fmt_count(plan.get("state_slots")),
-            f"{fmt_bytes(plan.get('state_bytes_per_request') or 0)} per request",
+            f"{format_bytes(plan.get('state_bytes_per_request') or 0, short=True)} per request",
             accent="#D62828" if bottleneck == "state" else None,
         )
         self.cards["max_running_requests"].set(fmt_count(plan.get("max_running_requests")), running_note(plan))

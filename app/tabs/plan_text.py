@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import re
 
-from .plan_widgets import Segment, fmt_bytes, fmt_count
+from bringup.core.planner.sizes import format_bytes
+
+from .plan_widgets import Segment, fmt_count
 
 # The plan's breakdown names -> what the bar calls them, and their colours.
 SEGMENT_NAMES = {"weights": "Weights", "kv_pool": "KV pool", "state_pool": "State pool",
@@ -84,7 +86,7 @@ def comparison_html(plan: dict, layer_map) -> tuple[str, str]:
     ours_tok = plan.get("kv_bytes_per_token") or 0
     theirs_tok = other.get("kv_bytes_per_token") or 0
     rows = [
-        ("KV bytes per token", fmt_bytes(ours_tok), fmt_bytes(theirs_tok)),
+        ("KV bytes per token", format_bytes(ours_tok, short=True), format_bytes(theirs_tok, short=True)),
         ("KV tokens", fmt_count(plan.get("kv_tokens")), fmt_count(other.get("kv_tokens"))),
         ("Max running requests", fmt_count(ours_req), fmt_count(theirs_req)),
         (f"Requests at a full {fmt_count(plan.get('context'))}-token context",
@@ -94,7 +96,7 @@ def comparison_html(plan: dict, layer_map) -> tuple[str, str]:
     ours_req_bytes = context * ours_tok + (plan.get("state_bytes_per_request") or 0)
     theirs_req_bytes = context * theirs_tok + (other.get("state_bytes_per_request") or 0)
     if context:
-        rows.insert(1, ("Cache per request at full context", fmt_bytes(ours_req_bytes), fmt_bytes(theirs_req_bytes)))
+        rows.insert(1, ("Cache per request at full context", format_bytes(ours_req_bytes, short=True), format_bytes(theirs_req_bytes, short=True)))
     head = ("<tr><th></th><th align='right' style='padding:0 10px'>this hybrid</th>"
             f"<th align='right' style='padding:0 10px'>all {n} layers attention</th></tr>")
     body = "".join(
@@ -115,3 +117,16 @@ def comparison_html(plan: dict, layer_map) -> tuple[str, str]:
         sentences.append(f"Short requests are capped by state slots instead: each running request holds {slots} "
                          f"slot{'s' if slots != 1 else ''} ({plan.get('strategy')}).")
     return f"<table cellspacing='0' cellpadding='2'>{head}{body}</table>", " ".join(sentences)
+
+
+def assumed_text(assumed: dict) -> str:
+    """'Assumed: chunked_prefill_size = 2048 (sglang 0.5.20 default for devices below 20 GB); ...': the
+    target defaults the plan took, without their source lines (those go in the tooltip)."""
+    if not assumed:
+        return ""
+    parts = []
+    for setting, value in assumed.items():
+        head, _, why = value.partition(" (")
+        why = why.split(";")[0].rstrip(")").split(" = ")[0]  # the reason without its arithmetic (in the tooltip)
+        parts.append(f"{setting} = {head}" + (f" ({why})" if why else ""))
+    return "Assumed: " + "; ".join(parts)

@@ -62,7 +62,7 @@ def find_package(name: str) -> Package | None:
 
 
 def cache_dir() -> Path:
-    from bringup.core.engine.default_model import cache_root
+    from bringup.core.sources.default_source import cache_root
 
     return cache_root() / "gguf"
 
