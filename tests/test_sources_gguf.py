@@ -165,3 +165,30 @@ def test_run_tab_and_launch_commands_serve_the_file_itself(files):
     layer_map = load_layer_map(str(quantised))
     assert serve_source_for(layer_map) == str(quantised)  # not "default": the file holds weights
     assert model_path(layer_map) == str(quantised)  # SGLang and vLLM take a GGUF path too
+
+
+def test_a_rope_freqs_tensor_is_named_as_not_applied(files, tmp_path):
+    import gguf
+
+    _, exact, _ = files
+    reader = gguf_file.reader_for(exact)
+    path = tmp_path / "with-rope-freqs.gguf"
+    writer = gguf.GGUFWriter(str(path), gguf_file._value(reader, "general.architecture"))
+    for key, field in reader.fields.items():
+        if key.startswith("GGUF.") or key == "general.architecture":
+            continue
+        kind = field.types[0]
+        if kind == gguf.GGUFValueType.ARRAY:
+            writer.add_array(key, field.contents())
+        else:
+            writer.add_key_value(key, field.contents(), kind)
+    for t in reader.tensors:
+        writer.add_tensor(t.name, gguf_file.dequantised(t).astype("float32"))
+    writer.add_tensor("rope_freqs.weight", torch.ones(8).numpy())
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    loaded = load_config(str(path))
+    assert any("rope_freqs" in note and "not applied" in note for note in loaded.notes)
+    assert not any("rope_freqs" in note for note in load_config(str(exact)).notes)

@@ -195,6 +195,10 @@ def read_gguf_config(path) -> dict:
     config["torch_dtype"] = _float_dtype(reader)
     config["gguf"] = {"file": path.name, "architecture": arch, "name": _value(reader, "general.name"),
                       "quantisation": quantisation(reader)}
+    if any(t.name.startswith("rope_freqs") for t in reader.tensors) and "rope_scaling" not in config:
+        # llama.cpp stores Llama 3.1's rope scaling as per-frequency factors, not as metadata.
+        config["gguf"]["note"] = ("its rope_freqs tensor (Llama 3.1 style rope scaling) is not applied: "
+                                  "answers beyond the original context length may degrade")
     return config
 
 

@@ -75,6 +75,8 @@ def _from_gguf(path: Path, source: str) -> LoadedConfig:
     loaded = LoadedConfig(config, model_name(path), source, "gguf", None)
     loaded.notes.append(f"GGUF file ({facts.get('architecture')}, weights {facts.get('quantisation')}): "
                         "config and tokenizer from its metadata; the engine dequantises the weights to its dtype")
+    if facts.get("note"):
+        loaded.notes.append(f"GGUF: {facts['note']}")
     return loaded
 
 
