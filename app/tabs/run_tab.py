@@ -8,9 +8,12 @@ from html import escape
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import (QApplication, QComboBox, QFileDialog, QHBoxLayout, QLabel, QLineEdit, QMessageBox,
-                               QProgressBar, QPushButton, QSplitter, QTabWidget, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QApplication, QCheckBox, QComboBox, QFileDialog, QHBoxLayout, QLabel, QLineEdit,
+                               QMessageBox, QProgressBar, QPushButton, QSizePolicy, QSplitter, QTabWidget,
+                               QVBoxLayout, QWidget)
 
+from bringup.app import api_key_store
+from bringup.app.elided_label import ElidedLabel
 from bringup.app.layermap.highlight import Highlight
 from bringup.app.run.chat_panel import ChatPanel
 from bringup.app.run.engine_controller import EngineController, sglang_flags, sglang_installed
@@ -64,7 +67,19 @@ class RunTab(QWidget):
         self._device_picked = False  # chosen here by the user, not carried over from Validate
         self.device.activated.connect(lambda _i: setattr(self, "_device_picked", True))
         self.url_field = QLineEdit("http://127.0.0.1:30000")
-        self.url_field.setToolTip("A running server: ours, or SGLang started with --enable-metrics")
+        self.url_field.setToolTip("A running server (http:// or https://): ours, or SGLang started with --enable-metrics")
+        # The key is held in memory only; "Remember" puts it in the system keyring, never in settings or logs.
+        self.key_field = QLineEdit()
+        self.key_field.setEchoMode(QLineEdit.EchoMode.Password)
+        self.key_field.setPlaceholderText("API key (optional)")
+        self.key_field.setToolTip("Sent as 'Authorization: Bearer KEY' to a server started with --api-key")
+        self.remember_key = QCheckBox("Remember")
+        if api_key_store.keyring_available():
+            self.remember_key.setToolTip("Keep the key in the system keyring for this URL")
+        else:
+            self.remember_key.setEnabled(False)
+            self.remember_key.setToolTip("Install the keyring package (pip install keyring) to remember keys; "
+                                         "the key is never written to the settings file")
         self.start_button = QPushButton("Start")
         self.start_button.setDefault(True)
         self.start_button.clicked.connect(self.start)
@@ -75,24 +90,37 @@ class RunTab(QWidget):
         self.report_button = QPushButton("Export report…")
         self.report_button.clicked.connect(self._ask_report_path)
         bar = QHBoxLayout()
-        for label, w, stretch in (("Engine", self.engine, 0), ("Model", self.model_field, 2), ("Device", self.device, 0),
-                                  ("URL", self.url_field, 1)):
+        self._launch_fields: list[QWidget] = []  # shown for a launch
+        self._attach_fields: list[QWidget] = []  # shown for an attach
+        for label, w, stretch, group in (("Engine", self.engine, 0, None), ("Model", self.model_field, 2, "launch"),
+                                         ("Device", self.device, 0, "launch"), ("URL", self.url_field, 2, "attach"),
+                                         ("Key", self.key_field, 1, "attach")):
             lab = QLabel(label)
             lab.setBuddy(w)
             bar.addWidget(lab)
             bar.addWidget(w, stretch)
+            if group:
+                (self._launch_fields if group == "launch" else self._attach_fields).extend([lab, w])
+        bar.addWidget(self.remember_key)
+        self._attach_fields.append(self.remember_key)
         for b in (self.start_button, self.stop_button, self.demo_button, self.report_button):
             bar.addWidget(b)
 
-        # status line
+        # status line: one line each, elided (the whole text on hover and Copy); the reason for a
+        # crash or a refused attach wraps below in full
         self.progress = QProgressBar(maximum=100, textVisible=False)
         self.progress.setMaximumHeight(8)
-        self.stage = QLabel("No engine running.")
-        self.figures = QLabel()
-        self.figures.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.stage = ElidedLabel("No engine running.")
+        self.figures = ElidedLabel()
+        self.reason = QLabel()
+        self.reason.setWordWrap(True)
+        self.reason.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.reason.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Minimum)
+        self.reason.setObjectName("runReason")
+        self.reason.hide()
         status = QHBoxLayout()
-        status.addWidget(self.stage, 1)
-        status.addWidget(self.figures)
+        status.addWidget(self.stage, 3)
+        status.addWidget(self.figures, 2)
 
         # graphs (left) and log / chat / load (right)
         self.plots_box = QWidget()
@@ -115,15 +143,18 @@ class RunTab(QWidget):
         self.side.addTab(self.chat, "Chat")
         self.side.addTab(self.load, "Load")
         split = QSplitter(Qt.Orientation.Horizontal)
+        split.setObjectName("runSplitter")
         split.addWidget(self.plots_box)
         split.addWidget(self.side)
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 2)
+        self.split = split
 
         layout = QVBoxLayout(self)
         layout.addLayout(bar)
         layout.addWidget(self.progress)
         layout.addLayout(status)
+        layout.addWidget(self.reason)
         layout.addWidget(split, 1)
 
         c = self.controller
@@ -135,6 +166,10 @@ class RunTab(QWidget):
         c.stopped.connect(self._on_stopped)
         c.state_changed.connect(self._sync_buttons)
         c.server_info.connect(self._on_info)
+        c.attach_failed.connect(self._on_attach_failed)
+        c.lost.connect(self._on_lost)
+        c.regained.connect(self._on_regained)
+        self.url_field.editingFinished.connect(self._recall_key)
         self.log.diagnose_requested.connect(self.diagnose_text)
         self.log.line_clicked.connect(self.explain_line)
         app = QApplication.instance()
@@ -201,11 +236,14 @@ class RunTab(QWidget):
         self.log.clear()
         self.crash_findings = []
         self.highlight_requested.emit(None)
+        self._set_reason("")
         kind = self.engine.currentIndex()
         device = self.device.currentText()
         try:
             if kind == 2:
-                self.controller.attach(self.url_field.text().strip())
+                url, key = self.url_field.text().strip(), self.key_field.text().strip()
+                self.controller.attach(url, key or None)
+                self._keep_key(url, key)
             elif kind == 1:
                 extra = dict(self.sglang_settings, **({} if device == "auto" else {"device": device}))
                 self.controller.launch_sglang(self.model_field.text().strip(), settings=extra)
@@ -213,7 +251,8 @@ class RunTab(QWidget):
                 self.controller.launch_embedded(self.model_field.text().strip() or "default", device=device,
                                                 extra=self.embedded_flags)
         except (OSError, RuntimeError) as err:
-            self.stage.setText(f"<span style='color:#C62828'>Could not start: {err}</span>")
+            self.stage.setText("<span style='color:#C62828'>Could not start</span>")
+            self._set_reason(str(err))
             return
         if self.controller.base_url and kind != 2:
             self.url_field.setText(self.controller.base_url)
@@ -227,11 +266,29 @@ class RunTab(QWidget):
         self.load.stop()
         self.controller.stop_blocking()
 
+    # what the window remembers (QSettings; never the API key)
+    def save_state(self, settings) -> None:
+        settings.setValue("run/splitter", self.split.saveState())
+        settings.setValue("run/url", self.url_field.text().strip())
+        settings.setValue("run/side_tab", self.side.currentIndex())
+
+    def restore_state(self, settings) -> None:
+        split = settings.value("run/splitter")
+        if split is not None:
+            self.split.restoreState(split)
+        url = settings.value("run/url")
+        if url and not self.controller.busy:
+            self.url_field.setText(str(url))
+            self._recall_key()
+        side = settings.value("run/side_tab")
+        if side is not None and str(side).isdigit():
+            self.side.setCurrentIndex(int(side))
+
     def open_demo(self) -> None:
         from bringup.app.demo import DemoWindow
 
         attach = self.controller.base_url if self.controller.state in ("ready", "attached") else None
-        self._demo = DemoWindow(attach_url=attach)
+        self._demo = DemoWindow(attach_url=attach, api_key=self.controller.api_key if attach else None)
         self._demo.showFullScreen()
 
     # controller events
@@ -273,7 +330,8 @@ class RunTab(QWidget):
 
         # Killed by a signal, the last log line is whatever came before ("ready to roll!"): say why instead.
         why = likely_cause(code) if code < 0 else (tail[-1] if tail else "")
-        self.stage.setText(f"<b style='color:#C62828'>Engine {exit_text(code)}</b> · {escape(why[:160])}")
+        self.stage.setText(f"<b style='color:#C62828'>Engine {exit_text(code)}</b> · {escape(why)}")
+        self._set_reason(why)  # whole, wrapped: a refusal explains itself in more than a line
         self.progress.setValue(0)
         text = self.log.text()
         self.crash_log.emit(text)
@@ -281,6 +339,41 @@ class RunTab(QWidget):
         from bringup.core.exit_status import exit_finding
 
         self.crash_findings.insert(0, exit_finding(code))
+
+    def _on_attach_failed(self, why: str) -> None:
+        self.progress.setValue(0)
+        self.stage.setText(f"<b style='color:#C62828'>Not attached</b> · {escape(self.controller.base_url or '')}")
+        self._set_reason(why)
+
+    def _on_lost(self, why: str) -> None:
+        self.stage.setText(f"<b style='color:#C62828'>Lost</b> · {escape(self.controller.base_url or '')} · {escape(why)}")
+        self._set_reason(f"The engine stopped answering: {why}. The graphs show a gap until it answers again; "
+                         "Stop ends the session.")
+
+    def _on_regained(self) -> None:
+        self._set_reason("")
+        self._on_ready(self.controller.base_url or "")
+
+    def _set_reason(self, text: str) -> None:
+        self.reason.setText(escape(text))
+        self.reason.setToolTip(text if len(text) > 200 else "")
+        self.reason.setVisible(bool(text))
+
+    def _keep_key(self, url: str, key: str) -> None:
+        if self.remember_key.isChecked() and key:
+            problem = api_key_store.remember(url, key)
+            if problem:
+                self.remember_key.setChecked(False)
+                self.remember_key.setToolTip(f"Not remembered: {problem}")
+        elif not self.remember_key.isChecked():
+            api_key_store.forget(url)
+
+    def _recall_key(self) -> None:
+        if self.remember_key.isEnabled() and not self.key_field.text():
+            key = api_key_store.recall(self.url_field.text().strip())
+            if key:
+                self.key_field.setText(key)
+                self.remember_key.setChecked(True)
 
     def _on_stopped(self) -> None:
         self.stage.setText("Engine stopped.")
@@ -326,9 +419,10 @@ class RunTab(QWidget):
 
     def _engine_changed(self) -> None:
         attach = self.engine.currentIndex() == 2
-        self.url_field.setEnabled(attach)
-        self.model_field.setEnabled(not attach)
-        self.device.setEnabled(not attach)
+        for w in self._attach_fields:
+            w.setVisible(attach)
+        for w in self._launch_fields:
+            w.setVisible(not attach)
 
     def _sync_buttons(self, *_args) -> None:
         busy = self.controller.busy
