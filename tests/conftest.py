@@ -24,3 +24,9 @@ def pytest_configure(config) -> None:
             f"Check out the shared folder next to this repository ({SHARED}: models/, reference/, DESIGN.md), "
             "or run only tests that need none of it, e.g. `pytest tests/test_layering.py`.",
             returncode=4)
+
+
+def pytest_unconfigure(config) -> None:
+    import shutil
+
+    shutil.rmtree(_SCRATCH, ignore_errors=True)
