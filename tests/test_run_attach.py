@@ -1,0 +1,104 @@
+"""Attach to a real, key-protected engine: Ready only once /health answers and metrics arrive, the
+key never reaches the log or the settings file, chat counts the server's tokens, https is really
+TLS, and an engine that goes away shows as lost. One engine start serves the whole module."""
+
+import re
+import time
+import urllib.request
+
+import pytest
+
+from bringup.app.run import engine_controller
+from bringup.app.settings import app_settings
+from bringup.app.tabs.run_tab import RunTab
+from server_helpers import API_KEY, start_server, tiny_checkpoint
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    srv = start_server(tiny_checkpoint(tmp_path_factory.mktemp("attach_models")))
+    yield srv
+    srv.process.stop()
+
+
+def _generated_tokens(base_url: str) -> float:
+    req = urllib.request.Request(base_url + "/metrics", headers={"Authorization": f"Bearer {API_KEY}"})
+    text = urllib.request.urlopen(req, timeout=5).read().decode()
+    return sum(float(m.group(1)) for m in re.finditer(r"^bringup:generation_tokens_total(?:\{[^}]*\})? (\S+)$", text, re.M))
+
+
+def _attach_tab(qtbot, url: str, key: str = "") -> RunTab:
+    tab = RunTab()
+    qtbot.addWidget(tab)
+    tab.engine.setCurrentIndex(2)
+    tab.url_field.setText(url)
+    tab.key_field.setText(key)
+    return tab
+
+
+def test_without_the_key_the_attach_is_refused_and_says_why(qtbot, server):
+    tab = _attach_tab(qtbot, server.base_url)
+    readies = []
+    tab.controller.ready.connect(readies.append)
+    with qtbot.waitSignal(tab.controller.attach_failed, timeout=15000) as failed:
+        tab.start()  # /health is open, /metrics is not: never Ready with graphs that stay empty
+    assert "API key" in failed.args[0] and not readies
+    assert tab.controller.state == "unreachable" and "Ready" not in tab.stage.text()
+
+
+def test_attach_with_key_counts_server_tokens_and_keeps_the_key_private(qtbot, server):
+    tab = _attach_tab(qtbot, server.base_url, API_KEY)
+    states = []
+    tab.controller.state_changed.connect(states.append)
+    with qtbot.waitSignal(tab.controller.ready, timeout=15000):
+        tab.start()
+    assert states[:2] == ["connecting", "attached"]  # Ready after health and a first metrics sample
+    assert "Ready" in tab.stage.text()
+    qtbot.waitUntil(lambda: tab.plots is not None and tab.plots.panel_has_data("KV pool"), timeout=10000)
+
+    before = _generated_tokens(server.base_url)
+    tab.chat.max_tokens.setValue(12)
+    tab.chat.send("Count my tokens")
+    qtbot.waitUntil(lambda: len(tab.chat.samples) == 1, timeout=60000)
+    sample = tab.chat.samples[0]
+    assert sample["tokens_counted_by"] == "server"
+    assert sample["tokens"] == _generated_tokens(server.base_url) - before  # the engine's own count
+    assert f"{sample['tokens']} tokens" in tab.chat.figures.text()
+
+    settings = app_settings()
+    tab.save_state(settings)
+    settings.sync()
+    assert API_KEY not in open(settings.fileName(), encoding="utf-8", errors="replace").read()
+    assert API_KEY not in tab.log.text()
+    tab.stop()
+
+
+def test_https_really_speaks_tls(server):
+    from bringup.core.client.chat import stream_chat
+    from bringup.core.client.server_http import get, why_unreachable
+
+    tls_url = server.base_url.replace("http://", "https://")
+    with pytest.raises(OSError) as err:
+        get(tls_url, "/health", timeout=5)
+    assert "TLS" in why_unreachable(err.value) or "certificate" in why_unreachable(err.value)
+    with pytest.raises(OSError, match="SSL|TLS|ssl"):
+        list(stream_chat(tls_url, [{"role": "user", "content": "hi"}], max_tokens=2, timeout=5))
+
+
+@pytest.mark.timeout(120)
+def test_an_engine_that_goes_away_shows_as_lost(qtbot, server):
+    # Within a second by construction: a failed scrape is noticed after at most one interval and one timeout.
+    assert engine_controller.SCRAPE_INTERVAL_S + engine_controller.SCRAPE_TIMEOUT_S < 1.0
+    tab = _attach_tab(qtbot, server.base_url, API_KEY)
+    with qtbot.waitSignal(tab.controller.ready, timeout=15000):
+        tab.start()
+    t0 = time.monotonic()
+    server.process.stop()  # the last test of the module: the engine goes away under the window
+    with qtbot.waitSignal(tab.controller.lost, timeout=10000) as lost:
+        pass
+    print(f"shown as lost {time.monotonic() - t0:.2f} s after the engine was stopped")
+    assert "refused" in lost.args[0] or "answer" in lost.args[0]
+    assert tab.controller.state == "lost" and "Lost" in tab.stage.text()
+    assert tab.reason.isVisibleTo(tab)
+    tab.stop()
+    qtbot.waitUntil(lambda: tab.controller.state == "idle", timeout=5000)
