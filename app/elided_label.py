@@ -3,14 +3,9 @@ and the whole text is in its tooltip and on its context menu's Copy."""
 
 from __future__ import annotations
 
-import re
-
 from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QGuiApplication, QTextDocument
 from PySide6.QtWidgets import QLabel, QMenu, QSizePolicy, QWidget
-
-_TAGS = re.compile(r"<[^>]+>")
-
 
 def plain_text(text: str) -> str:
     """Rich text as the user reads it (tags dropped, entities decoded)."""
@@ -66,7 +61,10 @@ class ElidedLabel(QLabel):
         else:  # rich markup cannot be cut safely: elide the plain words
             QLabel.setText(self, metrics.elidedText(plain, Qt.TextElideMode.ElideRight, width))
 
+    def copy_full_text(self) -> None:
+        QGuiApplication.clipboard().setText(plain_text(self._full))
+
     def _menu(self, pos) -> None:
         menu = QMenu(self)
-        menu.addAction("Copy", lambda: QGuiApplication.clipboard().setText(plain_text(self._full)))
+        menu.addAction("Copy", self.copy_full_text)
         menu.exec(self.mapToGlobal(pos))

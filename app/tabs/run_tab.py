@@ -9,7 +9,8 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QApplication, QCheckBox, QComboBox, QFileDialog, QHBoxLayout, QLabel, QLineEdit,
-                               QMessageBox, QProgressBar, QPushButton, QSizePolicy, QSplitter, QTabWidget,
+                               QFrame, QMessageBox, QProgressBar, QPushButton, QScrollArea, QSizePolicy,
+                               QSplitter, QTabWidget,
                                QVBoxLayout, QWidget)
 
 from bringup.app import api_key_store
@@ -114,6 +115,7 @@ class RunTab(QWidget):
         self.figures = ElidedLabel()
         self.reason = QLabel()
         self.reason.setWordWrap(True)
+        self.reason.setTextFormat(Qt.TextFormat.PlainText)
         self.reason.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.reason.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Minimum)
         self.reason.setObjectName("runReason")
@@ -131,7 +133,7 @@ class RunTab(QWidget):
         self.csv_button = QPushButton("Export CSV…")
         self.png_button = QPushButton("Export PNG…")
         plot_bar = QHBoxLayout()
-        plot_bar.addWidget(QLabel("<b>Live metrics</b> (drag to pan, wheel to zoom)"), 1)
+        plot_bar.addWidget(ElidedLabel("<b>Live metrics</b> (drag to pan, wheel to zoom)"), 1)
         for b in (self.pause_button, self.clear_button, self.csv_button, self.png_button):
             plot_bar.addWidget(b)
         self._plots_layout.addLayout(plot_bar)
@@ -155,7 +157,13 @@ class RunTab(QWidget):
         layout.addWidget(self.progress)
         layout.addLayout(status)
         layout.addWidget(self.reason)
-        layout.addWidget(split, 1)
+        # On a short window the graphs and the side panel scroll instead of taking the layer map's room.
+        lower = QScrollArea()
+        lower.setWidgetResizable(True)
+        lower.setFrameShape(QFrame.Shape.NoFrame)
+        lower.setWidget(split)
+        lower.setMinimumHeight(120)
+        layout.addWidget(lower, 1)
 
         c = self.controller
         c.log_line.connect(self.log.append)
@@ -355,7 +363,7 @@ class RunTab(QWidget):
         self._on_ready(self.controller.base_url or "")
 
     def _set_reason(self, text: str) -> None:
-        self.reason.setText(escape(text))
+        self.reason.setText(text)
         self.reason.setToolTip(text if len(text) > 200 else "")
         self.reason.setVisible(bool(text))
 
