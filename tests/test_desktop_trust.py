@@ -248,3 +248,31 @@ def test_plots_put_legends_outside_and_draw_latency_as_points(qtbot):
     xs, ys = plots._curves["ttft_s"].getData()
     assert list(xs) == [1.0, 4.0] and list(ys) == pytest.approx([50.0, 50.0])
     assert plots._curves["ttft_s"].opts["symbol"] == "o" and plots._curves["ttft_s"].opts["pen"] is None
+
+
+def test_a_118_layer_map_wraps_and_scrolls_in_a_1024x700_window(qtbot, monkeypatch):
+    from bringup.app import tabs as tab_registry
+    from bringup.app.main_window import MainWindow
+
+    monkeypatch.setattr(tab_registry, "TAB_FACTORIES", ["bringup.app.tabs.layers_tab:LayersTab",
+                                                         "bringup.app.tabs.run_tab:RunTab"])
+    w = MainWindow(remember=False)
+    qtbot.addWidget(w)
+    w.resize(1024, 700)
+    w.show()
+    with qtbot.waitSignal(w.settled, timeout=10000):
+        w.load("Nemotron-H-56B-Base-8K")
+    w.tabs.setCurrentWidget(w.tab("Run"))  # the busiest tab must not push the window wider
+    qtbot.wait(50)
+    assert w.width() == 1024 and w.minimumSizeHint().width() <= 1024
+    view, scroll = w.map_panel.view, w.map_panel.scroll
+    right = max(view.cell_center(i).x() for i in range(118))
+    assert right < scroll.viewport().width()  # wrapped: every layer within the width, no sideways scrolling
+    assert w.map_panel.height() >= 250  # the map keeps real room next to the tabs
+    last = view.cell_center(117)
+    if last.y() > scroll.viewport().height():  # the rest is a scroll away
+        from bringup.app.layermap.highlight import Highlight
+
+        w.map_panel.set_highlight(Highlight(requested=[117], related=[], message="last layer", severity="info"))
+        qtbot.wait(20)
+        assert scroll.verticalScrollBar().value() > 0
