@@ -34,10 +34,10 @@ from bringup.core.layermap.vocabulary import LayerMap
 
 
 def app_icon() -> QIcon:
-    """packaging/'s icon, as shipped in the package (resources/icons links to it)."""
+    """packaging/'s icon, as shipped in the package (resources/ links to it)."""
     from importlib.resources import files
 
-    icon = files("bringup.resources") / "icons" / "io.github.bringup.Workbench.svg"
+    icon = files("bringup.resources") / "io.github.bringup.Workbench.svg"
     return QIcon(str(icon)) if icon.is_file() else QIcon()
 
 

@@ -159,7 +159,7 @@ def test_menu_bar_shortcuts_icon_and_about(qtbot, monkeypatch):
     keys = {name: a.shortcut().toString() for name, a in w.actions_by_name.items()}
     assert keys["open_config"] == "Ctrl+O" and keys["quit"] == "Ctrl+Q" and keys["demo"] == "F11"
     assert {"open_folder", "open_gguf", "export_report", "about"} <= set(keys)
-    assert not w.windowIcon().isNull() and w.windowIcon().availableSizes() or not w.windowIcon().pixmap(64).isNull()
+    assert not w.windowIcon().pixmap(64).isNull()  # packaging/'s SVG, drawn
     text = about_text()
     assert bringup_version() in text and "PySide6" in text and "torch" in text and "Qt (runtime)" in text
 
