@@ -1,11 +1,10 @@
 """An engine never outlives its window: the window killed outright (SIGKILL) takes its engine with
-it, the lifeline pipe alone ends `bringup serve`, and an engine left running anyway is found at the
-next start and ended on request."""
+it, and an engine left running anyway is found at the next start and ended on request. (The
+lifeline pipe alone ending `bringup serve` is proved in test_run_attach.py, on its shared engine.)"""
 
 import json
 import os
 import signal
-import sys
 
 import pytest
 
@@ -32,23 +31,6 @@ def test_sigkilled_window_takes_its_real_engine_with_it():
             os.killpg(engine_pid, signal.SIGKILL)
     assert life.leftover_engines() == []  # nothing to offer: the engine went with its window
     assert not (life.engines_dir() / f"{engine_pid}.json").exists()  # and its stale record was swept
-
-
-def test_the_lifeline_alone_ends_bringup_serve():
-    """The pipe is the guard on systems without a parent-death signal: closing it (what the kernel
-    does when the window dies) ends the engine while this process lives on."""
-    from bringup.core.client.engine_process import EngineProcess
-
-    proc = EngineProcess([sys.executable, "-m", "bringup", "serve", "default", "--device", "cpu", "--port", "0"])
-    proc.start()
-    try:
-        assert wait_for_line(proc, "Load weight begin", 60)  # serving is under way, the watch is on
-        proc._close_lifeline()
-        assert wait_gone(proc.pid, timeout=20)
-        proc.wait_log_drained()
-        assert any("the window that started this engine is gone" in line for line in proc.lines)
-    finally:
-        proc.stop()
 
 
 def test_an_engine_left_behind_is_found_and_ended_on_request(qtbot):
@@ -89,16 +71,3 @@ def test_records_of_ended_engines_are_swept_and_keys_never_written(tmp_path, mon
         child.wait()
     assert life.leftover_engines() == []
     assert list(tmp_path.iterdir()) == []  # the ended engine's record and the broken file are gone
-
-
-def wait_for_line(proc, text: str, timeout: float) -> bool:
-    import time
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if any(text in line for line in list(proc.lines)):
-            return True
-        if not proc.running:
-            return False
-        time.sleep(0.05)
-    return False

@@ -11,12 +11,12 @@ import pytest
 from bringup.app.run import engine_controller
 from bringup.app.settings import app_settings
 from bringup.app.tabs.run_tab import RunTab
-from server_helpers import API_KEY, start_server, tiny_checkpoint
+from server_helpers import API_KEY, start_server
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    srv = start_server(tiny_checkpoint(tmp_path_factory.mktemp("attach_models")))
+def server():
+    srv = start_server("default", "--device", "cpu")  # the bundled checkpoint, cached: the quickest real start
     yield srv
     srv.process.stop()
 
@@ -70,6 +70,12 @@ def test_attach_with_key_counts_server_tokens_and_keeps_the_key_private(qtbot, s
     settings.sync()
     assert API_KEY not in open(settings.fileName(), encoding="utf-8", errors="replace").read()
     assert API_KEY not in tab.log.text()
+    # "Remember" is offered only where the system keyring can hold the key
+    from bringup.app import api_key_store
+
+    assert tab.remember_key.isEnabled() == api_key_store.keyring_available()
+    if not api_key_store.keyring_available():
+        assert "pip install keyring" in tab.remember_key.toolTip()
     tab.stop()
 
 
@@ -87,16 +93,23 @@ def test_https_really_speaks_tls(server):
 
 @pytest.mark.timeout(120)
 def test_an_engine_that_goes_away_shows_as_lost(qtbot, server):
+    """The module's last test: the engine goes away under the window. It is ended by closing its
+    lifeline pipe only (what the kernel does when the window that started it dies; the guard on
+    systems without a parent-death signal), so this also proves `bringup serve` watches it."""
+    from lifetime_helpers import wait_gone
+
     # Within a second by construction: a failed scrape is noticed after at most one interval and one timeout.
     assert engine_controller.SCRAPE_INTERVAL_S + engine_controller.SCRAPE_TIMEOUT_S < 1.0
     tab = _attach_tab(qtbot, server.base_url, API_KEY)
     with qtbot.waitSignal(tab.controller.ready, timeout=15000):
         tab.start()
     t0 = time.monotonic()
-    server.process.stop()  # the last test of the module: the engine goes away under the window
-    with qtbot.waitSignal(tab.controller.lost, timeout=10000) as lost:
-        pass
-    print(f"shown as lost {time.monotonic() - t0:.2f} s after the engine was stopped")
+    with qtbot.waitSignal(tab.controller.lost, timeout=30000) as lost:
+        server.process._close_lifeline()
+    print(f"shown as lost {time.monotonic() - t0:.2f} s after the lifeline closed")
+    assert wait_gone(server.process.pid, timeout=20)
+    server.process.wait_log_drained()
+    assert any("the window that started this engine is gone" in line for line in server.process.lines)
     assert "refused" in lost.args[0] or "answer" in lost.args[0]
     assert tab.controller.state == "lost" and "Lost" in tab.stage.text()
     assert tab.reason.isVisibleTo(tab)
