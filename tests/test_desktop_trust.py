@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from PySide6.QtCore import QRect, Qt
+from PySide6.QtCore import QRect
 from PySide6.QtWidgets import QMainWindow
 
 from bringup.app.elided_label import ElidedLabel
