@@ -94,6 +94,7 @@ class MainWindow(QMainWindow):
         self.setStyleSheet(STYLE)
         self.remember = remember  # False for screenshots: they must not change what the user's window remembers
         self._restore_tab: str | None = None
+        self._closing = False
         self.layer_map: LayerMap | None = None
         self.tabs_built = False
         self._want_tabs = build_tabs
@@ -177,6 +178,8 @@ class MainWindow(QMainWindow):
 
     # --- loading ------------------------------------------------------------------------------
     def load(self, source: str, pp: int = 1) -> None:
+        if self._closing:
+            return  # hiding an editable combo box can fire `activated`: no load may start as the window goes
         if self.loader.busy and self.loader.current_request() == (source, pp):
             return  # the same request again (Enter and the drop-down both fire): one load is enough
         self.model_bar.set_source(source)
@@ -336,7 +339,12 @@ class MainWindow(QMainWindow):
         if self.layer_map is not None:
             QTimer.singleShot(0, lambda: self._fit_map(force=False))
 
+    def showEvent(self, event) -> None:  # noqa: N802 (Qt)
+        self._closing = False
+        super().showEvent(event)
+
     def closeEvent(self, event) -> None:
+        self._closing = True
         self.save_state()
         for tab in self.tab_widgets():  # engines and probes are child processes: end them now
             shutdown = getattr(tab, "shutdown", None)

@@ -7,6 +7,7 @@ blocks the window: stopping runs in a thread too, because killing a tree may wai
 
 from __future__ import annotations
 
+import http.client
 import importlib.util
 import sys
 import threading
@@ -182,10 +183,16 @@ class EngineController(QObject):
         stop_event, url, key = self._scrape_stop, self.base_url, self.api_key
 
         def _loop() -> None:
+            try:
+                _scrape()
+            except RuntimeError:  # the controller was deleted under the thread (its window closed): stop
+                stop_event.set()
+
+        def _scrape() -> None:
             if attach:
                 try:
                     get(url, "/health", key, timeout=1.5)
-                except (OSError, ValueError) as err:
+                except (OSError, ValueError, http.client.HTTPException) as err:
                     self._scrape_event.emit("refused", f"{url}/health did not answer: {why_unreachable(err)}")
                     return
             info = _get_json(f"{url}/server_info", key)
@@ -202,7 +209,7 @@ class EngineController(QObject):
                     sample = reader.sample(fetch_metrics(url, timeout=SCRAPE_TIMEOUT_S, api_key=key), t)
                     if reader.prefix is None:
                         problem = "/metrics has no engine figures (SGLang needs --enable-metrics)"
-                except (OSError, ValueError) as err:
+                except (OSError, ValueError, http.client.HTTPException) as err:
                     sample = EngineSample(t=t)  # unreachable: a gap, not a false zero
                     problem = why_unreachable(err)
                 if stop_event.is_set():

@@ -53,6 +53,8 @@ def why_unreachable(err: BaseException) -> str:
         return f"TLS failed ({reason.reason or reason}): is it really https?"
     if isinstance(reason, ConnectionRefusedError):
         return "connection refused: nothing listens there"
+    if isinstance(reason, (ConnectionResetError, ConnectionAbortedError, http.client.RemoteDisconnected)):
+        return "the connection was dropped: the server went away"
     if isinstance(reason, (socket.timeout, TimeoutError)):
         return "no answer (timed out)"
     if isinstance(reason, socket.gaierror):
