@@ -87,12 +87,12 @@ class MainWindow(QMainWindow):
     model_changed = Signal(object)  # LayerMap | None
     settled = Signal()  # a load ended (shown, failed or cancelled) and the tabs exist
 
-    def __init__(self, parent: QWidget | None = None, *, build_tabs: bool = True, remember: bool = True) -> None:
+    def __init__(self, parent: QWidget | None = None, *, build_tabs: bool = True, remember: bool = False) -> None:
         super().__init__(parent)
         self.setWindowTitle("Bring-up Workbench")
         self.setWindowIcon(app_icon())
         self.setStyleSheet(STYLE)
-        self.remember = remember  # False for screenshots: they must not change what the user's window remembers
+        self.remember = remember  # only the real app (bringup gui) remembers: scripts and screenshots must not change it
         self._restore_tab: str | None = None
         self._closing = False
         self.layer_map: LayerMap | None = None

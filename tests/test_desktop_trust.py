@@ -98,7 +98,7 @@ def test_window_remembers_size_position_splitter_tab_and_recent_models(qtbot, mo
                                                          "bringup.app.tabs.diagnose_tab:DiagnoseTab"])
     nano = str(SHARED_MODELS / "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B.json")
 
-    w = MainWindow()
+    w = MainWindow(remember=True)
     qtbot.addWidget(w)
     w.restore_state()  # nothing saved yet: the default size, within the screen
     area = w.screen().availableGeometry()
@@ -116,7 +116,7 @@ def test_window_remembers_size_position_splitter_tab_and_recent_models(qtbot, mo
     w.close()
     assert app_settings_module.recent_models()[0] == nano
 
-    again = MainWindow()
+    again = MainWindow(remember=True)
     qtbot.addWidget(again)
     again.restore_state()
     again.show()

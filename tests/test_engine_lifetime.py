@@ -5,6 +5,7 @@ lifeline pipe alone ending `bringup serve` is proved in test_run_attach.py, on i
 import json
 import os
 import signal
+import time
 
 import pytest
 
@@ -20,9 +21,11 @@ def test_sigkilled_window_takes_its_real_engine_with_it():
         engine_pid = int(line.split()[1])
         assert not gone(engine_pid)
         assert (life.engines_dir() / f"{engine_pid}.json").is_file()  # the record a later start would read
+        t0 = time.monotonic()
         os.kill(window.pid, signal.SIGKILL)
         window.wait(10)
         assert wait_gone(engine_pid, timeout=20), "the engine outlived its SIGKILLed window"
+        print(f"engine gone {time.monotonic() - t0:.2f} s after its window was SIGKILLed")
     finally:
         if window.poll() is None:
             window.kill()
