@@ -47,6 +47,22 @@ LEAVE_BEHIND = textwrap.dedent(f"""\
 """)
 
 
+# A window without the parent-death signal (as on macOS): only the lifeline pipe ties the engine to
+# it, and the engine's log pipe dies with it too (its first write after that fails).
+PIPE_ONLY_WINDOW = textwrap.dedent("""\
+    import os, subprocess, sys, time
+    from bringup.core.client.engine_lifetime import PARENT_FD_ENV
+    read_end, write_end = os.pipe()
+    engine = subprocess.Popen([sys.executable, "-m", "bringup", "serve", "default", "--device", "cpu", "--port", "0"],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                              pass_fds=(read_end,), env=dict(os.environ, **{PARENT_FD_ENV: str(read_end)}))
+    os.close(read_end)
+    engine.stdout.readline()  # its first log line: the watch is on
+    print("ENGINE", engine.pid, flush=True)
+    time.sleep(120)
+""")
+
+
 def read_until(proc: subprocess.Popen, prefix: str, timeout: float) -> str:
     """The first stdout line starting with `prefix`; fails with what the process printed."""
     lines = _lines_of(proc)

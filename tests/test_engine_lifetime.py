@@ -10,7 +10,8 @@ import time
 import pytest
 
 from bringup.core.client import engine_lifetime as life
-from lifetime_helpers import LEAVE_BEHIND, WINDOW_WITH_ENGINE, gone, read_until, spawn_python, wait_gone
+from lifetime_helpers import (LEAVE_BEHIND, PIPE_ONLY_WINDOW, WINDOW_WITH_ENGINE, gone, read_until, spawn_python,
+                              wait_gone)
 
 
 @pytest.mark.timeout(240)
@@ -34,6 +35,25 @@ def test_sigkilled_window_takes_its_real_engine_with_it():
             os.killpg(engine_pid, signal.SIGKILL)
     assert life.leftover_engines() == []  # nothing to offer: the engine went with its window
     assert not (life.engines_dir() / f"{engine_pid}.json").exists()  # and its stale record was swept
+
+
+@pytest.mark.timeout(120)
+def test_the_lifeline_alone_ends_the_engine_when_its_window_is_killed():
+    """Where there is no parent-death signal, the pipe does it, even though the engine's log pipe
+    (read by the dead window) breaks at the same moment."""
+    window = spawn_python(PIPE_ONLY_WINDOW)
+    engine_pid = None
+    try:
+        engine_pid = int(read_until(window, "ENGINE", timeout=90).split()[1])
+        os.kill(window.pid, signal.SIGKILL)
+        window.wait(10)
+        assert wait_gone(engine_pid, timeout=20), "the engine outlived its window with only the lifeline"
+    finally:
+        if window.poll() is None:
+            window.kill()
+            window.wait()
+        if engine_pid is not None and not gone(engine_pid):
+            os.killpg(engine_pid, signal.SIGKILL)
 
 
 def test_an_engine_left_behind_is_found_and_ended_on_request(qtbot):

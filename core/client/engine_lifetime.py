@@ -199,7 +199,10 @@ def watch_parent_pipe(grace_s: float = 3.0) -> bool:
                 pass
         except OSError:
             pass
-        print("bringup serve: the window that started this engine is gone; stopping the engine", flush=True)
+        try:  # the window may have held our stdout too: a dead reader must not stop the ending
+            print("bringup serve: the window that started this engine is gone; stopping the engine", flush=True)
+        except OSError:
+            pass
         _end_own_group(grace_s)
 
     threading.Thread(target=_watch, name="parent-watch", daemon=True).start()
