@@ -181,6 +181,7 @@ class EngineController(QObject):
         self._stop_scraper()
         self._scrape_stop = threading.Event()
         stop_event, url, key = self._scrape_stop, self.base_url, self.api_key
+        launched = not attach and self.process is not None
 
         def _loop() -> None:
             try:
@@ -200,7 +201,7 @@ class EngineController(QObject):
                 self.info = info
                 self.server_info.emit(info)
             reader = MetricsReader()
-            answering, first = True, True
+            answering, first, slow_misses = True, True, 0
             deadline = time.monotonic() + ATTACH_METRICS_S
             while not stop_event.is_set():
                 t = time.monotonic()
@@ -214,6 +215,8 @@ class EngineController(QObject):
                     problem = why_unreachable(err)
                 if stop_event.is_set():
                     break
+                if not problem:
+                    slow_misses = 0
                 if attach and first:  # Ready only once the figures really arrive
                     if not problem:
                         first = False
@@ -222,8 +225,12 @@ class EngineController(QObject):
                         self._scrape_event.emit("refused", f"{url}/metrics: {problem}")
                         return
                 elif problem and answering:
-                    answering = False
-                    self._scrape_event.emit("lost", problem)
+                    slow_misses = slow_misses + 1 if "timed out" in problem else 0
+                    # A launched engine's death is seen by the process watch at once; a slow answer
+                    # from its busy CPU is given one more chance before it is called lost.
+                    if not (launched and 0 < slow_misses < 2):
+                        answering = False
+                        self._scrape_event.emit("lost", problem)
                 elif not problem and not answering:
                     answering = True
                     self._scrape_event.emit("back", "")
