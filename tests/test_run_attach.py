@@ -93,7 +93,7 @@ def test_https_really_speaks_tls(server):
 
 @pytest.mark.timeout(120)
 def test_an_engine_that_goes_away_shows_as_lost(qtbot, server):
-    """The module's last test: the engine goes away under the window. It is ended by closing its
+    """The last test on the shared engine: it goes away under the window. It is ended by closing its
     lifeline pipe only (what the kernel does when the window that started it dies; the guard on
     systems without a parent-death signal), so this also proves `bringup serve` watches it."""
     from lifetime_helpers import wait_gone
@@ -115,3 +115,36 @@ def test_an_engine_that_goes_away_shows_as_lost(qtbot, server):
     assert tab.reason.isVisibleTo(tab)
     tab.stop()
     qtbot.waitUntil(lambda: tab.controller.state == "idle", timeout=5000)
+
+
+def test_a_server_without_engine_metrics_is_never_ready(qtbot, monkeypatch):
+    """/health answers but /metrics has no engine figures (SGLang without --enable-metrics, or
+    some other web server): refused with that reason once the wait is over, never Ready."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Plain(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server)
+            body = b"ok" if self.path == "/health" else b"# HELP nothing_here\nprocess_cpu_seconds_total 1.0\n"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    monkeypatch.setattr(engine_controller, "ATTACH_METRICS_S", 1.0)
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Plain)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        tab = _attach_tab(qtbot, f"http://127.0.0.1:{httpd.server_address[1]}")
+        readies = []
+        tab.controller.ready.connect(readies.append)
+        with qtbot.waitSignal(tab.controller.attach_failed, timeout=10000) as failed:
+            tab.start()
+        assert "--enable-metrics" in failed.args[0] and not readies
+        assert tab.controller.state == "unreachable"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
