@@ -39,6 +39,7 @@ class LeftoverEnginesBar(QFrame):
             self.hide()
             return []
         n = len(self.records)
+        self.end_button.setText("End it" if n == 1 else "End them")
         items = "; ".join(escape(r.describe()) for r in self.records)
         self.label.setText(f"<b>{'An engine' if n == 1 else f'{n} engines'} from an earlier session "
                            f"{'is' if n == 1 else 'are'} still running</b> (its window is gone), holding "
