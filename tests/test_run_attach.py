@@ -73,9 +73,9 @@ def test_attach_with_key_counts_server_tokens_and_keeps_the_key_private(qtbot, s
     # "Remember" is offered only where the system keyring can hold the key
     from bringup.app import api_key_store
 
-    assert tab.remember_key.isEnabled() == api_key_store.keyring_available()
+    assert tab.key_field.remember.isEnabled() == api_key_store.keyring_available()
     if not api_key_store.keyring_available():
-        assert "pip install keyring" in tab.remember_key.toolTip()
+        assert "pip install keyring" in tab.key_field.remember.toolTip()
     tab.stop()
 
 

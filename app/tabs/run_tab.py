@@ -8,14 +8,13 @@ from html import escape
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import (QApplication, QCheckBox, QComboBox, QFileDialog, QHBoxLayout, QLabel, QLineEdit,
-                               QFrame, QMessageBox, QProgressBar, QPushButton, QScrollArea, QSizePolicy,
-                               QSplitter, QTabWidget,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QApplication, QComboBox, QFileDialog, QFrame, QHBoxLayout, QLabel, QLineEdit,
+                               QMessageBox, QProgressBar, QPushButton, QScrollArea, QSizePolicy, QSplitter,
+                               QTabWidget, QVBoxLayout, QWidget)
 
-from bringup.app import api_key_store
 from bringup.app.elided_label import ElidedLabel
 from bringup.app.layermap.highlight import Highlight
+from bringup.app.run.api_key_field import ApiKeyField
 from bringup.app.run.chat_panel import ChatPanel
 from bringup.app.run.engine_controller import EngineController, sglang_installed
 from bringup.app.run.load_panel import LoadPanel
@@ -70,18 +69,7 @@ class RunTab(QWidget):
         self.device.activated.connect(lambda _i: setattr(self, "_device_picked", True))
         self.url_field = QLineEdit("http://127.0.0.1:30000")
         self.url_field.setToolTip("A running server (http:// or https://): ours, or SGLang started with --enable-metrics")
-        # The key is held in memory only; "Remember" puts it in the system keyring, never in settings or logs.
-        self.key_field = QLineEdit()
-        self.key_field.setEchoMode(QLineEdit.EchoMode.Password)
-        self.key_field.setPlaceholderText("API key (optional)")
-        self.key_field.setToolTip("Sent as 'Authorization: Bearer KEY' to a server started with --api-key")
-        self.remember_key = QCheckBox("Remember")
-        if api_key_store.keyring_available():
-            self.remember_key.setToolTip("Keep the key in the system keyring for this URL")
-        else:
-            self.remember_key.setEnabled(False)
-            self.remember_key.setToolTip("Install the keyring package (pip install keyring) to remember keys; "
-                                         "the key is never written to the settings file")
+        self.key_field = ApiKeyField()
         self.start_button = QPushButton("Start")
         self.start_button.setDefault(True)
         self.start_button.clicked.connect(self.start)
@@ -103,8 +91,6 @@ class RunTab(QWidget):
             bar.addWidget(w, stretch)
             if group:
                 (self._launch_fields if group == "launch" else self._attach_fields).extend([lab, w])
-        bar.addWidget(self.remember_key)
-        self._attach_fields.append(self.remember_key)
         for b in (self.start_button, self.stop_button, self.demo_button, self.report_button):
             bar.addWidget(b)
 
@@ -254,9 +240,9 @@ class RunTab(QWidget):
         kind = self.engine.currentIndex()
         try:
             if kind == 2:
-                url, key = self.url_field.text().strip(), self.key_field.text().strip()
-                self.controller.attach(url, key or None)
-                self._keep_key(url, key)
+                url = self.url_field.text().strip()
+                self.controller.attach(url, self.key_field.key())
+                self.key_field.keep_for(url)
             else:
                 self.controller.start(self.next_launch())
         except (OSError, RuntimeError) as err:
@@ -368,21 +354,8 @@ class RunTab(QWidget):
         self.reason.setToolTip(text if len(text) > 200 else "")
         self.reason.setVisible(bool(text))
 
-    def _keep_key(self, url: str, key: str) -> None:
-        if self.remember_key.isChecked() and key:
-            problem = api_key_store.remember(url, key)
-            if problem:
-                self.remember_key.setChecked(False)
-                self.remember_key.setToolTip(f"Not remembered: {problem}")
-        elif not self.remember_key.isChecked():
-            api_key_store.forget(url)
-
     def _recall_key(self) -> None:
-        if self.remember_key.isEnabled() and not self.key_field.text():
-            key = api_key_store.recall(self.url_field.text().strip())
-            if key:
-                self.key_field.setText(key)
-                self.remember_key.setChecked(True)
+        self.key_field.recall_for(self.url_field.text().strip())
 
     def _on_stopped(self) -> None:
         self.stage.setText("Engine stopped.")
