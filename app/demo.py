@@ -248,7 +248,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "it crashed or was not ready by then (the PNG is written either way), 2 for bad input")
     parser.add_argument("--after", type=float, default=30.0, metavar="SECONDS",
                         help="seconds before the screenshot (default 30)")
-    parser.add_argument("--windowed", action="store_true", help="a 1600x900 window instead of full screen")
+    parser.add_argument("--windowed", action="store_true", help="a 1600x900 window (or smaller, to fit the screen) instead of full screen")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -275,8 +275,16 @@ def main(args: argparse.Namespace) -> int:
 
     quiet_known_noise()
     window = DemoWindow(profile)
-    if args.windowed or args.screenshot:
+    if args.screenshot:
         window.resize(1600, 900)
+        window.show()
+    elif args.windowed:  # 1600x900, or what fits this screen
+        from PySide6.QtCore import QRect
+
+        from bringup.app.window_placement import available_area, fit_rect
+
+        area = available_area()
+        window.setGeometry(fit_rect(QRect(area.x(), area.y(), 1600, 900), area))
         window.show()
     else:
         window.showFullScreen()
