@@ -248,7 +248,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              "it crashed or was not ready by then (the PNG is written either way), 2 for bad input")
     parser.add_argument("--after", type=float, default=30.0, metavar="SECONDS",
                         help="seconds before the screenshot (default 30)")
-    parser.add_argument("--windowed", action="store_true", help="a 1600x900 window (or smaller, to fit the screen) instead of full screen")
+    parser.add_argument("--windowed", action="store_true",
+                        help="a 1600x900 window (or smaller, to fit the screen) instead of full screen")
 
 
 def main(args: argparse.Namespace) -> int:
