@@ -82,6 +82,10 @@ def _finding(pattern: Pattern, match: re.Match, line_no: int, line: str, lines: 
             valid_infos = tuple(infos)
             explanation += sentence
     details = {k: v for k, v in groups.items() if v != "" and k not in ("layer", "valid")}
+    printed_by = pattern.printed_by(line)
+    if printed_by:
+        details["printed_by"] = printed_by
+        explanation += f" (This wording is printed by sglang {printed_by}.)"
     return Finding(
         kind="log", code=pattern.code, severity=pattern.severity, title=_format(pattern.title, values), explanation=explanation,
         fix=fix, lines=(line_no + 1,), matched=line.strip()[:MAX_MATCHED], engine=pattern.engine,

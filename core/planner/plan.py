@@ -121,6 +121,10 @@ def plan_memory(
 
         plan = plan_sglang(layer_map, version=version, tp=tp, pp=pp, **common, **sglang_options)
     plan.notes[:0] = weight_notes
+    shared = layer_map.kv_shared_layers
+    if shared:
+        plan.notes.append(
+            f"{len(shared)} layers reuse an earlier layer's KV cache (KV sharing) and add no KV bytes")
     if sliding:
         plan.notes.append(
             f"{len(sliding)} sliding-window layers are counted as full KV layers; an engine with a separate "
