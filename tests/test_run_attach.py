@@ -148,3 +148,51 @@ def test_a_server_without_engine_metrics_is_never_ready(qtbot, monkeypatch):
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+# A launched stand-in engine: serves /metrics, says it is ready, and answers slowly while a file
+# says how many slow answers to give.
+SLOW_ENGINE = """
+import os, sys, time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+flag = sys.argv[1]
+class H(BaseHTTPRequestHandler):
+    def do_GET(self):
+        if os.path.exists(flag):
+            n = int(open(flag).read() or 0)
+            if n > 0:
+                open(flag, "w").write(str(n - 1))
+                time.sleep(1.0)
+        body = b"bringup:num_running_reqs 0\\n"
+        self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a): pass
+httpd = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[2])), H)
+print("The server is fired up and ready " + "to roll!", flush=True)  # split: the echoed argv must not say it
+httpd.serve_forever()
+"""
+
+
+def test_a_launched_engine_answering_slowly_once_is_not_called_lost(qtbot, tmp_path):
+    import sys
+
+    from bringup.core.client.engine_process import free_port
+
+    tab = RunTab()
+    qtbot.addWidget(tab)
+    flag, port = tmp_path / "slow", free_port()
+    lost = []
+    tab.controller.lost.connect(lost.append)
+    with qtbot.waitSignal(tab.controller.ready, timeout=20000):
+        tab.controller.launch([sys.executable, "-c", SLOW_ENGINE, str(flag), str(port)], f"http://127.0.0.1:{port}")
+    qtbot.wait(600)  # a few quick scrapes first
+    flag.write_text("1")  # one answer slower than the scrape timeout: a busy CPU, not a lost engine
+    qtbot.waitUntil(lambda: flag.read_text() == "0", timeout=10000)
+    qtbot.wait(1500)
+    assert lost == [] and tab.controller.state == "ready"
+    flag.write_text("3")  # several in a row: lost
+    with qtbot.waitSignal(tab.controller.lost, timeout=10000):
+        pass
+    assert "timed out" in lost[0]
+    tab.stop()
+    qtbot.waitUntil(lambda: tab.controller.state == "idle", timeout=10000)

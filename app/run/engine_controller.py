@@ -154,6 +154,8 @@ class EngineController(QObject):
 
     # log and process watch
     def _on_line(self, line: str) -> None:
+        if line.startswith("$ "):
+            return  # our own echo of the command: its arguments are not the engine's start-up
         if self.startup.feed(line):
             self.stage_changed.emit(self.startup.stage, self.startup.progress)
             self.figures_changed.emit(dict(self.startup.figures))
