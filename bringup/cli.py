@@ -24,15 +24,27 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+# Every subcommand ends with one of these (README, "Exit codes").
+EXIT_CODES = """exit codes:
+  0    done, nothing wrong found
+  1    it ran and found a failure: validate or diagnose found an error, probe a failing step,
+       serve or demo an engine that crashed or never became ready
+  2    bad input or usage: stderr says what was wrong and what to do
+  130  interrupted (Ctrl+C)
+  141  the output pipe closed (e.g. `bringup inspect ... | head`)"""
+
+
 def _top_parser() -> argparse.ArgumentParser:
     lines = "\n".join(f"  {name:<10} {text}" for name, (_, text) in COMMANDS.items())
     parser = argparse.ArgumentParser(
         prog="bringup",
         description="Bring-up Workbench for hybrid Mamba2/attention models.",
-        epilog=f"commands:\n{lines}\n\nWith no command, the window opens on the default model.",
+        epilog=f"commands:\n{lines}\n\nWith no command, the window opens on the default model.\n\n{EXIT_CODES}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version="bringup 0.1.0")
+    from bringup.core.versions import bringup_version
+
+    parser.add_argument("--version", action="version", version=f"bringup {bringup_version()}")
     return parser
 
 
@@ -53,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     import importlib
 
     module = importlib.import_module(module_name)
-    parser = argparse.ArgumentParser(prog=f"bringup {name}", description=text)
+    parser = argparse.ArgumentParser(prog=f"bringup {name}", description=text, epilog=EXIT_CODES,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     module.configure(parser)
     args = parser.parse_args(argv[1:])
     from bringup.core.errors import UserError
