@@ -50,6 +50,7 @@ def smollm2():
 def server(smollm2):
     # Small pools: allocating the planner's default 1.4 GB of KV on CPU costs seconds, not coverage.
     srv = start_server(smollm2, "--max-running-requests", "4", "--dtype", "float32", "--mem-fraction", "0.06",
+                       "--model-aliases", "smollm2",  # served from its path; the test asks for it by name
                        timeout=300)
     yield srv
     srv.process.stop()

@@ -24,7 +24,7 @@ def gguf_path(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(gguf_path):
-    srv = start_server(gguf_path, "--max-running-requests", "4")
+    srv = start_server(gguf_path, "--max-running-requests", "4", "--model-aliases", "tiny")  # the name the chat test asks for
     yield srv
     srv.process.stop()
 
