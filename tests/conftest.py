@@ -17,7 +17,6 @@ from pathlib import Path
 
 import psutil
 import pytest
-from server_helpers import server  # noqa: F401 - one `bringup serve` for every server test module
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 SHARED_MODELS = SHARED / "models"  # real configs, read in place
@@ -102,3 +101,11 @@ def no_orphans():
             break
         time.sleep(0.1)
     assert not left, "processes left behind: " + ", ".join(f"{p.pid} {' '.join(p.cmdline()[:4])}" for p in left)
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory):
+    """One `bringup serve` (tiny model, 4 running requests) shared by every server test module."""
+    from server_helpers import shared_server
+
+    yield from shared_server(tmp_path_factory)

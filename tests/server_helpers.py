@@ -8,7 +8,6 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import pytest
 
 API_KEY = "sk-test-key"
 # Mamba, attention, MoE and MLP blocks in a short NemotronH stack: every code path, fast steps.
@@ -62,9 +61,8 @@ def start_server(checkpoint: Path, *extra: str, timeout: float = 120.0, key_in_e
     raise RuntimeError("bringup serve did not become ready:\n" + "\n".join(proc.tail(40)))
 
 
-@pytest.fixture(scope="session")
-def server(tmp_path_factory):
-    """The one `bringup serve` shared by every server test module (registered in conftest.py)."""
+def shared_server(tmp_path_factory):
+    """The one `bringup serve` shared by every server test module (conftest.py's `server` fixture)."""
     checkpoint = tiny_checkpoint(tmp_path_factory.mktemp("server_models"))
     srv = start_server(checkpoint, "--max-running-requests", "4")
     yield srv
