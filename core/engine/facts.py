@@ -22,6 +22,9 @@ MODEL_CLASSES: dict[str, str] = {
     "qwen2": "llama:LlamaForCausalLM",
     "qwen3": "llama:LlamaForCausalLM",
     "qwen3_moe": "llama:LlamaForCausalLM",
+    "gemma2": "gemma:GemmaForCausalLM",
+    "gemma3_text": "gemma:GemmaForCausalLM",
+    "gpt_oss": "gpt_oss:GptOssForCausalLM",
 }
 
 DEVICES = ("cpu", "cuda", "xpu")  # torch's own device APIs (core/engine/device.py); "auto" picks one

@@ -177,9 +177,13 @@ class StackedCausalLM(CausalLM):
     def begin(self, batch) -> None:
         """Hook before the layers run: put values every layer shares into `batch.memo` (e.g. RoPE)."""
 
+    def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """The token embeddings the first layer reads (Gemma scales them)."""
+        return self.input_embedding(input_ids)
+
     def forward(self, batch) -> torch.Tensor:
         self.begin(batch)
-        hidden = self.input_embedding(batch.input_ids)
+        hidden = self.embed(batch.input_ids)
         for layer in self.decoder.layers:
             hidden = layer(hidden, batch)
         last = batch.last_token_hidden(hidden)
