@@ -165,6 +165,8 @@ class StackedCausalLM(CausalLM):
         layers = self.decoder.layers
         attn = layers[kv[0]].mixer_module if kv else None
         ssm = layers[state[0]].mixer_module if state else None
+        sliding = tuple(self.layer_map.sliding_attention_layers)
+        windows = {int(layers[i].mixer_module.window) for i in sliding if getattr(layers[i].mixer_module, "window", None)}
         return CacheSpec(
             kv_layer_ids=kv,
             num_kv_heads=attn.num_kv_heads if attn is not None else 0,
@@ -172,6 +174,9 @@ class StackedCausalLM(CausalLM):
             state_layer_ids=state,
             conv_shape=tuple(ssm.conv_shape) if ssm is not None else (),
             ssm_shape=tuple(ssm.ssm_shape) if ssm is not None else (),
+            # One window for all sliding layers (every family so far); the pool keeps the widest.
+            swa_layer_ids=sliding if windows else (),
+            sliding_window=max(windows, default=0),
         )
 
     def begin(self, batch) -> None:
