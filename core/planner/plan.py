@@ -121,7 +121,7 @@ def plan_memory(
 
         plan = plan_sglang(layer_map, version=version, tp=tp, pp=pp, **common, **sglang_options)
     plan.notes[:0] = weight_notes
-    if sliding and not plan.swa_tokens:
+    if sliding and not plan.swa_window:
         plan.notes.append(
             f"{len(sliding)} sliding-window layers are counted as full KV layers; an engine with a separate "
             "sliding-window pool (SGLang's SWA pool) holds more tokens than shown")
