@@ -146,8 +146,9 @@ class Scheduler:
         if step.requests:  # older requests hold the pages this step: wait for them
             self._preempt(req, step)
         else:  # alone and the pool is full: it can never grow
+            pool = self.kv_pool if need > self.kv_pool.num_free_pages else self.swa_pool
             self.finish(req, "length", error=(
-                f"the KV pool is full ({self.kv_pool.capacity_tokens} tokens) with this request alone; "
+                f"the {pool.name} is full ({pool.capacity_tokens} tokens) with this request alone; "
                 "give the pool more memory or ask for fewer tokens"))
         return False
 
