@@ -49,7 +49,7 @@ SWA_CHUNK = 2048  # prompt tokens one step may bring (the engine's default chunk
 def swa_layers(layers) -> tuple[list, int]:
     """(sliding layers, window) when they get their own pool: sliding layers with a window beside
     full-attention ones; else ([], 0) and every attention layer counts in the KV pool."""
-    sliding = [l for l in layers if l.mixer == "sliding_attention" and l.attrs.get("window")]
+    sliding = [l for l in layers if l.mixer == "sliding_attention" and l.is_kv and l.attrs.get("window")]
     full = [l for l in layers if l.is_kv and l not in sliding]
     if not sliding or not full:
         return [], 0

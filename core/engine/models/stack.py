@@ -165,7 +165,7 @@ class StackedCausalLM(CausalLM):
         layers = self.decoder.layers
         attn = layers[kv[0]].mixer_module if kv else None
         ssm = layers[state[0]].mixer_module if state else None
-        sliding = tuple(self.layer_map.sliding_attention_layers)
+        sliding = tuple(i for i in self.layer_map.sliding_attention_layers if i in kv)  # those with a cache
         windows = {int(layers[i].mixer_module.window) for i in sliding if getattr(layers[i].mixer_module, "window", None)}
         return CacheSpec(
             kv_layer_ids=kv,
