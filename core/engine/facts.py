@@ -22,6 +22,9 @@ MODEL_CLASSES: dict[str, str] = {
     "qwen2": "llama:LlamaForCausalLM",
     "qwen3": "llama:LlamaForCausalLM",
     "qwen3_moe": "llama:LlamaForCausalLM",
+    "qwen3_next": "qwen3_next:Qwen3NextForCausalLM",
+    "qwen3_5_text": "qwen3_next:Qwen3NextForCausalLM",
+    "qwen3_5_moe_text": "qwen3_next:Qwen3NextForCausalLM",
 }
 
 DEVICES = ("cpu", "cuda", "xpu")  # torch's own device APIs (core/engine/device.py); "auto" picks one

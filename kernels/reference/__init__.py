@@ -8,6 +8,7 @@ from .causal_conv1d import causal_conv1d
 from .causal_conv1d_update import causal_conv1d_update
 from .causal_conv1d_update_inplace import causal_conv1d_update_inplace
 from .causal_conv1d_varlen import causal_conv1d_varlen
+from .gated_delta_rule import gated_delta_rule_chunk, gated_delta_rule_recurrent_inplace
 from .gated_rms_norm import gated_rms_norm
 from .kv_cache_write import kv_cache_write
 from .mamba_chunk_scan import mamba_chunk_scan
@@ -28,6 +29,8 @@ OPS = {
     "causal_conv1d_update": causal_conv1d_update,
     "causal_conv1d_update_inplace": causal_conv1d_update_inplace,
     "causal_conv1d_varlen": causal_conv1d_varlen,
+    "gated_delta_rule_chunk": gated_delta_rule_chunk,
+    "gated_delta_rule_recurrent_inplace": gated_delta_rule_recurrent_inplace,
     "gated_rms_norm": gated_rms_norm,
     "kv_cache_write": kv_cache_write,
     "mamba_chunk_scan": mamba_chunk_scan,
