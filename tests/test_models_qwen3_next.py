@@ -50,7 +50,7 @@ def test_single_requests_match_transformers(checkpoint):
     hf, folder = checkpoint
     model = load_model(folder, device=DEVICE).model
     g = torch.Generator().manual_seed(5)
-    for n, chunks in [(10, [4, 3, 3]), (10, [5, 1, 4])]:  # a one-token chunk steps the state
+    for n, chunks in [(10, [5, 1, 4])]:  # a one-token chunk steps the state
         prompt = torch.randint(3, BASE["vocab_size"], (n,), generator=g).tolist()
         assert_matches_hf(hf, run_engine(model, [Req(prompt, chunks, steps=3)]))
 
