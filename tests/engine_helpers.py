@@ -80,3 +80,24 @@ def tiny_qwen3_next(folder: Path) -> Path:
     model.save_pretrained(folder, safe_serialization=True)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def tiny_lfm2(folder: Path) -> Path:
+    """Short-conv blocks around one attention layer."""
+    import torch
+    from transformers import Lfm2Config, Lfm2ForCausalLM
+
+    from bringup.core.engine.default_model import build_tokenizer
+
+    tokenizer = build_tokenizer(512)
+    config = Lfm2Config(
+        vocab_size=len(tokenizer), hidden_size=64, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+        intermediate_size=128, block_multiple_of=16, conv_L_cache=3, layer_types=["conv", "full_attention", "conv", "conv"],
+        max_position_embeddings=1024, initializer_range=0.15, bos_token_id=1, eos_token_id=2, pad_token_id=0,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(7)
+        model = Lfm2ForCausalLM(config).float()
+    model.save_pretrained(folder, safe_serialization=True)
+    tokenizer.save_pretrained(folder)
+    return folder

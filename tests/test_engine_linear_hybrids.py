@@ -11,7 +11,7 @@ import os
 import httpx
 import pytest
 
-from engine_helpers import hf_greedy, prompts_of_lengths, tiny_qwen3_next
+from engine_helpers import hf_greedy, prompts_of_lengths, tiny_lfm2, tiny_qwen3_next
 from server_helpers import start_server, wait_idle
 
 pytestmark = pytest.mark.slow  # starts a real engine or server
@@ -21,6 +21,13 @@ LENGTHS = [3, 21, 9, 40]
 NEW = 6
 
 
+# family -> (builder, state layers, KV layers, conv window shape, recurrent state shape)
+FAMILIES = {
+    "qwen3_next": (tiny_qwen3_next, (0, 1, 2), (3,), (2 * 2 * 16 + 4 * 16, 3), (4, 16, 16)),
+    "lfm2": (tiny_lfm2, (0, 2, 3), (1,), (64, 2), (0,)),
+}
+
+
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
     folder = tiny_qwen3_next(tmp_path_factory.mktemp("qwen3_next"))
@@ -28,21 +35,32 @@ def checkpoint(tmp_path_factory):
     return folder, prompts, hf_greedy(folder, prompts, NEW)
 
 
-def test_engine_batched_greedy_equals_transformers_and_pools_end_empty(checkpoint):
+@pytest.fixture(scope="module", params=sorted(FAMILIES))
+def family(request, tmp_path_factory, checkpoint):
+    if request.param == "qwen3_next":
+        return (request.param, *checkpoint)
+    folder = FAMILIES[request.param][0](tmp_path_factory.mktemp(request.param))
+    prompts = prompts_of_lengths(LENGTHS, 400, seed=3)
+    return request.param, folder, prompts, hf_greedy(folder, prompts, NEW)
+
+
+def test_engine_batched_greedy_equals_transformers_and_pools_end_empty(family):
     from bringup.core.engine.engine import Engine
     from bringup.core.engine.sampling import SamplingParams
 
-    folder, prompts, expected = checkpoint
+    name, folder, prompts, expected = family
+    _, state_layers, kv_layers, conv_shape, ssm_shape = FAMILIES[name]
     lines: list[str] = []
     engine = Engine(str(folder), device=DEVICE, log=lines.append, chunked_prefill_size=16)
     assert engine.generate(prompts, SamplingParams(max_new_tokens=NEW, temperature=0, ignore_eos=True)) == expected
     engine.check_pools()
     stats = engine.stats()
     assert stats["kv_tokens_used"] == 0 and stats["state_slots_used"] == 0 and stats["num_running"] == 0
-    # Slots shaped per DeltaNet layer: conv window over q|k|v, recurrent state [Hv, dk, dv].
+    # Slots shaped per mixer kind: DeltaNet's conv window over q|k|v and recurrent state [Hv, dk, dv];
+    # the short conv's window alone.
     pool = engine.state_pool
-    assert pool.layer_ids == (0, 1, 2) and engine.kv_pool.layer_ids == (3,)
-    assert pool.conv_shape == (2 * 2 * 16 + 4 * 16, 3) and pool.ssm_shape == (4, 16, 16)
+    assert pool.layer_ids == state_layers and engine.kv_pool.layer_ids == kv_layers
+    assert pool.conv_shape == conv_shape and pool.ssm_shape == ssm_shape
     assert pool.num_slots == engine.plan.state_slots
     assert pool.bytes_per_slot == engine.plan.state_bytes_per_request
     assert any(l.startswith("Mamba Cache is allocated. max_mamba_cache_size: ") for l in lines)

@@ -25,6 +25,7 @@ MODEL_CLASSES: dict[str, str] = {
     "qwen3_next": "qwen3_next:Qwen3NextForCausalLM",
     "qwen3_5_text": "qwen3_next:Qwen3NextForCausalLM",
     "qwen3_5_moe_text": "qwen3_next:Qwen3NextForCausalLM",
+    "lfm2": "lfm2:Lfm2ForCausalLM",
 }
 
 DEVICES = ("cpu", "cuda", "xpu")  # torch's own device APIs (core/engine/device.py); "auto" picks one
