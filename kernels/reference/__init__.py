@@ -11,6 +11,7 @@ from .causal_conv1d_varlen import causal_conv1d_varlen
 from .gated_delta_rule import gated_delta_rule_chunk, gated_delta_rule_recurrent_inplace
 from .gated_rms_norm import gated_rms_norm
 from .kv_cache_write import kv_cache_write
+from .lightning_attention import lightning_attention_chunk, lightning_attention_recurrent_inplace
 from .mamba_chunk_scan import mamba_chunk_scan
 from .mamba_chunk_scan_varlen import mamba_chunk_scan_varlen
 from .mamba_state_update import mamba_state_update
@@ -33,6 +34,8 @@ OPS = {
     "gated_delta_rule_recurrent_inplace": gated_delta_rule_recurrent_inplace,
     "gated_rms_norm": gated_rms_norm,
     "kv_cache_write": kv_cache_write,
+    "lightning_attention_chunk": lightning_attention_chunk,
+    "lightning_attention_recurrent_inplace": lightning_attention_recurrent_inplace,
     "mamba_chunk_scan": mamba_chunk_scan,
     "mamba_chunk_scan_varlen": mamba_chunk_scan_varlen,
     "mamba_state_update": mamba_state_update,
