@@ -26,6 +26,9 @@ MODEL_CLASSES: dict[str, str] = {
     "qwen3_5_text": "qwen3_next:Qwen3NextForCausalLM",
     "qwen3_5_moe_text": "qwen3_next:Qwen3NextForCausalLM",
     "lfm2": "lfm2:Lfm2ForCausalLM",
+    "minimax": "minimax:MiniMaxForCausalLM",
+    "minimax_m1": "minimax:MiniMaxForCausalLM",
+    "minimax_text_01": "minimax:MiniMaxForCausalLM",
 }
 
 DEVICES = ("cpu", "cuda", "xpu")  # torch's own device APIs (core/engine/device.py); "auto" picks one

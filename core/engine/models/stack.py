@@ -139,13 +139,14 @@ class StackedCausalLM(CausalLM):
     checkpoint names (`map_weight_name`)."""
 
     parts: Parts
+    layer_class: type = DecoderLayer  # a family with another residual wiring subclasses DecoderLayer
 
     def __init__(self, config: dict, ops, layer_map):
         super().__init__(config, ops, layer_map)
         cfg, lay = self.config, self.parts.layout
         decoder = nn.Module()
         decoder.add_module(lay.embed, nn.Embedding(cfg.vocab_size, cfg.hidden_size).requires_grad_(False))
-        decoder.layers = nn.ModuleList(DecoderLayer(cfg, layer, self.parts, ops) for layer in layer_map.layers)
+        decoder.layers = nn.ModuleList(self.layer_class(cfg, layer, self.parts, ops) for layer in layer_map.layers)
         decoder.add_module(lay.final_norm, RMSNormWeight(cfg.hidden_size, norm_eps(cfg, lay)))
         self.add_module(lay.root, decoder)
         self.lm_head = linear(cfg.hidden_size, cfg.vocab_size, False)
