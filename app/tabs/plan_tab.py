@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from bringup.core.planner.device_presets import PRESETS as _PRESETS
 from bringup.core.planner.sizes import format_bytes
 
 from .background import Background
@@ -42,14 +43,9 @@ from .plan_text import (
 )
 from .plan_widgets import GIB, FigureCard, MemoryBar, StageTable, fmt_count
 
-# Device memory presets (GiB as the devices report it); "custom" keeps the spin box value.
-DEVICE_PRESETS = [
-    ("Intel Arc Pro B60 \u00b7 24 GB", 24.0, "xpu"),
-    ("Intel GPU Max 1550 \u00b7 128 GB", 128.0, "xpu"),
-    ("NVIDIA H100 \u00b7 80 GB", 79.6, "cuda"),
-    ("NVIDIA H200 \u00b7 141 GB", 139.8, "cuda"),
-    ("CPU \u00b7 64 GiB of RAM", 64.0, "cpu"),
-]
+# Device memory presets: one entry per real device (a Max 1550 is two 64 GB devices in FLAT mode),
+# from core/planner/device_presets.py, each with its source as the tooltip; "Custom" keeps the spin box value.
+DEVICE_PRESETS = [(p.label, p.memory_gib, p.device, p.source) for p in _PRESETS]
 DEVICES = ("cuda", "xpu", "cpu")
 MEASURE = "measure"  # the preset that asks the device probe
 MEASURE_TEXT = "This machine (ask the device probe)"
@@ -100,8 +96,9 @@ class PlanTab(QWidget):
         dtypes = list(DTYPE_BYTES)
         self.preset = QComboBox()
         self.preset.addItem(MEASURE_TEXT, MEASURE)
-        for name, gib, device in DEVICE_PRESETS:
+        for name, gib, device, source in DEVICE_PRESETS:
             self.preset.addItem(name, (gib, device))
+            self.preset.setItemData(self.preset.count() - 1, source, Qt.ItemDataRole.ToolTipRole)
         self.preset.addItem("Custom", None)
         self.preset.setToolTip("a device to plan for, or this machine's own (measured by the device probe)")
         self.memory = QDoubleSpinBox()

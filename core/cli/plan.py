@@ -24,12 +24,13 @@ def _fraction(text: str) -> float:
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("source", help="config.json path, model folder, catalogue name or hub id")
     parser.add_argument("--device-memory", default="auto", metavar="BYTES|auto",
-                        help="memory of one device: bytes or a size such as 80GiB or 141G; auto asks the device probe "
+                        help="memory of one device: bytes, a size such as 80GiB or 141G, or a device name (h200, b200, max1550, b60: "
+                             "core/planner/device_presets.py); auto asks the device probe "
                              "(CPU: host memory available)")
     parser.add_argument("--device", default="auto", choices=DEVICES,
                         help="device kind (XPU reserves 2 GB more); auto: the probed device with --device-memory auto, "
                              "else cuda for SGLang targets and cpu for the embedded engine")
-    parser.add_argument("--target", default="embedded", help="embedded (our engine, the default) or sglang==X.Y.Z")
+    parser.add_argument("--target", default="embedded", help="embedded (our engine, the default) or sglang==X.Y.Z (vLLM: bringup validate --target vllm==X.Y.Z --device-memory)")
     parser.add_argument("--mem-fraction", type=_fraction, metavar="F",
                         help="share of device memory for weights + pools (default: the target's own auto value)")
     parser.add_argument("--tp", type=int, default=1, metavar="N", help="tensor-parallel size")

@@ -18,6 +18,9 @@ class Pattern:
     source: str = ""
     # "layer": a layer-index error; the regex has groups `layer` and `valid` (a list of ids).
     kind: str = ""
+    # For a layer-index pattern whose message has no list of valid ids: the pool it asked ("state"
+    # or "kv"); the model's layers of that kind are then the valid ones.
+    pool: str = ""
     # A regex that must occur in the lines just before the match (the traceback above it).
     near: str = ""
     # (regex over the log before the match, sentence added to the fix): advice that depends on

@@ -74,6 +74,9 @@ def plan_memory(
     are passed through to `plan_sglang`.
     """
     kind, version = parse_target(target)
+    if kind == "vllm":
+        raise UserError("the memory plan has the formulas of embedded and sglang==X.Y.Z; for vLLM, `bringup validate "
+                        "--target vllm==X.Y.Z --device-memory SIZE` checks its weights and Mamba block pool")
     device = (device or "cpu").strip().lower()
     if isinstance(device_memory, bool) or not isinstance(device_memory, (int, float)) or device_memory <= 0:
         raise UserError(f"device memory must be a positive number of bytes, got {device_memory!r}")
