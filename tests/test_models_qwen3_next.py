@@ -69,3 +69,20 @@ def test_state_slots_are_shaped_for_the_delta_net_layers(checkpoint):
     # The planner's per-layer state elements (from the layer map) are what the pool allocates.
     layer = model.layer_map.layers[spec.state_layer_ids[0]]
     assert layer.conv_state_elems == conv_dim * 3 and layer.ssm_state_elems == 4 * 8 * 6
+
+
+def test_bfloat16_runs_and_stays_close_to_float32(checkpoint):
+    """bf16 weights and pools (the recurrent state stays float32); the (1 + w) norms rounded once at load."""
+    from models_helpers import make_pools
+
+    hf, folder = checkpoint
+    if hf.config.model_type != "qwen3_next":
+        pytest.skip("one variant is enough: the bf16 paths are shared")
+    model = load_model(folder, dtype="bfloat16", device=DEVICE).model
+    assert model.dtype == torch.bfloat16
+    kv, state = make_pools(model, dtype=torch.bfloat16)
+    req = [Req([5, 9, 17, 3, 8, 2, 40], [4, 3], steps=2)]
+    ours = run_engine(model, req, kv_pool=kv, state_pool=state)[0].logits[0]
+    fp32 = run_engine(load_model(folder, device=DEVICE).model, [Req([5, 9, 17, 3, 8, 2, 40], [4, 3], steps=2)])[0].logits[0]
+    assert torch.isfinite(ours).all()
+    assert torch.nn.functional.cosine_similarity(ours, fp32, dim=0) > 0.99
