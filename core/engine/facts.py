@@ -22,6 +22,9 @@ MODEL_CLASSES: dict[str, str] = {
     "qwen2": "llama:LlamaForCausalLM",
     "qwen3": "llama:LlamaForCausalLM",
     "qwen3_moe": "llama:LlamaForCausalLM",
+    "granitemoehybrid": "granite_hybrid:GraniteMoeHybridForCausalLM",
+    "bamba": "granite_hybrid:BambaForCausalLM",
+    "falcon_h1": "falcon_h1:FalconH1ForCausalLM",
 }
 
 DEVICES = ("cpu", "cuda", "xpu")  # torch's own device APIs (core/engine/device.py); "auto" picks one

@@ -139,13 +139,16 @@ class StackedCausalLM(CausalLM):
     checkpoint names (`map_weight_name`)."""
 
     parts: Parts
+    layer_class: type[DecoderLayer] = DecoderLayer  # a family with its own wiring subclasses DecoderLayer
+    embed_scale = 1.0  # muP-style multipliers (Granite, Falcon-H1): embeddings times this,
+    logit_scale = 1.0  # logits times this
 
     def __init__(self, config: dict, ops, layer_map):
         super().__init__(config, ops, layer_map)
         cfg, lay = self.config, self.parts.layout
         decoder = nn.Module()
         decoder.add_module(lay.embed, nn.Embedding(cfg.vocab_size, cfg.hidden_size).requires_grad_(False))
-        decoder.layers = nn.ModuleList(DecoderLayer(cfg, layer, self.parts, ops) for layer in layer_map.layers)
+        decoder.layers = nn.ModuleList(self.layer_class(cfg, layer, self.parts, ops) for layer in layer_map.layers)
         decoder.add_module(lay.final_norm, RMSNormWeight(cfg.hidden_size, norm_eps(cfg, lay)))
         self.add_module(lay.root, decoder)
         self.lm_head = linear(cfg.hidden_size, cfg.vocab_size, False)
@@ -180,6 +183,8 @@ class StackedCausalLM(CausalLM):
     def forward(self, batch) -> torch.Tensor:
         self.begin(batch)
         hidden = self.input_embedding(batch.input_ids)
+        if self.embed_scale != 1.0:
+            hidden = hidden * self.embed_scale
         for layer in self.decoder.layers:
             hidden = layer(hidden, batch)
         last = batch.last_token_hidden(hidden)
@@ -188,4 +193,5 @@ class StackedCausalLM(CausalLM):
             last = self.ops.rms_norm(last, norm.weight, norm.eps, multiply_in_float32=True)
         else:
             last = self.ops.rms_norm(last, norm.weight, norm.eps)
-        return self.lm_head(last).float()
+        logits = self.lm_head(last).float()
+        return logits * self.logit_scale if self.logit_scale != 1.0 else logits
