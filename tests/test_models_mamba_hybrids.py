@@ -1,6 +1,7 @@
 """Our Mamba2 hybrids against transformers' on tiny random-weight checkpoints (fp32, CPU): Granite-4.0-H
 with and without experts (and its multipliers), Bamba (half-rotary attention) and Falcon-H1
-(attention and Mamba2 in parallel in every layer, muP multipliers). Logits after every prefill and
+(attention and Mamba2 in parallel in every layer, muP multipliers) and Zamba2 (shared attention
+blocks: weights shared, KV per use). Logits after every prefill and
 decode step, greedy tokens, batched requests of different lengths joining at different steps, a
 prompt prefilled in chunks, single requests; `run_engine` checks the pools are empty afterwards."""
 
@@ -43,6 +44,13 @@ VARIANTS = {
                             num_key_value_heads=2, head_dim=8, intermediate_size=24, mamba_d_ssm=64, **MAMBA,
                             mamba_rms_norm=True, mamba_norm_before_gate=True, projectors_bias=True,
                             key_multiplier=0.7, ssm_multipliers=[0.9, 1.1, 0.8, 1.2, 0.7])),
+    # Zamba2: two shared blocks round-robin over three hybrid layers (layer 4 reuses block 0 with its own
+    # KV and adapters), q/k/v adapters, RoPE in the shared attention, GELU MLP, tied embeddings.
+    "zamba2": ("Zamba2Config", "Zamba2ForCausalLM",
+               dict(vocab_size=VOCAB, hidden_size=32, num_attention_heads=4, num_key_value_heads=4,
+                    intermediate_size=16, n_mamba_heads=4, mamba_ngroups=2, mamba_d_state=8, chunk_size=4,
+                    layers_block_type=["mamba", "hybrid", "hybrid", "mamba", "hybrid"], num_hidden_layers=5,
+                    num_mem_blocks=2, adapter_rank=4, use_shared_attention_adapter=True, use_mem_rope=True)),
 }
 
 

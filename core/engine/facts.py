@@ -25,6 +25,7 @@ MODEL_CLASSES: dict[str, str] = {
     "granitemoehybrid": "granite_hybrid:GraniteMoeHybridForCausalLM",
     "bamba": "granite_hybrid:BambaForCausalLM",
     "falcon_h1": "falcon_h1:FalconH1ForCausalLM",
+    "zamba2": "zamba2:Zamba2ForCausalLM",
 }
 
 DEVICES = ("cpu", "cuda", "xpu")  # torch's own device APIs (core/engine/device.py); "auto" picks one

@@ -46,10 +46,14 @@ class HybridAttention(nn.Module):
         q = self.q_proj(hidden).view(T, self.num_heads, self.head_dim)
         k = self.k_proj(hidden).view(T, self.num_kv_heads, self.head_dim)
         v = self.v_proj(hidden).view(T, self.num_kv_heads, self.head_dim)
+        return self.attend(q, k, v, batch, self.layer_id)
+
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, batch, layer_id: int) -> torch.Tensor:
+        """RoPE, the paged KV cache of `layer_id` (a shared block passes the id of the layer using it), o_proj."""
         if self.rope:
             q, k = self._rotate(q, batch), self._rotate(k, batch)
-        out = paged_attention(self.ops, batch, self.layer_id, q, k, v, self.scale)
-        return self.o_proj(out.reshape(T, -1))
+        out = paged_attention(self.ops, batch, layer_id, q, k, v, self.scale)
+        return self.o_proj(out.reshape(q.shape[0], -1))
 
 
 class RopeTable(nn.Module):

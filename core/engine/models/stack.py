@@ -180,11 +180,14 @@ class StackedCausalLM(CausalLM):
     def begin(self, batch) -> None:
         """Hook before the layers run: put values every layer shares into `batch.memo` (e.g. RoPE)."""
 
+    def embed(self, batch) -> torch.Tensor:
+        """The token embeddings the first layer reads (Zamba2 keeps them for its shared blocks)."""
+        hidden = self.input_embedding(batch.input_ids)
+        return hidden * self.embed_scale if self.embed_scale != 1.0 else hidden
+
     def forward(self, batch) -> torch.Tensor:
         self.begin(batch)
-        hidden = self.input_embedding(batch.input_ids)
-        if self.embed_scale != 1.0:
-            hidden = hidden * self.embed_scale
+        hidden = self.embed(batch)
         for layer in self.decoder.layers:
             hidden = layer(hidden, batch)
         last = batch.last_token_hidden(hidden)
