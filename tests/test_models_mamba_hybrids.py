@@ -87,3 +87,7 @@ def test_caches_follow_the_layer_map(checkpoint):
     assert spec.kv_layer_ids == tuple(l.index for l in layers if "attention" in l.mixer)
     assert spec.state_layer_ids == tuple(l.index for l in layers if "mamba2" in l.mixer)
     assert spec.ssm_shape == (MAMBA["mamba_n_heads"], MAMBA["mamba_d_head"], MAMBA["mamba_d_state"])
+    # The map's parameter count (what the planner sizes weights from) is what the engine allocates,
+    # and what transformers has (shared blocks counted once).
+    ours = sum(p.numel() for p in model.parameters())
+    assert ours == model.layer_map.params_total == sum(p.numel() for p in hf.parameters())
