@@ -1,7 +1,7 @@
 """Our Mamba2 hybrids against transformers' on tiny random-weight checkpoints (fp32, CPU): Granite-4.0-H
 with and without experts (and its multipliers), Bamba (half-rotary attention) and Falcon-H1
 (attention and Mamba2 in parallel in every layer, muP multipliers) and Zamba2 (shared attention
-blocks: weights shared, KV per use). Logits after every prefill and
+blocks: weights shared, KV per use) and Jamba (Mamba v1 + attention + MoE). Logits after every prefill and
 decode step, greedy tokens, batched requests of different lengths joining at different steps, a
 prompt prefilled in chunks, single requests; `run_engine` checks the pools are empty afterwards."""
 
@@ -51,6 +51,11 @@ VARIANTS = {
                     intermediate_size=16, n_mamba_heads=4, mamba_ngroups=2, mamba_d_state=8, chunk_size=4,
                     layers_block_type=["mamba", "hybrid", "hybrid", "mamba", "hybrid"], num_hidden_layers=5,
                     num_mem_blocks=2, adapter_rank=4, use_shared_attention_adapter=True, use_mem_rope=True)),
+    # Jamba: Mamba (v1) layers, attention at odd layers, MoE (unnormalised top-2 of 4) at odd layers.
+    "jamba": ("JambaConfig", "JambaForCausalLM",
+              dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+                   intermediate_size=16, num_experts=4, num_experts_per_tok=2, attn_layer_period=2,
+                   attn_layer_offset=1, expert_layer_period=2, expert_layer_offset=0, mamba_d_state=8)),
 }
 
 
@@ -85,8 +90,11 @@ def test_caches_follow_the_layer_map(checkpoint):
     model = load_model(folder, device=DEVICE).model
     spec, layers = model.cache_spec, model.layer_map.layers
     assert spec.kv_layer_ids == tuple(l.index for l in layers if "attention" in l.mixer)
-    assert spec.state_layer_ids == tuple(l.index for l in layers if "mamba2" in l.mixer)
-    assert spec.ssm_shape == (MAMBA["mamba_n_heads"], MAMBA["mamba_d_head"], MAMBA["mamba_d_state"])
+    assert spec.state_layer_ids == tuple(l.index for l in layers if "mamba" in l.mixer)
+    if hf.config.model_type == "jamba":  # Mamba v1: per channel of the inner width
+        assert spec.ssm_shape == (2 * hf.config.hidden_size, hf.config.mamba_d_state)
+    else:
+        assert spec.ssm_shape == (MAMBA["mamba_n_heads"], MAMBA["mamba_d_head"], MAMBA["mamba_d_state"])
     # The map's parameter count (what the planner sizes weights from) is what the engine allocates,
     # and what transformers has (shared blocks counted once).
     ours = sum(p.numel() for p in model.parameters())

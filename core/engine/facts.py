@@ -26,6 +26,7 @@ MODEL_CLASSES: dict[str, str] = {
     "bamba": "granite_hybrid:BambaForCausalLM",
     "falcon_h1": "falcon_h1:FalconH1ForCausalLM",
     "zamba2": "zamba2:Zamba2ForCausalLM",
+    "jamba": "jamba:JambaForCausalLM",
 }
 
 DEVICES = ("cpu", "cuda", "xpu")  # torch's own device APIs (core/engine/device.py); "auto" picks one
