@@ -139,7 +139,9 @@ class StackedCausalLM(CausalLM):
     checkpoint names (`map_weight_name`)."""
 
     parts: Parts
-    layer_class: type = DecoderLayer  # a family with another residual wiring subclasses DecoderLayer
+    layer_class: type[DecoderLayer] = DecoderLayer  # a family with its own wiring subclasses DecoderLayer
+    embed_scale = 1.0  # muP-style multipliers (Granite, Falcon-H1): embeddings times this,
+    logit_scale = 1.0  # logits times this
 
     def __init__(self, config: dict, ops, layer_map):
         super().__init__(config, ops, layer_map)
@@ -178,9 +180,14 @@ class StackedCausalLM(CausalLM):
     def begin(self, batch) -> None:
         """Hook before the layers run: put values every layer shares into `batch.memo` (e.g. RoPE)."""
 
+    def embed(self, batch) -> torch.Tensor:
+        """The token embeddings the first layer reads (Zamba2 keeps them for its shared blocks)."""
+        hidden = self.input_embedding(batch.input_ids)
+        return hidden * self.embed_scale if self.embed_scale != 1.0 else hidden
+
     def forward(self, batch) -> torch.Tensor:
         self.begin(batch)
-        hidden = self.input_embedding(batch.input_ids)
+        hidden = self.embed(batch)
         for layer in self.decoder.layers:
             hidden = layer(hidden, batch)
         last = batch.last_token_hidden(hidden)
@@ -189,4 +196,5 @@ class StackedCausalLM(CausalLM):
             last = self.ops.rms_norm(last, norm.weight, norm.eps, multiply_in_float32=True)
         else:
             last = self.ops.rms_norm(last, norm.weight, norm.eps)
-        return self.lm_head(last).float()
+        logits = self.lm_head(last).float()
+        return logits * self.logit_scale if self.logit_scale != 1.0 else logits
