@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "probe": ("bringup.core.cli.probe", "list the devices this machine really has"),
     "serve": ("bringup.core.cli.serve", "run the embedded inference engine over HTTP"),
     "bench": ("bringup.core.cli.bench", "throughput of the embedded engine against transformers"),
+    "compare": ("bringup.core.cli.compare", "each block's output on a device against the reference"),
     "demo": ("bringup.app.demo", "the full-screen stakeholder demo"),
 }
 
