@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("bringup.core.cli.serve", "run the embedded inference engine over HTTP"),
     "bench": ("bringup.core.cli.bench", "throughput of the embedded engine against transformers"),
     "compare": ("bringup.core.cli.compare", "each block's output on a device against the reference"),
+    "check-kernels": ("bringup.core.cli.check_kernels", "every kernel the engine runs, on a device, against the reference"),
     "demo": ("bringup.app.demo", "the full-screen stakeholder demo"),
 }
 
