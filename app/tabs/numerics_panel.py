@@ -71,17 +71,20 @@ class NumericsPanel(QWidget):
         self.source: str | None = None
         self.device = QLineEdit("cpu")
         self.device.setToolTip("the device to check: cpu, cuda, cuda:N, xpu")
-        self.compare_button = QPushButton("Compare with reference")
+        self.compare_button = QPushButton("Compare")
+        self.compare_button.setToolTip("each block's output on the device against the float32 CPU reference")
         self.kernels_button = QPushButton("Check kernels")
         self.status = QLabel("Compare each block's output with the float32 CPU reference, or check every kernel.")
         self.status.setWordWrap(True)
         self.table = QTableWidget(0, 5)
         self.table.setHorizontalHeaderLabels(["block / kernel", "kind", "rel err", "max abs", "ok"])
-        row = QHBoxLayout()
-        for w in (QLabel("Device"), self.device, self.compare_button, self.kernels_button):
-            row.addWidget(w)
+        self.table.setMinimumWidth(0)  # a side page: it must not widen the window
         layout = QVBoxLayout(self)
-        layout.addLayout(row)
+        for widgets in ((QLabel("Device"), self.device), (self.compare_button, self.kernels_button)):
+            row = QHBoxLayout()
+            for w in widgets:
+                row.addWidget(w)
+            layout.addLayout(row)
         layout.addWidget(self.status)
         layout.addWidget(self.table, 1)
         self.runner = CommandRunner(self)
