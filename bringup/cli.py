@@ -30,7 +30,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
 EXIT_CODES = """exit codes:
   0    done, nothing wrong found
   1    it ran and found a failure: validate or diagnose found an error, probe a failing step,
-       serve or demo an engine that crashed or never became ready
+       serve or demo an engine that crashed or never became ready, compare a divergent block,
+       check-kernels a wrong, crashed or hung kernel
   2    bad input or usage: stderr says what was wrong and what to do
   130  interrupted (Ctrl+C)
   141  the output pipe closed (e.g. `bringup inspect ... | head`)"""
