@@ -142,6 +142,9 @@ class StackedCausalLM(CausalLM):
     layer_class: type[DecoderLayer] = DecoderLayer  # a family with its own wiring subclasses DecoderLayer
     embed_scale = 1.0  # muP-style multipliers (Granite, Falcon-H1): embeddings times this,
     logit_scale = 1.0  # logits times this
+    # Called after each block as hook(layer, hidden) -> hidden when set (core/numerics captures each
+    # block's output and injects faults with it); None costs one attribute test per block.
+    block_hook: Callable | None = None
 
     def __init__(self, config: dict, ops, layer_map):
         super().__init__(config, ops, layer_map)
@@ -190,6 +193,8 @@ class StackedCausalLM(CausalLM):
         hidden = self.embed(batch)
         for layer in self.decoder.layers:
             hidden = layer(hidden, batch)
+            if self.block_hook is not None:
+                hidden = self.block_hook(layer, hidden)
         last = batch.last_token_hidden(hidden)
         norm = getattr(self.decoder, self.parts.layout.final_norm)
         if self.parts.layout.norm_in_float32:
