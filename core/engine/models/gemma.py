@@ -137,7 +137,7 @@ class GemmaForCausalLM(StackedCausalLM):
 
     def __init__(self, config: dict, ops, layer_map):
         super().__init__(config, ops, layer_map)
-        self.embed_scale = float(self.config.hidden_size) ** 0.5
+        self.gemma_embed_scale = float(self.config.hidden_size) ** 0.5
         self.final_softcap = self.config.get("final_logit_softcapping")
         head_dim = self.decoder.layers[0].mixer_module.head_dim
         for kind, key in ROPE_KEYS.items():
@@ -164,9 +164,9 @@ class GemmaForCausalLM(StackedCausalLM):
     def forward(self, batch) -> torch.Tensor:
         return softcap(super().forward(batch), self.final_softcap)
 
-    def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
-        emb = self.input_embedding(input_ids)
-        return emb * torch.tensor(self.embed_scale, dtype=emb.dtype)
+    def embed(self, batch) -> torch.Tensor:
+        emb = self.input_embedding(batch.input_ids)
+        return emb * torch.tensor(self.gemma_embed_scale, dtype=emb.dtype)  # sqrt(H) rounded to the dtype
 
     def map_weight_name(self, name: str):
         if name.endswith("rotary_emb.inv_freq") or (self.tied and name == "lm_head.weight"):
