@@ -57,3 +57,81 @@ def prompts_of_lengths(lengths, vocab: int, seed: int = 0) -> list[list[int]]:
 
     rng = random.Random(seed)
     return [[rng.randrange(3, vocab) for _ in range(n)] for n in lengths]
+
+
+def tiny_qwen3_next(folder: Path) -> Path:
+    """Three gated DeltaNet layers and one gated attention layer, MoE (shared expert) on every other."""
+    import torch
+    from transformers import Qwen3NextConfig, Qwen3NextForCausalLM
+
+    from bringup.core.engine.default_model import build_tokenizer
+
+    tokenizer = build_tokenizer(512)
+    config = Qwen3NextConfig(
+        vocab_size=len(tokenizer), hidden_size=64, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+        head_dim=16, intermediate_size=96, linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=16,
+        linear_value_head_dim=16, linear_conv_kernel_dim=4, num_experts=4, num_experts_per_tok=2,
+        moe_intermediate_size=32, shared_expert_intermediate_size=48, decoder_sparse_step=2,
+        max_position_embeddings=1024, initializer_range=0.15, bos_token_id=1, eos_token_id=2, pad_token_id=0,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(7)
+        model = Qwen3NextForCausalLM(config).float()
+    model.save_pretrained(folder, safe_serialization=True)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def tiny_lfm2(folder: Path) -> Path:
+    """Short-conv blocks around one attention layer."""
+    import torch
+    from transformers import Lfm2Config, Lfm2ForCausalLM
+
+    from bringup.core.engine.default_model import build_tokenizer
+
+    tokenizer = build_tokenizer(512)
+    config = Lfm2Config(
+        vocab_size=len(tokenizer), hidden_size=64, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+        intermediate_size=128, block_multiple_of=16, conv_L_cache=3, layer_types=["conv", "full_attention", "conv", "conv"],
+        max_position_embeddings=1024, initializer_range=0.15, bos_token_id=1, eos_token_id=2, pad_token_id=0,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(7)
+        model = Lfm2ForCausalLM(config).float()
+    model.save_pretrained(folder, safe_serialization=True)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def tiny_sliding(folder: Path, model_type: str = "gemma3_text", window: int = 8) -> Path:
+    """A tiny Gemma 3 (text) or gpt-oss with sliding-window layers beside full ones (so the engine
+    gives them an SWA pool), random weights large enough that greedy tokens are decisive."""
+    import torch
+    import transformers
+
+    from bringup.core.engine.default_model import build_tokenizer
+
+    tokenizer = build_tokenizer(512)
+    common = dict(vocab_size=len(tokenizer), hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
+                  head_dim=8, intermediate_size=48, sliding_window=window, max_position_embeddings=1024,
+                  bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    if model_type == "gpt_oss":
+        config = transformers.GptOssConfig(**common, num_hidden_layers=2, num_local_experts=4, num_experts_per_tok=2)
+        cls = transformers.GptOssForCausalLM
+    else:
+        config = transformers.Gemma3TextConfig(**common, num_hidden_layers=3, layer_types=[
+            "sliding_attention", "sliding_attention", "full_attention"])
+        cls = transformers.Gemma3ForCausalLM
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(7)
+        model = cls(config).float()
+        g = torch.Generator().manual_seed(3)
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if p.dim() >= 2:
+                    p.copy_(torch.randn(p.shape, generator=g) / p.shape[-1] ** 0.5)
+                elif "norm" not in name:
+                    p.copy_(0.1 * torch.randn(p.shape, generator=g))
+    model.save_pretrained(folder, safe_serialization=True)
+    tokenizer.save_pretrained(folder)
+    return folder

@@ -254,3 +254,40 @@ def test_postprocess_owns_finishing():
     assert s.totals == {"prompt": 2 + 2 + 2 + 9, "recomputed": 0, "generated": 2 + 3 + 3 + 3}
     s.check()
     assert s.kv_pool.num_used_pages == 0 and s.state_pool.num_used_slots == 0
+
+
+def test_swa_pages_follow_the_window_and_a_short_pool_preempts():
+    """Sliding layers' pages: a request holds only what its window (5 tokens) still reaches; with
+    room for fewer windows than requests, the newest is preempted and recomputed; all ends empty."""
+    from bringup.core.engine.pools import SWAPool
+
+    kv = KVPool(64, PAGE, [2], num_kv_heads=1, head_dim=4, dtype="float32", device="cpu")
+    swa = SWAPool(7, PAGE, [0, 1], 1, 4, window=5, dtype="float32", device="cpu")
+    state = StatePool(4, [], (1,), (1,), device="cpu")
+    s = Scheduler(kv, state, max_running_requests=4, chunked_prefill_size=8, swa_pool=swa)
+    rs = [req(13, max_new=12)] + [req(3, max_new=12) for _ in range(3)]  # short ones admitted together
+    for r in rs:
+        s.add(r)
+    while s.has_work():
+        step = s.schedule()
+        if step.requests:
+            batch = build_batch(step, s.kv_pool, s.state_pool, "cpu", swa)
+            assert batch.swa_block_tables.shape[0] == len(step.requests)
+            for r, n in zip(step.requests, step.num_new_tokens):
+                held = [i for i, p in enumerate(r.swa_pages) if p is not None]
+                # Held: from the page of the window's first position to the step's last token.
+                assert held == list(range(swa.expired_pages(r.num_computed), swa.pages_for(r.num_computed + n)))
+                assert len(held) <= swa.pages_at_most(n)
+            samples = step.samples()
+            s.advance(step)
+            for r, sampled in zip(step.requests, samples):
+                if sampled:
+                    r.output_ids.append(7)
+                    if len(r.output_ids) >= r.params.max_new_tokens:
+                        s.finish(r, "length")
+        s.check()
+    assert all(r.finish_reason == "length" for r in rs)
+    assert s.num_preemptions > 0 and s.swa_evicted_pages > 0
+    assert swa.num_used_pages == kv.num_used_pages == 0
+    with pytest.raises(RequestRejected, match="SWA pages"):
+        Scheduler(kv, state, max_running_requests=4, chunked_prefill_size=64, swa_pool=swa).add(req(40))

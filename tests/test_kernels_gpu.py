@@ -289,3 +289,46 @@ def test_cpu_op_set_loads_no_gpu_kernel_module(monkeypatch):
         loaded = [m for m in sys.modules if m.startswith("bringup.kernels.triton.") and m.rsplit(".", 1)[1]
                   not in ("availability", "registration", "launch")]
         assert not loaded, f"kernel modules imported without a GPU: {loaded}"
+
+
+# Gated delta rule (flash-linear-attention) --------------------------------------------------------
+
+def _gdr_inputs(T, Hk, Hv, dk, dv, dtype):
+    q, k = (torch.randn(T, Hk, dk, device=GPU, dtype=dtype) for _ in range(2))
+    v = torch.randn(T, Hv, dv, device=GPU, dtype=dtype)
+    g = -torch.rand(T, Hv, device=GPU) * 0.5
+    beta = torch.rand(T, Hv, device=GPU, dtype=dtype)
+    return q, k, v, g, beta
+
+
+@needs_fla
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("Hk,Hv", [(2, 2), (2, 4)])
+def test_fla_gated_delta_rule_chunk_matches_reference(Hk, Hv, dtype):
+    from bringup.kernels.fla.gated_delta_rule import gated_delta_rule_chunk
+
+    starts = [0, 70, 71, 200]
+    q, k, v, g, beta = _gdr_inputs(200, Hk, Hv, 64, 64, dtype)
+    init = torch.randn(3, Hv, 64, 64, device=GPU) * 0.1
+    poison_allocator()
+    o, final = gated_delta_rule_chunk(q, k, v, g, beta, starts, init)
+    ro, rfinal = ref.gated_delta_rule_chunk(q, k, v, g, beta, starts, init)
+    assert_close_rel(o, ro, tol_for(dtype) * 5, "output")
+    assert_close_rel(final, rfinal, tol_for(dtype) * 5, "final states")
+
+
+@needs_fla
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_fla_gated_delta_rule_decode_touches_only_its_slots(dtype):
+    from bringup.kernels.fla.gated_delta_rule import gated_delta_rule_recurrent_inplace
+
+    q, k, v, g, beta = _gdr_inputs(3, 2, 4, 64, 64, dtype)
+    pool = torch.full((6, 4, 64, 64), float("nan"), device=GPU)
+    slots = torch.tensor([4, 0, 2], device=GPU)
+    pool[slots] = torch.randn(3, 4, 64, 64, device=GPU) * 0.1
+    ref_pool = pool.clone()
+    o = gated_delta_rule_recurrent_inplace(q, k, v, g, beta, pool, slots)
+    ro = ref.gated_delta_rule_recurrent_inplace(q, k, v, g, beta, ref_pool, slots)
+    assert_close_rel(o, ro, tol_for(dtype) * 5, "output")
+    assert_close_rel(pool[slots], ref_pool[slots], tol_for(dtype) * 5, "stepped states")
+    assert torch.isnan(pool[[1, 3, 5]]).all(), "a slot outside the batch was written"

@@ -231,6 +231,44 @@ def test_paged_decode_equals_dense_sdpa_per_request(window):
                                            sliding_window=window))
 
 
+def _explicit(q, k, v, prefix, window, softcap, sinks):
+    """Attention written out head by head: scores, optional soft-cap, mask, softmax with the sink
+    logit in the denominator (a key whose value is zero)."""
+    rep = q.shape[1] // k.shape[1]
+    out = torch.zeros_like(q)
+    for h in range(q.shape[1]):
+        kh, vh = k[:, h // rep], v[:, h // rep]
+        for i in range(q.shape[0]):
+            p = prefix + i
+            lo = 0 if window is None else max(0, p - window + 1)
+            s = (kh[lo : p + 1] @ q[i, h]) * 0.3
+            if softcap is not None:
+                s = softcap * torch.tanh(s / softcap)
+            e = torch.exp(s - s.max())
+            denom = e.sum() + (torch.exp(sinks[h] - s.max()) if sinks is not None else 0.0)
+            out[i, h] = (e / denom) @ vh[lo : p + 1]
+    return out
+
+
+@pytest.mark.parametrize("window,softcap,with_sinks", [(None, 2.0, False), (3, None, True), (4, 1.5, True)])
+def test_paged_attention_softcap_and_sinks_equal_explicit_attention(window, softcap, with_sinks):
+    ctx, qlens = [9, 5, 1], [4, 5, 1]
+    k_cache, v_cache, table, dense = _paged_setup(ctx)
+    sinks = torch.linspace(-1.0, 3.0, 4) if with_sinks else None
+    q = torch.randn(sum(qlens), 4, 8) * 3  # large scores, so the soft-cap bends them
+    out = ref.paged_attention_prefill(q, k_cache, v_cache, table, qlens, ctx, scale=0.3, sliding_window=window,
+                                      softcap=softcap, sinks=sinks)
+    start = 0
+    for (k, v), qn, c in zip(dense, qlens, ctx):
+        close(out[start : start + qn], _explicit(q[start : start + qn], k, v, c - qn, window, softcap, sinks))
+        start += qn
+    qd = q[:3]
+    dec = ref.paged_attention_decode(qd, k_cache, v_cache, table, torch.tensor(ctx), scale=0.3,
+                                     sliding_window=window, softcap=softcap, sinks=sinks)
+    for i, ((k, v), c) in enumerate(zip(dense, ctx)):
+        close(dec[i : i + 1], _explicit(qd[i : i + 1], k, v, c - 1, window, softcap, sinks))
+
+
 # Rotary ----------------------------------------------------------------------------------------
 
 def test_rotary_is_a_rotation_of_pairs():

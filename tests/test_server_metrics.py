@@ -77,3 +77,18 @@ def test_engine_metrics_throughput_from_steps():
     gen, prompt = m.throughput(now=10.4)
     assert gen == pytest.approx(20.0) and prompt == pytest.approx(100.0)
     assert m.snapshot()["generation_tokens_total"] == 8
+
+
+def test_swa_pool_gauges_follow_sglang_and_reach_the_scraper():
+    m = EngineMetrics("m")
+    m.record_pools({"kv_tokens_used": 64, "kv_tokens_total": 1024, "swa_tokens_used": 96, "swa_tokens_total": 128,
+                    "swa_evicted_tokens_total": 40, "num_running": 2})
+    values = parse_prometheus(m.render())
+    assert values["bringup:swa_token_usage"] == 0.75 and values["bringup:token_usage"] == 0.75  # the fuller pool
+    assert values["bringup:max_total_num_tokens_swa"] == 128 and values["bringup:swa_available_tokens"] == 32
+    assert values["bringup:swa_evicted_tokens_total"] == 40
+    sample = MetricsReader().sample(m.render(), t=1.0)
+    assert (sample.swa_used, sample.swa_total, sample.swa_token_usage) == (96, 128, 0.75)
+    # A model without an SWA pool reports zeros, which the scraper turns into "not reported".
+    plain = MetricsReader().sample(busy_metrics().render(), t=1.0)
+    assert plain.swa_used is plain.swa_total is plain.swa_token_usage is None

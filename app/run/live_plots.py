@@ -22,11 +22,14 @@ from bringup.core.client.metrics_scrape import EngineSample
 PANELS = [
     ("KV pool", "tokens", [("kv_used", "used", "#E8913A", False), ("kv_total", "total", "#B5621A", True)], 1.0),
     ("State pool", "slots", [("state_used", "used", "#4F86B8", False), ("state_total", "total", "#2B5797", True)], 1.0),
-    ("Pool usage", "%", [("full_token_usage", "KV", "#E8913A", False), ("mamba_usage", "state", "#4F86B8", False),
-                         ("token_usage", "bottleneck", "#D62828", True)], 100.0),
+    ("Pool usage", "%", [("full_token_usage", "KV", "#E8913A", False), ("swa_token_usage", "SWA", "#E0B04A", False),
+                         ("mamba_usage", "state", "#4F86B8", False), ("token_usage", "bottleneck", "#D62828", True)],
+     100.0),
     ("Throughput", "tok/s", [("gen_tok_s", "generation", "#3E9C8F", False), ("prompt_tok_s", "prompt", "#8C7BC4", False)], 1.0),
     ("Requests", "", [("running", "running", "#1F2A44", False), ("queued", "queued", "#C77700", False)], 1.0),
     ("Latency", "ms", [("ttft_s", "time to first token", "#A77AA6", False), ("itl_s", "inter-token", "#6FB7C9", False)], 1000.0),
+    # Last, so the six panels above keep their places; "no data" for a model without an SWA pool.
+    ("SWA pool", "tokens", [("swa_used", "used", "#E0B04A", False), ("swa_total", "total", "#A07A1E", True)], 1.0),
 ]
 SERIES = [name for _, _, lines, _ in PANELS for name, *_ in lines]
 POINT_SERIES = {"ttft_s", "itl_s"}

@@ -10,11 +10,12 @@ from bringup.core.planner.sizes import format_bytes
 from .plan_widgets import Segment, fmt_count
 
 # The plan's breakdown names -> what the bar calls them, and their colours.
-SEGMENT_NAMES = {"weights": "Weights", "kv_pool": "KV pool", "state_pool": "State pool",
+SEGMENT_NAMES = {"weights": "Weights", "kv_pool": "KV pool", "swa_pool": "SWA pool", "state_pool": "State pool",
                  "reserve": "Reserve", "free": "Free"}
 SEGMENT_COLOURS = {
     "weights": "#6B7A99",
     "kv_pool": "#E8913A",  # the layer map's attention colour: the KV pool serves the attention layers
+    "swa_pool": "#E0B04A",  # as the Run tab's SWA graph: the sliding-window layers' window
     "state_pool": "#4F86B8",  # the layer map's Mamba2 colour: the state pool serves the recurrent layers
     "reserve": "#C9CED6",
     "free": "#EEF0F3",
@@ -28,6 +29,7 @@ def plan_segments(plan: dict) -> list[Segment]:
         "weights": weights_from.get(plan.get("weights_source"), ""),
         "kv_pool": f"{fmt_count(plan.get('kv_tokens'))} tokens",
         "state_pool": f"{fmt_count(plan.get('state_slots'))} slots",
+        "swa_pool": f"{fmt_count(plan.get('swa_tokens'))} tokens, window {plan.get('swa_window')}",
     }
     return [
         Segment(SEGMENT_NAMES.get(seg["name"], seg["name"]), seg["bytes"],

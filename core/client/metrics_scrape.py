@@ -67,6 +67,9 @@ class EngineSample:
     token_usage: float | None = None  # the bottleneck pool's usage, 0..1
     full_token_usage: float | None = None
     mamba_usage: float | None = None
+    swa_used: float | None = None  # SWA pool (sliding-window layers), tokens; None without one
+    swa_total: float | None = None
+    swa_token_usage: float | None = None
     gen_tok_s: float | None = None
     prompt_tok_s: float | None = None
     running: float | None = None
@@ -121,6 +124,16 @@ class MetricsReader:
             avail = g("mamba_available_slots", "mamba_available_tokens")
             if avail is not None:
                 s.state_total = s.state_used + avail + (g("mamba_evictable_tokens") or 0.0)
+        s.swa_used = g("swa_used_tokens")
+        s.swa_total = g("max_total_num_tokens_swa")
+        if s.swa_total is None and s.swa_used is not None:
+            avail = g("swa_available_tokens")
+            if avail is not None:
+                s.swa_total = s.swa_used + avail + (g("swa_evictable_tokens") or 0.0)
+        if s.swa_total:  # a model without an SWA pool reports zeros: no SWA graph then
+            s.swa_token_usage = g("swa_token_usage")
+        else:
+            s.swa_used = s.swa_total = None
         s.token_usage = g("token_usage")
         s.full_token_usage = g("full_token_usage")
         s.mamba_usage = g("mamba_usage")

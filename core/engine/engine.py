@@ -36,7 +36,8 @@ from .scheduler import Scheduler
 
 GB = 1024**3
 CUDA_GRAPHS_ENV = "BRINGUP_CUDA_GRAPHS"  # "1": decode steps from CUDA graphs (opt-in, see decode_graphs.py)
-STRATEGY = "embedded: paged KV pool over full-attention layers, one state slot per request, no radix cache"
+STRATEGY = ("embedded: paged KV pool over full-attention layers, an SWA pool holding only the window of "
+            "sliding-window layers, one state slot per request, no radix cache")
 
 
 def default_log(message: str) -> None:
@@ -87,15 +88,17 @@ class Engine:
         num_pages = kv_tokens // page_size if spec.kv_layer_ids else 0
         self.max_running_requests = max(1, int(self.plan.max_running_requests))
         num_slots = int(self.plan.state_slots) if spec.state_layer_ids else self.max_running_requests
+        swa_pages = self._swa_pages(page_size, chunked_prefill_size)
 
         self.runner = ModelRunner(self.model, device=self.device, num_pages=num_pages, page_size=page_size,
                                   num_slots=num_slots, kv_dtype=self.kv_dtype, conv_dtype=self.conv_dtype,
-                                  ssm_dtype=self.ssm_dtype, log=self.log)
+                                  ssm_dtype=self.ssm_dtype, log=self.log, swa_pages=swa_pages)
         self.kv_pool, self.state_pool = self.runner.kv_pool, self.runner.state_pool
+        self.swa_pool = self.runner.swa_pool  # None unless sliding layers sit beside full ones
         self.eos_token_ids = _eos_ids(self.config, self.tokenizer)
         self.scheduler = Scheduler(self.kv_pool, self.state_pool, max_running_requests=self.max_running_requests,
                                    chunked_prefill_size=chunked_prefill_size, max_context=self.max_context,
-                                   eos_token_ids=self.eos_token_ids)
+                                   eos_token_ids=self.eos_token_ids, swa_pool=self.swa_pool)
         self.chunked_prefill_size = chunked_prefill_size
         self.vocab_size = int(self.config.get("vocab_size") or 0) or None
         self._requests: dict[str, Request] = {}
@@ -105,6 +108,9 @@ class Engine:
         self._totals = {"requests": 0, "steps": 0}
         if cuda_graphs is None:  # off unless asked for (not yet run on a GPU): BRINGUP_CUDA_GRAPHS=1
             cuda_graphs = os.environ.get(CUDA_GRAPHS_ENV, "").strip() == "1"
+        if cuda_graphs and self.swa_pool is not None:
+            self.log("CUDA graphs are off: the decode graphs do not carry the SWA pool's block tables yet")
+            cuda_graphs = False
         if cuda_graphs:
             self.capture_decode_graphs()
         free_after = devices.free_memory(self.device)
@@ -128,6 +134,18 @@ class Engine:
         return self.runner.capture_decode_graphs(max_batch=self.scheduler.max_running, max_context=self.max_context,
                                                  scratch_page=pages[0] if pages else 0, scratch_slot=slot,
                                                  graph_factory=graph_factory)
+
+    def _swa_pages(self, page_size: int, chunked_prefill_size: int | None) -> int:
+        """SWA pages: the plan's tokens, and at least what one request's first chunk and window need."""
+        from .model_runner import uses_swa_pool
+
+        spec = self.model.cache_spec
+        if not uses_swa_pool(spec):
+            return 0
+        per_request = -(-self.plan.swa_tokens // page_size) if self.plan.swa_tokens else 0
+        chunk = chunked_prefill_size or self.max_context or 0
+        least = -(-(spec.sliding_window - 1 + chunk) // page_size) + 1
+        return max(per_request, least)
 
     def _plan(self, free_before, mem_fraction, max_running_requests, page_size, context_length):
         from bringup.core.planner import plan_memory
@@ -244,6 +262,9 @@ class Engine:
             "requests_total": self._totals["requests"],
             "steps_total": self._totals["steps"],
             "preemptions_total": sch.num_preemptions,
+            "swa_tokens_used": sch.swa_tokens_used,
+            "swa_tokens_total": self.swa_pool.capacity_tokens if self.swa_pool is not None else 0,
+            "swa_evicted_tokens_total": sch.swa_evicted_pages * kv.page_size,
         }
 
     def server_info(self) -> dict:
@@ -268,11 +289,14 @@ class Engine:
             "vocab_size": self.vocab_size,
             "kv_layers": list(kv.layer_ids),
             "state_layers": list(st.layer_ids),
+            "swa_layers": list(self.swa_pool.layer_ids) if self.swa_pool is not None else [],
+            "sliding_window": self.swa_pool.window if self.swa_pool is not None else None,
             "predicted": {
                 "weights_bytes": plan.weights_bytes,
                 "kv_bytes_per_token": plan.kv_bytes_per_token,
                 "state_bytes_per_request": plan.state_bytes_per_request,
                 "kv_tokens": plan.kv_tokens,
+                "swa_tokens": plan.swa_tokens,
                 "state_slots": plan.state_slots,
                 "max_running_requests": plan.max_running_requests,
                 "bottleneck": plan.bottleneck,
@@ -286,6 +310,7 @@ class Engine:
                 "state_bytes_per_request": st.bytes_per_slot,
                 "kv_tokens": kv.capacity_tokens,
                 "kv_pages": kv.num_pages,
+                "swa_tokens": self.swa_pool.capacity_tokens if self.swa_pool is not None else 0,
                 "k_bytes": kv.k_bytes,
                 "v_bytes": kv.v_bytes,
                 "state_slots": st.num_slots,
@@ -301,9 +326,11 @@ class Engine:
         self.scheduler.check()
         held_pages = self.kv_pool.num_used_pages - sum(len(p) for p, _ in self.scheduler.reserved.values())
         held_slots = self.state_pool.num_used_slots - sum(len(s) for _, s in self.scheduler.reserved.values())
-        if not self.scheduler.running and (held_pages or held_slots):
+        held_swa = self.swa_pool.num_used_pages if self.swa_pool is not None else 0
+        if not self.scheduler.running and (held_pages or held_slots or held_swa):
             raise PoolIntegrityError(
-                f"no request is running but {held_pages} KV page(s) and {held_slots} state slot(s) are held"
+                f"no request is running but {held_pages} KV page(s), {held_swa} SWA page(s) and {held_slots} "
+                "state slot(s) are held"
             )
 
 

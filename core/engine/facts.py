@@ -22,6 +22,21 @@ MODEL_CLASSES: dict[str, str] = {
     "qwen2": "llama:LlamaForCausalLM",
     "qwen3": "llama:LlamaForCausalLM",
     "qwen3_moe": "llama:LlamaForCausalLM",
+    "gemma2": "gemma:GemmaForCausalLM",
+    "gemma3_text": "gemma:GemmaForCausalLM",
+    "gpt_oss": "gpt_oss:GptOssForCausalLM",
+    "granitemoehybrid": "granite_hybrid:GraniteMoeHybridForCausalLM",
+    "bamba": "granite_hybrid:BambaForCausalLM",
+    "falcon_h1": "falcon_h1:FalconH1ForCausalLM",
+    "zamba2": "zamba2:Zamba2ForCausalLM",
+    "jamba": "jamba:JambaForCausalLM",
+    "qwen3_next": "qwen3_next:Qwen3NextForCausalLM",
+    "qwen3_5_text": "qwen3_next:Qwen3NextForCausalLM",
+    "qwen3_5_moe_text": "qwen3_next:Qwen3NextForCausalLM",
+    "lfm2": "lfm2:Lfm2ForCausalLM",
+    "minimax": "minimax:MiniMaxForCausalLM",
+    "minimax_m1": "minimax:MiniMaxForCausalLM",
+    "minimax_text_01": "minimax:MiniMaxForCausalLM",
 }
 
 DEVICES = ("cpu", "cuda", "xpu")  # torch's own device APIs (core/engine/device.py); "auto" picks one

@@ -7,6 +7,8 @@ new ones included, so its cached prefix is `context_lens[i] - query_lens[i]` tok
 
 KV (attention layers): the pages of request i are `block_tables[i, :ceil(context_lens[i] / page_size)]`
 and token t of the batch is written at flat slot `slot_mapping[t]` = page * page_size + offset.
+Sliding-window layers with an SWA pool: the same, through `swa_block_tables` and
+`swa_slot_mapping` into `swa_pool` (pages the window has left point at page 0: read, but masked).
 State (Mamba2 layers): request i reads and writes slot `state_slots[i]`; `has_initial_state[i]` is
 False for the first chunk of a prompt (start from zeros) and True once the slot holds state.
 
@@ -57,6 +59,9 @@ class ForwardBatch:
     has_initial_state: torch.Tensor  # [B] bool (device): the slot already holds this request's state
     kv_pool: Any = None  # KVPool, or None for a model without attention layers
     state_pool: Any = None  # StatePool, or None for a model without state layers
+    swa_pool: Any = None  # SWAPool of the sliding-window layers, or None (they use kv_pool)
+    swa_block_tables: torch.Tensor | None = None  # [B, max_pages] int32 (device), as block_tables
+    swa_slot_mapping: torch.Tensor | None = None  # [T] int64 (device)
     # Host copies the reference kernels loop over. `build` passes the lists it started from; left
     # out, they are read from the tensors (a device sync for state_slots and has_initial_state).
     query_lens_list: list[int] | None = field(default=None, repr=False)
@@ -133,6 +138,13 @@ class ForwardBatch:
                                                              device=self.input_ids.device)
         return self.last_token_indices_on_device
 
+    def kv_for(self, layer_id: int):
+        """(pool, block tables, slot mapping) holding this layer's K/V: the SWA pool's for a
+        sliding layer it holds, else the KV pool's."""
+        if self.swa_pool is not None and layer_id in self.swa_pool.index:
+            return self.swa_pool, self.swa_block_tables, self.swa_slot_mapping
+        return self.kv_pool, self.block_tables, self.slot_mapping
+
     def last_token_hidden(self, hidden: torch.Tensor) -> torch.Tensor:
         """The rows of `hidden` [T, ...] at each request's last new token; in a decode-only batch
         that is every row, in order, so no gather is needed."""
@@ -151,6 +163,8 @@ class ForwardBatch:
         kv_pool: Any = None,
         state_pool: Any = None,
         device: torch.device | str = "cpu",
+        swa_block_tables: Sequence[Sequence[int | None]] | None = None,
+        swa_pool: Any = None,
     ) -> "ForwardBatch":
         """Lay out a batch from per-request Python lists.
 
@@ -158,6 +172,8 @@ class ForwardBatch:
         block_tables[i]: its KV pages in order (at least enough for the new context);
         state_slots[i]: its state slot (None or -1 when the model has no state layers).
         has_initial_state defaults to prefix_lens[i] > 0.
+        swa_block_tables[i] (with swa_pool): its SWA pages, one entry per page of its context,
+        None where the window has left the page.
         """
         device = torch.device(device)
         n = len(token_chunks)
@@ -176,11 +192,24 @@ class ForwardBatch:
                 ids.append(int(tok))
                 positions.append(pos)
                 slots.append(pages[pos // page_size] * page_size + pos % page_size if pages else -1)
-        width = max(1, max((len(p) for p in block_tables), default=1))
+        width = max(1, max((len(p) for p in block_tables), default=1),
+                    max((len(p) for p in swa_block_tables or ()), default=1))
         table: list[int] = []
         for pages in block_tables:
             table.extend(int(p) for p in pages)
             table.extend([0] * (width - len(pages)))
+        swa_slots: list[int] = []
+        swa_table: list[int] = []
+        if swa_pool is not None:
+            for chunk, prefix, pages in zip(token_chunks, prefix_lens, swa_block_tables):
+                for pos in range(prefix, prefix + len(chunk)):
+                    page = pages[pos // page_size]
+                    if page is None:
+                        raise ValueError(f"ForwardBatch.build: the SWA page of new position {pos} was freed")
+                    swa_slots.append(page * page_size + pos % page_size)
+            for pages in swa_block_tables:
+                swa_table.extend(0 if p is None else int(p) for p in pages)
+                swa_table.extend([0] * (width - len(pages)))
         if has_initial_state is None:
             has_initial_state = [p > 0 for p in prefix_lens]
         has_list = [bool(h) for h in has_initial_state]
@@ -191,8 +220,9 @@ class ForwardBatch:
         for q in query_lens:
             end += q
             last.append(end - 1)
-        (d_ids, d_pos, d_slots, d_state, d_has, d_last, d_ctx, d_table) = upload(
-            [ids, positions, slots, state_list, [int(h) for h in has_list], last, context_lens, table], device)
+        (d_ids, d_pos, d_slots, d_state, d_has, d_last, d_ctx, d_table, d_swa_slots, d_swa_table) = upload(
+            [ids, positions, slots, state_list, [int(h) for h in has_list], last, context_lens, table, swa_slots,
+             swa_table], device)
         return cls(
             input_ids=d_ids,
             positions=d_pos,
@@ -204,6 +234,9 @@ class ForwardBatch:
             has_initial_state=d_has.bool(),
             kv_pool=kv_pool,
             state_pool=state_pool,
+            swa_pool=swa_pool,
+            swa_block_tables=d_swa_table.view(n, width).to(torch.int32) if swa_pool is not None else None,
+            swa_slot_mapping=d_swa_slots if swa_pool is not None else None,
             query_lens_list=query_lens,
             context_lens_list=context_lens,
             state_slots_list=state_list,

@@ -2,7 +2,8 @@
 
 The names mirror SGLang's (`sglang:token_usage` -> `bringup:token_usage`, ...; sglang-notes §5.1),
 so one scraper (`core/client/metrics_scrape.py`) reads our engine and a real SGLang server alike. Like
-SGLang, `token_usage` is the fuller of the two pools, and the mamba slot counts are also exported
+SGLang, `token_usage` is the fuller pool (KV, SWA or state), the SWA pool's counts are
+`swa_{used,available}_tokens` and `swa_token_usage` (0 for a model without an SWA pool), and the mamba slot counts are also exported
 under SGLang's `mamba_*_tokens` spelling (they are slot counts there too).
 
 The text exposition format is small enough to write by hand, which keeps the engine free of a
@@ -128,13 +129,21 @@ class EngineMetrics:
         kv_total = int(stats.get("kv_tokens_total", 0))
         slots_used = int(stats.get("state_slots_used", 0))
         slots_total = int(stats.get("state_slots_total", 0))
+        swa_used = int(stats.get("swa_tokens_used", 0))
+        swa_total = int(stats.get("swa_tokens_total", 0))
         full = kv_used / kv_total if kv_total else 0.0
         mamba = slots_used / slots_total if slots_total else 0.0
+        swa = swa_used / swa_total if swa_total else 0.0
         with self._lock:
+            self.counters["swa_evicted_tokens_total"] = int(stats.get("swa_evicted_tokens_total", 0))
             self.gauges.update({
                 "num_running_reqs": int(stats.get("num_running", 0)),
                 "num_queue_reqs": int(stats.get("num_queued", 0)),
-                "token_usage": max(full, mamba),  # SGLang: the fuller pool
+                "token_usage": max(full, swa, mamba),  # SGLang: the fuller pool
+                "swa_token_usage": swa,
+                "swa_used_tokens": swa_used,
+                "swa_available_tokens": swa_total - swa_used,
+                "max_total_num_tokens_swa": swa_total,
                 "full_token_usage": full,
                 "mamba_usage": mamba,
                 "num_used_tokens": kv_used,
@@ -236,7 +245,11 @@ class EngineMetrics:
 _GAUGE_HELP = {
     "num_running_reqs": "Requests running (holding pool space).",
     "num_queue_reqs": "Requests waiting in the queue.",
-    "token_usage": "Usage of the fuller pool, max(full_token_usage, mamba_usage), as SGLang.",
+    "token_usage": "Usage of the fuller pool, max(full_token_usage, swa_token_usage, mamba_usage), as SGLang.",
+    "swa_token_usage": "Fraction of SWA-pool tokens in use (sliding-window layers; 0 without an SWA pool).",
+    "swa_used_tokens": "SWA-pool tokens in use.",
+    "swa_available_tokens": "SWA-pool tokens free.",
+    "max_total_num_tokens_swa": "Tokens in the SWA pool (SGLang's name).",
     "full_token_usage": "Fraction of KV-pool tokens in use (full-attention layers).",
     "mamba_usage": "Fraction of state-pool slots in use (Mamba2 layers).",
     "num_used_tokens": "KV tokens in use.",
@@ -257,4 +270,5 @@ _COUNTER_HELP = {
     "num_aborted_requests_total": "Requests aborted (client gone or refused by the engine).",
     "num_bad_requests_total": "Requests rejected with a 4xx.",
     "num_rejected_requests_total": "Requests refused by admission control (queue full, draining, too large).",
+    "swa_evicted_tokens_total": "SWA-pool tokens freed because the sliding window moved past them.",
 }

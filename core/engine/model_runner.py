@@ -1,6 +1,6 @@
 """The model runner: everything that touches tensors, nothing that decides who runs.
 
-It owns the model, the two pools' tensors (the scheduler hands out their pages and slots), the
+It owns the model, the pools' tensors (KV, SWA when the model has one, state; (the scheduler hands out their pages and slots), the
 captured decode graphs and sampling. One call turns a scheduled step into one sampled token per
 request that reached the end of its known tokens:
 
@@ -21,10 +21,16 @@ import torch
 from bringup.core.errors import UserError
 
 from .forward_batch import ForwardBatch, upload
-from .pools import KVPool, StatePool
+from .pools import KVPool, StatePool, SWAPool
 from .sampling import sample
 
 GB = 1024**3
+
+
+def uses_swa_pool(spec) -> bool:
+    """Sliding-window layers beside full ones get their own pool (SGLang's SWA pool); a model whose
+    attention layers all slide (or none) keeps them in the one KV pool."""
+    return bool(spec.swa_layer_ids) and spec.sliding_window > 0 and set(spec.kv_layer_ids) > set(spec.swa_layer_ids)
 
 
 def step_inputs(step) -> tuple[list, list, list, list]:
@@ -38,24 +44,29 @@ def step_inputs(step) -> tuple[list, list, list, list]:
     return chunks, prefix_lens, tables, slots
 
 
-def build_batch(step, kv_pool: KVPool, state_pool: StatePool, device) -> ForwardBatch:
+def build_batch(step, kv_pool: KVPool, state_pool: StatePool, device, swa_pool: SWAPool | None = None) -> ForwardBatch:
     """The ForwardBatch of a scheduled step (the pools a model without such layers lacks are left out)."""
     chunks, prefix_lens, tables, slots = step_inputs(step)
     return ForwardBatch.build(
         token_chunks=chunks, prefix_lens=prefix_lens, block_tables=tables, page_size=kv_pool.page_size,
         state_slots=slots, kv_pool=kv_pool if kv_pool.layer_ids else None,
         state_pool=state_pool if state_pool.layer_ids else None, device=device,
+        swa_pool=swa_pool, swa_block_tables=[r.swa_pages for r in step.requests] if swa_pool is not None else None,
     )
 
 
 class ModelRunner:
     def __init__(self, model, *, device, num_pages: int, page_size: int, num_slots: int, kv_dtype, conv_dtype,
-                 ssm_dtype, log: Callable[[str], None]):
+                 ssm_dtype, log: Callable[[str], None], swa_pages: int = 0):
         self.model, self.device, self.log = model, device, log
         spec = model.cache_spec
+        swa_ids = spec.swa_layer_ids if uses_swa_pool(spec) else ()
+        full_ids = tuple(i for i in spec.kv_layer_ids if i not in swa_ids)
         try:
-            self.kv_pool = KVPool(num_pages, page_size, spec.kv_layer_ids, spec.num_kv_heads or 1,
+            self.kv_pool = KVPool(num_pages, page_size, full_ids, spec.num_kv_heads or 1,
                                   spec.head_dim or 1, kv_dtype, device)
+            self.swa_pool = SWAPool(swa_pages, page_size, swa_ids, spec.num_kv_heads, spec.head_dim,
+                                    spec.sliding_window, kv_dtype, device) if swa_ids else None
             self.state_pool = StatePool(num_slots, spec.state_layer_ids, spec.conv_shape or (1,),
                                         spec.ssm_shape or (1,), conv_dtype, ssm_dtype, device)
         except (torch.OutOfMemoryError, MemoryError) as err:
@@ -67,6 +78,10 @@ class ModelRunner:
         if spec.kv_layer_ids:
             log(f"KV Cache is allocated. dtype: {_name(kv_dtype)}, #tokens: {self.kv_pool.capacity_tokens}, "
                 f"K size: {self.kv_pool.k_bytes / GB:.2f} GB, V size: {self.kv_pool.v_bytes / GB:.2f} GB")
+        if self.swa_pool is not None:
+            swa = self.swa_pool
+            log(f"SWA KV Cache is allocated. window: {swa.window}, #tokens: {swa.capacity_tokens}, "
+                f"K size: {swa.k_bytes / GB:.2f} GB, V size: {swa.v_bytes / GB:.2f} GB")
         if spec.state_layer_ids:
             log(f"Mamba Cache is allocated. max_mamba_cache_size: {num_slots}, "
                 f"conv_state size: {self.state_pool.conv_bytes / GB:.2f}GB, "
@@ -104,7 +119,7 @@ class ModelRunner:
             if (all(len(c) == 1 for c in chunks) and all(p > 0 for p in prefix_lens)
                     and self.decode_graphs.fits(len(chunks), tables)):
                 return self.decode_graphs.run([c[0] for c in chunks], prefix_lens, tables, slots)
-        return self.model(build_batch(step, self.kv_pool, self.state_pool, self.device))
+        return self.model(build_batch(step, self.kv_pool, self.state_pool, self.device, self.swa_pool))
 
     @torch.inference_mode()
     def run(self, step) -> list[int | None]:

@@ -1,7 +1,10 @@
-"""The engine's two memory pools, allocated once at start-up.
+"""The engine's memory pools, allocated once at start-up.
 
 - `KVPool`: paged K and V for the full-attention layers only. Per layer a `[num_pages, page_size,
   Hkv, D]` tensor; a request owns whole pages, listed in its block table.
+- `SWAPool` (models with both sliding-window and full attention layers, as SGLang's SWA pool): the
+  same paged layout for the sliding layers, but a request keeps only the pages its window still
+  reaches; the scheduler frees the others as the window moves (`SWAPool.expired_pages`).
 - `StatePool`: one slot per running request holding the conv state and the SSM state of every
   state (Mamba2) layer. The SSM state is fp32 by default: it accumulates over the whole sequence.
 
@@ -215,6 +218,37 @@ class KVPool:
 
     def __repr__(self) -> str:
         return (f"KVPool(pages={self.num_pages}x{self.page_size}, layers={list(self.layer_ids)}, "
+                f"free={self.num_free_pages}, dtype={self.dtype})")
+
+
+class SWAPool(KVPool):
+    """Paged K/V of the sliding-window layers: a request holds only the pages inside its window.
+
+    A request's SWA block table keeps one entry per page of its context, like the KV table, so a
+    position maps to the same page index in both; entries the window has left are freed and point
+    at a page the attention kernels read but mask (they attend within the window only)."""
+
+    name = "SWA pool"
+
+    def __init__(self, num_pages: int, page_size: int, layer_ids, num_kv_heads: int, head_dim: int, window: int,
+                 dtype="bfloat16", device="cpu"):
+        super().__init__(num_pages, page_size, layer_ids, num_kv_heads, head_dim, dtype, device)
+        if window < 1:
+            raise ValueError(f"SWA pool needs a window of at least 1 token, got {window}")
+        self.window = int(window)
+
+    def expired_pages(self, num_computed: int) -> int:
+        """How many leading pages no future query can see once `num_computed` tokens are cached:
+        the next query sits at position num_computed and sees positions > num_computed - window."""
+        first_needed = max(0, num_computed - self.window + 1)
+        return first_needed // self.page_size
+
+    def pages_at_most(self, num_tokens: int) -> int:
+        """The most pages one request holds at once with `num_tokens` new tokens in a step."""
+        return self.pages_for(self.window - 1 + num_tokens) + 1
+
+    def __repr__(self) -> str:
+        return (f"SWAPool(pages={self.num_pages}x{self.page_size}, window={self.window}, layers={list(self.layer_ids)}, "
                 f"free={self.num_free_pages}, dtype={self.dtype})")
 
 

@@ -44,6 +44,9 @@ class Request:
         self.detokenizer = detokenizer
         self.status = Status.WAITING
         self.pages: list[int] = []  # KV pages, in order (the block table)
+        # SWA pages (sliding layers, with an SWA pool): one entry per page of the context computed
+        # so far, None where the window has moved past the page and it was freed.
+        self.swa_pages: list[int | None] = []
         self.state_slot: int | None = None
         self.num_computed = 0  # tokens whose KV / state is in the pools
         self.finish_reason: str | None = None

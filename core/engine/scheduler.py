@@ -12,6 +12,10 @@ its pages and slot are freed and it goes back to the front of the queue, to be r
 prompt and the tokens it already produced. A prompt that can never fit in the pool is refused when
 it is added (`RequestRejected`); a lone request that fills the whole pool ends with "length".
 
+With an SWA pool (sliding-window layers beside full ones), a request also holds SWA pages, but
+only those its window still reaches: before each step the pages the window has left are freed
+(`swa_evicted_pages` counts them), and pages for the step's new tokens are taken as for KV.
+
 The scheduler only keeps books (no tensors: the model runner owns those). It also owns finishing:
 after the runner has run a step, `postprocess` records the computed tokens, appends each sampled
 token and ends the request on a stop id or EOS, a stop string, max_new_tokens or the context length.
@@ -22,7 +26,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from .pools import KVPool, StatePool
+from .pools import KVPool, StatePool, SWAPool
 from .request import Request, RequestRejected, Status
 
 
@@ -50,8 +54,10 @@ class ScheduledStep:
 class Scheduler:
     def __init__(self, kv_pool: KVPool, state_pool: StatePool, *, max_running_requests: int,
                  chunked_prefill_size: int | None = 2048, max_context: int | None = None,
-                 watermark: float = 0.01, eos_token_ids=frozenset()):
+                 watermark: float = 0.01, eos_token_ids=frozenset(), swa_pool: SWAPool | None = None):
         self.kv_pool, self.state_pool = kv_pool, state_pool
+        self.swa_pool = swa_pool if swa_pool is not None and swa_pool.layer_ids else None
+        self.swa_evicted_pages = 0
         self.uses_kv = len(kv_pool.layer_ids) > 0  # a pure-SSM model has no KV pages to manage
         self.max_running = max(1, min(int(max_running_requests), state_pool.num_slots))
         self.token_budget = int(chunked_prefill_size) if chunked_prefill_size and chunked_prefill_size > 0 else None
@@ -84,6 +90,15 @@ class Scheduler:
                     f"{self.kv_pool.page_size} tokens, but the KV pool holds only {self.kv_pool.num_pages} pages "
                     f"({self.kv_pool.capacity_tokens} tokens); shorten the prompt or give the pool more memory "
                     "(raise --mem-fraction, or lower --max-running-requests)"
+                )
+        if self.swa_pool is not None:
+            first = min(num_prompt_tokens, self.token_budget or num_prompt_tokens)
+            need = self.swa_pool.pages_at_most(first)
+            if need > self.swa_pool.num_pages:
+                raise RequestRejected(
+                    f"the prompt's first chunk of {first} tokens and the window of {self.swa_pool.window} need {need} "
+                    f"SWA pages of {self.swa_pool.page_size} tokens, but the SWA pool holds only "
+                    f"{self.swa_pool.num_pages}; lower --chunked-prefill-size or give the pools more memory"
                 )
 
     def add(self, req: Request) -> None:
@@ -119,19 +134,48 @@ class Scheduler:
         """Give `req` pages for n more tokens, preempting the newest unscheduled requests if needed."""
         if not self.uses_kv:
             return True
+        self._evict_window(req)
         need = max(0, self.kv_pool.pages_for(req.num_computed + n) - len(req.pages))
-        while need > self.kv_pool.num_free_pages and queue:
+        need_swa = self._swa_need(req, n)
+        while not self._fits(need, need_swa) and queue:
             self._preempt(queue.pop(), step)
-        if need <= self.kv_pool.num_free_pages:
+        if self._fits(need, need_swa):
             req.pages += self.kv_pool.alloc(need, owner=req.id)
+            self._swa_alloc(req, need_swa)
             return True
         if step.requests:  # older requests hold the pages this step: wait for them
             self._preempt(req, step)
         else:  # alone and the pool is full: it can never grow
+            pool = self.kv_pool if need > self.kv_pool.num_free_pages else self.swa_pool
             self.finish(req, "length", error=(
-                f"the KV pool is full ({self.kv_pool.capacity_tokens} tokens) with this request alone; "
+                f"the {pool.name} is full ({pool.capacity_tokens} tokens) with this request alone; "
                 "give the pool more memory or ask for fewer tokens"))
         return False
+
+    # SWA pages
+    def _fits(self, kv_pages: int, swa_pages: int) -> bool:
+        swa_free = self.swa_pool.num_free_pages if self.swa_pool is not None else 0
+        return kv_pages <= self.kv_pool.num_free_pages and swa_pages <= swa_free
+
+    def _swa_need(self, req: Request, n: int) -> int:
+        if self.swa_pool is None:
+            return 0
+        return max(0, self.swa_pool.pages_for(req.num_computed + n) - len(req.swa_pages))
+
+    def _swa_alloc(self, req: Request, count: int) -> None:
+        if count:
+            req.swa_pages += self.swa_pool.alloc(count, owner=req.id)
+
+    def _evict_window(self, req: Request) -> None:
+        """Free the SWA pages the request's window has left: no future query sees them."""
+        if self.swa_pool is None:
+            return
+        expired = min(self.swa_pool.expired_pages(req.num_computed), len(req.swa_pages))
+        gone = [p for p in req.swa_pages[:expired] if p is not None]
+        if gone:
+            self.swa_pool.free(gone)
+            req.swa_pages[:expired] = [None] * expired
+            self.swa_evicted_pages += len(gone)
 
     def _admit(self, step: ScheduledStep, budget) -> None:
         while self.waiting and budget > 0:
@@ -146,9 +190,12 @@ class Scheduler:
                         f"({self.kv_pool.capacity_tokens}); give the pool more memory or ask for fewer tokens"))
                     continue
                 reserve = self.watermark_pages if self.running else 0
-                if need + reserve > self.kv_pool.num_free_pages:
+                first = int(min(req.num_uncomputed, budget))
+                need_swa = self._swa_need(req, first)
+                if need + reserve > self.kv_pool.num_free_pages or not self._fits(0, need_swa):
                     return
                 req.pages = self.kv_pool.alloc(self.kv_pool.pages_for(req.num_tokens), owner=req.id)
+                self._swa_alloc(req, need_swa)
             self.waiting.popleft()
             req.state_slot = self.state_pool.alloc(owner=req.id)
             req.status = Status.RUNNING
@@ -172,6 +219,9 @@ class Scheduler:
         if req.pages:
             self.kv_pool.free(req.pages)
             req.pages = []
+        if req.swa_pages:
+            self.swa_pool.free([p for p in req.swa_pages if p is not None])
+            req.swa_pages = []
         if req.state_slot is not None:
             self.state_pool.free(req.state_slot)
             req.state_slot = None
@@ -232,6 +282,10 @@ class Scheduler:
             self.finish(req, "length")
 
     # Integrity and usage
+    def swa_owners(self) -> dict:
+        held = {r.id: [p for p in r.swa_pages if p is not None] for r in self.running}
+        return {who: pages for who, pages in held.items() if pages}
+
     def owners(self) -> tuple[dict, dict]:
         pages = {r.id: r.pages for r in self.running if r.pages}
         slots = {r.id: [r.state_slot] for r in self.running if r.state_slot is not None}
@@ -253,8 +307,14 @@ class Scheduler:
         pages, slots = self.owners()
         self.kv_pool.check(pages)
         self.state_pool.check(slots)
+        if self.swa_pool is not None:
+            self.swa_pool.check(self.swa_owners())
 
     @property
     def kv_tokens_used(self) -> int:
         return self.kv_pool.num_used_pages * self.kv_pool.page_size
+
+    @property
+    def swa_tokens_used(self) -> int:
+        return self.swa_pool.num_used_pages * self.swa_pool.page_size if self.swa_pool is not None else 0
 

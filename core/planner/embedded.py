@@ -9,6 +9,11 @@ never waits for KV pages: `max_running_requests` = how many (state slot + `conte
 fit in the pool budget, capped by the requested `max_running_requests`. KV left over after the
 slots goes to KV pages up to `max_running_requests * context` tokens (more could never be used).
 
+A model with sliding-window layers beside full ones (Gemma 2/3, gpt-oss) gets a third pool, the
+SWA pool, as SGLang does: the sliding layers keep only their window, so a request costs the full
+layers' KV for `context` tokens plus the sliding layers' KV for its window (and a page either
+side), and the pool keeps room for one prefill chunk (SWA_CHUNK) more.
+
 Defaults, chosen for this engine:
 - GPU (cuda, xpu, ...): reserve max(1 GiB, 10 %) of the device for activations, the allocator and
   workspaces, plus 2 GiB more on XPU (oneDNN scratch, as SGLang reserves). Up to 256 running
@@ -38,6 +43,22 @@ DEFAULT_MAX_RUNNING = {"cpu": 8}
 DEFAULT_MAX_RUNNING_GPU = 256
 DEFAULT_CONTEXT = {"cpu": 4096}
 DEFAULT_CONTEXT_GPU = 8192
+SWA_CHUNK = 2048  # prompt tokens one step may bring (the engine's default chunked_prefill_size)
+
+
+def swa_layers(layers) -> tuple[list, int]:
+    """(sliding layers, window) when they get their own pool: sliding layers with a window beside
+    full-attention ones; else ([], 0) and every attention layer counts in the KV pool."""
+    sliding = [l for l in layers if l.mixer == "sliding_attention" and l.is_kv and l.attrs.get("window")]
+    full = [l for l in layers if l.is_kv and l not in sliding]
+    if not sliding or not full:
+        return [], 0
+    return sliding, max(int(l.attrs["window"]) for l in sliding)
+
+
+def swa_tokens_per_request(window: int, page_size: int, context_tokens: int) -> int:
+    """SWA tokens one decoding request holds at most: its window's pages and one more either side."""
+    return min(context_tokens, (-(-(window - 1) // page_size) + 2) * page_size)
 
 
 def auto_mem_fraction(device: str, device_memory: int, weights_bytes: int) -> float:
@@ -97,10 +118,20 @@ def plan_embedded(
 
     layers = layer_map.layers
     kv_b, conv_b, ssm_b = dtype_bytes(kv_dtype), dtype_bytes(conv_dtype), dtype_bytes(ssm_dtype)
-    cell = geometry.kv_bytes_per_token(layers, 1, kv_b)
+    sliding, window = swa_layers(layers)
+    cell = geometry.kv_bytes_per_token([l for l in layers if l not in sliding], 1, kv_b)
     conv, ssm = geometry.state_bytes_per_request(layers, 1, conv_b, ssm_b)
     per_state = conv + ssm
-    requests, kv_tokens, bottleneck = _fit(pool_bytes, per_state, cell, context, page_size, cap)
+    swa_cell = geometry.kv_bytes_per_token(sliding, 1, kv_b)
+    swa_per_request = swa_tokens_per_request(window, page_size, page_ceil(context, page_size)) if sliding else 0
+    swa_chunk = page_ceil(min(SWA_CHUNK, context), page_size) if sliding else 0
+    # Each request's window rides with its state slot; the chunk's room comes off the top.
+    requests, kv_tokens, bottleneck = _fit(pool_bytes - swa_chunk * swa_cell, per_state + swa_per_request * swa_cell,
+                                           cell, context, page_size, cap)
+    swa_tokens = requests * swa_per_request + swa_chunk if requests else 0
+    if sliding:
+        notes.append(f"{len(sliding)} sliding-window layers (window {window}) keep only their window in the SWA pool: "
+                     f"{swa_per_request} tokens per request plus {swa_chunk} for a prefill chunk")
     if pool_bytes > 0 and requests == 0:
         need = per_state + page_ceil(context, page_size) * cell
         problems.append(
@@ -118,10 +149,12 @@ def plan_embedded(
 
     kv_pool = kv_tokens * cell
     state_pool = state_slots * per_state
-    used = weights_bytes + kv_pool + state_pool
+    swa_pool = swa_tokens * swa_cell
+    used = weights_bytes + kv_pool + state_pool + swa_pool
     breakdown = [
         Segment("weights", weights_bytes, f"weights {format_bytes(weights_bytes)}"),
         Segment("kv_pool", kv_pool, f"KV pool {kv_tokens:,} tokens"),
+        *([Segment("swa_pool", swa_pool, f"SWA pool {swa_tokens:,} tokens (window {window})")] if sliding else []),
         Segment("state_pool", state_pool, f"state pool {state_slots:,} slots"),
         Segment("reserve", device_memory - budget, "reserve (activations, allocator)"),
         Segment("free", max(0, budget - used), "free (pools capped by max_running_requests x context)"),
@@ -135,5 +168,5 @@ def plan_embedded(
         max_running_requests=requests, requests_at_context=requests, bottleneck=bottleneck, strategy="embedded",
         state_slots_per_request=1 if per_state else 0, kv_layers=len(layer_map.kv_layers),
         state_layers=len(layer_map.state_layers), all_attention=all_attention, breakdown=breakdown,
-        notes=notes, problems=problems,
+        notes=notes, problems=problems, swa_tokens=swa_tokens, swa_bytes_per_token=swa_cell, swa_window=window,
     )

@@ -96,6 +96,11 @@ class MemoryPlan:
     # The target's defaults the plan assumed, setting -> "value (why; source)"; a value the user
     # passed is not here (e.g. chunked_prefill_size, cuda_graph_max_bs, mem_fraction_static).
     assumed: dict[str, str] = field(default_factory=dict)
+    # The embedded engine's SWA pool (sliding-window layers beside full ones): its tokens, bytes per
+    # token over the sliding layers, and window. 0 when the sliding layers share the KV pool.
+    swa_tokens: int = 0
+    swa_bytes_per_token: int = 0
+    swa_window: int = 0
 
     @property
     def ok(self) -> bool:

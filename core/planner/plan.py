@@ -128,7 +128,7 @@ def plan_memory(
     if shared:
         plan.notes.append(
             f"{len(shared)} layers reuse an earlier layer's KV cache (KV sharing) and add no KV bytes")
-    if sliding:
+    if sliding and not plan.swa_window:
         plan.notes.append(
             f"{len(sliding)} sliding-window layers are counted as full KV layers; an engine with a separate "
             "sliding-window pool (SGLang's SWA pool) holds more tokens than shown")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from .sizes import format_bytes
 from .memory_plan import MemoryPlan
 
-BAR_CHARS = {"weights": "W", "kv_pool": "K", "state_pool": "S", "reserve": "r", "free": "."}
+BAR_CHARS = {"weights": "W", "kv_pool": "K", "swa_pool": "w", "state_pool": "S", "reserve": "r", "free": "."}
 BAR_WIDTH = 60
 
 
@@ -26,12 +26,16 @@ def render_text(plan: MemoryPlan) -> str:
     out.append(f"  device memory     {format_bytes(plan.device_memory)} x mem fraction {plan.mem_fraction:.3f}{par}")
     out.append(f"  dtypes            weights {plan.dtype}, KV {plan.kv_dtype}, conv {plan.conv_dtype}, SSM {plan.ssm_dtype}")
     out.append(f"  weights           {format_bytes(plan.weights_bytes)} (from {plan.weights_source})")
-    out.append(f"  KV per token      {plan.kv_bytes_per_token:,} B ({plan.kv_layers} KV layers)")
+    kv_of = "full-attention layers; the sliding ones in the SWA pool" if plan.swa_window else f"{plan.kv_layers} KV layers"
+    out.append(f"  KV per token      {plan.kv_bytes_per_token:,} B ({kv_of})")
     if plan.state_layers:
         out.append(f"  state per request {format_bytes(plan.state_bytes_per_request)} "
                    f"(conv {format_bytes(plan.conv_bytes_per_request)} + SSM {format_bytes(plan.ssm_bytes_per_request)}, "
                    f"{plan.state_layers} state layers)")
     out.append(f"  KV tokens         {plan.kv_tokens:,} (page size {plan.page_size})")
+    if plan.swa_window:  # the sliding layers' own pool: KV per token above counts the full layers only
+        out.append(f"  SWA tokens        {plan.swa_tokens:,} ({plan.swa_bytes_per_token:,} B per token, "
+                   f"window {plan.swa_window:,}: sliding layers keep only their window)")
     if plan.state_layers:
         per = f", {plan.state_slots_per_request} per running request ({plan.strategy})" if plan.strategy != "embedded" else ""
         out.append(f"  state slots       {plan.state_slots:,}{per}")

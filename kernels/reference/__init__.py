@@ -8,8 +8,10 @@ from .causal_conv1d import causal_conv1d
 from .causal_conv1d_update import causal_conv1d_update
 from .causal_conv1d_update_inplace import causal_conv1d_update_inplace
 from .causal_conv1d_varlen import causal_conv1d_varlen
+from .gated_delta_rule import gated_delta_rule_chunk, gated_delta_rule_recurrent_inplace
 from .gated_rms_norm import gated_rms_norm
 from .kv_cache_write import kv_cache_write
+from .lightning_attention import lightning_attention_chunk, lightning_attention_recurrent_inplace
 from .mamba_chunk_scan import mamba_chunk_scan
 from .mamba_chunk_scan_varlen import mamba_chunk_scan_varlen
 from .mamba_state_update import mamba_state_update
@@ -21,6 +23,7 @@ from .paged_attention_decode import paged_attention_decode
 from .paged_attention_prefill import paged_attention_prefill
 from .rms_norm import rms_norm
 from .rotary import apply_rotary
+from .selective_scan import selective_scan_varlen, selective_state_update
 
 OPS = {
     "apply_rotary": apply_rotary,
@@ -28,8 +31,12 @@ OPS = {
     "causal_conv1d_update": causal_conv1d_update,
     "causal_conv1d_update_inplace": causal_conv1d_update_inplace,
     "causal_conv1d_varlen": causal_conv1d_varlen,
+    "gated_delta_rule_chunk": gated_delta_rule_chunk,
+    "gated_delta_rule_recurrent_inplace": gated_delta_rule_recurrent_inplace,
     "gated_rms_norm": gated_rms_norm,
     "kv_cache_write": kv_cache_write,
+    "lightning_attention_chunk": lightning_attention_chunk,
+    "lightning_attention_recurrent_inplace": lightning_attention_recurrent_inplace,
     "mamba_chunk_scan": mamba_chunk_scan,
     "mamba_chunk_scan_varlen": mamba_chunk_scan_varlen,
     "mamba_state_update": mamba_state_update,
@@ -41,6 +48,8 @@ OPS = {
     "paged_attention_decode": paged_attention_decode,
     "paged_attention_prefill": paged_attention_prefill,
     "rms_norm": rms_norm,
+    "selective_scan_varlen": selective_scan_varlen,
+    "selective_state_update": selective_state_update,
 }
 
 __all__ = sorted(OPS) + ["OPS"]

@@ -40,6 +40,16 @@ def _groups(query_lens: Sequence[int], context_lens: Sequence[int], heads: int, 
     return groups
 
 
+def softmax_with_sinks(scores: torch.Tensor, sinks: torch.Tensor | None, hkv: int, rep: int) -> torch.Tensor:
+    """Softmax over the last dim of scores [b, Hkv, rep, ..., k]; with sinks [Hkv * rep] each head's
+    sink logit joins the denominator (as a key whose value is zero), then is dropped."""
+    if sinks is None:
+        return torch.softmax(scores, dim=-1)
+    sink = sinks.float().view(1, hkv, rep, *([1] * (scores.dim() - 3)))
+    sink = sink.expand(*scores.shape[:-1], 1)
+    return torch.softmax(torch.cat([scores, sink], dim=-1), dim=-1)[..., :-1]
+
+
 def paged_attention_prefill(
     q: torch.Tensor,
     k_cache: torch.Tensor,
@@ -50,12 +60,16 @@ def paged_attention_prefill(
     scale: float,
     sliding_window: int | None = None,
     max_scores: int = DEFAULT_MAX_SCORES,
+    softcap: float | None = None,
+    sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """q [T, Hq, D] (requests back to back), block_tables [B, max_pages] (entries past a request's
     pages may hold anything).
 
     Request i's new tokens sit at positions context_lens[i] - query_lens[i] ... context_lens[i] - 1.
     A token at position p sees positions <= p (and > p - sliding_window when set). Returns [T, Hq, D].
+    softcap (Gemma 2): scores become softcap * tanh(scores / softcap) before the mask. sinks [Hq]
+    (gpt-oss): one extra logit per head in the softmax's denominator that attends to nothing.
     """
     num_pages, page_size, Hkv, _ = k_cache.shape
     Hq = q.shape[1]
@@ -80,6 +94,8 @@ def paged_attention_prefill(
         k = k_cache[tables].reshape(g, pages * page_size, Hkv, -1)[:, :kmax].float()
         v = v_cache[tables].reshape(g, pages * page_size, Hkv, -1)[:, :kmax].float()
         scores = torch.einsum("bqgrd,bkgd->bgrqk", qp, k) * scale
+        if softcap is not None:
+            scores = softcap * torch.tanh(scores / softcap)
         ctx = int_tensor(cls, dev)[:, None]
         qlen = int_tensor(qls, dev)[:, None]
         j = torch.arange(qmax, device=dev)[None, :]
@@ -90,7 +106,7 @@ def paged_attention_prefill(
         if sliding_window is not None:
             allowed &= k_pos > q_pos - sliding_window
         scores = scores.masked_fill(~allowed[:, None, None], float("-inf"))
-        probs = torch.softmax(scores, dim=-1)
+        probs = softmax_with_sinks(scores, sinks, Hkv, rep)
         ctx_out = torch.einsum("bgrqk,bkgd->bqgrd", probs, v)  # [g, qmax, Hkv, rep, Dv]
         out[lo:hi] = ctx_out[rows, cols].reshape(-1, Hq, v_cache.shape[-1]).to(q.dtype)
     return out

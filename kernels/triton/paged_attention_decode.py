@@ -121,9 +121,18 @@ def paged_attention_decode(
     context_lens: torch.Tensor,
     scale: float,
     sliding_window: int | None = None,
+    softcap: float | None = None,
+    sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Same arguments and result as `kernels.reference.paged_attention_decode`: q [B, Hq, D],
-    k/v_cache [num_pages, page_size, Hkv, D], block_tables [B, max_pages], context_lens [B]."""
+    k/v_cache [num_pages, page_size, Hkv, D], block_tables [B, max_pages], context_lens [B].
+
+    Score soft-capping (Gemma 2) and attention sinks (gpt-oss) are not in this kernel yet: with
+    either, the batched reference (one computation for the batch, no per-token loop) runs."""
+    if softcap is not None or sinks is not None:
+        from ..reference.paged_attention_decode import paged_attention_decode as reference
+
+        return reference(q, k_cache, v_cache, block_tables, context_lens, scale, sliding_window, softcap, sinks)
     batch, hq, head_dim = q.shape
     _, page_size, hkv, _ = k_cache.shape
     if hq % hkv:

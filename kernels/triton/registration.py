@@ -14,6 +14,8 @@ from .availability import fla_reason, triton_reason
 # op name -> (implementation name, module under bringup.kernels, needs fla)
 FAST_OPS: dict[str, tuple[str, str, bool]] = {
     "mamba_chunk_scan": ("fla", "fla.mamba_chunk_scan", True),
+    "gated_delta_rule_chunk": ("fla", "fla.gated_delta_rule", True),
+    "gated_delta_rule_recurrent_inplace": ("fla", "fla.gated_delta_rule", True),
     "mamba_state_update": ("triton", "triton.mamba_state_update", False),
     "causal_conv1d_update": ("triton", "triton.causal_conv1d_update", False),
     "paged_attention_decode": ("triton", "triton.paged_attention_decode", False),

@@ -6,18 +6,26 @@ import torch
 
 
 def paged_attention(ops, batch, layer_id: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float,
-                    sliding_window: int | None = None) -> torch.Tensor:
+                    sliding_window: int | None = None, *, softcap: float | None = None,
+                    sinks: torch.Tensor | None = None) -> torch.Tensor:
     """q [T, Hq, D], k/v [T, Hkv, D] for the batch's new tokens. Returns [T, Hq, D].
 
     The pool is asked for this layer by its GLOBAL id, so a model/pool mismatch raises the pool's
-    PoolLayerError naming the layers it holds.
+    PoolLayerError naming the layers it holds. softcap (Gemma 2) and sinks (gpt-oss) reach the
+    kernels only when set, so ops without them keep their plain signature.
     """
-    if batch.kv_pool is None:
+    extra = {}
+    if softcap is not None:
+        extra["softcap"] = softcap
+    if sinks is not None:
+        extra["sinks"] = sinks
+    pool, tables, slots = batch.kv_for(layer_id)  # a sliding layer's K/V may live in the SWA pool
+    if pool is None:
         raise RuntimeError(f"layer {layer_id} is an attention layer but the batch carries no KV pool")
-    k_cache, v_cache = batch.kv_pool.k(layer_id), batch.kv_pool.v(layer_id)
-    ops.kv_cache_write(k_cache, v_cache, batch.slot_mapping, k, v)
+    k_cache, v_cache = pool.k(layer_id), pool.v(layer_id)
+    ops.kv_cache_write(k_cache, v_cache, slots, k, v)
     if batch.is_decode_only:
-        return ops.paged_attention_decode(q, k_cache, v_cache, batch.block_tables, batch.context_lens_on_device, scale,
-                                          sliding_window)
-    return ops.paged_attention_prefill(q, k_cache, v_cache, batch.block_tables, batch.query_lens_list,
-                                       batch.context_lens_list, scale, sliding_window)
+        return ops.paged_attention_decode(q, k_cache, v_cache, tables, batch.context_lens_on_device, scale,
+                                          sliding_window, **extra)
+    return ops.paged_attention_prefill(q, k_cache, v_cache, tables, batch.query_lens_list,
+                                       batch.context_lens_list, scale, sliding_window, **extra)

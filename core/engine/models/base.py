@@ -29,6 +29,10 @@ class CacheSpec:
     state_layer_ids: tuple[int, ...] = ()
     conv_shape: tuple[int, ...] = ()  # per slot and layer, e.g. (conv_dim, conv_kernel - 1)
     ssm_shape: tuple[int, ...] = ()  # per slot and layer, e.g. (heads, head_dim, d_state)
+    # The sliding-window layers among kv_layer_ids and their window (tokens): with full layers
+    # beside them, the engine keeps their K/V in a separate SWA pool that holds only the window.
+    swa_layer_ids: tuple[int, ...] = ()
+    sliding_window: int = 0
     extra: dict = field(default_factory=dict, compare=False)
 
 

@@ -139,13 +139,19 @@ class StackedCausalLM(CausalLM):
     checkpoint names (`map_weight_name`)."""
 
     parts: Parts
+    layer_class: type[DecoderLayer] = DecoderLayer  # a family with its own wiring subclasses DecoderLayer
+    embed_scale = 1.0  # muP-style multipliers (Granite, Falcon-H1): embeddings times this,
+    logit_scale = 1.0  # logits times this
+    # Called after each block as hook(layer, hidden) -> hidden when set (core/numerics captures each
+    # block's output and injects faults with it); None costs one attribute test per block.
+    block_hook: Callable | None = None
 
     def __init__(self, config: dict, ops, layer_map):
         super().__init__(config, ops, layer_map)
         cfg, lay = self.config, self.parts.layout
         decoder = nn.Module()
         decoder.add_module(lay.embed, nn.Embedding(cfg.vocab_size, cfg.hidden_size).requires_grad_(False))
-        decoder.layers = nn.ModuleList(DecoderLayer(cfg, layer, self.parts, ops) for layer in layer_map.layers)
+        decoder.layers = nn.ModuleList(self.layer_class(cfg, layer, self.parts, ops) for layer in layer_map.layers)
         decoder.add_module(lay.final_norm, RMSNormWeight(cfg.hidden_size, norm_eps(cfg, lay)))
         self.add_module(lay.root, decoder)
         self.lm_head = linear(cfg.hidden_size, cfg.vocab_size, False)
@@ -165,6 +171,8 @@ class StackedCausalLM(CausalLM):
         layers = self.decoder.layers
         attn = layers[kv[0]].mixer_module if kv else None
         ssm = layers[state[0]].mixer_module if state else None
+        sliding = tuple(i for i in self.layer_map.sliding_attention_layers if i in kv)  # those with a cache
+        windows = {int(layers[i].mixer_module.window) for i in sliding if getattr(layers[i].mixer_module, "window", None)}
         return CacheSpec(
             kv_layer_ids=kv,
             num_kv_heads=attn.num_kv_heads if attn is not None else 0,
@@ -172,20 +180,31 @@ class StackedCausalLM(CausalLM):
             state_layer_ids=state,
             conv_shape=tuple(ssm.conv_shape) if ssm is not None else (),
             ssm_shape=tuple(ssm.ssm_shape) if ssm is not None else (),
+            # One window for all sliding layers (every family so far); the pool keeps the widest.
+            swa_layer_ids=sliding if windows else (),
+            sliding_window=max(windows, default=0),
         )
 
     def begin(self, batch) -> None:
         """Hook before the layers run: put values every layer shares into `batch.memo` (e.g. RoPE)."""
 
+    def embed(self, batch) -> torch.Tensor:
+        """The token embeddings the first layer reads (Zamba2 keeps them for its shared blocks)."""
+        hidden = self.input_embedding(batch.input_ids)
+        return hidden * self.embed_scale if self.embed_scale != 1.0 else hidden
+
     def forward(self, batch) -> torch.Tensor:
         self.begin(batch)
-        hidden = self.input_embedding(batch.input_ids)
+        hidden = self.embed(batch)
         for layer in self.decoder.layers:
             hidden = layer(hidden, batch)
+            if self.block_hook is not None:
+                hidden = self.block_hook(layer, hidden)
         last = batch.last_token_hidden(hidden)
         norm = getattr(self.decoder, self.parts.layout.final_norm)
         if self.parts.layout.norm_in_float32:
             last = self.ops.rms_norm(last, norm.weight, norm.eps, multiply_in_float32=True)
         else:
             last = self.ops.rms_norm(last, norm.weight, norm.eps)
-        return self.lm_head(last).float()
+        logits = self.lm_head(last).float()
+        return logits * self.logit_scale if self.logit_scale != 1.0 else logits

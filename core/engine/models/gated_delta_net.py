@@ -1,0 +1,108 @@
+"""The gated DeltaNet mixer (Qwen3-Next, Qwen3.5): a causal depthwise conv over q, k, v, then the
+gated delta rule (kernels/reference/gated_delta_rule.py), a per-head gated RMSNorm and the output
+projection. Its state lives in the state pool: per request one conv window [conv_dim, K - 1] and
+one recurrent state [value_heads, key_head_dim, value_head_dim] (float32 by default).
+
+Geometry comes from the layer map's attrs (linear_key_heads, linear_value_heads, their head dims,
+conv_kernel), so the pools the planner sizes and the tensors made here agree by construction.
+Checkpoints spell the input projection two ways: Qwen3-Next fuses q, k, v, z (`in_proj_qkvz`) and
+b, a (`in_proj_ba`) grouped per key head; Qwen3.5 keeps four plain projections.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .base import RMSNormWeight, linear
+from .mamba2 import _state_plan
+
+
+class GatedDeltaNet(nn.Module):
+    def __init__(self, hidden_size: int, layer, ops, *, eps: float, fused_projections: bool):
+        super().__init__()
+        a = layer.attrs
+        self.layer_id, self.ops = layer.index, ops
+        self.nk, self.nv = int(a["linear_key_heads"]), int(a["linear_value_heads"])
+        self.dk, self.dv = int(a["linear_key_head_dim"]), int(a["linear_value_head_dim"])
+        self.kernel = int(a["conv_kernel"])
+        if self.nv % self.nk:
+            raise ValueError(f"layer {layer.index}: {self.nv} value heads are not a multiple of {self.nk} key heads")
+        self.key_dim, self.value_dim = self.nk * self.dk, self.nv * self.dv
+        self.conv_dim = 2 * self.key_dim + self.value_dim
+        self.fused = fused_projections
+        if fused_projections:
+            self.in_proj_qkvz = linear(hidden_size, 2 * self.key_dim + 2 * self.value_dim, False)
+            self.in_proj_ba = linear(hidden_size, 2 * self.nv, False)
+        else:
+            self.in_proj_qkv = linear(hidden_size, self.conv_dim, False)
+            self.in_proj_z = linear(hidden_size, self.value_dim, False)
+            self.in_proj_b = linear(hidden_size, self.nv, False)
+            self.in_proj_a = linear(hidden_size, self.nv, False)
+        self.conv1d = nn.Conv1d(self.conv_dim, self.conv_dim, self.kernel, groups=self.conv_dim,
+                                bias=False).requires_grad_(False)
+        self.dt_bias = nn.Parameter(torch.ones(self.nv), requires_grad=False)
+        self.A_log = nn.Parameter(torch.zeros(self.nv), requires_grad=False)
+        self.norm = RMSNormWeight(self.dv, eps)
+        self.out_proj = linear(self.value_dim, hidden_size, False)
+
+    @property
+    def conv_shape(self) -> tuple[int, int]:
+        return (self.conv_dim, self.kernel - 1)
+
+    @property
+    def ssm_shape(self) -> tuple[int, int, int]:
+        return (self.nv, self.dk, self.dv)
+
+    def _project(self, hidden: torch.Tensor):
+        """-> (mixed q|k|v [T, conv_dim], z [T, Hv, dv], b [T, Hv], a [T, Hv])."""
+        T = hidden.shape[0]
+        if not self.fused:
+            return (self.in_proj_qkv(hidden), self.in_proj_z(hidden).view(T, self.nv, self.dv),
+                    self.in_proj_b(hidden), self.in_proj_a(hidden))
+        r = self.nv // self.nk  # value heads per key head: the fused rows are grouped per key head
+        qkvz = self.in_proj_qkvz(hidden).view(T, self.nk, 2 * self.dk + 2 * r * self.dv)
+        q, k, v, z = qkvz.split([self.dk, self.dk, r * self.dv, r * self.dv], dim=-1)
+        b, a = self.in_proj_ba(hidden).view(T, self.nk, 2 * r).split([r, r], dim=-1)
+        mixed = torch.cat([q.reshape(T, -1), k.reshape(T, -1), v.reshape(T, -1)], dim=-1)
+        return mixed, z.reshape(T, self.nv, self.dv), b.reshape(T, self.nv), a.reshape(T, self.nv)
+
+    def _split(self, mixed: torch.Tensor):
+        n = mixed.shape[0]
+        q, k, v = mixed.split([self.key_dim, self.key_dim, self.value_dim], dim=-1)
+        return q.reshape(n, self.nk, self.dk), k.reshape(n, self.nk, self.dk), v.reshape(n, self.nv, self.dv)
+
+    def forward(self, hidden: torch.Tensor, batch) -> torch.Tensor:
+        ops, T = self.ops, hidden.shape[0]
+        if batch.state_pool is None:
+            raise RuntimeError(f"layer {self.layer_id} is a gated DeltaNet layer but the batch carries no state pool")
+        conv_states = batch.state_pool.conv(self.layer_id)  # [slots, conv_dim, K-1]
+        rec_states = batch.state_pool.ssm(self.layer_id)  # [slots, Hv, dk, dv]
+        mixed, z, b, a = self._project(hidden)
+        beta = b.sigmoid()
+        g = -self.A_log.float().exp() * F.softplus(a.float() + self.dt_bias.float())  # log decay <= 0
+        w = self.conv1d.weight[:, 0, :]
+        plan = _state_plan(batch, hidden.device)
+        y = torch.empty(T, self.nv, self.dv, dtype=hidden.dtype, device=hidden.device)
+        if plan.all_rows_step or plan.step_rows is not None:  # one token per request: step the states in place
+            rows = slice(None) if plan.all_rows_step else plan.step_rows
+            xc = ops.causal_conv1d_update_inplace(mixed[rows], conv_states, plan.step_slots, w, None, "silu")
+            q, k, v = self._split(xc)
+            y[rows] = ops.gated_delta_rule_recurrent_inplace(q, k, v, g[rows], beta[rows], rec_states,
+                                                             plan.step_slots)
+        if plan.scan_rows is not None:  # prompts and prompt chunks, all in one varlen call
+            rows, slots, has = plan.scan_rows, plan.scan_slots, plan.scan_has_state
+            # A request starting its prompt begins from zeros whatever its slot holds.
+            conv0 = torch.where(has[:, None, None], conv_states[slots], 0)
+            rec0 = torch.where(has[:, None, None, None], rec_states[slots].float(), 0)
+            xc, conv_final = ops.causal_conv1d_varlen(mixed[rows], plan.scan_starts, w, None, conv0, "silu")
+            conv_states[slots] = conv_final.to(conv_states.dtype)
+            q, k, v = self._split(xc)
+            ys, rec_final = ops.gated_delta_rule_chunk(q, k, v, g[rows], beta[rows], plan.scan_starts, rec0)
+            rec_states[slots] = rec_final.to(rec_states.dtype)
+            y[rows] = ys
+        # RMSNorm over each head's dv channels, then the silu(z) gate (norm before gate).
+        out = ops.gated_rms_norm(y.reshape(T * self.nv, self.dv), z.reshape(T * self.nv, self.dv), self.norm.weight,
+                                 self.norm.eps, self.dv, norm_before_gate=True)
+        return self.out_proj(out.reshape(T, self.value_dim).to(hidden.dtype))

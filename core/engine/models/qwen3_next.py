@@ -1,0 +1,170 @@
+"""Qwen3-Next and Qwen3.5 (dense and MoE): gated DeltaNet layers (gated_delta_net.py) with gated
+full attention every few layers; an FFN after every mixer: a SwiGLU MLP or a sparse MoE with a
+sigmoid-gated shared expert. Which layer is which comes from the layer map
+(core/families/qwen3_next.py).
+
+Attention: the query projection is twice as wide (per head, the query then a sigmoid gate on the
+output), per-head RMSNorm on q and k, RoPE on the first `partial_rotary_factor` of each head.
+The RMSNorms around the blocks and on q/k are zero-centred: they multiply by (1 + w), in float32;
+the checkpoint's w gets its 1 added as it loads, so the norms here are ordinary.
+Weights as transformers saves them: `model.layers.N.linear_attn...`, `model.layers.N.self_attn...`,
+experts one by one (`mlp.experts.E.gate_proj.weight`). Qwen3.5 (`qwen3_5_text`, `qwen3_5_moe_text`)
+spells the DeltaNet projections separately; its multimodal RoPE equals plain RoPE for text.
+"""
+
+from __future__ import annotations
+
+import re
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .attention import paged_attention
+from .base import RMSNormWeight, linear
+from .gated_delta_net import GatedDeltaNet
+from .rope import inv_freq_for
+from .stack import Layout, Parts, StackedCausalLM
+
+ROPE_KEY = "rope_inv_freq"
+
+
+def gated_delta_net(cfg, layer, ops) -> GatedDeltaNet:
+    if cfg.get("hidden_act", "silu") != "silu":
+        raise ValueError(f"hidden_act {cfg.hidden_act!r} is not supported for gated DeltaNet; only 'silu'")
+    fused = not str(cfg.get("model_type", "")).startswith("qwen3_5")
+    return GatedDeltaNet(cfg.hidden_size, layer, ops, eps=cfg.get("rms_norm_eps", 1e-6), fused_projections=fused)
+
+
+class GatedAttention(nn.Module):
+    """GQA with an output gate from the query projection, q/k norms and partial RoPE."""
+
+    def __init__(self, cfg, layer, ops):
+        super().__init__()
+        self.layer_id, self.ops = layer.index, ops
+        self.num_heads = int(layer.attrs["heads"])
+        self.num_kv_heads = int(layer.attrs["kv_heads"])
+        self.head_dim = int(layer.attrs["head_dim"])
+        self.scale = self.head_dim ** -0.5
+        bias = bool(cfg.get("attention_bias", False))
+        H, D = self.num_heads, self.head_dim
+        self.q_proj = linear(cfg.hidden_size, 2 * H * D, bias)
+        self.k_proj = linear(cfg.hidden_size, self.num_kv_heads * D, bias)
+        self.v_proj = linear(cfg.hidden_size, self.num_kv_heads * D, bias)
+        self.o_proj = linear(H * D, cfg.hidden_size, bias)
+        eps = cfg.get("rms_norm_eps", 1e-6)
+        self.q_norm = RMSNormWeight(D, eps)
+        self.k_norm = RMSNormWeight(D, eps)
+
+    def forward(self, hidden: torch.Tensor, batch) -> torch.Tensor:
+        ops, T, H, D = self.ops, hidden.shape[0], self.num_heads, self.head_dim
+        q, gate = self.q_proj(hidden).view(T, H, 2 * D).split([D, D], dim=-1)
+        k = self.k_proj(hidden).view(T, self.num_kv_heads, D)
+        v = self.v_proj(hidden).view(T, self.num_kv_heads, D)
+        q = ops.rms_norm(q, self.q_norm.weight, self.q_norm.eps, multiply_in_float32=True)
+        k = ops.rms_norm(k, self.k_norm.weight, self.k_norm.eps, multiply_in_float32=True)
+        inv_freq = batch.memo[ROPE_KEY]
+        rot = 2 * inv_freq.shape[0]  # partial rotary: only the first `rot` dims of each head turn
+        q = torch.cat([ops.apply_rotary(q[..., :rot], batch.positions, inv_freq), q[..., rot:]], dim=-1)
+        k = torch.cat([ops.apply_rotary(k[..., :rot], batch.positions, inv_freq), k[..., rot:]], dim=-1)
+        out = paged_attention(ops, batch, self.layer_id, q, k, v, self.scale)
+        out = out.reshape(T, H * D) * torch.sigmoid(gate.reshape(T, H * D))
+        return self.o_proj(out)
+
+
+class SwiGLU(nn.Module):
+    def __init__(self, cfg, ops, intermediate_size: int):
+        super().__init__()
+        self.ops = ops
+        self.gate_proj = linear(cfg.hidden_size, intermediate_size, False)
+        self.up_proj = linear(cfg.hidden_size, intermediate_size, False)
+        self.down_proj = linear(intermediate_size, cfg.hidden_size, False)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.ops.mlp(hidden, self.up_proj.weight, self.down_proj.weight, self.gate_proj.weight, "silu")
+
+
+class SharedExpertMoE(nn.Module):
+    """Softmax top-k routed SwiGLU experts plus a shared expert scaled by sigmoid(shared_expert_gate(x))."""
+
+    def __init__(self, cfg, ops):
+        super().__init__()
+        self.ops = ops
+        E, I, H = int(cfg.num_experts), int(cfg.moe_intermediate_size), cfg.hidden_size
+        self.top_k = int(cfg.num_experts_per_tok)
+        self.norm_topk_prob = bool(cfg.get("norm_topk_prob", True))
+        self.gate = linear(H, E, False)
+        self.experts = nn.Module()
+        self.experts.gate_proj = nn.Parameter(torch.zeros(E, I, H), requires_grad=False)
+        self.experts.up_proj = nn.Parameter(torch.zeros(E, I, H), requires_grad=False)
+        self.experts.down_proj = nn.Parameter(torch.zeros(E, H, I), requires_grad=False)
+        shared = int(cfg.get("shared_expert_intermediate_size", 0) or 0)
+        self.shared_expert = SwiGLU(cfg, ops, shared) if shared else None
+        self.shared_expert_gate = linear(H, 1, False) if shared else None
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        logits = F.linear(hidden, self.gate.weight)
+        weights, ids = self.ops.route_softmax(logits, self.top_k, self.norm_topk_prob)
+        weights = weights.to(logits.dtype)  # transformers rounds the routing weights to the model dtype
+        e = self.experts
+        out = self.ops.moe_experts(hidden, weights, ids, e.up_proj, e.down_proj, e.gate_proj, "silu")
+        if self.shared_expert is not None:
+            out = out + torch.sigmoid(self.shared_expert_gate(hidden)) * self.shared_expert(hidden)
+        return out
+
+
+_EXPERT = re.compile(r"^(model\.layers\.\d+\.mlp\.experts)\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$")
+# The zero-centred norms (weight stored as w, applied as 1 + w).
+_CENTRED = re.compile(r"(input_layernorm|post_attention_layernorm|self_attn\.q_norm|self_attn\.k_norm)\.weight$"
+                      r"|^model\.norm\.weight$")
+
+
+class Qwen3NextForCausalLM(StackedCausalLM):
+    """Qwen3-Next, Qwen3.5 text (dense) and Qwen3.5-MoE text."""
+
+    parts = Parts(
+        family="Qwen3-Next",
+        mixers={"gated_delta_net": gated_delta_net, "attention": GatedAttention},
+        ffns={"mlp": lambda cfg, layer, ops: SwiGLU(cfg, ops, int(cfg.intermediate_size)),
+              "moe": lambda cfg, layer, ops: SharedExpertMoE(cfg, ops)},
+        layout=Layout(root="model", embed="embed_tokens", final_norm="norm",
+                      mixer_names={"gated_delta_net": "linear_attn", "attention": "self_attn"}, ffn_name="mlp",
+                      mixer_norm="input_layernorm", ffn_norm="post_attention_layernorm", norm_in_float32=True),
+    )
+
+    def __init__(self, config: dict, ops, layer_map):
+        super().__init__(config, ops, layer_map)
+        self.register_buffer("inv_freq", inv_freq_for(self.config, self._head_dim), persistent=False)
+
+    @property
+    def _head_dim(self) -> int:
+        kv = self.layer_map.kv_layers
+        if kv:
+            return self.decoder.layers[kv[0]].mixer_module.head_dim
+        return int(self.config.get("head_dim") or self.config.hidden_size // self.config.num_attention_heads)
+
+    def finish_loading(self) -> None:
+        self.inv_freq = inv_freq_for(self.config, self._head_dim).to(self.inv_freq.device)
+
+    def begin(self, batch) -> None:
+        batch.memo[ROPE_KEY] = self.inv_freq
+
+    def load_weights(self, weights) -> None:
+        def centred(items):
+            for name, tensor in items:
+                target = self.map_weight_name(name)
+                yield name, (tensor.float() + 1.0 if target and _CENTRED.search(target[0]) else tensor)
+
+        super().load_weights(centred(weights))
+
+    def map_weight_name(self, name: str):
+        if name.startswith("model.language_model."):  # Qwen3.5 saved from its multimodal class
+            name = "model." + name[len("model.language_model."):]
+        if name.startswith(("mtp.", "model.visual.", "visual.")) or name.endswith("rotary_emb.inv_freq"):
+            return None
+        if self.tied and name == "lm_head.weight":
+            return None
+        m = _EXPERT.match(name)
+        if m:
+            return f"{m.group(1)}.{m.group(3)}", int(m.group(2))
+        return name, None

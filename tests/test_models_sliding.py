@@ -1,0 +1,74 @@
+"""Gemma 2, Gemma 3 (text) and gpt-oss against transformers on tiny random-weight checkpoints
+(fp32, CPU): logits after every prefill and decode step, greedy tokens, batched requests of
+different lengths joining at different steps, chunked prompts. Windows are short (5 tokens) and the
+prompts longer, so the sliding layers really drop keys; sinks, soft-caps and the MoE's clamp act."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from models_helpers import DEVICE, Req, randomize, run_engine, standard_requests, assert_matches_hf
+
+from bringup.core.engine.loader import load_model
+
+transformers = pytest.importorskip("transformers")
+
+COMMON = dict(vocab_size=96, hidden_size=32, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+              intermediate_size=48, sliding_window=5, max_position_embeddings=256)
+VARIANTS = {
+    # Alternating sliding/full, both soft-caps, a query_pre_attn_scalar different from head_dim.
+    "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", dict(
+        num_hidden_layers=3, attn_logit_softcapping=5.0, final_logit_softcapping=8.0, query_pre_attn_scalar=12)),
+    # 2 sliding then 1 full, q/k norms, different RoPE bases per kind (local 10k, global scaled).
+    "gemma3_text": ("Gemma3TextConfig", "Gemma3ForCausalLM", dict(
+        num_hidden_layers=4, layer_types=["sliding_attention", "sliding_attention", "full_attention",
+                                          "sliding_attention"],
+        rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                         "full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 100000.0}})),
+    # Sinks, YaRN, 4 experts top-2 with a clamp that bites (limit 1.0).
+    "gpt_oss": ("GptOssConfig", "GptOssForCausalLM", dict(
+        num_hidden_layers=2, num_local_experts=4, num_experts_per_tok=2, swiglu_limit=1.0,
+        rope_parameters={"rope_type": "yarn", "factor": 4.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                         "truncate": False, "original_max_position_embeddings": 64, "rope_theta": 10000.0})),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(VARIANTS))
+def checkpoint(request, tmp_path_factory):
+    config_cls, model_cls, extra = VARIANTS[request.param]
+    torch.manual_seed(0)
+    cfg = getattr(transformers, config_cls)(**COMMON, **extra)
+    cfg._attn_implementation = "eager"
+    hf = getattr(transformers, model_cls)(cfg).eval()
+    randomize(hf, seed=1)
+    if request.param == "gpt_oss":  # sinks large enough to matter
+        with torch.no_grad():
+            for layer in hf.model.layers:
+                layer.self_attn.sinks.copy_(torch.linspace(-1.0, 2.0, layer.self_attn.sinks.numel()))
+    folder = tmp_path_factory.mktemp(request.param)
+    hf.save_pretrained(str(folder))
+    return request.param, hf, folder
+
+
+def test_batched_chunked_and_staggered_requests_match_transformers(checkpoint):
+    _, hf, folder = checkpoint
+    model = load_model(folder, device=DEVICE).model
+    assert_matches_hf(hf, run_engine(model, standard_requests(COMMON["vocab_size"])))
+
+
+def test_long_single_requests_slide_past_the_window(checkpoint):
+    _, hf, folder = checkpoint
+    model = load_model(folder, device=DEVICE).model
+    g = torch.Generator().manual_seed(5)
+    for n, chunks in [(11, [4, 3, 4])]:  # chunks that start inside and past the first window
+        prompt = torch.randint(3, COMMON["vocab_size"], (n,), generator=g).tolist()
+        assert_matches_hf(hf, run_engine(model, [Req(prompt, chunks, steps=6)]))
+
+
+def test_sliding_layers_follow_the_map(checkpoint):
+    name, hf, folder = checkpoint
+    model = load_model(folder, device=DEVICE).model
+    types = hf.config.layer_types
+    for layer, kind in zip(model.decoder.layers, types):
+        attn = layer.mixer_module
+        assert attn.window == (COMMON["sliding_window"] if kind == "sliding_attention" else None)
