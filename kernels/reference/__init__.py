@@ -4,6 +4,7 @@ Faster versions (Triton, flash-linear-attention) register themselves in `bringup
 and are tested against these.
 """
 
+from .add_rms_norm import add_rms_norm
 from .causal_conv1d import causal_conv1d
 from .causal_conv1d_update import causal_conv1d_update
 from .causal_conv1d_update_inplace import causal_conv1d_update_inplace
@@ -23,6 +24,7 @@ from .rms_norm import rms_norm
 from .rotary import apply_rotary
 
 OPS = {
+    "add_rms_norm": add_rms_norm,
     "apply_rotary": apply_rotary,
     "causal_conv1d": causal_conv1d,
     "causal_conv1d_update": causal_conv1d_update,
