@@ -61,7 +61,7 @@ def test_engine_with_graph_decode_gives_the_same_tokens(build, tmp_path):
     expected = plain.generate(prompts, params)
 
     graphed = Engine(str(folder), device="cpu", log=lambda m: None, max_running_requests=4)
-    graphed.decode_graphs = graphed._capture_decode_graphs(graph_factory=ReplayStandIn)
+    graphed.capture_decode_graphs(graph_factory=ReplayStandIn)
     assert graphed.decode_graphs.buckets == (1, 2, 4)
     before = ReplayStandIn.replays
     assert graphed.generate(prompts, params) == expected

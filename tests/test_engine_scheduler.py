@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bringup.core.engine.model_runner import build_batch
 from bringup.core.engine.pools import KVPool, StatePool
 from bringup.core.engine.request import Request, RequestRejected, Status
 from bringup.core.engine.sampling import SamplingParams
@@ -27,10 +28,10 @@ def req(prompt_len, max_new=4, rid=None):
 
 
 def run_step(s: Scheduler):
-    """What the engine does around the model: schedule, build the batch, advance, append tokens."""
+    """What the engine does around the model: schedule, build the batch (as the runner does), advance, append tokens."""
     step = s.schedule()
     if step.requests:
-        batch = s.build_batch(step, "cpu")
+        batch = build_batch(step, s.kv_pool, s.state_pool, "cpu")
         assert batch.num_tokens == step.num_tokens
         samples = step.samples()
         s.advance(step)
@@ -96,7 +97,7 @@ def test_chunked_prefill_carries_state_slot_between_chunks():
     slot = long.state_slot
     batch_steps = []
     step = s.schedule()
-    batch = s.build_batch(step, "cpu")
+    batch = build_batch(step, s.kv_pool, s.state_pool, "cpu")
     batch_steps.append(batch)
     assert batch.has_initial_state.tolist()[0] is True  # second chunk continues the state
     assert batch.positions.tolist()[:5] == [5, 6, 7, 8, 9]
@@ -130,7 +131,7 @@ def test_block_table_and_slot_mapping():
     r = req(6)
     s.add(r)
     step = s.schedule()
-    batch = s.build_batch(step, "cpu")
+    batch = build_batch(step, s.kv_pool, s.state_pool, "cpu")
     pages = r.pages
     assert len(pages) == 2
     want = [pages[p // PAGE] * PAGE + p % PAGE for p in range(6)]

@@ -5,9 +5,11 @@
     while engine.has_unfinished():
         for out in engine.step(): ...
 
-One thread owns an Engine (the server runs it in its loop thread). Each `step()` is one scheduler
-decision, one model forward over the whole batch (any mix of prefill chunks and decodes), and one
-batched sampling call. Pools are sized by the planner's `plan_memory` (the same function the GUI's
+One thread owns an Engine (the server runs it in its loop thread). The work is split as in
+nano-vllm: the Scheduler (scheduler.py) keeps the books and finishes requests, the ModelRunner
+(model_runner.py) owns the model, the pools' tensors, the decode graphs and sampling, and `step()`
+is schedule -> run -> postprocess: one scheduler decision, one model forward over the whole batch
+(any mix of prefill chunks and decodes) with one batched sampling call, then the bookkeeping. Pools are sized by the planner's `plan_memory` (the same function the GUI's
 Plan tab shows), from the device memory free before the weights were loaded.
 """
 
@@ -26,10 +28,10 @@ from bringup.core.errors import UserError
 from . import device as devices
 from .batch_log import BatchLog
 from .detokenize import IncrementalDetokenizer
-from .forward_batch import upload
-from .pools import KVPool, PoolIntegrityError, StatePool, as_dtype
+from .model_runner import ModelRunner
+from .pools import PoolIntegrityError, as_dtype
 from .request import Request, RequestRejected, StepOutput
-from .sampling import SamplingParams, make_generator, sample
+from .sampling import SamplingParams, make_generator
 from .scheduler import Scheduler
 from .sizing import engine_layer_map
 
@@ -85,76 +87,46 @@ class Engine:
         self.max_running_requests = max(1, int(self.plan.max_running_requests))
         num_slots = int(self.plan.state_slots) if spec.state_layer_ids else self.max_running_requests
 
-        try:
-            self.kv_pool = KVPool(num_pages, page_size, spec.kv_layer_ids, spec.num_kv_heads or 1,
-                                  spec.head_dim or 1, self.kv_dtype, self.device)
-            self.state_pool = StatePool(num_slots, spec.state_layer_ids, spec.conv_shape or (1,),
-                                        spec.ssm_shape or (1,), self.conv_dtype, self.ssm_dtype, self.device)
-        except (torch.OutOfMemoryError, MemoryError) as err:
-            raise UserError(
-                f"allocating the pools ({num_pages * page_size} KV tokens, {num_slots} state slots) ran out of "
-                f"memory on {self.device}: {str(err).splitlines()[0][:200]}; lower --mem-fraction or "
-                "--max-running-requests"
-            ) from None
-        if spec.kv_layer_ids:
-            self.log(
-                f"KV Cache is allocated. dtype: {_name(self.kv_dtype)}, #tokens: {self.kv_pool.capacity_tokens}, "
-                f"K size: {self.kv_pool.k_bytes / GB:.2f} GB, V size: {self.kv_pool.v_bytes / GB:.2f} GB"
-            )
-        if spec.state_layer_ids:
-            self.log(
-                f"Mamba Cache is allocated. max_mamba_cache_size: {num_slots}, "
-                f"conv_state size: {self.state_pool.conv_bytes / GB:.2f}GB, "
-                f"ssm_state size: {self.state_pool.ssm_bytes / GB:.2f}GB "
-            )
-        self.scheduler = Scheduler(self.kv_pool, self.state_pool, max_running_requests=self.max_running_requests,
-                                   chunked_prefill_size=chunked_prefill_size, max_context=self.max_context)
-        self.chunked_prefill_size = chunked_prefill_size
+        self.runner = ModelRunner(self.model, device=self.device, num_pages=num_pages, page_size=page_size,
+                                  num_slots=num_slots, kv_dtype=self.kv_dtype, conv_dtype=self.conv_dtype,
+                                  ssm_dtype=self.ssm_dtype, log=self.log)
+        self.kv_pool, self.state_pool = self.runner.kv_pool, self.runner.state_pool
         self.eos_token_ids = _eos_ids(self.config, self.tokenizer)
+        self.scheduler = Scheduler(self.kv_pool, self.state_pool, max_running_requests=self.max_running_requests,
+                                   chunked_prefill_size=chunked_prefill_size, max_context=self.max_context,
+                                   eos_token_ids=self.eos_token_ids)
+        self.chunked_prefill_size = chunked_prefill_size
         self.vocab_size = int(self.config.get("vocab_size") or 0) or None
         self._requests: dict[str, Request] = {}
         self._arrivals = itertools.count()
         self.batch_log = BatchLog(self.log, interval=decode_log_interval, device_type=self.device.type,
                                   hybrid=bool(spec.state_layer_ids))
-        self._totals = {"prompt": 0, "generated": 0, "recomputed": 0, "requests": 0, "steps": 0}
+        self._totals = {"requests": 0, "steps": 0}
         if cuda_graphs is None:  # off unless asked for (not yet run on a GPU): BRINGUP_CUDA_GRAPHS=1
             cuda_graphs = os.environ.get(CUDA_GRAPHS_ENV, "").strip() == "1"
-        self.decode_graphs = self._capture_decode_graphs() if cuda_graphs else None
+        if cuda_graphs:
+            self.capture_decode_graphs()
         free_after = devices.free_memory(self.device)
         self.log(f"Memory pool end. avail mem={free_after / GB:.2f} GB")
         # The server prints SGLang's max_total_num_tokens=... summary line from server_info().
 
-    def _capture_decode_graphs(self, graph_factory=None):
+    @property
+    def decode_graphs(self):
+        """The captured decode graphs, or None when decode steps run eagerly."""
+        return self.runner.decode_graphs
+
+    def capture_decode_graphs(self, graph_factory=None):
         """Opt-in (not yet run on a GPU): decode steps replayed from CUDA graphs, one per batch-size
         bucket, padding rows in one reserved KV page and state slot (see decode_graphs.py)."""
-        from .decode_graphs import MAX_GRAPH_CONTEXT, PADDING_OWNER, DecodeGraphs, buckets_up_to
+        from .decode_graphs import PADDING_OWNER
 
         if graph_factory is None and self.device.type != "cuda":
             raise UserError(f"CUDA graphs need a CUDA device, not {self.device}; leave cuda_graphs off "
                             f"(unset {CUDA_GRAPHS_ENV})")
-        uses_kv = self.scheduler.uses_kv
-        pages, (slot,) = self.scheduler.reserve(PADDING_OWNER, 1 if uses_kv else 0, 1)
-        context = min(self.max_context or MAX_GRAPH_CONTEXT, self.kv_pool.capacity_tokens, MAX_GRAPH_CONTEXT)
-        width = self.kv_pool.pages_for(context) if uses_kv else 1
-        started = time.monotonic()
-        graphs = DecodeGraphs(self.model, self.kv_pool if uses_kv else None,
-                              self.state_pool if self.state_pool.layer_ids else None,
-                              buckets=buckets_up_to(self.scheduler.max_running), width=width,
-                              scratch_page=pages[0] if pages else 0, scratch_slot=slot, device=self.device,
-                              graph_factory=graph_factory)
-        self.log(f"Capture cuda graph end. Time elapsed: {time.monotonic() - started:.2f} s. "
-                 f"bs: {list(graphs.buckets)}")
-        return graphs
-
-    def _forward(self, step):
-        """The model's logits for a scheduled step: from a captured graph for a decode step that fits
-        one, else one forward pass over the batch."""
-        if self.decode_graphs is not None:
-            chunks, prefix_lens, tables, slots = self.scheduler.batch_inputs(step)
-            if (all(len(c) == 1 for c in chunks) and all(p > 0 for p in prefix_lens)
-                    and self.decode_graphs.fits(len(chunks), tables)):
-                return self.decode_graphs.run([c[0] for c in chunks], prefix_lens, tables, slots)
-        return self.model(self.scheduler.build_batch(step, self.device))
+        pages, (slot,) = self.scheduler.reserve(PADDING_OWNER, 1 if self.scheduler.uses_kv else 0, 1)
+        return self.runner.capture_decode_graphs(max_batch=self.scheduler.max_running, max_context=self.max_context,
+                                                 scratch_page=pages[0] if pages else 0, scratch_slot=slot,
+                                                 graph_factory=graph_factory)
 
     def _plan(self, spec, free_before, mem_fraction, max_running_requests, page_size, context_length):
         from bringup.core.planner import plan_memory
@@ -207,28 +179,16 @@ class Engine:
         return bool(self._requests)
 
     # One step ---------------------------------------------------------------------------------
-    @torch.inference_mode()
     def step(self) -> list[StepOutput]:
+        """schedule -> run -> postprocess: the scheduler picks the work, the runner computes and
+        samples it, the scheduler records it and finishes requests; then what each request got."""
         started = time.monotonic()
         step = self.scheduler.schedule()
         reported = []
         if step.requests:
-            logits = self._forward(step)
-            sampled = step.samples()
-            # A decode computes the one output token not yet in the pools; anything else is prefill.
-            prefill = [(r, n) for r, n in zip(step.requests, step.num_new_tokens)
-                       if not (n == 1 and len(r.prompt_ids) <= r.num_computed == r.num_tokens - 1)]
-            for req, n in zip(step.requests, step.num_new_tokens):
-                self._count_computed(req, n)
-            self.scheduler.advance(step)
-            rows = [i for i, s in enumerate(sampled) if s]
-            if rows:
-                reqs = [step.requests[i] for i in rows]
-                picked = logits if len(rows) == len(sampled) else logits[upload([rows], logits.device)[0]]
-                tokens = sample(picked, [r.params for r in reqs], [r.generator for r in reqs]).tolist()
-                for req, tok in zip(reqs, tokens):
-                    self._append_token(req, int(tok))
-                    reported.append(req)
+            prefill = step.prefill()  # before postprocess records the step
+            tokens = self.runner.run(step)
+            reported = self.scheduler.postprocess(step, tokens)
             self._totals["steps"] += 1
             prefill_tokens = sum(n for _, n in prefill)
             self.batch_log.after_step(
@@ -237,27 +197,6 @@ class Engine:
         seen = {r.id for r in reported}
         reported += [r for r in self.scheduler.take_ended() if r.id not in seen]
         return [self._output(r) for r in reported]
-
-    def _count_computed(self, req: Request, n: int) -> None:
-        """Prompt tokens count once; tokens computed again after a preemption count as recomputed."""
-        end, high, prompt = req.num_computed + n, req.computed_high, len(req.prompt_ids)
-        self._totals["recomputed"] += max(0, min(end, high) - req.num_computed)
-        self._totals["prompt"] += max(0, min(end, prompt) - min(high, prompt))
-        req.computed_high = max(high, end)
-
-    def _append_token(self, req: Request, token: int) -> None:
-        req.output_ids.append(token)
-        req.pending_tokens.append(token)
-        self._totals["generated"] += 1
-        p = req.params
-        if token in p.stop_token_ids or (not p.ignore_eos and token in self.eos_token_ids):
-            self.scheduler.finish(req, "stop")
-        elif req.detokenizer is not None and req.detokenizer.add(token):
-            self.scheduler.finish(req, "stop")
-        elif len(req.output_ids) >= p.max_new_tokens:
-            self.scheduler.finish(req, "length")
-        elif self.max_context is not None and req.num_tokens >= self.max_context:
-            self.scheduler.finish(req, "length")
 
     def _output(self, req: Request) -> StepOutput:
         finished = req.is_finished
@@ -301,9 +240,9 @@ class Engine:
             "state_slots_total": st.num_slots,
             "num_running": len(sch.running),
             "num_queued": len(sch.waiting),
-            "prompt_tokens_total": self._totals["prompt"],
-            "generated_tokens_total": self._totals["generated"],
-            "recomputed_tokens_total": self._totals["recomputed"],
+            "prompt_tokens_total": sch.totals["prompt"],
+            "generated_tokens_total": sch.totals["generated"],
+            "recomputed_tokens_total": sch.totals["recomputed"],
             "requests_total": self._totals["requests"],
             "steps_total": self._totals["steps"],
             "preemptions_total": sch.num_preemptions,

@@ -60,6 +60,15 @@ class Request:
     def num_tokens(self) -> int:
         return len(self.prompt_ids) + len(self.output_ids)
 
+    def token_slice(self, start: int, n: int) -> list[int]:
+        """n tokens of prompt + output from `start` (what a step feeds the model for this request)."""
+        p = len(self.prompt_ids)
+        if start >= p:
+            return self.output_ids[start - p:start - p + n]
+        if start + n <= p:
+            return self.prompt_ids[start:start + n]
+        return self.prompt_ids[start:] + self.output_ids[:start + n - p]
+
     @property
     def num_uncomputed(self) -> int:
         return self.num_tokens - self.num_computed

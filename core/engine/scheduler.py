@@ -11,6 +11,10 @@ When a running request needs a KV page and none is free, the newest running requ
 its pages and slot are freed and it goes back to the front of the queue, to be recomputed from its
 prompt and the tokens it already produced. A prompt that can never fit in the pool is refused when
 it is added (`RequestRejected`); a lone request that fills the whole pool ends with "length".
+
+The scheduler only keeps books (no tensors: the model runner owns those). It also owns finishing:
+after the runner has run a step, `postprocess` records the computed tokens, appends each sampled
+token and ends the request on a stop id or EOS, a stop string, max_new_tokens or the context length.
 """
 
 from __future__ import annotations
@@ -18,7 +22,6 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from .forward_batch import ForwardBatch
 from .pools import KVPool, StatePool
 from .request import Request, RequestRejected, Status
 
@@ -33,6 +36,12 @@ class ScheduledStep:
     def num_tokens(self) -> int:
         return sum(self.num_new_tokens)
 
+    def prefill(self) -> list[tuple[Request, int]]:
+        """(request, tokens) of the prefill work in this step (call before it is recorded): a decode
+        computes the one output token not yet in the pools; anything else is prefill."""
+        return [(r, n) for r, n in zip(self.requests, self.num_new_tokens)
+                if not (n == 1 and len(r.prompt_ids) <= r.num_computed == r.num_tokens - 1)]
+
     def samples(self) -> list[bool]:
         """Which requests reach the end of their known tokens this step (and so get a new token)."""
         return [r.num_computed + n == r.num_tokens for r, n in zip(self.requests, self.num_new_tokens)]
@@ -41,7 +50,7 @@ class ScheduledStep:
 class Scheduler:
     def __init__(self, kv_pool: KVPool, state_pool: StatePool, *, max_running_requests: int,
                  chunked_prefill_size: int | None = 2048, max_context: int | None = None,
-                 watermark: float = 0.01):
+                 watermark: float = 0.01, eos_token_ids=frozenset()):
         self.kv_pool, self.state_pool = kv_pool, state_pool
         self.uses_kv = len(kv_pool.layer_ids) > 0  # a pure-SSM model has no KV pages to manage
         self.max_running = max(1, min(int(max_running_requests), state_pool.num_slots))
@@ -53,6 +62,9 @@ class Scheduler:
         self.ended: list[Request] = []  # finished outside a forward pass (abort, pool full): to report
         self.num_preemptions = 0
         self.reserved: dict[str, tuple[list[int], list[int]]] = {}  # owner -> (pages, slots)
+        self.eos_token_ids = frozenset(eos_token_ids)
+        # Token counts for stats(): prompt tokens once, tokens computed again after a preemption, outputs.
+        self.totals = {"prompt": 0, "recomputed": 0, "generated": 0}
 
     # Queue
     def check_fits(self, num_prompt_tokens: int) -> None:
@@ -183,24 +195,41 @@ class Scheduler:
         for req, n in zip(step.requests, step.num_new_tokens):
             req.num_computed += n
 
-    # The model's input
-    def batch_inputs(self, step: ScheduledStep) -> tuple[list, list, list, list]:
-        """Per request: its new tokens, tokens already cached, KV pages, state slot."""
-        chunks, prefix_lens, tables, slots = [], [], [], []
+    # After the model ran
+    def postprocess(self, step: ScheduledStep, tokens: list[int | None]) -> list[Request]:
+        """Record a step the runner has run: its tokens are in the pools, and each sampled token
+        (None: a prompt chunk mid-way) is appended and may finish its request. Returns the requests
+        that got a token, in step order."""
         for req, n in zip(step.requests, step.num_new_tokens):
-            chunks.append(_token_slice(req, req.num_computed, n))
-            prefix_lens.append(req.num_computed)
-            tables.append(req.pages)
-            slots.append(req.state_slot)
-        return chunks, prefix_lens, tables, slots
+            self._count_computed(req, n)
+        self.advance(step)
+        got = []
+        for req, token in zip(step.requests, tokens):
+            if token is not None:
+                self._append_token(req, int(token))
+                got.append(req)
+        return got
 
-    def build_batch(self, step: ScheduledStep, device) -> ForwardBatch:
-        chunks, prefix_lens, tables, slots = self.batch_inputs(step)
-        return ForwardBatch.build(
-            token_chunks=chunks, prefix_lens=prefix_lens, block_tables=tables, page_size=self.kv_pool.page_size,
-            state_slots=slots, kv_pool=self.kv_pool if self.uses_kv else None,
-            state_pool=self.state_pool if self.state_pool.layer_ids else None, device=device,
-        )
+    def _count_computed(self, req: Request, n: int) -> None:
+        """Prompt tokens count once; tokens computed again after a preemption count as recomputed."""
+        end, high, prompt = req.num_computed + n, req.computed_high, len(req.prompt_ids)
+        self.totals["recomputed"] += max(0, min(end, high) - req.num_computed)
+        self.totals["prompt"] += max(0, min(end, prompt) - min(high, prompt))
+        req.computed_high = max(high, end)
+
+    def _append_token(self, req: Request, token: int) -> None:
+        req.output_ids.append(token)
+        req.pending_tokens.append(token)
+        self.totals["generated"] += 1
+        p = req.params
+        if token in p.stop_token_ids or (not p.ignore_eos and token in self.eos_token_ids):
+            self.finish(req, "stop")
+        elif req.detokenizer is not None and req.detokenizer.add(token):
+            self.finish(req, "stop")
+        elif len(req.output_ids) >= p.max_new_tokens:
+            self.finish(req, "length")
+        elif self.max_context is not None and req.num_tokens >= self.max_context:
+            self.finish(req, "length")
 
     # Integrity and usage
     def owners(self) -> tuple[dict, dict]:
@@ -229,11 +258,3 @@ class Scheduler:
     def kv_tokens_used(self) -> int:
         return self.kv_pool.num_used_pages * self.kv_pool.page_size
 
-
-def _token_slice(req: Request, start: int, n: int) -> list[int]:
-    p = len(req.prompt_ids)
-    if start >= p:
-        return req.output_ids[start - p:start - p + n]
-    if start + n <= p:
-        return req.prompt_ids[start:start + n]
-    return req.prompt_ids[start:] + req.output_ids[:start + n - p]

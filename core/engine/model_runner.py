@@ -1,0 +1,127 @@
+"""The model runner: everything that touches tensors, nothing that decides who runs.
+
+It owns the model, the two pools' tensors (the scheduler hands out their pages and slots), the
+captured decode graphs and sampling. One call turns a scheduled step into one sampled token per
+request that reached the end of its known tokens:
+
+    tokens = runner.run(step)   # [token or None per scheduled request]
+
+A step is laid out as a ForwardBatch (forward_batch.py), run as one forward pass (or replayed from a
+decode graph, decode_graphs.py) and sampled in one batched call (sampling.py). The one host read per
+step is the sampled tokens themselves.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import torch
+
+from bringup.core.errors import UserError
+
+from .forward_batch import ForwardBatch, upload
+from .pools import KVPool, StatePool
+from .sampling import sample
+
+GB = 1024**3
+
+
+def step_inputs(step) -> tuple[list, list, list, list]:
+    """Per scheduled request: its new tokens, tokens already cached, KV pages, state slot."""
+    chunks, prefix_lens, tables, slots = [], [], [], []
+    for req, n in zip(step.requests, step.num_new_tokens):
+        chunks.append(req.token_slice(req.num_computed, n))
+        prefix_lens.append(req.num_computed)
+        tables.append(req.pages)
+        slots.append(req.state_slot)
+    return chunks, prefix_lens, tables, slots
+
+
+def build_batch(step, kv_pool: KVPool, state_pool: StatePool, device) -> ForwardBatch:
+    """The ForwardBatch of a scheduled step (the pools a model without such layers lacks are left out)."""
+    chunks, prefix_lens, tables, slots = step_inputs(step)
+    return ForwardBatch.build(
+        token_chunks=chunks, prefix_lens=prefix_lens, block_tables=tables, page_size=kv_pool.page_size,
+        state_slots=slots, kv_pool=kv_pool if kv_pool.layer_ids else None,
+        state_pool=state_pool if state_pool.layer_ids else None, device=device,
+    )
+
+
+class ModelRunner:
+    def __init__(self, model, *, device, num_pages: int, page_size: int, num_slots: int, kv_dtype, conv_dtype,
+                 ssm_dtype, log: Callable[[str], None]):
+        self.model, self.device, self.log = model, device, log
+        spec = model.cache_spec
+        try:
+            self.kv_pool = KVPool(num_pages, page_size, spec.kv_layer_ids, spec.num_kv_heads or 1,
+                                  spec.head_dim or 1, kv_dtype, device)
+            self.state_pool = StatePool(num_slots, spec.state_layer_ids, spec.conv_shape or (1,),
+                                        spec.ssm_shape or (1,), conv_dtype, ssm_dtype, device)
+        except (torch.OutOfMemoryError, MemoryError) as err:
+            raise UserError(
+                f"allocating the pools ({num_pages * page_size} KV tokens, {num_slots} state slots) ran out of "
+                f"memory on {device}: {str(err).splitlines()[0][:200]}; lower --mem-fraction or "
+                "--max-running-requests"
+            ) from None
+        if spec.kv_layer_ids:
+            log(f"KV Cache is allocated. dtype: {_name(kv_dtype)}, #tokens: {self.kv_pool.capacity_tokens}, "
+                f"K size: {self.kv_pool.k_bytes / GB:.2f} GB, V size: {self.kv_pool.v_bytes / GB:.2f} GB")
+        if spec.state_layer_ids:
+            log(f"Mamba Cache is allocated. max_mamba_cache_size: {num_slots}, "
+                f"conv_state size: {self.state_pool.conv_bytes / GB:.2f}GB, "
+                f"ssm_state size: {self.state_pool.ssm_bytes / GB:.2f}GB ")
+        self.decode_graphs = None
+
+    @property
+    def uses_kv(self) -> bool:
+        return bool(self.kv_pool.layer_ids)
+
+    # Decode graphs ------------------------------------------------------------------------------
+    def capture_decode_graphs(self, *, max_batch: int, max_context: int | None, scratch_page: int | None,
+                              scratch_slot: int, graph_factory=None):
+        """Decode steps replayed from CUDA graphs, one per batch-size bucket up to max_batch; padding
+        rows use the scratch page and slot (reserved for good by the caller). See decode_graphs.py."""
+        from .decode_graphs import MAX_GRAPH_CONTEXT, DecodeGraphs, buckets_up_to
+
+        context = min(max_context or MAX_GRAPH_CONTEXT, self.kv_pool.capacity_tokens, MAX_GRAPH_CONTEXT)
+        width = self.kv_pool.pages_for(context) if self.uses_kv else 1
+        started = time.monotonic()
+        self.decode_graphs = DecodeGraphs(
+            self.model, self.kv_pool if self.uses_kv else None, self.state_pool if self.state_pool.layer_ids else None,
+            buckets=buckets_up_to(max_batch), width=width, scratch_page=scratch_page or 0, scratch_slot=scratch_slot,
+            device=self.device, graph_factory=graph_factory)
+        self.log(f"Capture cuda graph end. Time elapsed: {time.monotonic() - started:.2f} s. "
+                 f"bs: {list(self.decode_graphs.buckets)}")
+        return self.decode_graphs
+
+    # One step -----------------------------------------------------------------------------------
+    def forward(self, step) -> torch.Tensor:
+        """Logits [B, vocab] of a scheduled step: from a captured graph for a decode step that fits
+        one, else one forward pass over the batch."""
+        if self.decode_graphs is not None:
+            chunks, prefix_lens, tables, slots = step_inputs(step)
+            if (all(len(c) == 1 for c in chunks) and all(p > 0 for p in prefix_lens)
+                    and self.decode_graphs.fits(len(chunks), tables)):
+                return self.decode_graphs.run([c[0] for c in chunks], prefix_lens, tables, slots)
+        return self.model(build_batch(step, self.kv_pool, self.state_pool, self.device))
+
+    @torch.inference_mode()
+    def run(self, step) -> list[int | None]:
+        """Run a scheduled step (before the scheduler records it): the sampled token of each request
+        that reaches the end of its known tokens, None for the others (a prompt chunk mid-way)."""
+        logits = self.forward(step)
+        sampled = step.samples()
+        out: list[int | None] = [None] * len(sampled)
+        rows = [i for i, s in enumerate(sampled) if s]
+        if rows:
+            reqs = [step.requests[i] for i in rows]
+            picked = logits if len(rows) == len(sampled) else logits[upload([rows], logits.device)[0]]
+            tokens = sample(picked, [r.params for r in reqs], [r.generator for r in reqs]).tolist()
+            for i, tok in zip(rows, tokens):
+                out[i] = int(tok)
+        return out
+
+
+def _name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
