@@ -12,3 +12,7 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="auto",
                         help="auto (an accelerator if there is one, else cpu), cpu, cuda, cuda:N, xpu or xpu:N")
     parser.add_argument("--dtype", default="auto", help="auto (the checkpoint's), float32, bfloat16 or float16")
+    parser.add_argument("--load-format", default="auto", choices=("auto", "dummy"),
+                        help="auto: the checkpoint's weights; dummy: the source's config (catalogue name, "
+                             "config.json, folder, hub id) at full size with seeded random weights, made on the "
+                             "device (nothing downloaded or written; the text is noise)")

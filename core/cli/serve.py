@@ -41,4 +41,4 @@ def main(args: argparse.Namespace) -> int:
     return serve(args.source, device=args.device, dtype=args.dtype, host=args.host, port=args.port,
                  mem_fraction=args.mem_fraction, max_running_requests=args.max_running_requests,
                  api_key=args.api_key, served_model_name=args.served_model_name,
-                 chunked_prefill_size=args.chunked_prefill_size)
+                 chunked_prefill_size=args.chunked_prefill_size, load_format=args.load_format)
