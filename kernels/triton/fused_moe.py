@@ -153,6 +153,14 @@ def moe_experts(x, weights, ids, up, down, gate=None, act="relu2", strategy=None
     form reads only the routed experts at every size)."""
     if gate is not None or act not in _ACT or x.shape[0] == 0:
         return _reference_moe(x, weights, ids, up, down, gate, act, strategy)
+    return moe_experts_unsummed(x, weights, ids, up, down, gate, act).sum(1)
+
+
+def moe_experts_unsummed(x, weights, ids, up, down, gate=None, act="relu2", strategy=None):
+    """[T, k, H]: each assignment's weighted expert output; the sum over k is left to the caller
+    (the model's next residual add + norm does it in its own kernel)."""
+    if gate is not None or act not in _ACT or x.shape[0] == 0:
+        return _reference_moe(x, weights, ids, up, down, gate, act, strategy)[:, None, :]
     T, k = ids.shape
     E = up.shape[0]
     n = T * k
@@ -160,7 +168,37 @@ def moe_experts(x, weights, ids, up, down, gate=None, act="relu2", strategy=None
     sorted_ids, block_expert, _used = moe_align(ids, E, block)
     h = moe_grouped_gemm(x, up, sorted_ids, block_expert, block, n, k, act=act)
     y = moe_grouped_gemm(h, down, sorted_ids, block_expert, block, n, 1, act=None, weights=weights)
-    return y.view(T, k, -1).sum(1)
+    return y.view(T, k, -1)
+
+
+_DENSE_ROWS: dict = {}
+DENSE_MLP_MAX_TOKENS = 512  # above this (prefill), cuBLAS through the reference is as good
+
+
+def _dense_rows(T: int, block: int, device):
+    """Sorted ids and block experts of T tokens all going to one expert (cached per shape: no
+    launches in a step, and safe in graph capture once warmed)."""
+    key = (T, block, str(device))
+    if key not in _DENSE_ROWS:
+        R = -(-T // block) * block
+        rows = torch.arange(R, device=device, dtype=torch.int32).clamp_(max=T)
+        _DENSE_ROWS[key] = (rows, torch.zeros(R // block, dtype=torch.int32, device=device))
+    return _DENSE_ROWS[key]
+
+
+def mlp(x, up, down, gate=None, act="relu2", up_bias=None, down_bias=None, gate_bias=None):
+    """Same arguments and result as kernels.reference.mlp; a relu2 (or relu, silu) MLP without gate
+    or biases on a decode-sized batch runs as two GEMMs with the activation fused."""
+    from ..reference import mlp as _reference_mlp
+
+    T = x.shape[0]
+    if (gate is not None or up_bias is not None or down_bias is not None or act not in _ACT or T == 0
+            or T > DENSE_MLP_MAX_TOKENS or x.dim() != 2):
+        return _reference_mlp(x, up, down, gate, act, up_bias, down_bias, gate_bias)
+    block = 16 if T <= 16 else (32 if T <= 64 else 64)
+    rows, experts = _dense_rows(T, block, x.device)
+    h = moe_grouped_gemm(x, up[None], rows, experts, block, T, 1, act=act)
+    return moe_grouped_gemm(h, down[None], rows, experts, block, T, 1)
 
 
 @triton.jit

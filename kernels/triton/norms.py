@@ -12,14 +12,22 @@ from .launch import next_pow2, num_warps
 
 
 @triton.jit
-def _add_rms_norm_kernel(h_ptr, d_ptr, w_ptr, h_out_ptr, y_ptr, H, eps, s_h, s_d, s_ho, s_y,
-                         HAS_DELTA: tl.constexpr, F32_MUL: tl.constexpr, BLOCK: tl.constexpr):
+def _add_rms_norm_kernel(h_ptr, d_ptr, r_ptr, w_ptr, h_out_ptr, y_ptr, H, eps, s_h, s_d, s_r, s_rk, s_ho, s_y,
+                         HAS_DELTA: tl.constexpr, ROUTED_K: tl.constexpr, F32_MUL: tl.constexpr,
+                         BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     offs = tl.arange(0, BLOCK)
     ok = offs < H
     h = tl.load(h_ptr + row * s_h + offs, mask=ok, other=0.0)
     if HAS_DELTA:
-        h = (h.to(tl.float32) + tl.load(d_ptr + row * s_d + offs, mask=ok, other=0.0).to(tl.float32))
+        d = tl.load(d_ptr + row * s_d + offs, mask=ok, other=0.0)
+        if ROUTED_K > 0:  # a MoE's parts: shared + (routed summed over k), each sum rounded as unfused
+            r = tl.zeros([BLOCK], dtype=tl.float32)
+            for j in tl.static_range(ROUTED_K):
+                r += tl.load(r_ptr + row * s_r + j * s_rk + offs, mask=ok, other=0.0).to(tl.float32)
+            r = r.to(h_out_ptr.dtype.element_ty)
+            d = (d.to(tl.float32) + r.to(tl.float32)).to(h_out_ptr.dtype.element_ty)
+        h = (h.to(tl.float32) + d.to(tl.float32))
         h = h.to(h_out_ptr.dtype.element_ty)
         tl.store(h_out_ptr + row * s_ho + offs, h, mask=ok)
     hf = h.to(tl.float32)
@@ -37,10 +45,18 @@ def add_rms_norm(hidden, delta, weight, eps, *, multiply_in_float32=True):
     T, H = hidden.shape
     y = torch.empty_like(hidden)
     h_out = torch.empty_like(hidden) if delta is not None else hidden
+    routed, k = hidden, 0
+    if isinstance(delta, tuple):
+        delta, routed = delta
+        if routed.dim() == 2:
+            routed = routed[:, None, :]
+        k = routed.shape[1]
     if T:
         d = delta if delta is not None else hidden
-        _add_rms_norm_kernel[(T,)](hidden, d, weight, h_out, y, H, float(eps), hidden.stride(0), d.stride(0),
-                                   h_out.stride(0), y.stride(0), HAS_DELTA=delta is not None,
+        r3 = routed if k else hidden[:, None, :]
+        _add_rms_norm_kernel[(T,)](hidden, d, r3, weight, h_out, y, H, float(eps), hidden.stride(0), d.stride(0),
+                                   r3.stride(0), r3.stride(1), h_out.stride(0), y.stride(0),
+                                   HAS_DELTA=delta is not None, ROUTED_K=k,
                                    F32_MUL=bool(multiply_in_float32), BLOCK=next_pow2(H),
                                    num_warps=num_warps(hidden.device.type, 8 if H >= 2048 else 4))
     return h_out, y

@@ -19,6 +19,7 @@ FAST_OPS: dict[str, tuple[str, str, bool]] = {
     "paged_attention_decode": ("triton", "triton.paged_attention_decode", False),
     "moe_experts": ("triton", "triton.fused_moe", False),
     "route_sigmoid_grouped": ("triton", "triton.fused_moe", False),
+    "mlp": ("triton", "triton.fused_moe", False),
     "add_rms_norm": ("triton", "triton.norms", False),
     "gated_rms_norm": ("triton", "triton.norms", False),
 }

@@ -127,6 +127,13 @@ class Mamba2Mixer(nn.Module):
         self.norm = RMSNormWeight(self.intermediate, self.eps)
         self.out_proj = linear(self.intermediate, cfg.hidden_size, bias)
 
+    def _A(self) -> torch.Tensor:
+        """-exp(A_log) in float32, recomputed only when A_log changes (three kernels less per step)."""
+        key = (self.A_log.data_ptr(), self.A_log._version)
+        if getattr(self, "_A_key", None) != key:
+            self._A_cache, self._A_key = -torch.exp(self.A_log.float()), key
+        return self._A_cache
+
     @property
     def conv_shape(self) -> tuple[int, int]:
         return (self.conv_dim, self.kernel - 1)
@@ -156,7 +163,7 @@ class Mamba2Mixer(nn.Module):
         conv_states = batch.state_pool.conv(self.layer_id)  # [slots, conv_dim, K-1]
         ssm_states = batch.state_pool.ssm(self.layer_id)  # [slots, H, P, N]
         z, xbc, dt = self.in_proj(hidden).split([self.intermediate, self.conv_dim, self.num_heads], dim=-1)
-        A = -torch.exp(self.A_log.float())
+        A = self._A()
         w, b = self.conv1d.weight[:, 0, :], self.conv1d.bias
         plan = _state_plan(batch, hidden.device)
         if plan.all_rows_step:  # decode only: no gather of rows, the states updated where they lie
@@ -264,15 +271,21 @@ class MoE(nn.Module):
         else:
             self.fc1_latent_proj = self.fc2_latent_proj = None
 
-    def forward(self, hidden: torch.Tensor, batch=None) -> torch.Tensor:
+    def forward(self, hidden: torch.Tensor, batch=None):
+        """The shared expert's output [T, H] and the routed sum: [T, H], or, from a fused MoE that
+        leaves the sum over k to the next residual add (`ops.moe_experts_unsummed`), [T, k, H]."""
         logits = F.linear(hidden.float(), self.gate.weight.float())
         weights, ids = self.ops.route_sigmoid_grouped(logits, self.gate.e_score_correction_bias, self.top_k,
                                                       self.n_group, self.topk_group, self.norm_topk_prob, self.scaling)
         x = hidden if self.fc1_latent_proj is None else self.fc1_latent_proj(hidden)
-        routed = self.ops.moe_experts(x, weights, ids, self.experts.up_proj, self.experts.down_proj, None, self.act)
+        unsummed = getattr(self.ops, "moe_experts_unsummed", None)
+        if unsummed is not None and self.fc2_latent_proj is None:
+            routed = unsummed(x, weights, ids, self.experts.up_proj, self.experts.down_proj, None, self.act)
+        else:
+            routed = self.ops.moe_experts(x, weights, ids, self.experts.up_proj, self.experts.down_proj, None, self.act)
         if self.fc2_latent_proj is not None:
             routed = self.fc2_latent_proj(routed)
-        return routed + self.shared_experts(hidden)
+        return (self.shared_experts(hidden), routed)
 
 
 class Block(nn.Module):
@@ -292,7 +305,15 @@ class Block(nn.Module):
 
     def forward(self, hidden: torch.Tensor, batch) -> torch.Tensor:
         x = self.ops.rms_norm(hidden, self.norm.weight, self.norm.eps, multiply_in_float32=True)
-        return hidden + self.mixer(x, batch)
+        return hidden + _total(self.mixer(x, batch))
+
+
+def _total(delta):
+    """A mixer's output as one [T, H] tensor (a MoE gives (shared, routed [T, H] or [T, k, H]))."""
+    if isinstance(delta, tuple):
+        shared, routed = delta
+        return shared + (routed.sum(1) if routed.dim() == 3 else routed)
+    return delta
 
 
 class Backbone(nn.Module):
@@ -349,10 +370,18 @@ class NemotronHForCausalLM(CausalLM):
         return name, None
 
     def forward(self, batch) -> torch.Tensor:
+        # Each block's residual add is done with the next block's norm, in one op (add_rms_norm).
+        ops = self.ops
         hidden = self.backbone.embeddings(batch.input_ids)
+        delta = None
         for block in self.backbone.layers:
-            hidden = block(hidden, batch)
-        last = batch.last_token_hidden(hidden)
+            hidden, x = ops.add_rms_norm(hidden, delta, block.norm.weight, block.norm.eps)
+            delta = block.mixer(x, batch)
         norm = self.backbone.norm_f
-        last = self.ops.rms_norm(last, norm.weight, norm.eps, multiply_in_float32=True)
+        last = batch.last_token_hidden(hidden)
+        if isinstance(delta, tuple):
+            delta = tuple(batch.last_token_hidden(d) for d in delta)
+        else:
+            delta = batch.last_token_hidden(delta)
+        _, last = ops.add_rms_norm(last, delta, norm.weight, norm.eps)
         return self.lm_head(last).float()
