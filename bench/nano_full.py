@@ -108,6 +108,77 @@ def profile_decode(engine, steps: int = 3) -> tuple[float, float]:
     return len(kernels) / steps, busy / wall
 
 
+def sweep_moe_tiles(device) -> list[dict]:
+    """The fused MoE (align + up + down) at the real shapes, per batch size and GEMM tile: time and
+    the bandwidth over the experts' bytes it must read."""
+    import triton.testing
+
+    from bringup.kernels.triton import fused_moe as fm
+
+    E, k, H, I = 128, 6, 2688, 1856
+    up = torch.randn(E, I, H, device=device, dtype=torch.bfloat16) * 0.02
+    down = torch.randn(E, H, I, device=device, dtype=torch.bfloat16) * 0.02
+    tiles = [(32, 128, 4, 3), (32, 256, 4, 3), (64, 128, 4, 3), (16, 256, 4, 4), (32, 128, 2, 4),
+             (64, 64, 4, 4), (32, 64, 4, 4), (128, 64, 8, 3), (64, 128, 8, 3)]
+    rows = []
+    for T in (1, 8, 32, 256, 2048):
+        x = torch.randn(T, H, device=device, dtype=torch.bfloat16)
+        ids = torch.stack([torch.randperm(E, device=device)[:k] for _ in range(T)])
+        w = torch.rand(T, k, device=device)
+        touched = len(set(ids.flatten().tolist()))
+        bytes_ = touched * 2 * I * H * 2
+        best = None
+        for tile in tiles:
+            fm.TILE_OVERRIDE["all"] = tile
+            try:
+                ms = triton.testing.do_bench(lambda: fm.moe_experts(x, w, ids, up, down), warmup=5, rep=20,
+                                             return_mode="median")
+            except Exception as err:  # noqa: BLE001 - a tile that does not compile is skipped
+                print(f"  tile {tile}: {type(err).__name__}", flush=True)
+                continue
+            row = {"T": T, "tile": tile, "ms": ms, "tb_s": bytes_ / ms / 1e9}
+            rows.append(row)
+            if best is None or ms < best["ms"]:
+                best = row
+        fm.TILE_OVERRIDE.clear()
+        default = triton.testing.do_bench(lambda: fm.moe_experts(x, w, ids, up, down), warmup=5, rep=20,
+                                          return_mode="median")
+        print(f"moe T={T:>4}: default {default:.3f} ms = {bytes_ / default / 1e9:.2f} TB/s; best {best['tile']} "
+              f"{best['ms']:.3f} ms = {best['tb_s']:.2f} TB/s ({touched} experts)", flush=True)
+    del up, down
+    torch.cuda.empty_cache()
+    return rows
+
+
+def graph_replay_ms(engine, bucket: int) -> float:
+    """GPU time of one captured decode step (the graph replayed alone, no host work between)."""
+    graph = engine.runner.decode_graphs._graphs[bucket][0]
+    for _ in range(3):
+        graph.replay()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(20):
+        graph.replay()
+    e.record()
+    e.synchronize()
+    return s.elapsed_time(e) / 20
+
+
+def top_kernels(engine, n: int = 14, prefill_tokens: int = 0) -> str:
+    """torch.profiler's table of the top device kernels over one eager step (decode, or a prefill
+    of `prefill_tokens` prompt tokens)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    graphs, engine.runner.decode_graphs = engine.runner.decode_graphs, None
+    try:
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            engine.step()
+            torch.cuda.synchronize()
+    finally:
+        engine.runner.decode_graphs = graphs
+    return prof.key_averages().table(sort_by="device_time_total", row_limit=n, max_name_column_width=60)
+
+
 def run_engine_batch(engine, B: int, in_len: int, out_len: int, vocab: int, seed: int) -> dict:
     from bringup.core.engine.bench import make_workload
     from bringup.core.engine.sampling import SamplingParams
@@ -160,6 +231,9 @@ def main() -> int:
     ap.add_argument("--mem-fraction", type=float, default=0.88)
     ap.add_argument("--out", default=None)
     ap.add_argument("--budget-s", type=float, default=520, help="skip what would start after this many seconds")
+    ap.add_argument("--chunked-prefill-size", type=int, default=8192)
+    ap.add_argument("--sweep", action="store_true", help="sweep the fused MoE's GEMM tiles first")
+    ap.add_argument("--profile-dir", default=None, help="write top-kernel tables (decode B=1, prefill) here")
     args = ap.parse_args()
     began = time.perf_counter()
     batches = [int(b) for b in args.batches.split(",")]
@@ -168,9 +242,11 @@ def main() -> int:
 
     bw = copy_bandwidth(device)
     print(f"copy bandwidth (read + write): {bw / 1e12:.2f} TB/s", flush=True)
+    sweep = sweep_moe_tiles(device) if args.sweep else []
     t = time.perf_counter()
     engine = Engine(args.config, device="cuda", dtype="bfloat16", load_format="dummy",
                     max_running_requests=max(batches), mem_fraction=args.mem_fraction, context_length=4096,
+                    chunked_prefill_size=args.chunked_prefill_size,
                     log=lambda m: print(f"  [engine] {m}", flush=True))
     info = engine.server_info()
     print(f"engine ready in {time.perf_counter() - t:.1f} s: {info['architecture']}, {info['params'] / 1e9:.2f} B params, "
@@ -196,6 +272,10 @@ def main() -> int:
         while sch.waiting or any(r.num_computed < len(r.prompt_ids) for r in sch.running):
             engine.step()  # prompts in: the profiled steps decode only
         row["kernels_per_step"], row["busy_eager"] = profile_decode(engine)
+        if engine.decode_graphs is not None and B in engine.decode_graphs.buckets:
+            row["graph_replay_ms"] = graph_replay_ms(engine, B)
+        if args.profile_dir and B == 1:
+            Path(args.profile_dir, "decode_b1.txt").write_text(top_kernels(engine))
         while engine.has_unfinished():
             engine.step()
         sb = step_bytes(engine.model, engine.config, B, in_len + out_len // 2)
@@ -207,7 +287,20 @@ def main() -> int:
         print(f"batch {B:>4}: engine {row['tok_s']:8.1f} tok/s overall, decode {row['decode_ms_step']:.2f} ms/step "
               f"= {row['decode_tok_s'] or 0:8.1f} tok/s ({row['share_of_limit']:.0%} of the {row['limit_tok_s']:.0f} "
               f"tok/s limit: {sb['total'] / 1e9:.2f} GB/step, {sb['experts_touched']:.1f} experts/layer), "
-              f"{row['kernels_per_step']:.0f} kernels/step, GPU busy {row['busy_eager']:.0%} (eager)", flush=True)
+              f"{row['kernels_per_step']:.0f} kernels/step, GPU busy {row['busy_eager']:.0%} (eager), "
+              f"graph replay alone {row.get('graph_replay_ms', float('nan')):.2f} ms", flush=True)
+    if args.profile_dir and time.perf_counter() - began < args.budget_s:
+        from bringup.core.engine.sampling import SamplingParams
+
+        import random
+
+        rng = random.Random(5)
+        for _ in range(4):
+            engine.add_request([rng.randint(3, vocab - 1) for _ in range(2048)],
+                               SamplingParams(max_new_tokens=1, temperature=0.0, ignore_eos=True), detokenize=False)
+        Path(args.profile_dir, "prefill_8k.txt").write_text(top_kernels(engine, n=20))
+        while engine.has_unfinished():
+            engine.step()
     pad_id = int(engine.config.get("pad_token_id") or 0)
     # transformers with the same weights
     hf_batches = [r for r in rows if r["batch"] <= args.hf_max_batch]
@@ -234,19 +327,21 @@ def main() -> int:
                       flush=True)
         except Exception as err:  # noqa: BLE001 - the engine's figures stand without the baseline
             print(f"transformers baseline failed: {type(err).__name__}: {str(err)[:300]}", flush=True)
-    print("\n| batch | in/out | engine tok/s (overall) | decode ms/step | decode tok/s | limit tok/s | share | "
-          "kernels/step | GPU busy (eager) | transformers tok/s |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("\n| batch | in/out | engine tok/s (overall) | decode ms/step | graph replay ms | decode tok/s | limit tok/s | "
+          "share | kernels/step | GPU busy (eager) | transformers tok/s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         hf = f"{r['hf_tok_s']:.1f}" if "hf_tok_s" in r else "not run"
         print(f"| {r['batch']} | {r['input_len']}/{r['output_len']} | {r['tok_s']:.1f} | {r['decode_ms_step']:.2f} | "
+              f"{r.get('graph_replay_ms', float('nan')):.2f} | "
               f"{r['decode_tok_s'] or 0:.1f} | {r['limit_tok_s']:.0f} | {r['share_of_limit']:.0%} | "
               f"{r['kernels_per_step']:.0f} | {r['busy_eager']:.0%} | {hf} |")
     print(f"copy bandwidth {bw / 1e12:.2f} TB/s; total {time.perf_counter() - began:.0f} s")
     if args.out:
         for r in rows:
             r.pop("work", None)
-        Path(args.out).write_text(json.dumps({"bandwidth": bw, "rows": rows}, indent=2, default=str))
+        Path(args.out).write_text(json.dumps({"bandwidth": bw, "rows": rows, "moe_sweep": sweep}, indent=2,
+                                             default=str))
     return 0
 
 

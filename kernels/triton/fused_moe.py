@@ -121,6 +121,22 @@ def _grouped_gemm_kernel(x_ptr, w_ptr, out_ptr, sorted_ptr, block_expert_ptr, we
     tl.store(dest, acc.to(out_ptr.dtype.element_ty), mask=valid[:, None] & col_ok[None, :])
 
 
+# (BLOCK_N, BLOCK_K, warps, stages) by rows: few rows (decode) want narrow column tiles, so that
+# enough programs stream the weights; `TILE_OVERRIDE` lets bench/nano_full.py sweep them.
+TILES = ((64, (32, 128, 4, 3)), (1 << 30, (64, 128, 4, 3)))
+TILE_OVERRIDE: dict = {}
+
+
+def tile_for(num_assignments: int, N: int, K: int) -> tuple[int, int, int, int]:
+    if "all" in TILE_OVERRIDE:
+        return TILE_OVERRIDE["all"]
+    for limit, tile in TILES:
+        if num_assignments <= limit:
+            bn, bk, w, st = tile
+            return (bn if N >= bn else 32), (bk if K >= bk else 32), w, st
+    return 64, 64, 4, 3
+
+
 def moe_grouped_gemm(x, w, sorted_ids, block_expert, block: int, num_assignments: int, rows_per_token: int,
                      act: str | None = None, weights: torch.Tensor | None = None, out: torch.Tensor | None = None):
     """Same results as kernels.reference.moe_grouped_gemm (padding rows never written)."""
@@ -138,7 +154,7 @@ def moe_grouped_gemm(x, w, sorted_ids, block_expert, block: int, num_assignments
                                x.stride(0), x.stride(1), w.stride(0), w.stride(1), w.stride(2),
                                out.stride(0), out.stride(1), ACT=_ACT[act], HAS_WEIGHTS=weights is not None,
                                BLOCK_M=block, BLOCK_N=block_n, BLOCK_K=block_k,
-                               num_warps=num_warps(x.device.type, 4), num_stages=3)
+                               num_warps=num_warps(x.device.type, warps), num_stages=stages)
     return out
 
 
