@@ -145,9 +145,7 @@ def moe_grouped_gemm(x, w, sorted_ids, block_expert, block: int, num_assignments
     E, N, K = w.shape
     if out is None:
         out = torch.empty(num_assignments, N, dtype=x.dtype, device=x.device)
-    # Few assignments (decode): narrower column tiles, so that enough programs stream the weights.
-    block_n = 32 if num_assignments <= 64 or N < 64 else 64
-    block_k = 128 if K >= 128 else 32
+    block_n, block_k, warps, stages = tile_for(num_assignments, N, K)
     grid = (block_expert.numel(), triton.cdiv(N, block_n))
     wts = weights.reshape(-1) if weights is not None else x
     _grouped_gemm_kernel[grid](x, w, out, sorted_ids, block_expert, wts, N, K, num_assignments, rows_per_token,
