@@ -118,10 +118,10 @@ def sweep_moe_tiles(device) -> list[dict]:
     E, k, H, I = 128, 6, 2688, 1856
     up = torch.randn(E, I, H, device=device, dtype=torch.bfloat16) * 0.02
     down = torch.randn(E, H, I, device=device, dtype=torch.bfloat16) * 0.02
-    tiles = [(32, 128, 4, 3), (32, 256, 4, 3), (64, 128, 4, 3), (16, 256, 4, 4), (32, 128, 2, 4),
-             (64, 64, 4, 4), (32, 64, 4, 4), (128, 64, 8, 3), (64, 128, 8, 3)]
+    tiles = [(32, 128, 4, 3), (32, 128, 2, 4), (16, 128, 2, 5), (32, 64, 2, 6), (16, 64, 1, 6), (64, 128, 4, 3),
+             (64, 64, 4, 4), (128, 64, 8, 3), (128, 64, 4, 4)]
     rows = []
-    for T in (1, 8, 32, 256, 2048):
+    for T in (1, 8, 32, 256, 8192):
         x = torch.randn(T, H, device=device, dtype=torch.bfloat16)
         ids = torch.stack([torch.randperm(E, device=device)[:k] for _ in range(T)])
         w = torch.rand(T, k, device=device)

@@ -26,7 +26,8 @@ def moe_align(ids: torch.Tensor, num_experts: int, block: int):
     n = ids.numel()
     flat = ids.reshape(-1).long()
     R = padded_rows(n, num_experts, block)
-    counts = torch.bincount(flat, minlength=num_experts)  # [E]
+    # scatter_add, not bincount: bincount reads the largest id back to the host on a GPU
+    counts = torch.zeros(num_experts, dtype=torch.long, device=ids.device).scatter_add_(0, flat, torch.ones_like(flat))
     padded = (counts + block - 1) // block * block
     ends = padded.cumsum(0)
     starts = ends - padded

@@ -65,9 +65,18 @@ def _align_kernel(ids_ptr, sorted_ptr, block_expert_ptr, used_ptr, n, R,
     tl.store(used_ptr, tl.max(tl.where(experts < E, ends, 0), axis=0))
 
 
+# One program sorts up to this many assignments quickly (decode); prefill's tens of thousands go
+# through the reference's device sort (a dozen launches, no host read).
+ALIGN_MAX_ONE_PROGRAM = 4096
+
+
 def moe_align(ids: torch.Tensor, num_experts: int, block: int):
     """Same results as kernels.reference.moe_align.moe_align, in one launch."""
     n = ids.numel()
+    if n > ALIGN_MAX_ONE_PROGRAM:
+        from ..reference.moe_align import moe_align as reference_align
+
+        return reference_align(ids, num_experts, block)
     R = padded_rows(n, num_experts, block)
     flat = ids.reshape(-1).contiguous()
     sorted_ids = torch.empty(R, dtype=torch.int32, device=ids.device)
@@ -123,7 +132,7 @@ def _grouped_gemm_kernel(x_ptr, w_ptr, out_ptr, sorted_ptr, block_expert_ptr, we
 
 # (BLOCK_N, BLOCK_K, warps, stages) by rows: few rows (decode) want narrow column tiles, so that
 # enough programs stream the weights; `TILE_OVERRIDE` lets bench/nano_full.py sweep them.
-TILES = ((64, (32, 128, 4, 3)), (1 << 30, (64, 128, 4, 3)))
+TILES = ((64, (32, 128, 2, 4)), (4096, (64, 128, 4, 3)), (1 << 30, (128, 64, 8, 3)))
 TILE_OVERRIDE: dict = {}
 
 

@@ -17,6 +17,7 @@ FAST_OPS: dict[str, tuple[str, str, bool]] = {
     "mamba_state_update": ("triton", "triton.mamba_state_update", False),
     "causal_conv1d_update": ("triton", "triton.causal_conv1d_update", False),
     "paged_attention_decode": ("triton", "triton.paged_attention_decode", False),
+    "paged_attention_prefill": ("sdpa", "sdpa.paged_attention_prefill", False),
     "moe_experts": ("triton", "triton.fused_moe", False),
     "route_sigmoid_grouped": ("triton", "triton.fused_moe", False),
     "mlp": ("triton", "triton.fused_moe", False),
