@@ -2,9 +2,9 @@
 
 Same arguments and result as kernels.reference.paged_attention_prefill, which pads every request of
 a group into one float32 score matrix (exact, but slow at prompt lengths of thousands). Here each
-prompt chunk attends through SDPA in the model's dtype (flash or memory-efficient kernels, GQA
-without repeating K/V): causal when the chunk is the whole context, a bottom-right causal mask when
-it continues a cached prefix. Requests that bring one token (decodes riding in a mixed batch) go
+prompt chunk attends through SDPA in the model's dtype with a bottom-right causal bias (the chunk's
+last token sees the whole context), which the flash and memory-efficient kernels take; K/V heads
+are repeated for GQA (torch 2.11 sends enable_gqa to the slow math kernel, as seen on an H200). Requests that bring one token (decodes riding in a mixed batch) go
 together through the decode op. Sliding windows use the reference.
 """
 
@@ -45,7 +45,9 @@ def paged_attention_prefill(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
         reqs, toks, ctx = upload([singles, [starts[i] for i in singles], [context_lens[i] for i in singles]],
                                  q.device)
         out[toks] = _decode_op(q.device)(q[toks], k_cache, v_cache, block_tables[reqs], ctx.int(), scale, None)
-    gqa = Hq != Hkv
+    from torch.nn.attention.bias import causal_lower_right
+
+    rep = Hq // Hkv
     for i, (n, c) in enumerate(zip(query_lens, context_lens)):
         if n == 1:
             continue
@@ -54,12 +56,10 @@ def paged_attention_prefill(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
         table = block_tables[i, :pages].long()
         k = k_cache[table].reshape(-1, Hkv, D)[:c].transpose(0, 1)  # [Hkv, c, D]
         v = v_cache[table].reshape(-1, Hkv, v_cache.shape[-1])[:c].transpose(0, 1)
-        qi = q[lo:lo + n].transpose(0, 1)  # [Hq, n, D]
-        if n == c:
-            o = F.scaled_dot_product_attention(qi, k, v, is_causal=True, scale=scale, enable_gqa=gqa)
-        else:  # the chunk's token j sits at position c - n + j and sees positions up to it
-            mask = (torch.arange(c, device=q.device)[None, :]
-                    <= (c - n) + torch.arange(n, device=q.device)[:, None])
-            o = F.scaled_dot_product_attention(qi, k, v, attn_mask=mask, scale=scale, enable_gqa=gqa)
-        out[lo:lo + n] = o.transpose(0, 1)
+        if rep > 1:
+            k, v = k.repeat_interleave(rep, dim=0), v.repeat_interleave(rep, dim=0)
+        qi = q[lo:lo + n].transpose(0, 1)[None]  # [1, Hq, n, D]
+        # The chunk's token j sits at position c - n + j and sees positions up to it.
+        o = F.scaled_dot_product_attention(qi, k[None], v[None], attn_mask=causal_lower_right(n, c), scale=scale)
+        out[lo:lo + n] = o[0].transpose(0, 1)
     return out
