@@ -161,11 +161,15 @@ class DemoWindow(QWidget):
         self._update_sub()
 
     def _on_info(self, info: dict) -> None:
+        from bringup.core.client.running_label import running_label
+
         self.device_text = _device_text(info) or self.device_text
+        self.running = running_label(info)  # what really runs, random weights labelled as such
         self._update_sub()
 
     def _update_sub(self) -> None:
-        parts = [f"model: {self.profile.model}", f"device: {self.device_text}"]
+        running = getattr(self, "running", "")
+        parts = [f"model: {self.profile.model}", running or f"device: {self.device_text}"]
         if "kv_tokens" in self.figures:
             parts.append(f"KV pool {self.figures['kv_tokens']:,} tokens")
         if "state_slots" in self.figures:
@@ -232,10 +236,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--after", type=float, default=30.0, metavar="SECONDS",
                         help="seconds before the screenshot (default 30)")
     parser.add_argument("--windowed", action="store_true", help="a 1600x900 window instead of full screen")
+    parser.add_argument("--load-format", choices=("auto", "dummy"), default=None,
+                        help="dummy: the profile's model at full size with seeded random weights (speed, not text)")
 
 
 def main(args: argparse.Namespace) -> int:
     profile = load_profile(args.profile)  # a bad profile fails here, before any window or engine
+    if getattr(args, "load_format", None):
+        profile.settings["load-format"] = args.load_format
     if args.screenshot and args.after <= 0:
         from bringup.core.errors import UserError
 

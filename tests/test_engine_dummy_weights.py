@@ -100,3 +100,18 @@ def test_catalogue_names_resolve_for_serve():
     assert model_source("NVIDIA-Nemotron-3-Nano-30B-A3B", "dummy") == ("NVIDIA-Nemotron-3-Nano-30B-A3B",
                                                                         "NVIDIA-Nemotron-3-Nano-30B-A3B")
     assert model_source("NVIDIA-Nemotron-3-Nano-30B-A3B", "auto")[0] == "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B"
+
+
+def test_the_running_label_names_architecture_params_weights_dtype_and_device(config_only):
+    from bringup.core.client.running_label import is_random_weights, running_label
+
+    folder, _ = config_only
+    engine = Engine(str(folder), device="cpu", load_format="dummy", log=lambda m: None, max_running_requests=2,
+                    mem_fraction=0.5)
+    info = engine.server_info()
+    label = running_label(info)
+    assert label.startswith("NemotronHForCausalLM · ") and "M params" in label
+    assert "dummy weights (seeded random: text is noise)" in label and "float32" in label and "cpu" in label
+    assert is_random_weights(info)
+    assert not is_random_weights({**info, "load_format": "auto", "model": "my-checkpoint"})
+    assert "bundled miniature" in running_label({**info, "load_format": "auto", "model": "nemotron-3-nano-pattern-tiny"})

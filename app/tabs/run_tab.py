@@ -63,6 +63,11 @@ class RunTab(QWidget):
         self.available_devices: set[str] | None = None  # from the probe; None until it reports
         self._device_picked = False  # chosen here by the user, not carried over from Validate
         self.device.activated.connect(lambda _i: setattr(self, "_device_picked", True))
+        self.weights = QComboBox()  # --load-format of our engine
+        self.weights.addItems(["checkpoint", "dummy"])
+        self.weights.setToolTip("checkpoint: the model's own weights. dummy: the model's real architecture and size "
+                                "with seeded random weights made on the device (works from a catalogue name or a "
+                                "config.json alone; its text is noise)")
         self.url_field = QLineEdit("http://127.0.0.1:30000")
         self.url_field.setToolTip("A running server: ours, or SGLang started with --enable-metrics")
         self.start_button = QPushButton("Start")
@@ -76,7 +81,7 @@ class RunTab(QWidget):
         self.report_button.clicked.connect(self._ask_report_path)
         bar = QHBoxLayout()
         for label, w, stretch in (("Engine", self.engine, 0), ("Model", self.model_field, 2), ("Device", self.device, 0),
-                                  ("URL", self.url_field, 1)):
+                                  ("Weights", self.weights, 0), ("URL", self.url_field, 1)):
             lab = QLabel(label)
             lab.setBuddy(w)
             bar.addWidget(lab)
@@ -210,8 +215,9 @@ class RunTab(QWidget):
                 extra = dict(self.sglang_settings, **({} if device == "auto" else {"device": device}))
                 self.controller.launch_sglang(self.model_field.text().strip(), settings=extra)
             else:
+                dummy = ["--load-format", "dummy"] if self.weights.currentText() == "dummy" else []
                 self.controller.launch_embedded(self.model_field.text().strip() or "default", device=device,
-                                                extra=self.embedded_flags)
+                                                extra=self.embedded_flags + dummy)
         except (OSError, RuntimeError) as err:
             self.stage.setText(f"<span style='color:#C62828'>Could not start: {err}</span>")
             return
@@ -262,9 +268,11 @@ class RunTab(QWidget):
     def _on_info(self, info: dict) -> None:
         from bringup.app.run.engine_controller import device_text
 
-        device = device_text(info)
-        if device and device not in self.stage.text():
-            self.stage.setText(self.stage.text() + f" · {device}")
+        from bringup.core.client.running_label import running_label
+
+        label = running_label(info) or device_text(info)  # what really runs: architecture, weights, device
+        if label and label not in self.stage.text():
+            self.stage.setText(self.stage.text() + f" · {label}")
 
     def _on_crash(self, code: int, tail: list[str]) -> None:
         self.load.set_server(None)

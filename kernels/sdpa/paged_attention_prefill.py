@@ -32,8 +32,6 @@ def paged_attention_prefill(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
                             scale: float, sliding_window: int | None = None, max_scores: int | None = None):
     if sliding_window is not None:
         return _reference(q, k_cache, v_cache, block_tables, query_lens, context_lens, scale, sliding_window)
-    from bringup.core.engine.forward_batch import upload
-
     page_size, Hkv, D = k_cache.shape[1:]
     Hq = q.shape[1]
     out = torch.empty(q.shape[0], Hq, v_cache.shape[-1], dtype=q.dtype, device=q.device)
@@ -42,8 +40,10 @@ def paged_attention_prefill(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
         starts.append(starts[-1] + n)
     singles = [i for i, n in enumerate(query_lens) if n == 1]
     if singles:
-        reqs, toks, ctx = upload([singles, [starts[i] for i in singles], [context_lens[i] for i in singles]],
-                                 q.device)
+        host = torch.tensor(singles + [starts[i] for i in singles] + [context_lens[i] for i in singles])
+        if q.device.type == "cuda":  # one asynchronous copy: the host does not wait for the device
+            host = host.pin_memory()
+        reqs, toks, ctx = host.to(q.device, non_blocking=True).split(len(singles))
         out[toks] = _decode_op(q.device)(q[toks], k_cache, v_cache, block_tables[reqs], ctx.int(), scale, None)
     from torch.nn.attention.bias import causal_lower_right
 
