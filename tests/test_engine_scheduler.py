@@ -224,3 +224,33 @@ def test_random_traffic_keeps_pools_consistent_and_ends_empty(script, chunk, num
         assert r.is_finished and r.finish_reason == "length"
         if r.error is None:  # not ended by a full pool: it got every token it asked for
             assert len(r.output_ids) == r.params.max_new_tokens
+
+
+def _one_token_steps(s: Scheduler, tokens_of):
+    """Steps as the engine runs them, the model's sampled token chosen per request by tokens_of."""
+    while s.has_work():
+        step = s.schedule()
+        if step.requests:
+            s.postprocess(step, [tokens_of(r) if sampled else None for r, sampled in zip(step.requests, step.samples())])
+        s.take_ended()
+
+
+def test_postprocess_owns_finishing():
+    """The scheduler ends requests on a stop id, EOS (unless ignored), max_new_tokens and the context."""
+    s = make(num_pages=32, max_context=12)
+    s.eos_token_ids = frozenset({2})
+    stop_id = Request("stop", [5, 6], SamplingParams(max_new_tokens=9, stop_token_ids=(9,)), arrival=0)
+    eos = Request("eos", [5, 6], SamplingParams(max_new_tokens=9), arrival=1)
+    ignore = Request("ignore", [5, 6], SamplingParams(max_new_tokens=3, ignore_eos=True), arrival=2)
+    context = Request("ctx", list(range(3, 12)), SamplingParams(max_new_tokens=9, ignore_eos=True), arrival=3)
+    for r in (stop_id, eos, ignore, context):
+        s.add(r)
+    script = {"stop": [7, 9], "eos": [7, 7, 2], "ignore": [2, 2, 2], "ctx": [4, 4, 4, 4]}
+    _one_token_steps(s, lambda r: script[r.id][len(r.output_ids)])
+    assert (stop_id.output_ids, stop_id.finish_reason) == ([7, 9], "stop")
+    assert (eos.output_ids, eos.finish_reason) == ([7, 7, 2], "stop")
+    assert (ignore.output_ids, ignore.finish_reason) == ([2, 2, 2], "length")
+    assert (context.num_tokens, context.finish_reason) == (12, "length")
+    assert s.totals == {"prompt": 2 + 2 + 2 + 9, "recomputed": 0, "generated": 2 + 3 + 3 + 3}
+    s.check()
+    assert s.kv_pool.num_used_pages == 0 and s.state_pool.num_used_slots == 0

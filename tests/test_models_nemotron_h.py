@@ -104,7 +104,7 @@ def test_bfloat16_runs_and_stays_close_to_float32(checkpoint):
     loaded = load_model(folder, dtype="bfloat16", device=DEVICE)
     model = loaded.model
     assert model.dtype == torch.bfloat16
-    assert model.backbone.layers[[i for i, t in enumerate(model.block_types) if t == "moe"][0]].mixer.gate.weight.dtype == torch.float32
+    assert model.backbone.layers[model.layer_map.moe_layers[0]].mixer.gate.weight.dtype == torch.float32
     kv, state = make_pools(model, dtype=torch.bfloat16)
     requests = run_engine(model, [Req([5, 9, 17, 3, 8, 2, 40], [4, 3], steps=2)], kv_pool=kv, state_pool=state)
     reference = run_engine(load_model(folder, device=DEVICE).model, [Req([5, 9, 17, 3, 8, 2, 40], [4, 3], steps=2)])

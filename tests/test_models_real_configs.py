@@ -1,6 +1,7 @@
-"""The real configs in shared/models: our model classes build from each supported one (on the meta
-device: no memory) and ask for exactly the caches the layer map (an independent reading of the
-same config) predicts; unsupported ones get a message naming what is supported."""
+"""The real configs in shared/models: our model classes build from each supported one and its layer
+map (on the meta device: no memory) and ask for exactly the caches the layer map predicts, at its
+layers and with its per-token and per-request sizes; unsupported ones get a message naming what is
+supported."""
 
 from __future__ import annotations
 
@@ -31,10 +32,11 @@ def test_supported_configs_build_with_the_layer_maps_caches(path):
         with pytest.raises(UnsupportedModelError, match="is not supported by the embedded engine; it runs llama, "):
             model_class_for(config)
         return
+    layer_map = build_layer_map(config)
     with torch.device("meta"):
-        model = model_class_for(config)(config, ops_for("cpu"))
+        model = model_class_for(config)(config, ops_for("cpu"), layer_map)
     spec = model.cache_spec
-    layers = build_layer_map(config).layers
+    layers = layer_map.layers
     assert spec.kv_layer_ids == tuple(layer.index for layer in layers if layer.is_kv)
     assert spec.state_layer_ids == tuple(layer.index for layer in layers if layer.is_state)
     for layer in layers:
@@ -48,7 +50,7 @@ def test_supported_configs_build_with_the_layer_maps_caches(path):
 def test_nemotron_3_nano_is_the_30b_it_says():
     config = _config(MODELS / "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B.json")
     with torch.device("meta"):
-        model = model_class_for(config)(config, ops_for("cpu"))
+        model = model_class_for(config)(config, ops_for("cpu"), build_layer_map(config))
     assert model.cache_spec.kv_layer_ids == (5, 12, 19, 26, 33, 42)
     params = sum(p.numel() for p in model.parameters())
     assert 31.0e9 < params < 32.0e9, params  # 31.6B with all 128 experts of each of the 23 MoE layers

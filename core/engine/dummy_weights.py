@@ -121,9 +121,12 @@ def load_dummy_model(source, *, device="cpu", dtype="auto", seed: int = DEFAULT_
         cls = model_class_for(config)
     except UnsupportedModelError as err:
         raise UserError(str(err)) from None
+    from bringup.core.families import build_layer_map
+
+    layer_map = build_layer_map(config, name=loaded.name, source=loaded.source)
     with torch.device("meta"):  # the plan: every tensor's size, nothing allocated
         try:
-            meta = cls(config, ops_for(dev))
+            meta = cls(config, ops_for(dev), layer_map)
         except (ValueError, KeyError, AttributeError, TypeError) as err:
             raise UserError(f"config of {loaded.name} does not describe a {cls.__name__} the engine can build: "
                             f"{err}") from None
@@ -135,7 +138,7 @@ def load_dummy_model(source, *, device="cpu", dtype="auto", seed: int = DEFAULT_
     if progress:
         progress(f"dummy weights for {loaded.name}: {needed / GB:.2f} GiB on {dev} ({free / GB:.2f} GiB free)")
     check_fits(needed, free, dev, f"{loaded.name}'s weights ({str(dt).removeprefix('torch.')})")
-    model = build_model(config, device=dev, dtype=dt)
+    model = build_model(config, device=dev, dtype=dt, name=loaded.name, source=loaded.source)
     fill_dummy_(model, config, seed)
     model.finish_loading()
     named_config = loaded.kind == "file" and Path(os.fspath(source)).name == "config.json"

@@ -33,7 +33,6 @@ from .pools import PoolIntegrityError, as_dtype
 from .request import Request, RequestRejected, StepOutput
 from .sampling import SamplingParams, make_generator
 from .scheduler import Scheduler
-from .sizing import engine_layer_map
 
 GB = 1024**3
 # Decode graphs are on by default where the device has them (decode_graphs.graphs_supported);
@@ -86,11 +85,13 @@ class Engine:
         )
 
         self.max_context = int(context_length or self.config.get("max_position_embeddings") or 0) or None
+        # The map the model was built from: the plan sizes the pools the model's layers use.
+        self.layer_map = self.model.layer_map
         spec = self.model.cache_spec
         self.kv_dtype = as_dtype(kv_dtype) if kv_dtype else self.dtype
         self.conv_dtype = as_dtype(conv_dtype) if conv_dtype else self.dtype
         self.ssm_dtype = as_dtype(ssm_dtype or "float32")
-        self.plan = self._plan(spec, free_before, mem_fraction, max_running_requests, page_size, context_length)
+        self.plan = self._plan(free_before, mem_fraction, max_running_requests, page_size, context_length)
         kv_tokens = self.plan.kv_tokens
         if max_total_tokens is not None:
             kv_tokens = min(kv_tokens, int(max_total_tokens))
@@ -161,12 +162,9 @@ class Engine:
                  f"captured in {graphs.capture_seconds:.2f} s, graph memory {self.graph_memory_bytes / GB:.2f} GB")
         return graphs
 
-    def _plan(self, spec, free_before, mem_fraction, max_running_requests, page_size, context_length):
+    def _plan(self, free_before, mem_fraction, max_running_requests, page_size, context_length):
         from bringup.core.planner import plan_memory
 
-        params = sum(p.numel() for p in self.model.parameters())
-        self.layer_map = engine_layer_map(self.config, spec, name=self.model_name, source=str(self.folder or ""),
-                                          params=params, log=self.log)
         plan = plan_memory(
             self.layer_map, device_memory=int(free_before), target="embedded", device=self.device.type,
             mem_fraction=mem_fraction, dtype=_name(self.dtype), kv_dtype=_name(self.kv_dtype),

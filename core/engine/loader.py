@@ -203,16 +203,21 @@ def resolve_device(device) -> torch.device:
 
 # Building it -------------------------------------------------------------------------------------
 
-def build_model(config: dict, *, device="cpu", dtype=torch.float32, ops=None) -> CausalLM:
-    """Our model for `config`, allocated (uninitialised) on `device` in `dtype`."""
+def build_model(config: dict, *, device="cpu", dtype=torch.float32, ops=None, name: str = "",
+                source: str = "") -> CausalLM:
+    """Our model for `config`, allocated (uninitialised) on `device` in `dtype`. Its layers are the
+    ones the config's layer map lists (`model.layer_map`, named `name`, from `source`)."""
+    from bringup.core.families import build_layer_map
+
     try:
         cls = model_class_for(config)
     except UnsupportedModelError as err:
         raise UserError(str(err)) from None
+    layer_map = build_layer_map(config, name=name, source=source)
     device = torch.device(device)
     with torch.device("meta"):
         try:
-            model = cls(config, ops or ops_for(device))
+            model = cls(config, ops or ops_for(device), layer_map)
         except (ValueError, KeyError, AttributeError, TypeError) as err:
             raise UserError(f"config.json does not describe a {cls.__name__} the engine can build: {err}") from None
     model.to(dtype=dtype)
@@ -235,7 +240,8 @@ def load_model(source, *, device="cpu", dtype="auto", progress: Progress | None 
     dev, dt = resolve_device(device), resolve_dtype(dtype, config)
     if progress:
         progress(f"building {config.get('model_type')} on {dev} in {str(dt).removeprefix('torch.')}")
-    model = build_model(config, device=dev, dtype=dt)
+    name = Path(os.fspath(source)).name if Path(os.fspath(source)).expanduser().exists() else os.fspath(source)
+    model = build_model(config, device=dev, dtype=dt, name=name, source=str(folder))
     if progress:
         progress(f"loading weights from {folder}")
     try:
@@ -243,7 +249,6 @@ def load_model(source, *, device="cpu", dtype="auto", progress: Progress | None 
             model.load_weights(iter_checkpoint(folder))
     except WeightLoadError as err:
         raise UserError(f"{folder}: {err}") from None
-    name = Path(os.fspath(source)).name if Path(os.fspath(source)).expanduser().exists() else os.fspath(source)
     return LoadedModel(model, config, folder, name, dt, dev, time.monotonic() - started)
 
 

@@ -1,6 +1,7 @@
 """Model implementations of the embedded engine, chosen by config.json's model_type.
 
-Every model: `Model(config: dict, ops)`, `.forward(batch: ForwardBatch) -> logits [B, vocab]`,
+Every model: `Model(config: dict, ops, layer_map)` (the layer map from `bringup.core.families` says
+which mixer and FFN each layer has; stack.py assembles them), `.forward(batch) -> logits [B, vocab]`,
 `.cache_spec` (which layers need KV pages and which need state slots, and their shapes),
 `.load_weights(iterable of (checkpoint name, tensor))`. Build one with `bringup.core.engine.loader`.
 """

@@ -1,6 +1,8 @@
 """What every model of the engine shares: its cache geometry, weight loading, and the forward contract.
 
-A model is built from the raw config.json dict and a kernel op set (`bringup.kernels.dispatch`).
+A model is built from the raw config.json dict, a kernel op set (`bringup.kernels.dispatch`) and the
+model's layer map (`bringup.core.families.build_layer_map`), the one place that knows which layer
+is which: a model never reads its block list from the config itself.
 `forward(batch: ForwardBatch) -> logits [B, vocab]` (float32, last new token of each request).
 `cache_spec` tells the engine which pools to allocate: KV for `kv_layer_ids` and state slots for
 `state_layer_ids`, with GLOBAL layer ids (the ids the model asks the pools for).
@@ -62,10 +64,11 @@ class CausalLM(nn.Module):
     # Parameter-name substrings kept in float32 whatever the model dtype (e.g. MoE router weights).
     keep_float32: tuple[str, ...] = ()
 
-    def __init__(self, config: dict, ops):
+    def __init__(self, config: dict, ops, layer_map):
         super().__init__()
         self.config = Config(config)
         self.ops = ops
+        self.layer_map = layer_map  # a LayerMap: which mixer and FFN each layer has, which hold caches
 
     @property
     def cache_spec(self) -> CacheSpec:

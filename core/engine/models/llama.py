@@ -3,8 +3,9 @@ per-family switches).
 
 Per layer: h = h + attn(rmsnorm(h)); h = h + ffn(rmsnorm(h)), the ffn a SwiGLU MLP or, in
 Qwen3-MoE's sparse layers, softmax-routed SwiGLU experts. Attention is GQA with RoPE; Qwen3 adds a
-per-head RMSNorm on q and k before RoPE; Qwen2 has biases on q/k/v; Mistral (and Qwen with
-use_sliding_window) can attend within a sliding window. Weights as transformers saves them:
+per-head RMSNorm on q and k before RoPE; Qwen2 has biases on q/k/v. Which layers slide (Mistral,
+Qwen with use_sliding_window, layer_types) and which FFNs are sparse come from the layer map
+(core/families/dense.py): (attention | sliding_attention, mlp | moe) per layer. Weights as transformers saves them:
 `model.layers.N.self_attn.q_proj.weight`, `model.layers.N.mlp.experts.E.gate_proj.weight`, ...
 """
 
@@ -17,31 +18,24 @@ import torch.nn.functional as F
 from torch import nn
 
 from .attention import paged_attention
-from .base import CacheSpec, CausalLM, RMSNormWeight, linear
+from .base import RMSNormWeight, linear
 from .rope import inv_freq_for
+from .stack import Layout, Parts, StackedCausalLM
 
-
-def sliding_windows(cfg, model_type: str, num_layers: int) -> list[int | None]:
-    """Per-layer attention window (None = full), as transformers applies it."""
-    window = cfg.get("sliding_window")
-    types = cfg.get("layer_types")
-    if types:
-        return [window if t == "sliding_attention" else None for t in types]
-    if model_type == "mistral":
-        return [window] * num_layers
-    if model_type in ("qwen2", "qwen3") and cfg.get("use_sliding_window", False):
-        first = cfg.get("max_window_layers", num_layers)
-        return [window if i >= first else None for i in range(num_layers)]
-    return [None] * num_layers
+ROPE_KEY = "rope_inv_freq"  # batch.memo key: the model's RoPE table, shared by its attention layers
 
 
 class SelfAttention(nn.Module):
-    def __init__(self, cfg, model_type: str, layer_id: int, window: int | None, ops):
+    """GQA with RoPE; a "sliding_attention" layer of the map attends within its window (map attrs)."""
+
+    def __init__(self, cfg, layer, ops):
         super().__init__()
-        self.layer_id, self.ops, self.window = layer_id, ops, window
-        self.num_heads = cfg.num_attention_heads
-        self.num_kv_heads = cfg.get("num_key_value_heads", self.num_heads)
-        self.head_dim = cfg.get("head_dim") or cfg.hidden_size // self.num_heads
+        model_type = cfg.get("model_type", "llama")
+        self.layer_id, self.ops = layer.index, ops
+        self.window = layer.attrs.get("window") if layer.mixer == "sliding_attention" else None
+        self.num_heads = int(layer.attrs["heads"])
+        self.num_kv_heads = int(layer.attrs["kv_heads"])
+        self.head_dim = int(layer.attrs["head_dim"])
         self.scale = self.head_dim ** -0.5
         qkv_bias = True if model_type == "qwen2" else bool(cfg.get("attention_bias", False))
         o_bias = False if model_type == "qwen2" else bool(cfg.get("attention_bias", False))
@@ -55,8 +49,9 @@ class SelfAttention(nn.Module):
             self.q_norm = RMSNormWeight(self.head_dim, eps)
             self.k_norm = RMSNormWeight(self.head_dim, eps)
 
-    def forward(self, hidden: torch.Tensor, batch, inv_freq: torch.Tensor) -> torch.Tensor:
+    def forward(self, hidden: torch.Tensor, batch) -> torch.Tensor:
         ops, T = self.ops, hidden.shape[0]
+        inv_freq = batch.memo[ROPE_KEY]
         q = self.q_proj(hidden).view(T, self.num_heads, self.head_dim)
         k = self.k_proj(hidden).view(T, self.num_kv_heads, self.head_dim)
         v = self.v_proj(hidden).view(T, self.num_kv_heads, self.head_dim)
@@ -114,72 +109,37 @@ def num_experts(cfg) -> int:
     return int(cfg.get("num_experts") or cfg.get("num_local_experts") or 0)
 
 
-def is_sparse_layer(cfg, layer_id: int) -> bool:
-    """Qwen3-MoE: experts in every `decoder_sparse_step`-th layer except those in mlp_only_layers."""
-    if num_experts(cfg) <= 0 or layer_id in (cfg.get("mlp_only_layers") or []):
-        return False
-    return (layer_id + 1) % cfg.get("decoder_sparse_step", 1) == 0
-
-
-class DecoderLayer(nn.Module):
-    def __init__(self, cfg, model_type: str, layer_id: int, window, ops):
-        super().__init__()
-        self.ops = ops
-        eps = cfg.get("rms_norm_eps", 1e-6)
-        self.input_layernorm = RMSNormWeight(cfg.hidden_size, eps)
-        self.self_attn = SelfAttention(cfg, model_type, layer_id, window, ops)
-        self.post_attention_layernorm = RMSNormWeight(cfg.hidden_size, eps)
-        sparse = model_type == "qwen3_moe" and is_sparse_layer(cfg, layer_id)
-        self.mlp = SparseMoE(cfg, ops) if sparse else GatedMLP(cfg, ops)
-
-    def forward(self, hidden, batch, inv_freq):
-        n1, n2 = self.input_layernorm, self.post_attention_layernorm
-        hidden = hidden + self.self_attn(self.ops.rms_norm(hidden, n1.weight, n1.eps), batch, inv_freq)
-        return hidden + self.mlp(self.ops.rms_norm(hidden, n2.weight, n2.eps))
-
-
-class DecoderStack(nn.Module):
-    def __init__(self, cfg, model_type: str, ops):
-        super().__init__()
-        n = cfg.num_hidden_layers
-        windows = sliding_windows(cfg, model_type, n)
-        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size).requires_grad_(False)
-        self.layers = nn.ModuleList(DecoderLayer(cfg, model_type, i, windows[i], ops) for i in range(n))
-        self.norm = RMSNormWeight(cfg.hidden_size, cfg.get("rms_norm_eps", 1e-6))
-
-
 _EXPERT = re.compile(r"^(model\.layers\.\d+\.mlp\.experts)\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$")
 
 
-class LlamaForCausalLM(CausalLM):
+class LlamaForCausalLM(StackedCausalLM):
     """Llama, Mistral, Qwen2, Qwen3 and Qwen3-MoE."""
 
     model_types = ("llama", "mistral", "qwen2", "qwen3", "qwen3_moe")
+    parts = Parts(
+        family="Llama",
+        mixers={"attention": SelfAttention, "sliding_attention": SelfAttention},
+        ffns={"mlp": lambda cfg, layer, ops: GatedMLP(cfg, ops), "moe": lambda cfg, layer, ops: SparseMoE(cfg, ops)},
+        layout=Layout(root="model", embed="embed_tokens", final_norm="norm",
+                      mixer_names={"attention": "self_attn", "sliding_attention": "self_attn"}, ffn_name="mlp",
+                      mixer_norm="input_layernorm", ffn_norm="post_attention_layernorm"),
+    )
 
-    def __init__(self, config: dict, ops):
-        super().__init__(config, ops)
-        cfg = self.config
-        self.model_type = cfg.get("model_type", "llama")
-        self.model = DecoderStack(cfg, self.model_type, ops)
-        attn = self.model.layers[0].self_attn
+    def __init__(self, config: dict, ops, layer_map):
+        super().__init__(config, ops, layer_map)
         # A buffer, not a parameter: derived from the config, never in the checkpoint.
-        self.register_buffer("inv_freq", inv_freq_for(cfg, attn.head_dim), persistent=False)
-        self.lm_head = linear(cfg.hidden_size, cfg.vocab_size, False)
-        self.tie_weights()
+        self.register_buffer("inv_freq", inv_freq_for(self.config, self._head_dim), persistent=False)
 
     @property
-    def input_embedding(self):
-        return self.model.embed_tokens
+    def _head_dim(self) -> int:
+        return self.decoder.layers[0].mixer_module.head_dim
 
     def finish_loading(self) -> None:
         # Built on the meta device, the buffer was allocated empty: compute it where it now lives.
-        self.inv_freq = inv_freq_for(self.config, self.model.layers[0].self_attn.head_dim).to(self.inv_freq.device)
+        self.inv_freq = inv_freq_for(self.config, self._head_dim).to(self.inv_freq.device)
 
-    @property
-    def cache_spec(self) -> CacheSpec:
-        attn = self.model.layers[0].self_attn
-        return CacheSpec(kv_layer_ids=tuple(range(len(self.model.layers))), num_kv_heads=attn.num_kv_heads,
-                         head_dim=attn.head_dim)
+    def begin(self, batch) -> None:
+        batch.memo[ROPE_KEY] = self.inv_freq  # every attention layer rotates with the same table
 
     def map_weight_name(self, name: str):
         if name.endswith("rotary_emb.inv_freq") or (self.tied and name == "lm_head.weight"):
@@ -188,11 +148,3 @@ class LlamaForCausalLM(CausalLM):
         if m:  # experts one by one, as checkpoints hold them, into the stacked parameters
             return f"{m.group(1)}.{m.group(3)}", int(m.group(2))
         return name, None
-
-    def forward(self, batch) -> torch.Tensor:
-        hidden = self.model.embed_tokens(batch.input_ids)
-        for layer in self.model.layers:
-            hidden = layer(hidden, batch, self.inv_freq)
-        last = batch.last_token_hidden(hidden)
-        norm = self.model.norm
-        return self.lm_head(self.ops.rms_norm(last, norm.weight, norm.eps)).float()
