@@ -207,8 +207,8 @@ class MainWindow(QMainWindow):
     def _wire_tabs(self) -> None:
         """Tabs that feed each other: validated settings launch the engine, a crash log is diagnosed."""
         run, diagnose, validate = self.tab("Run"), self.tab("Diagnose"), self.tab("Validate")
-        if run is not None and validate is not None and hasattr(validate, "settings_validated"):
-            validate.settings_validated.connect(run.apply_launch_settings)
+        if run is not None and validate is not None and hasattr(validate, "launch_validated"):
+            validate.launch_validated.connect(run.apply_launch)
         if run is not None and validate is not None and hasattr(validate, "probe_finished"):
             validate.probe_finished.connect(
                 lambda report: run.set_available_devices(report.available_devices() if report is not None else None))

@@ -16,6 +16,8 @@ from bringup.core.engine.sampling import SamplingParams
 
 from engine_helpers import hf_greedy, prompts_of_lengths, tiny_llama, tiny_nemotron_h
 
+pytestmark = pytest.mark.slow  # starts a real engine or server
+
 LENGTHS = [3, 21, 9, 40]
 NEW = 6
 DEVICE = os.environ.get("BRINGUP_TEST_DEVICE", "cpu")

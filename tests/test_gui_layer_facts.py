@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from bringup.app.layermap.facts import compact_ranges, detail_rows, human_bytes, human_count, state_bytes_per_request, tooltip_text
+from bringup.core.planner.sizes import format_bytes
+from bringup.app.layermap.facts import compact_ranges, detail_rows, human_count, state_bytes_per_request, tooltip_text
 from bringup.core.layermap.vocabulary import Layer
 
 
@@ -10,8 +11,9 @@ def test_human_numbers():
     assert human_count(31_577_937_344) == "31.6 B"
     assert human_count(3_580_073_408) == "3.58 B"
     assert human_count(950) == "950" and human_count(None) == "—"
-    assert human_bytes(1024) == "1 KiB" and human_bytes(512) == "512 B"
-    assert human_bytes(46.8 * 2**20) == "46.8 MiB" and human_bytes(3 * 2**40) == "3 TiB"
+    assert format_bytes(1024, short=True) == "1 KiB" and format_bytes(512, short=True) == "512 B"
+    assert format_bytes(46.8 * 2**20, short=True) == "46.8 MiB" and format_bytes(3 * 2**40, short=True) == "3 TiB"
+    assert format_bytes(49082368) == "46.81 MiB"  # reports keep two decimals
 
 
 def test_compact_ranges():

@@ -26,12 +26,15 @@ def _gpu_device_type() -> str | None:
 
 
 GPU = _gpu_device_type()
-NO_GPU_REASON = "; ".join(f"{d}: {availability.triton_reason(d)}" for d in availability.GPU_DEVICE_TYPES)
-needs_triton = pytest.mark.skipif(GPU is None, reason=f"no device for the Triton kernels ({NO_GPU_REASON})")
-needs_fla = pytest.mark.skipif(
+needs_triton = pytest.mark.gpu  # skipped without a device, with the reason (tests/conftest.py)
+_fla_skip = pytest.mark.skipif(
     GPU is None or availability.fla_reason(GPU) is not None,
     reason=f"flash-linear-attention cannot run: {availability.fla_reason(GPU or 'cuda')}",
 )
+
+
+def needs_fla(test):
+    return pytest.mark.gpu(_fla_skip(test))
 
 
 @pytest.fixture(autouse=True)

@@ -9,10 +9,40 @@ from bringup.core.rules.embedded import engine_model_types
 
 
 def test_model_types_are_the_engine_registry():
-    from bringup.core.engine.models import MODEL_REGISTRY
+    from bringup.core.engine.facts import MODEL_CLASSES
+    from bringup.core.engine.models import model_class_for
 
-    assert set(engine_model_types()) == set(MODEL_REGISTRY)
-    assert "nemotron_h" in MODEL_REGISTRY
+    assert set(engine_model_types()) == set(MODEL_CLASSES) and "nemotron_h" in MODEL_CLASSES
+    for model_type, target in MODEL_CLASSES.items():  # every entry names a class the engine has
+        assert model_class_for({"model_type": model_type}).__name__ == target.split(":")[1]
+
+
+def test_engine_defaults_are_its_facts():
+    """The Engine's own defaults and `bringup serve`'s parser are what the facts say."""
+    import argparse
+    import inspect
+
+    from bringup.core.cli import serve
+    from bringup.core.engine import facts
+    from bringup.core.engine.engine import Engine
+
+    params = inspect.signature(Engine).parameters
+    assert params["page_size"].default == facts.DEFAULT_PAGE_SIZE and params["ssm_dtype"].default == facts.DEFAULT_SSM_DTYPE
+    parser = argparse.ArgumentParser()
+    serve.configure(parser)
+    args = parser.parse_args([])
+    assert {o.flag: o.default for o in facts.SERVE_OPTIONS} == {
+        o.flag: getattr(args, o.flag[2:].replace("-", "_")) for o in facts.SERVE_OPTIONS}
+
+
+def test_validation_never_imports_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys; from bringup.core.rules import validate; from bringup.core.sources.resolve import load_layer_map; "
+            "r = validate(load_layer_map('NVIDIA-Nemotron-3-Nano-30B-A3B'), 'embedded'); "
+            "assert r.ok and 'torch' not in sys.modules, sorted(m for m in sys.modules if m.startswith('torch'))")
+    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_unsupported_model_uses_the_engine_text():

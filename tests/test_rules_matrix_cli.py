@@ -85,10 +85,10 @@ def test_cli_bad_input_is_a_user_error(capsys):
     assert "--attention-backend 'flashy' is not one of" in capsys.readouterr().err
 
 
-def test_launch_command_accepts_target_strings():
-    from bringup.core.rules import launch_command
+def test_launch_accepts_target_strings():
+    from bringup.core.launch import launch_for, model_path
 
-    lm = layer_map(NANO)
-    assert launch_command(lm, "sglang==0.5.17", LaunchSettings(device="xpu"))[:3] == ["python", "-m", "sglang.launch_server"]
-    assert launch_command(lm, "embedded", LaunchSettings(device="cpu", dtype="bfloat16"))[:2] == ["bringup", "serve"]
-    assert launch_command(lm, "embedded", LaunchSettings(device="cpu"), path="/models/nano")[2] == "/models/nano"
+    path = model_path(layer_map(NANO))
+    assert launch_for("sglang==0.5.17", path, LaunchSettings(device="xpu")).argv()[:3] == ["python", "-m", "sglang.launch_server"]
+    assert launch_for("embedded", path, LaunchSettings(device="cpu", dtype="bfloat16")).argv()[:2] == ["bringup", "serve"]
+    assert launch_for("embedded", "/models/nano", LaunchSettings(device="cpu")).argv()[2] == "/models/nano"

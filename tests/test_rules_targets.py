@@ -60,3 +60,19 @@ def test_profile_changes_are_what_the_findings_follow():
         "sglang==0.5.19": "AssertionError: extra_buffer needs CUDA/MUSA/NPU/ROCm/XPU (FLA).",
         "sglang==0.5.21": "AssertionError: extra_buffer requires platform support for Mamba cache state snapshots.",
     }
+
+
+def test_plan_reads_targets_with_the_same_grammar():
+    from bringup.core.planner import parse_target as plan_target
+    from bringup.core.rules.profiles import NEWEST
+
+    for text in ("embedded", "bringup", "sglang==0.5.23", "sglang==0.5.23.post1", "sglang==0.5.22rc1"):
+        t = parse_target(text)
+        assert plan_target(text)[0] == t.engine
+    assert plan_target("sglang==0.5.23.post1") == ("sglang", (0, 5, 23))
+    assert plan_target("sglang") == ("sglang", NEWEST.version)
+    for bad in ("vllm==1.0", "sglang==latest"):
+        with pytest.raises(UserError):
+            plan_target(bad)
+        with pytest.raises(UserError):
+            parse_target(bad)

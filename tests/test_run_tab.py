@@ -73,6 +73,7 @@ def test_attach_to_nothing_shows_no_data_not_zero(qtbot):
     qtbot.waitUntil(lambda: tab.controller.state == "idle", timeout=5000)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(420)
 def test_real_engine_flow(qtbot, tmp_path):
     tab = RunTab()
@@ -139,23 +140,60 @@ def test_real_engine_flow(qtbot, tmp_path):
     assert not _children()
 
 
-def test_validated_settings_reach_the_next_launch(qtbot):
-    from bringup.app.run.engine_controller import sglang_command, sglang_flags
+def test_validated_launch_is_the_next_start(qtbot):
+    from bringup.core.launch import Endpoint, Launch
+    from bringup.core.rules.settings import LaunchSettings
 
     tab = RunTab()
     qtbot.addWidget(tab)
-    tab.apply_launch_settings({"target": "embedded", "device": "cpu", "dtype": "float32"})
+    tab.model_field.setText("default")
+    tab.apply_launch(Launch("embedded", "default", LaunchSettings(device="cpu", dtype="float32")))
     assert tab.engine.currentIndex() == 0 and tab.device.currentText() == "cpu"
-    assert tab.embedded_flags == ["--dtype", "float32"]
-    settings = {"target": "sglang==0.5.19", "device": "xpu", "attention_backend": "intel_xpu", "mamba_strategy": "auto",
-                "page_size": 128, "tp": 2, "pp": 1, "disable_radix_cache": True, "kv_dtype": "auto"}
-    tab.apply_launch_settings(settings)
+    assert tab.next_launch().argv() == ["bringup", "serve", "default", "--device", "cpu", "--dtype", "float32"]
+    settings = LaunchSettings(device="xpu", attention_backend="intel_xpu", page_size=128, tp=2, disable_radix_cache=True,
+                              linear_attn_backend="triton")
+    tab.apply_launch(Launch("sglang", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B", settings))
     assert tab.device.currentText() == "xpu"
-    assert tab.sglang_settings == {"attention-backend": "intel_xpu", "page-size": 128, "tp-size": 2,
-                                   "disable-radix-cache": True}
-    argv = sglang_command("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B", port=30001, settings=sglang_flags(settings))
-    assert argv[1:3] == ["-m", "sglang.launch_server"] and "--enable-metrics" in argv
+    tab.engine.setCurrentIndex(1)  # (disabled in the list when SGLang is not installed, but settable)
+    tab.model_field.setText("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B")
+    argv = tab.next_launch().argv(endpoint=Endpoint("127.0.0.1", 30001), python=sys.executable)
+    assert argv[1:3] == ["-m", "sglang.launch_server"] and argv[-5:] == ["--host", "127.0.0.1", "--port", "30001",
+                                                                          "--enable-metrics"]
     assert argv[argv.index("--tp-size") + 1] == "2" and "--disable-radix-cache" in argv
+    assert argv[argv.index("--linear-attn-backend") + 1] == "triton"  # once missing from Run's own command
+
+
+def test_run_starts_exactly_the_command_validate_shows(qtbot, monkeypatch, tmp_path, shared_models, no_orphans):
+    """Validate's command box and the Run tab's child process: the same arguments, Run adding only
+    the interpreter and where to listen."""
+    import shlex
+
+    from gui_helpers import window_on_nano
+
+    w = window_on_nano(qtbot, monkeypatch, "bringup.app.tabs.validate_tab:ValidateTab", "bringup.app.tabs.run_tab:RunTab")
+    validate, run = w.tab("Validate"), w.tab("Run")
+    folder = tmp_path / "ckpt"  # a folder with weights: Validate and Run both name it
+    folder.mkdir()
+    (folder / "config.json").write_text((shared_models / "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B.json").read_text())
+    (folder / "model.safetensors").write_bytes(b"")
+    from bringup.core.sources.resolve import load_layer_map
+
+    lm = load_layer_map(str(folder))
+    validate.set_layer_map(lm)
+    run.set_layer_map(lm)
+    validate.set_settings(target="embedded", device="cpu", dtype="float32")
+    validate.validate()
+    shown = shlex.split(validate.command.command())
+    assert shown[:3] == ["bringup", "serve", str(folder)]
+    run.start()
+    try:
+        argv = run.controller.process.argv
+        assert argv[:4] == [sys.executable, "-m", "bringup", "serve"] and argv[4:-4] == shown[2:]
+        assert argv[-4::2] == ["--host", "--port"]
+    finally:
+        run.controller.stop_blocking()
+        validate.probe_runner.stop()
+        w.close()
 
 
 def test_window_wires_validate_to_run_and_run_crashes_to_diagnose(qtbot, monkeypatch):
@@ -166,7 +204,7 @@ def test_window_wires_validate_to_run_and_run_crashes_to_diagnose(qtbot, monkeyp
     validate, run, diagnose = w.tab("Validate"), w.tab("Run"), w.tab("Diagnose")
     validate.set_settings(target="embedded", device="cpu", dtype="float32")
     validate.validate()
-    assert run.device.currentText() == "cpu" and run.embedded_flags == ["--dtype", "float32"]
+    assert run.device.currentText() == "cpu" and run.launch.settings.dtype == "float32"
     with qtbot.waitSignal(run.controller.crashed, timeout=20000):
         run.controller.launch([sys.executable, "-c", CRASH], "http://127.0.0.1:1")
     qtbot.waitUntil(lambda: "layer_id=0" in diagnose.log.toPlainText(), timeout=10000)
@@ -180,7 +218,7 @@ def test_what_the_run_tab_serves_for_each_kind_of_source(tmp_path):
     import json
 
     from bringup.app.run.serve_source import serve_source_for
-    from bringup.core.rules.command import model_path
+    from bringup.core.launch import model_path
     from bringup.core.sources.resolve import load_layer_map
 
     assert serve_source_for(None) == "default"
@@ -196,6 +234,7 @@ def test_what_the_run_tab_serves_for_each_kind_of_source(tmp_path):
     assert json.loads((folder / "config.json").read_text())["model_type"] == "qwen3"
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_real_engine_killed_is_reported_diagnosed_and_leaves_nothing(qtbot, tmp_path):
     import os

@@ -10,6 +10,8 @@ from bringup.core.engine.bench import make_workload, parse_range
 from bringup.core.errors import UserError
 from server_helpers import tiny_checkpoint
 
+pytestmark = pytest.mark.slow  # starts a real engine or server
+
 
 def test_workload_is_reproducible_and_within_ranges():
     a = make_workload(20, (4, 9), (2, 5), seed=3, vocab_size=100)

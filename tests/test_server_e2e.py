@@ -14,6 +14,8 @@ import pytest
 
 from server_helpers import API_KEY, start_server, tiny_checkpoint, wait_idle
 
+pytestmark = pytest.mark.slow  # starts a real engine or server
+
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from bringup.app.layermap.style import FFN_NAMES, MIXER_NAMES
 from bringup.core.layermap.vocabulary import Layer, LayerMap
+from bringup.core.planner.sizes import format_bytes
 
 KV_BYTES = 2  # bf16
 CONV_BYTES = 2  # bf16
@@ -21,15 +22,6 @@ def human_count(n: int | None) -> str:
         if abs(n) >= size:
             return f"{n / size:.3g} {unit}"
     return str(n)
-
-
-def human_bytes(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.3g} {unit}"
-        value /= 1024
-    return f"{n} B"
 
 
 def kv_bytes_per_token(layer: Layer) -> int:
@@ -48,9 +40,9 @@ def cache_lines(layer: Layer) -> list[str]:
     lines = []
     kv, state = kv_bytes_per_token(layer), state_bytes_per_request(layer)
     if layer.is_kv:
-        lines.append(f"KV cache: {human_bytes(kv)} per token (bf16)" if kv else "KV cache: size not known from the config")
+        lines.append(f"KV cache: {format_bytes(kv, short=True)} per token (bf16)" if kv else "KV cache: size not known from the config")
     if layer.is_state:
-        lines.append(f"State: {human_bytes(state)} per request (bf16 conv + fp32 SSM)" if state
+        lines.append(f"State: {format_bytes(state, short=True)} per request (bf16 conv + fp32 SSM)" if state
                      else "State: size not known from the config")
     return lines
 
@@ -90,11 +82,11 @@ def detail_rows(layer: Layer) -> list[tuple[str, str]]:
     if layer.active_params and layer.active_params != layer.params:
         rows.append(("active params", human_count(layer.active_params)))
     if layer.is_kv:
-        rows.append(("KV bytes / token (bf16)", human_bytes(kv_bytes_per_token(layer))))
+        rows.append(("KV bytes / token (bf16)", format_bytes(kv_bytes_per_token(layer), short=True)))
     if layer.is_state:
-        rows.append(("state bytes / request", human_bytes(state_bytes_per_request(layer))))
-        rows.append(("  conv (bf16)", human_bytes(layer.conv_state_elems * CONV_BYTES)))
-        rows.append(("  SSM (fp32)", human_bytes(layer.ssm_state_elems * SSM_BYTES)))
+        rows.append(("state bytes / request", format_bytes(state_bytes_per_request(layer), short=True)))
+        rows.append(("  conv (bf16)", format_bytes(layer.conv_state_elems * CONV_BYTES, short=True)))
+        rows.append(("  SSM (fp32)", format_bytes(layer.ssm_state_elems * SSM_BYTES, short=True)))
     for key, value in layer.attrs.items():
         rows.append((str(key), format_value(value)))
     return rows
@@ -138,9 +130,9 @@ def model_summary(layer_map: LayerMap) -> list[tuple[str, str]]:
     kv = sum(kv_bytes_per_token(l) for l in layer_map.layers)
     state = sum(state_bytes_per_request(l) for l in layer_map.layers)
     if kv:
-        rows.append(("KV / token (bf16)", human_bytes(kv)))
+        rows.append(("KV / token (bf16)", format_bytes(kv, short=True)))
     if state:
-        rows.append(("state / request", human_bytes(state)))
+        rows.append(("state / request", format_bytes(state, short=True)))
     rows.append(("params", human_count(layer_map.params_total)))
     if layer_map.params_active:
         rows.append(("active params", human_count(layer_map.params_active)))

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-SEVERITIES = ("error", "warning", "info")
+from bringup.core.finding import SEVERITIES
+
+# Verdicts that findings lists also show, read as the nearest severity the map draws.
+_AS_SEVERITY = {"failure": "error", "ok": "info"}
 
 
 @dataclass(frozen=True)
@@ -24,3 +27,28 @@ class Highlight:
     def __post_init__(self) -> None:
         if self.severity not in SEVERITIES:
             raise ValueError(f"severity {self.severity!r} is not one of {', '.join(SEVERITIES)}")
+
+    @classmethod
+    def of(cls, finding) -> "Highlight | None":
+        """The marks a finding asks of the map (a Finding, or its `to_json()` dict), or None when it
+        names no layer. The one mapping from findings to marks, for every tab.
+
+        A layer-index finding names `requested_layer` (red) and `valid_layers` (outlined); any
+        other names `layers` (red), and may name `valid_layers` too (e.g. the attention layers a
+        probe should use)."""
+        if not finding:
+            return None
+        f = finding if isinstance(finding, dict) else finding.to_json()
+        requested = f.get("requested_layer")
+        requested = [requested] if isinstance(requested, int) else list(f.get("layers") or [])
+        related = [i for i in (f.get("valid_layers") or []) if i not in requested]
+        if not requested and not related:
+            return None
+        message = f.get("callout") or f.get("title") or ""
+        if not message and isinstance(f.get("requested_layer"), int) and related:
+            message = (f"{f.get('code') or 'finding'}: layer {f['requested_layer']} is asked for, "
+                       f"but the pool holds only layers {', '.join(map(str, related))}")
+        severity = str(f.get("severity") or "").lower()
+        severity = _AS_SEVERITY.get(severity, severity if severity in SEVERITIES else "info")
+        return cls(requested=requested, related=related, message=str(message or f.get("message") or ""),
+                   severity=severity)

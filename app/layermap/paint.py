@@ -9,9 +9,10 @@ from PySide6.QtGui import QColor, QFontMetricsF, QPainter, QPainterPath, QPen, Q
 
 from bringup.app.layermap import style as st
 from bringup.app.layermap.layout import GUTTER, LEGEND_H, MARGIN, CellBox, MapLayout
-from bringup.app.layermap.facts import human_bytes, kv_bytes_per_token, state_bytes_per_request
+from bringup.app.layermap.facts import kv_bytes_per_token, state_bytes_per_request
 from bringup.app.layermap.state import LayerMapState
 from bringup.core.layermap.vocabulary import LayerMap
+from bringup.core.planner.sizes import format_bytes
 
 MIXER_LETTERS = {
     "attention": "A",
@@ -55,11 +56,11 @@ def cache_text(layer_map: LayerMap) -> str:
     # A loader that could not size a cache leaves its elements at 0: name the layers, no "0 B".
     if kv_layers:
         kv = sum(kv_bytes_per_token(l) for l in kv_layers)
-        parts.append(f"KV pool: {len(kv_layers)} layers" + (f", {human_bytes(kv)} per token (bf16)" if kv else ""))
+        parts.append(f"KV pool: {len(kv_layers)} layers" + (f", {format_bytes(kv, short=True)} per token (bf16)" if kv else ""))
     if state_layers:
         state = sum(state_bytes_per_request(l) for l in state_layers)
         parts.append(f"state pool: {len(state_layers)} layers"
-                     + (f", {human_bytes(state)} per request (bf16 conv + fp32 SSM)" if state else ""))
+                     + (f", {format_bytes(state, short=True)} per request (bf16 conv + fp32 SSM)" if state else ""))
     return "   ·   ".join(parts)
 
 

@@ -16,50 +16,16 @@ import urllib.request
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from bringup.core.client.engine_process import EngineProcess, embedded_command, free_port
+from bringup.core.client.engine_process import EngineProcess, free_port
 from bringup.core.client.metrics_scrape import EngineSample, MetricsReader, fetch_metrics
 from bringup.core.client.startup_log import StartupState
+from bringup.core.launch import Endpoint, Launch
 
 SCRAPE_INTERVAL_S = 0.25
 
 
 def sglang_installed() -> bool:
     return importlib.util.find_spec("sglang") is not None
-
-
-def sglang_command(model: str, *, port: int, host: str = "127.0.0.1", settings: dict | None = None) -> list[str]:
-    """`python -m sglang.launch_server` with metrics on and the validated settings as flags."""
-    from bringup.core.sources.default_source import sglang_model_path
-
-    argv = [sys.executable, "-m", "sglang.launch_server", "--model-path", sglang_model_path(model), "--host", host,
-            "--port", str(port), "--enable-metrics"]
-    for key, value in (settings or {}).items():
-        flag = "--" + key.replace("_", "-")
-        if value is True:
-            argv.append(flag)
-        elif value not in (None, False, ""):
-            argv += [flag, str(value)]
-    return argv
-
-
-# Validate-tab setting -> SGLang flag (sglang-notes §5.3); "auto" and unset values are left to SGLang.
-_SGLANG_FLAGS = {
-    "attention_backend": "attention-backend", "mamba_strategy": "mamba-radix-cache-strategy",
-    "page_size": "page-size", "tp": "tp-size", "pp": "pp-size", "dtype": "dtype", "kv_dtype": "kv-cache-dtype",
-    "mamba_ssm_dtype": "mamba-ssm-dtype", "disable_radix_cache": "disable-radix-cache",
-    "disable_overlap_schedule": "disable-overlap-schedule",
-}
-
-
-def sglang_flags(settings: dict) -> dict:
-    """The Validate tab's settings as `sglang_command` settings (flag name -> value)."""
-    out: dict = {}
-    for key, flag in _SGLANG_FLAGS.items():
-        value = settings.get(key)
-        if value in (None, "", "auto", False) or (key in ("tp", "pp") and value == 1):
-            continue
-        out[flag] = value
-    return out
 
 
 class EngineController(QObject):
@@ -99,17 +65,19 @@ class EngineController(QObject):
     def busy(self) -> bool:
         return self.state in ("starting", "ready", "attached", "stopping")
 
-    def launch_embedded(self, source: str, *, device: str = "cpu", host: str = "127.0.0.1",
-                        extra: list[str] | None = None, **kwargs) -> int:
-        port = free_port(host)
-        argv = embedded_command(source, port=port, host=host, device=device, extra=extra, **kwargs)
-        self.launch(argv, f"http://{host}:{port}")
-        return port
+    def start(self, launch: Launch, *, host: str = "127.0.0.1") -> Endpoint:
+        """Start `launch` (as Validate showed it) on a free port of `host`, with this interpreter."""
+        endpoint = Endpoint(host, free_port(host))
+        self.launch(launch.argv(endpoint=endpoint, python=sys.executable), endpoint.url)
+        return endpoint
 
-    def launch_sglang(self, model: str, *, host: str = "127.0.0.1", settings: dict | None = None) -> int:
-        port = free_port(host)
-        self.launch(sglang_command(model, port=port, host=host, settings=settings), f"http://{host}:{port}")
-        return port
+    def launch_embedded(self, source: str, *, device: str = "cpu", host: str = "127.0.0.1",
+                        extra: list[str] | None = None) -> int:
+        """Our engine on `source` with serve options `extra` (the demo's profile)."""
+        from bringup.core.rules.settings import LaunchSettings
+
+        launch = Launch("embedded", source, LaunchSettings(device="cpu"), device=device, extra=tuple(extra or ()))
+        return self.start(launch, host=host).port
 
     def launch(self, argv: list[str], base_url: str) -> None:
         if self.busy:

@@ -21,6 +21,6 @@ def serve_source_for(layer_map: LayerMap | None) -> str:
         return str(folder) if any(folder.glob("*.safetensors")) else "default"
     if DEFAULT_MODEL in (layer_map.name, layer_map.source) or layer_map.name.endswith(DEFAULT_MODEL):
         return "default"
-    from bringup.core.rules.command import model_path
+    from bringup.core.launch import model_path
 
     return model_path(layer_map)  # a hub id: the engine downloads it, or says why it cannot

@@ -28,9 +28,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from bringup.app.layermap.highlight import Highlight
+from bringup.core.planner.sizes import format_bytes
+
 from .background import Background
-from .findings_widgets import FindingsList, as_dict, highlight_for, layer_rows
-from .plan_widgets import fmt_bytes
+from .findings_widgets import FindingsList, as_dict, layer_rows
 from .validate_widgets import mono_font
 
 # Logs can be huge; the failure is at the end. Read at most this much of a file (its tail).
@@ -184,7 +186,7 @@ class DiagnoseTab(QWidget):
             self.summary.setText(f"<span style='color:#D62828'>{why}</span>")
             return
         name = Path(path).name
-        self.set_text(text, f"{name} (its last {fmt_bytes(MAX_LOG_BYTES)})" if big else name)
+        self.set_text(text, f"{name} (its last {format_bytes(MAX_LOG_BYTES, short=True)})" if big else name)
 
     def clear(self) -> None:
         self.set_text("")
@@ -277,7 +279,7 @@ class DiagnoseTab(QWidget):
         self.diagnosed.emit(diagnosis)
 
     def _selected(self, finding) -> None:
-        self.highlight_requested.emit(highlight_for(finding))
+        self.highlight_requested.emit(Highlight.of(finding))
         self._mark_lines((finding or {}).get("lines") or [])
 
     def _mark_lines(self, lines: list[int]) -> None:

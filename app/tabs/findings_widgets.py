@@ -361,33 +361,3 @@ def layer_rows(finding: dict, layer_map=None) -> list[tuple[str, str]]:
             {layer(i).mixer for i in valid if layer(i) is not None})
         rows.append(("Valid layers", ", ".join(map(str, valid)) + (f"  ({', '.join(kinds)})" if kinds else "")))
     return rows
-
-
-def highlight_severity(severity: str | None) -> str:
-    """The layer map knows error | warning | info; anything else reads as the nearest of those."""
-    rank = severity_style(severity)[2]
-    return "error" if rank == 0 else "warning" if rank == 1 else "info"
-
-
-def highlight_for(finding: dict | None):
-    """The Highlight a finding asks of the layer map, or None when it names no layer.
-
-    A layer-index finding (diagnosis) names `requested_layer` and `valid_layers`; a rule finding
-    names `layers` (and may name `valid_layers` too, e.g. the attention layers a probe should use).
-    """
-    from bringup.app.layermap.highlight import Highlight
-
-    if not finding:
-        return None
-    requested = finding.get("requested_layer")
-    requested = [requested] if isinstance(requested, int) else list(finding.get("layers") or [])
-    related = [i for i in (finding.get("valid_layers") or []) if i not in requested]
-    if not requested and not related:
-        return None
-    message = finding.get("callout") or finding.get("title") or ""
-    if not message and isinstance(finding.get("requested_layer"), int) and related:
-        message = (f"{finding.get('code') or 'finding'}: layer {finding['requested_layer']} is asked for, "
-                   f"but the pool holds only layers {', '.join(map(str, related))}")
-    message = message or finding.get("message") or ""
-    return Highlight(requested=requested, related=related, message=str(message),
-                     severity=highlight_severity(finding.get("severity")))

@@ -8,8 +8,9 @@ from __future__ import annotations
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyModel, Qt, Signal
 from PySide6.QtWidgets import QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QTableView, QVBoxLayout, QWidget
 
-from bringup.app.layermap.facts import human_bytes, human_count, kv_bytes_per_token, pool_text, state_bytes_per_request
+from bringup.app.layermap.facts import human_count, kv_bytes_per_token, pool_text, state_bytes_per_request
 from bringup.core.layermap.vocabulary import LayerMap
+from bringup.core.planner.sizes import format_bytes
 
 COLUMNS = ("layer", "mixer", "ffn", "KV pool", "state pool", "PP stage", "params", "KV / token", "state / request")
 
@@ -50,8 +51,8 @@ class LayerTableModel(QAbstractTableModel):
             return None
         kv, state = kv_bytes_per_token(layer), state_bytes_per_request(layer)
         return (str(layer.index), layer.mixer, layer.ffn, pool_text(layer.kv_pool_index), pool_text(layer.state_pool_index),
-                str(layer.pp_stage), human_count(layer.params), human_bytes(kv) if kv else "—",
-                human_bytes(state) if state else "—")[col]
+                str(layer.pp_stage), human_count(layer.params), format_bytes(kv, short=True) if kv else "—",
+                format_bytes(state, short=True) if state else "—")[col]
 
     def search_text(self, row: int) -> str:
         layer = self.layers[row]

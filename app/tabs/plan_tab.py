@@ -28,6 +28,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from bringup.core.planner.sizes import format_bytes
+
 from .background import Background
 from .plan_text import (
     bottleneck_name,
@@ -37,7 +39,7 @@ from .plan_text import (
     plan_segments,
     running_note,
 )
-from .plan_widgets import GIB, FigureCard, MemoryBar, StageTable, fmt_bytes, fmt_count
+from .plan_widgets import GIB, FigureCard, MemoryBar, StageTable, fmt_count
 
 # Device memory presets (GiB as the devices report it); "custom" keeps the spin box value.
 DEVICE_PRESETS = [
@@ -372,7 +374,7 @@ class PlanTab(QWidget):
         segments = plan_segments(plan)
         per_device = f" per device (TP {kwargs['tp']} \u00d7 PP {kwargs['pp']})" if tp_pp > 1 else ""
         verdict = "fits" if plan.get("ok", True) else "does not fit"
-        self.bar.set_segments(segments, total, f"{fmt_bytes(total)} of device memory{per_device}: {verdict}")
+        self.bar.set_segments(segments, total, f"{format_bytes(total, short=True)} of device memory{per_device}: {verdict}")
         problems = [str(p) for p in plan.get("problems") or []]
         notes = [str(n) for n in plan.get("notes") or []]
         if self._checkpoint_problem:
@@ -382,12 +384,12 @@ class PlanTab(QWidget):
         page = plan.get("page_size")
         self.cards["kv_tokens"].set(
             fmt_count(plan.get("kv_tokens")),
-            f"{fmt_bytes(plan.get('kv_bytes_per_token') or 0)} per token" + (f", page {page}" if page else ""),
+            f"{format_bytes(plan.get('kv_bytes_per_token') or 0, short=True)} per token" + (f", page {page}" if page else ""),
             accent="#D62828" if bottleneck == "kv" else None,
         )
         self.cards["state_slots"].set(
             fmt_count(plan.get("state_slots")),
-            f"{fmt_bytes(plan.get('state_bytes_per_request') or 0)} per request",
+            f"{format_bytes(plan.get('state_bytes_per_request') or 0, short=True)} per request",
             accent="#D62828" if bottleneck == "state" else None,
         )
         self.cards["max_running_requests"].set(fmt_count(plan.get("max_running_requests")), running_note(plan))

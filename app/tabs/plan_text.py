@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import re
 
-from .plan_widgets import Segment, fmt_bytes, fmt_count
+from bringup.core.planner.sizes import format_bytes
+
+from .plan_widgets import Segment, fmt_count
 
 # The plan's breakdown names -> what the bar calls them, and their colours.
 SEGMENT_NAMES = {"weights": "Weights", "kv_pool": "KV pool", "state_pool": "State pool",
@@ -84,7 +86,7 @@ def comparison_html(plan: dict, layer_map) -> tuple[str, str]:
     ours_tok = plan.get("kv_bytes_per_token") or 0
     theirs_tok = other.get("kv_bytes_per_token") or 0
     rows = [
-        ("KV bytes per token", fmt_bytes(ours_tok), fmt_bytes(theirs_tok)),
+        ("KV bytes per token", format_bytes(ours_tok, short=True), format_bytes(theirs_tok, short=True)),
         ("KV tokens", fmt_count(plan.get("kv_tokens")), fmt_count(other.get("kv_tokens"))),
         ("Max running requests", fmt_count(ours_req), fmt_count(theirs_req)),
         (f"Requests at a full {fmt_count(plan.get('context'))}-token context",
@@ -94,7 +96,7 @@ def comparison_html(plan: dict, layer_map) -> tuple[str, str]:
     ours_req_bytes = context * ours_tok + (plan.get("state_bytes_per_request") or 0)
     theirs_req_bytes = context * theirs_tok + (other.get("state_bytes_per_request") or 0)
     if context:
-        rows.insert(1, ("Cache per request at full context", fmt_bytes(ours_req_bytes), fmt_bytes(theirs_req_bytes)))
+        rows.insert(1, ("Cache per request at full context", format_bytes(ours_req_bytes, short=True), format_bytes(theirs_req_bytes, short=True)))
     head = ("<tr><th></th><th align='right' style='padding:0 10px'>this hybrid</th>"
             f"<th align='right' style='padding:0 10px'>all {n} layers attention</th></tr>")
     body = "".join(

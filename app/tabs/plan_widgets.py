@@ -18,19 +18,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from bringup.core.planner.sizes import format_bytes
+
 GIB = 1 << 30
 MIB = 1 << 20
-
-
-def fmt_bytes(n: float) -> str:
-    n = float(n)
-    if abs(n) >= GIB:
-        return f"{n / GIB:.2f} GiB"
-    if abs(n) >= MIB:
-        return f"{n / MIB:.1f} MiB"
-    if abs(n) >= 1024:
-        return f"{n / 1024:.1f} KiB"
-    return f"{int(n):,} B"
 
 
 def fmt_count(n) -> str:
@@ -83,7 +74,7 @@ class MemoryBar(QWidget):
         fm = self.fontMetrics()
         texts = []
         for seg in self.segments:
-            text = f"{seg.label}  {fmt_bytes(seg.bytes)}  ({100.0 * seg.bytes / self.total:.0f}%)"
+            text = f"{seg.label}  {format_bytes(seg.bytes, short=True)}  ({100.0 * seg.bytes / self.total:.0f}%)"
             texts.append(text + (f"  \u00b7  {seg.note}" if seg.note else ""))
         widest = max((fm.horizontalAdvance(t) for t in texts), default=100) + 40
         columns = max(1, min(len(texts) or 1, int(width // widest)))
@@ -122,9 +113,9 @@ class MemoryBar(QWidget):
             w = bar.width() * seg.bytes / self.total
             rect = QRectF(x, bar.top(), w, bar.height())
             painter.fillRect(rect, QColor(seg.colour))
-            text = f"{seg.label}\n{fmt_bytes(seg.bytes)}"
+            text = f"{seg.label}\n{format_bytes(seg.bytes, short=True)}"
             fm = painter.fontMetrics()
-            if w > max(fm.horizontalAdvance(seg.label), fm.horizontalAdvance(fmt_bytes(seg.bytes))) + 10:
+            if w > max(fm.horizontalAdvance(seg.label), fm.horizontalAdvance(format_bytes(seg.bytes, short=True))) + 10:
                 painter.setPen(QColor("white") if _is_dark(seg.colour) else QColor("#222"))
                 painter.drawText(rect, Qt.AlignmentFlag.AlignCenter, text)
             x += w
@@ -218,7 +209,7 @@ class StageTable(QTableWidget):
             first, last = stage["layers"]
             kv_tokens = stage.get("kv_tokens")
             cells = [str(stage["stage"]), f"{first}\u2013{last}", str(stage["kv_layers"]), str(stage["state_layers"]),
-                     fmt_bytes(stage["weights_bytes"]), "no KV layer" if kv_tokens is None else fmt_count(kv_tokens),
+                     format_bytes(stage["weights_bytes"], short=True), "no KV layer" if kv_tokens is None else fmt_count(kv_tokens),
                      fmt_count(stage["state_slots"])]
             for col, text in enumerate(cells):
                 item = QTableWidgetItem(text)

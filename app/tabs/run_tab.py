@@ -13,10 +13,12 @@ from PySide6.QtWidgets import (QApplication, QComboBox, QFileDialog, QHBoxLayout
 
 from bringup.app.layermap.highlight import Highlight
 from bringup.app.run.chat_panel import ChatPanel
-from bringup.app.run.engine_controller import EngineController, sglang_flags, sglang_installed
+from bringup.app.run.engine_controller import EngineController, sglang_installed
 from bringup.app.run.load_panel import LoadPanel
 from bringup.app.run.log_console import LogConsole
 from bringup.app.run.serve_source import serve_source_for
+from bringup.core.engine import facts as engine_facts
+from bringup.core.launch import Launch
 from bringup.core.layermap.vocabulary import LayerMap
 
 ENGINES = ("Embedded engine", "SGLang", "Attach to URL")
@@ -31,7 +33,7 @@ def _traceback_end(lines: list[str], line: int) -> int:
     while i + 1 < len(lines) and (lines[i].startswith("Traceback") or lines[i][:1].isspace()):
         i += 1
     return i + 1
-DEVICES = ("auto", "cpu", "cuda", "xpu")
+DEVICES = ("auto", *engine_facts.DEVICES)  # "auto": the engine picks
 
 
 class RunTab(QWidget):
@@ -44,8 +46,7 @@ class RunTab(QWidget):
         self.layer_map: LayerMap | None = None
         self.controller = EngineController(self)
         self.crash_findings: list[dict] = []
-        self.sglang_settings: dict = {}  # flags from the Validate tab for an SGLang launch
-        self.embedded_flags: list[str] = []  # flags from the Validate tab for our engine
+        self.launch: Launch | None = None  # what the Validate tab checked: the next Start launches it
         self.plots = None  # LivePlots, built on first show (pyqtgraph costs start-up time)
 
         # launch bar
@@ -154,22 +155,27 @@ class RunTab(QWidget):
         if not self.controller.busy:
             self.model_field.setText(serve_source_for(layer_map))
 
-    def apply_launch_settings(self, settings: dict) -> None:
-        """The settings the Validate tab just checked: the next Start launches with them."""
+    def apply_launch(self, launch: Launch) -> None:
+        """The launch the Validate tab just checked (and shows as its command): the next Start runs it,
+        with this tab's model and device (the model field keeps what runs here, see serve_source.py)."""
         if self.controller.busy:
             return
-        target = str(settings.get("target") or "embedded")
-        device = settings.get("device")
-        if device in DEVICES and self._runs_here(device):
-            self.device.setCurrentText(device)
-        if target.startswith("sglang"):
+        self.launch = launch
+        if launch.run_device in DEVICES and self._runs_here(launch.run_device):
+            self.device.setCurrentText(launch.run_device)
+        if launch.engine == "sglang":
             if sglang_installed():
                 self.engine.setCurrentIndex(1)
-            self.sglang_settings = sglang_flags(settings)
         else:
             self.engine.setCurrentIndex(0)
-            dtype = settings.get("dtype")
-            self.embedded_flags = ["--dtype", dtype] if dtype and dtype != "auto" else []
+
+    def next_launch(self) -> Launch:
+        """What Start launches: the validated launch (or plain settings) on this tab's engine, model and device."""
+        from bringup.core.rules.settings import LaunchSettings
+
+        engine = "sglang" if self.engine.currentIndex() == 1 else "embedded"
+        settings = self.launch.settings if self.launch is not None else LaunchSettings(device="cpu")
+        return Launch(engine, self.model_field.text().strip() or "default", settings, device=self.device.currentText())
 
     def set_available_devices(self, devices: list[str] | None) -> None:
         """The probe's devices. Validate may check a launch for a device this machine lacks (an XPU
@@ -207,17 +213,14 @@ class RunTab(QWidget):
         self.crash_findings = []
         self.highlight_requested.emit(None)
         kind = self.engine.currentIndex()
-        device = self.device.currentText()
         try:
             if kind == 2:
                 self.controller.attach(self.url_field.text().strip())
-            elif kind == 1:
-                extra = dict(self.sglang_settings, **({} if device == "auto" else {"device": device}))
-                self.controller.launch_sglang(self.model_field.text().strip(), settings=extra)
             else:
-                dummy = ["--load-format", "dummy"] if self.weights.currentText() == "dummy" else []
-                self.controller.launch_embedded(self.model_field.text().strip() or "default", device=device,
-                                                extra=self.embedded_flags + dummy)
+                launch = self.next_launch()
+                if launch.engine == "embedded" and self.weights.currentText() == "dummy":
+                    launch = launch.with_(extra=launch.extra + ("--load-format", "dummy"))
+                self.controller.start(launch)
         except (OSError, RuntimeError) as err:
             self.stage.setText(f"<span style='color:#C62828'>Could not start: {err}</span>")
             return
@@ -302,9 +305,9 @@ class RunTab(QWidget):
 
         findings = diagnose_log(text, layer_map=self.layer_map)
         self.crash_findings = [f.to_json() for f in findings]
-        marked = next((f for f in findings if f.requested_layer is not None or f.layers), None)
-        if marked is not None:
-            self._mark(marked)
+        marks = next((m for m in map(Highlight.of, findings) if m is not None), None)
+        if marks is not None:
+            self.highlight_requested.emit(marks)
         if findings:
             self.stage.setText(self.stage.text() + f" · diagnosis: <b>{escape(findings[0].title)}</b>")
         return findings
@@ -323,14 +326,9 @@ class RunTab(QWidget):
         self.log.show_explanation(f"<b>{escape(finding.title)}</b> (line {finding.lines[0]}): "
                                   f"{escape(finding.explanation)}<br><b>Fix:</b> {escape(finding.fix)}",
                                   finding.severity)
-        if finding.requested_layer is not None or finding.layers:
-            self._mark(finding)
-
-    def _mark(self, f) -> None:
-        requested = [f.requested_layer] if f.requested_layer is not None else list(f.layers)
-        self.highlight_requested.emit(Highlight(
-            requested=requested, related=list(f.valid_layers or []), message=f.message,
-            severity=f.severity if f.severity in ("error", "warning", "info") else "error"))
+        marks = Highlight.of(finding)
+        if marks is not None:
+            self.highlight_requested.emit(marks)
 
     def _engine_changed(self) -> None:
         attach = self.engine.currentIndex() == 2

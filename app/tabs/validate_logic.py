@@ -77,7 +77,8 @@ def launch_settings(settings: dict):
 
 
 def validate(layer_map, settings: dict, available_devices: list[str] | None = None) -> dict:
-    """Validate the form's settings; the result as the widgets read it (the `--json` shape)."""
+    """Validate the form's settings; the result as the widgets read it (the `--json` shape), plus
+    "launch": the Launch itself, which the Run tab starts."""
     from bringup.core.rules.validate import validate as core_validate
 
     target, launch = launch_settings(settings)
@@ -86,6 +87,7 @@ def validate(layer_map, settings: dict, available_devices: list[str] | None = No
     resolved = dict(report["resolved"])
     report["why"] = resolved.pop("why", {}) or {}
     report["resolved"] = resolved
+    report["launch"] = result.launch
     return report
 
 

@@ -32,8 +32,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from bringup.app.layermap.highlight import Highlight
+
 from . import validate_logic as logic
-from .findings_widgets import FindingsList, as_dict, highlight_for, layer_rows, severity_style
+from .findings_widgets import FindingsList, as_dict, layer_rows, severity_style
 from .matrix_widgets import CompatMatrixView
 from .probe_runner import ProbeRunner
 from .validate_widgets import LaunchCommand, ProbeChecklist, ResolvedTable
@@ -43,7 +45,7 @@ class ValidateTab(QWidget):
     title = "Validate"
     highlight_requested = Signal(object)
     probe_finished = Signal(object)  # the probe report, for tests and for other tabs
-    settings_validated = Signal(dict)  # the form's settings after each validation: the Run tab launches with them
+    launch_validated = Signal(object)  # the Launch after each validation (its command is shown): the Run tab starts it
     PROBE_OPTIONS: dict = {}  # defaults for new tabs (tests narrow the steps to skip the torch import)
 
     def __init__(self, parent=None, *, probe_on_show: bool = True) -> None:
@@ -319,7 +321,7 @@ class ValidateTab(QWidget):
         self.command.set_command(report.get("command") or "")
         self._show_verdict(findings, settings)
         self._refresh_matrix(settings)
-        self.settings_validated.emit(settings)
+        self.launch_validated.emit(report["launch"])
 
     def report_section(self) -> dict:
         """For the session report: this launch's findings."""
@@ -390,7 +392,7 @@ class ValidateTab(QWidget):
         )
 
     def _finding_selected(self, finding) -> None:
-        self.highlight_requested.emit(highlight_for(finding))
+        self.highlight_requested.emit(Highlight.of(finding))
 
     # --- the device probe ---------------------------------------------------------------------
     def showEvent(self, event) -> None:

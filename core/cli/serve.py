@@ -8,21 +8,16 @@ from __future__ import annotations
 
 import argparse
 
-from bringup.core.cli.engine_args import add_model_arguments
+from bringup.core.cli.engine_args import add_model_arguments, add_option
+from bringup.core.engine import facts
 from bringup.core.errors import UserError
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser)
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
-    parser.add_argument("--port", type=int, default=30000, help="port (default 30000; 0 picks a free one)")
-    parser.add_argument("--mem-fraction", type=float, default=None,
-                        help="share of device memory for weights and pools (default: the planner's choice)")
-    parser.add_argument("--max-running-requests", type=int, default=None, help="cap on requests running at once")
-    parser.add_argument("--chunked-prefill-size", type=int, default=None, help="prompt tokens per step (chunk size)")
-    parser.add_argument("--api-key", default=None,
-                        help="require 'Authorization: Bearer KEY' on every route but /health and /ready")
-    parser.add_argument("--served-model-name", default=None, help="name reported by /v1/models")
+    for option in facts.SERVE_OPTIONS:  # the engine states its options once (core/engine/facts.py)
+        if option.flag not in facts.MODEL_OPTIONS:
+            add_option(parser, option)
 
 
 def main(args: argparse.Namespace) -> int:

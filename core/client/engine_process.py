@@ -11,7 +11,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from typing import Callable
@@ -25,22 +24,6 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
-
-
-def embedded_command(source: str, *, port: int, host: str = "127.0.0.1", device: str = "auto",
-                     dtype: str | None = None, mem_fraction: float | None = None,
-                     max_running_requests: int | None = None, extra: list[str] | None = None) -> list[str]:
-    """The argv that runs our engine (`bringup serve`) with these settings."""
-    argv = [sys.executable, "-m", "bringup", "serve", source, "--host", host, "--port", str(port)]
-    if device and device != "auto":  # "auto": the engine picks xpu, cuda or cpu itself
-        argv += ["--device", device]
-    if dtype:
-        argv += ["--dtype", dtype]
-    if mem_fraction is not None:
-        argv += ["--mem-fraction", str(mem_fraction)]
-    if max_running_requests is not None:
-        argv += ["--max-running-requests", str(max_running_requests)]
-    return argv + list(extra or [])
 
 
 class EngineProcess:

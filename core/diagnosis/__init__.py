@@ -2,7 +2,9 @@
 data, and a parser that turns a log into findings, layer-index findings tied to the layer map."""
 
 from .catalogue import PATTERNS, codes
-from .finding import Diagnosis, DiagnosisFinding, LayerInfo
+from bringup.core.finding import Finding, LayerInfo
+
+from .result import Diagnosis
 from .parser import diagnose, diagnose_log
 
-__all__ = ["diagnose", "diagnose_log", "Diagnosis", "DiagnosisFinding", "LayerInfo", "PATTERNS", "codes"]
+__all__ = ["diagnose", "diagnose_log", "Diagnosis", "Finding", "LayerInfo", "PATTERNS", "codes"]

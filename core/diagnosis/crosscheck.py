@@ -11,7 +11,7 @@ from __future__ import annotations
 from bringup.core.errors import UserError
 from bringup.core.layermap.vocabulary import LayerMap
 
-from .finding import DiagnosisFinding
+from bringup.core.finding import Finding
 
 GB = 1024**3
 TOLERANCE = 0.02  # the log rounds memory to 0.01 GB
@@ -25,7 +25,7 @@ def _close(allocated: int, predicted: int) -> bool:
     return abs(allocated - predicted) <= max(2, TOLERANCE * max(allocated, predicted))
 
 
-def pools_against_plan(facts: dict, layer_map: LayerMap, lines: list[str]) -> DiagnosisFinding | None:
+def pools_against_plan(facts: dict, layer_map: LayerMap, lines: list[str]) -> Finding | None:
     """An info finding when the log's pools match the plan, a warning when they differ, None when the
     log lacks what the comparison needs (or is our own engine's, which plans its pools itself)."""
     needed = ("avail_before_load_gb", "avail_after_load_gb", "mem_fraction_static")
@@ -62,17 +62,17 @@ def pools_against_plan(facts: dict, layer_map: LayerMap, lines: list[str]) -> Di
     said = "; ".join(f"{name}: the log {got:,}, the plan {want:,}" for name, got, want, _ in checks)
     rest = after - before * (1 - float(facts["mem_fraction_static"]))
     lines_seen = tuple(sorted(n for *_, n in checks if n))
-    common = dict(lines=lines_seen, matched=lines[lines_seen[0] - 1].strip() if lines_seen else "", engine="sglang",
+    common = dict(kind="log", lines=lines_seen, matched=lines[lines_seen[0] - 1].strip() if lines_seen else "", engine="sglang",
                   source="sglang kv_cache_configurator / DefaultPoolConfigurator; bringup plan",
                   details={name: {"log": got, "plan": want} for name, got, want, _ in checks})
     if all(_close(got, want) for _, got, want, _ in checks):
-        return DiagnosisFinding(
+        return Finding(
             code="POOLS_MATCH_PLAN", severity="info", title="The allocated pools match bringup plan",
             explanation=f"From the log's own figures ({rest / GB:.2f} GB left for the pools after the weights under "
                         f"--mem-fraction-static={facts['mem_fraction_static']}), the planner predicts what SGLang "
                         f"allocated. {said}.",
             fix="Nothing to change; use bringup plan to try other settings before the next launch.", **common)
-    return DiagnosisFinding(
+    return Finding(
         code="POOLS_DIFFER_FROM_PLAN", severity="warning", title="The allocated pools differ from bringup plan",
         explanation=f"With {rest / GB:.2f} GB left for the pools after the weights, the planner expects other "
                     f"sizes than the log shows. {said}. A state dtype, a --max-mamba-cache-size, speculative "

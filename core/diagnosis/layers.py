@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bringup.core.layermap.vocabulary import LayerMap
 
-from .finding import LayerInfo
+from bringup.core.finding import LayerInfo
 
 
 def _describe(mixer: str, ffn: str) -> str:

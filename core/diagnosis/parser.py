@@ -11,14 +11,16 @@ from __future__ import annotations
 import bisect
 import re
 import string
+from dataclasses import replace
 
+from bringup.core.finding import Finding
 from bringup.core.layermap.vocabulary import LayerMap
 
 from .catalogue import PATTERNS
 from .facts import facts_text, read_facts
-from .finding import Diagnosis, DiagnosisFinding
 from .layers import layer_context
 from .pattern import Pattern
+from .result import Diagnosis
 
 NEAR_LINES = 40  # how far above a match its traceback context may be
 HINT_LINES = 200  # how far above a match hints (backend file, device) are looked for
@@ -63,7 +65,7 @@ def _hints(pattern: Pattern, before: str) -> str:
 
 
 def _finding(pattern: Pattern, match: re.Match, line_no: int, line: str, lines: list[str], facts: dict,
-             layer_map: LayerMap | None) -> DiagnosisFinding:
+             layer_map: LayerMap | None) -> Finding:
     groups = {k: (v if v is not None else "") for k, v in match.groupdict().items()}
     values = {**{k: str(v) for k, v in facts.items()}, **groups}
     before = "\n".join(lines[max(0, line_no - HINT_LINES):line_no + 1]) + "\n" + facts_text(facts)
@@ -80,8 +82,8 @@ def _finding(pattern: Pattern, match: re.Match, line_no: int, line: str, lines: 
             valid_infos = tuple(infos)
             explanation += sentence
     details = {k: v for k, v in groups.items() if v != "" and k not in ("layer", "valid")}
-    return DiagnosisFinding(
-        code=pattern.code, severity=pattern.severity, title=_format(pattern.title, values), explanation=explanation,
+    return Finding(
+        kind="log", code=pattern.code, severity=pattern.severity, title=_format(pattern.title, values), explanation=explanation,
         fix=fix, lines=(line_no + 1,), matched=line.strip()[:MAX_MATCHED], engine=pattern.engine,
         source=_format(pattern.source, values), layers=layers, requested_layer=requested,
         valid_layers=tuple(valid) if valid is not None else None, requested=requested_info, valid=valid_infos,
@@ -89,17 +91,17 @@ def _finding(pattern: Pattern, match: re.Match, line_no: int, line: str, lines: 
     )
 
 
-def _unrecognized(match: re.Match, line_no: int, line: str) -> DiagnosisFinding:
+def _unrecognized(match: re.Match, line_no: int, line: str) -> Finding:
     exc, msg = match["exc"], (match["msg"] or "").strip()
-    return DiagnosisFinding(
-        code="UNRECOGNIZED_ERROR", severity="error", title=f"{exc}" + (f": {msg[:120]}" if msg else ""),
+    return Finding(
+        kind="log", code="UNRECOGNIZED_ERROR", severity="error", title=f"{exc}" + (f": {msg[:120]}" if msg else ""),
         explanation="This exception is not in the diagnosis catalogue; it is the last thing the traceback says.",
         fix="Read the traceback above it: the innermost frames name the file and the call that failed.",
         lines=(line_no + 1,), matched=line.strip()[:MAX_MATCHED], engine="", details={"exception": exc},
     )
 
 
-def _dedupe_key(f: DiagnosisFinding) -> tuple:
+def _dedupe_key(f: Finding) -> tuple:
     # Ranks, timestamps, and the assert's source line next to its exception line differ only in
     # framing; the failure (code, title, the values read from it) is the same.
     if f.code == "UNRECOGNIZED_ERROR":
@@ -137,7 +139,7 @@ def diagnose(text: str, layer_map: LayerMap | None = None) -> Diagnosis:
     """Findings for a log or traceback; with `layer_map`, layer-index findings say what the layers are."""
     lines = _ANSI.sub("", text).splitlines()
     facts = read_facts(lines)
-    found: dict[tuple, DiagnosisFinding] = {}
+    found: dict[tuple, Finding] = {}
     covered: set[int] = set()  # lines a catalogue entry explained
     index = _LineIndex(lines)
     for pattern in PATTERNS:
@@ -172,14 +174,14 @@ def diagnose(text: str, layer_map: LayerMap | None = None) -> Diagnosis:
                      model=layer_map.name if layer_map is not None else None)
 
 
-def _add(found: dict, finding: DiagnosisFinding) -> None:
+def _add(found: dict, finding: Finding) -> None:
     key = _dedupe_key(finding)
     if key in found:
         old = found[key]
         merged = tuple(sorted(set(old.lines) | set(finding.lines)))
         # Show the exception line ("AssertionError: ...") rather than the source line that raised it.
         keep = finding if _is_exception(finding.matched) and not _is_exception(old.matched) else old
-        found[key] = DiagnosisFinding(**{**keep.__dict__, "lines": merged})
+        found[key] = replace(keep, lines=merged)
     else:
         found[key] = finding
 
@@ -192,7 +194,7 @@ def _supersedes(code: str) -> tuple[str, ...]:
     return next((p.supersedes for p in PATTERNS if p.code == code), ())
 
 
-def _same_block(generic: DiagnosisFinding, explained: list[DiagnosisFinding], lines: list[str]) -> bool:
+def _same_block(generic: Finding, explained: list[Finding], lines: list[str]) -> bool:
     """Whether a catalogue finding sits in the same traceback block as the generic one."""
     start = generic.lines[0]
     for f in explained:
@@ -202,6 +204,6 @@ def _same_block(generic: DiagnosisFinding, explained: list[DiagnosisFinding], li
     return False
 
 
-def diagnose_log(text: str, layer_map: LayerMap | None = None) -> list[DiagnosisFinding]:
+def diagnose_log(text: str, layer_map: LayerMap | None = None) -> list[Finding]:
     """Just the findings, for callers that do not need the facts (the Run tab on a crash)."""
     return diagnose(text, layer_map).findings

@@ -21,13 +21,12 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+# Its name and where it lives belong to the model sources (the engine generates it, sources find it).
+from bringup.core.sources.default_source import DEFAULT_CHECKPOINT_NAME, RECIPE_VERSION, is_complete, is_default
+from bringup.core.sources.default_source import checkpoint_dir as _checkpoint_dir
+
 # The pattern of NVIDIA-Nemotron-3-Nano-30B-A3B (M = Mamba2, E = MoE, * = attention).
 NEMOTRON_3_NANO_PATTERN = "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME"
-DEFAULT_CHECKPOINT_NAME = "nemotron-3-nano-pattern-tiny"
-# Names that mean "the default checkpoint" on the command line (`bringup serve default`).
-DEFAULT_ALIASES = ("default", DEFAULT_CHECKPOINT_NAME)
-# Bump when the recipe changes so that an old cached folder is not reused by mistake.
-RECIPE_VERSION = 1
 
 SPECIAL_TOKENS = ("<|pad|>", "<|bos|>", "<|eos|>", "<|system|>", "<|user|>", "<|assistant|>")
 # A plain role-tagged template; the model's random weights do not care, but the server's chat
@@ -84,22 +83,8 @@ TINY_TEST_SPEC = DefaultModelSpec(
 )
 
 
-def cache_root() -> Path:
-    """`$XDG_CACHE_HOME/bringup/models`, else `~/.cache/bringup/models`."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "bringup" / "models"
-
-
 def checkpoint_dir(spec: DefaultModelSpec = DEFAULT_SPEC, root: Path | None = None) -> Path:
-    root = Path(root) if root is not None else cache_root()
-    name = f"{DEFAULT_CHECKPOINT_NAME}-v{RECIPE_VERSION}"
-    if spec != DEFAULT_SPEC:
-        name += f"-{spec.key()}"
-    return root / name
-
-
-def is_complete(folder: Path) -> bool:
-    return all((folder / f).is_file() for f in ("config.json", "model.safetensors", "tokenizer.json"))
+    return _checkpoint_dir(None if spec == DEFAULT_SPEC else spec.key(), root)
 
 
 def ensure_default_checkpoint(spec: DefaultModelSpec = DEFAULT_SPEC, root: Path | None = None) -> Path:
@@ -219,11 +204,6 @@ def add_legacy_config_keys(config_path: Path, pattern: str) -> None:
     config["hybrid_override_pattern"] = pattern
     config["num_hidden_layers"] = len(pattern)
     config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
-
-
-def is_default(source: str | None) -> bool:
-    """True when `source` names the default model: None, "" or one of DEFAULT_ALIASES."""
-    return source is None or source.strip() == "" or source.strip().lower() in DEFAULT_ALIASES
 
 
 def resolve_default(source: str | None) -> str | None:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import torch
 
+from .facts import unknown_dtype_message
+
 
 class PoolLayerError(ValueError):
     """A pool was asked for a layer it does not hold."""
@@ -41,7 +43,7 @@ def as_dtype(dtype) -> torch.dtype:
     name = aliases.get(str(dtype), str(dtype)).removeprefix("torch.")
     found = getattr(torch, name, None)
     if not isinstance(found, torch.dtype):
-        raise ValueError(f"unknown dtype {dtype!r}; use e.g. float32, bfloat16 or float16")
+        raise ValueError(unknown_dtype_message(dtype))
     return found
 
 

@@ -20,6 +20,7 @@ Defaults, chosen for this engine:
 
 from __future__ import annotations
 
+from bringup.core.engine.facts import DEFAULT_PAGE_SIZE
 from bringup.core.layermap.vocabulary import LayerMap
 
 from . import geometry
@@ -37,7 +38,6 @@ DEFAULT_MAX_RUNNING = {"cpu": 8}
 DEFAULT_MAX_RUNNING_GPU = 256
 DEFAULT_CONTEXT = {"cpu": 4096}
 DEFAULT_CONTEXT_GPU = 8192
-DEFAULT_PAGE_SIZE = 16
 
 
 def auto_mem_fraction(device: str, device_memory: int, weights_bytes: int) -> float:

@@ -13,19 +13,15 @@ from .weights import checkpoint_weights
 
 
 def parse_target(target: str) -> tuple[str, tuple[int, ...] | None]:
-    """'embedded' -> ('embedded', None); 'sglang==0.5.23' -> ('sglang', (0, 5, 23))."""
-    text = (target or "embedded").strip()
-    if text == "embedded":
-        return "embedded", None
-    if text.startswith("sglang"):
-        version = text.removeprefix("sglang").lstrip("=").strip()
-        try:
-            parts = tuple(int(p) for p in version.split("."))
-        except ValueError:
-            parts = ()
-        if len(parts) == 3:
-            return "sglang", parts
-    raise UserError(f"unknown target {target!r}; use 'embedded' or 'sglang==X.Y.Z' (e.g. sglang==0.5.23)")
+    """'embedded' -> ('embedded', None); 'sglang==0.5.23' -> ('sglang', (0, 5, 23)); 'sglang' alone: the
+    newest rule profile's release. The grammar is the rules' (core/rules/targets.py), for every command."""
+    from bringup.core.rules.profiles import NEWEST
+    from bringup.core.rules.targets import read_target
+
+    engine, _, numbers = read_target(target or "embedded")
+    if engine == "sglang" and numbers is None:
+        numbers = NEWEST.version
+    return engine, numbers
 
 
 def _resolve_weights(layer_map: LayerMap, weights_bytes, checkpoint, elem_bytes: int) -> tuple[int, str, list[str]]:

@@ -29,13 +29,14 @@ def parse_size(text: str | int | float) -> int:
     return value
 
 
-def format_bytes(n: float) -> str:
-    """Binary units, two decimals: 49082368 -> '46.81 MiB'."""
+def format_bytes(n: float, *, short: bool = False) -> str:
+    """Binary units, two decimals: 49082368 -> '46.81 MiB' (reports); `short`: three significant
+    figures, '46.8 MiB', '1 KiB' (labels and tooltips)."""
     n = float(n)
     if abs(n) < 1024:
         return f"{n:.0f} B"
     for unit in ("KiB", "MiB", "GiB", "TiB"):
         n /= 1024
         if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.2f} {unit}"
+            return f"{n:.3g} {unit}" if short else f"{n:.2f} {unit}"
     raise AssertionError("unreachable")

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from bringup.core.probe.child import SIMULATE_ENV, STEPS, parse_simulation
-from bringup.core.rules.finding import Finding
+from bringup.core.finding import Finding
 
 DEVICE_KINDS = ("cpu", "cuda", "xpu", "npu", "mps")
 FAILED_VERDICTS = ("failed", "crashed", "timeout", "skipped")
@@ -357,7 +357,7 @@ def findings_for(steps: list[StepResult], crash_notes: dict[str, str] | None = N
     for s in steps:
         family = s.name.split(".")[0]
         if s.verdict == "crashed":
-            out.append(Finding(
+            out.append(Finding.check(
                 "PROBE_STEP_CRASHED", "error",
                 f"Probe step '{s.name}' ({s.title}) crashed: {s.detail}. The other steps ran in a fresh process; "
                 f"what this step would have reported is unknown, and an engine on this machine will likely crash the same way.",
@@ -365,12 +365,12 @@ def findings_for(steps: list[StepResult], crash_notes: dict[str, str] | None = N
                 engine_message=crash_notes.get(s.name, ""),
                 source=_CRASH_SOURCES.get(family, "core/probe/child.py"), stage=s.name))
         elif s.verdict == "timeout":
-            out.append(Finding(
+            out.append(Finding.check(
                 "PROBE_STEP_TIMEOUT", "error",
                 f"Probe step '{s.name}' ({s.title}) hung: {s.detail}. The remaining steps ran in a fresh process.",
                 fix=_crash_fix(family), source=_CRASH_SOURCES.get(family, "core/probe/child.py"), stage=s.name))
         elif s.verdict == "failed":
-            out.append(Finding(
+            out.append(Finding.check(
                 "PROBE_STEP_FAILED", "warning", f"Probe step '{s.name}' ({s.title}) raised {s.detail}.",
                 fix="see the traceback in the step's data; reinstall or update the package it names",
                 engine_message=s.data.get("traceback", ""), source="core/probe/child.py", stage=s.name))
@@ -393,7 +393,7 @@ def _build_findings(by_name: dict[str, StepResult]) -> list[Finding]:
     torch = by_name.get("torch")
     build = torch.data.get("build") if torch and torch.verdict == "ok" else None
     if build == "CPU only":
-        out.append(Finding(
+        out.append(Finding.check(
             "TORCH_CPU_BUILD", "info",
             "torch is a CPU-only build, so CUDA and XPU devices are out of its reach whatever hardware is present.",
             fix="for Intel GPUs: pip install torch --index-url https://download.pytorch.org/whl/xpu ; for NVIDIA: the CUDA wheel",
@@ -404,7 +404,7 @@ def _build_findings(by_name: dict[str, StepResult]) -> list[Finding]:
             dev = by_name.get(f"{device}.available")
             if dev and dev.verdict == "ok" and not triton.data.get("devices", {}).get(device):
                 pkg = "pytorch-triton-xpu" if device == "xpu" else "the triton that matches torch"
-                out.append(Finding(
+                out.append(Finding.check(
                     "TRITON_NO_BACKEND", "warning",
                     f"A {device} device is present but Triton {triton.data.get('version')} has no backend for it "
                     f"(backends: {triton.data.get('backends')}): Triton kernels (flash-linear-attention, SGLang's triton "
@@ -414,7 +414,7 @@ def _build_findings(by_name: dict[str, StepResult]) -> list[Finding]:
     if xpu and xpu.verdict == "ok":
         for d in xpu.data.get("devices", []):
             if d.get("has_subgroup_matrix_multiply_accumulate") is False:
-                out.append(Finding(
+                out.append(Finding.check(
                     "XPU_NO_XMX", "info",
                     f"XPU {d['index']} ({d['name']}) reports no XMX matrix engines: SGLang's intel_xpu attention backend "
                     "falls back to triton there.",

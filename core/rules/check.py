@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from bringup.core.rules.finding import Finding
+from bringup.core.finding import Finding
 from bringup.core.rules.model_facts import ModelFacts
 from bringup.core.rules.profiles import SglangProfile
 from bringup.core.rules.settings import LaunchSettings, Resolved
@@ -20,7 +20,7 @@ class Check:
     findings: list[Finding] = field(default_factory=list)
 
     def add(self, code: str, severity: str, message: str, **kw) -> Finding:
-        finding = Finding(code, severity, message, **kw)
+        finding = Finding.check(code, severity, message, **kw)
         self.findings.append(finding)
         return finding
 

@@ -1,67 +1,39 @@
-"""Rules of our own engine (core/engine/): what it really implements, read from its code.
-
-The model types come from the engine's MODEL_REGISTRY (read from the source with `ast` when the
-engine is not imported yet, so validation never pays for importing torch).
-"""
+"""Rules of our own engine (core/engine/): what it really implements, from the engine's own facts
+(core/engine/facts.py, which imports no torch, so validation never pays for importing it)."""
 
 from __future__ import annotations
 
-import ast
-import importlib.util
-import sys
-
+from bringup.core.engine import facts
 from bringup.core.rules.check import Check
 from bringup.core.rules.dtypes import resolve_dtypes
 from bringup.core.rules.model_facts import ModelFacts
 from bringup.core.rules.settings import LaunchSettings, Resolved
 
-DEVICES = ("cpu", "cuda", "xpu")  # torch's own device APIs (core/engine/device.py)
-DTYPES = ("auto", "float32", "bfloat16", "float16")
-DEFAULT_PAGE_SIZE = 16  # Engine(page_size=16)
 SOURCE = "core/engine/"
 
 
 def engine_model_types() -> tuple[str, ...]:
     """model_type values the embedded engine implements."""
-    loaded = sys.modules.get("bringup.core.engine.models")
-    if loaded is not None and hasattr(loaded, "MODEL_REGISTRY"):
-        return tuple(sorted(loaded.MODEL_REGISTRY))
-    spec = importlib.util.find_spec("bringup.core.engine.models")
-    if spec is None or not spec.origin:
-        return ()
-    with open(spec.origin, encoding="utf-8") as f:
-        tree = ast.parse(f.read())
-    for node in tree.body:
-        target = node.target if isinstance(node, ast.AnnAssign) else (node.targets[0] if isinstance(node, ast.Assign) else None)
-        if isinstance(target, ast.Name) and target.id == "MODEL_REGISTRY" and isinstance(node.value, ast.Dict):
-            return tuple(sorted(k.value for k in node.value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)))
-    return ()
-
-
-def unsupported_model_message(model_type: str, architecture: str, supported: tuple[str, ...]) -> str:
-    """The engine's own UnsupportedModelError text (core/engine/models/__init__.py)."""
-    archs = architecture or "unknown architecture"
-    return (f"UnsupportedModelError: model_type {model_type!r} ({archs}) is not supported by the embedded engine; it "
-            f"runs {', '.join(supported)}. Serve this model with SGLang instead, or pick a supported one.")
+    return tuple(facts.supported_model_types())
 
 
 def check_embedded(m: ModelFacts, s: LaunchSettings) -> Check:
-    r = Resolved(device=s.device, attention_backend=None, page_size=s.page_size or DEFAULT_PAGE_SIZE, tp=s.tp, pp=s.pp,
+    r = Resolved(device=s.device, attention_backend=None, page_size=s.page_size or facts.DEFAULT_PAGE_SIZE, tp=s.tp, pp=s.pp,
                  dtype=s.dtype, kv_dtype=s.kv_dtype, mamba_ssm_dtype=None, mamba_conv_dtype=None, radix_cache=False,
                  overlap_schedule=False, state_slots_per_request=1 if m.is_hybrid else None)
     r.why["attention_backend"] = "the engine's own kernels: plain-torch reference everywhere, faster ones per device (kernels/dispatch.py)"
     if s.page_size is None:
-        r.why["page_size"] = f"the engine's default page size {DEFAULT_PAGE_SIZE}"
+        r.why["page_size"] = f"the engine's default page size {facts.DEFAULT_PAGE_SIZE}"
     c = Check(m, s, r)
     supported = engine_model_types()
     if m.model_type not in supported:
         c.add("EMBEDDED_MODEL_UNSUPPORTED", "error",
               f"The embedded engine has no implementation of model_type {m.model_type!r}; it runs {', '.join(supported)}.",
               fix="serve this model with SGLang (--target sglang==X.Y.Z), or pick a supported model",
-              engine_message=unsupported_model_message(m.model_type, m.architecture, supported),
-              source="core/engine/models/__init__.py (MODEL_REGISTRY)", stage="model load")
-    if s.device not in DEVICES:
-        c.add("EMBEDDED_DEVICE", "error", f"The embedded engine runs on {', '.join(DEVICES)}, not {s.device}.",
+              engine_message="UnsupportedModelError: " + facts.unsupported_model_message(m.model_type, m.architecture),
+              source="core/engine/facts.py (MODEL_CLASSES)", stage="model load")
+    if s.device not in facts.DEVICES:
+        c.add("EMBEDDED_DEVICE", "error", f"The embedded engine runs on {', '.join(facts.DEVICES)}, not {s.device}.",
               fix="use --device cpu, cuda or xpu", source="core/engine/device.py", stage="start-up")
     if s.tp != 1 or s.pp != 1:
         c.add("EMBEDDED_PARALLEL", "error",
@@ -80,19 +52,19 @@ def check_embedded(m: ModelFacts, s: LaunchSettings) -> Check:
     if m.is_hybrid:
         r.mamba_conv_dtype = r.dtype
         r.why["mamba_conv_dtype"] = "the model dtype"
-        r.mamba_ssm_dtype = s.mamba_ssm_dtype or "float32"  # Engine(ssm_dtype="float32")
-        r.why["mamba_ssm_dtype"] = "--mamba-ssm-dtype" if s.mamba_ssm_dtype else "the engine's default float32"
+        r.mamba_ssm_dtype = s.mamba_ssm_dtype or facts.DEFAULT_SSM_DTYPE
+        r.why["mamba_ssm_dtype"] = "--mamba-ssm-dtype" if s.mamba_ssm_dtype else f"the engine's default {facts.DEFAULT_SSM_DTYPE}"
     if s.kv_dtype.startswith("fp8"):
         c.add("EMBEDDED_KV_DTYPE", "error", f"The embedded engine has no {s.kv_dtype} KV cache: its pools hold plain "
               "torch dtypes (float32, bfloat16, float16).", fix="use --kv-dtype bfloat16 or drop it",
-              engine_message=f"ValueError: unknown dtype {s.kv_dtype!r}; use e.g. float32, bfloat16 or float16",
+              engine_message="ValueError: " + facts.unknown_dtype_message(s.kv_dtype),
               source="core/engine/pools.py (as_dtype)", stage="start-up")
     r.kv_dtype = r.dtype if s.kv_dtype == "auto" else s.kv_dtype
     if s.kv_dtype == "auto":
         r.why["kv_dtype"] = "the model dtype"
-    from bringup.core.rules.command import embedded_flags_missing
+    from bringup.core.launch.embedded import flags_missing
 
-    for flag in embedded_flags_missing(s):
+    for flag in flags_missing(s):
         c.add("EMBEDDED_FLAG_NOT_IN_SERVE", "warning",
               f"The engine takes this setting, but `bringup serve` has no {flag} option yet, so the launch command "
               "leaves it out and the engine's default applies.", fix=f"drop {flag}, or run the engine from Python",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from bringup.core.layermap.vocabulary import LayerMap
-from bringup.core.rules import embedded
+from bringup.core.engine import facts as engine_facts
 from bringup.core.rules.settings import LaunchSettings
 from bringup.core.rules.sglang_backends import BACKENDS
 from bringup.core.rules.targets import Target, parse_target
@@ -76,7 +76,7 @@ def compatibility_matrix(layer_map: LayerMap, target: str | Target, base: Launch
     target = parse_target(target) if isinstance(target, str) else target
     base = base or LaunchSettings()
     if target.engine == "embedded":
-        devices = list(devices or embedded.DEVICES)
+        devices = list(devices or engine_facts.DEVICES)
         strategies, per_device = ["auto"], {d: [DEFAULT] for d in devices}
     else:
         devices = list(devices or BACKENDS)

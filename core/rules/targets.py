@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 
 from bringup.core.errors import UserError
-from bringup.core.rules.finding import Finding
+from bringup.core.finding import Finding
 from bringup.core.rules.profiles import NEWEST, OLDEST, PROFILES, SglangProfile, profile_for
 
 # What is known about releases between profiles, from sources other than their own code.
@@ -40,24 +40,34 @@ def known_targets() -> list[str]:
     return ["embedded"] + [f"sglang=={p.label}" for p in PROFILES]
 
 
-def parse_target(text: str) -> Target:
-    """'embedded', 'sglang==0.5.19' (also 'sglang' alone: the newest profile)."""
+def read_target(text: str) -> tuple[str, str | None, tuple[int, int, int] | None]:
+    """The target grammar, for every command: 'embedded' (or 'bringup') -> ("embedded", None, None);
+    'sglang' -> ("sglang", None, None); 'sglang==0.5.19' (also .post1, rc1...) -> ("sglang", "0.5.19", (0, 5, 19))."""
     raw = (text or "").strip()
     if raw.lower() in ("embedded", "bringup"):
-        return Target("embedded")
+        return "embedded", None, None
     name, sep, version = raw.partition("==")
     if name.strip().lower() != "sglang":
         raise UserError(f"unknown target {text!r}; use 'embedded' or 'sglang==X.Y.Z' (rule profiles: "
                         f"{', '.join(p.label for p in PROFILES)})")
     if not sep:
-        note = Finding("TARGET_VERSION_ASSUMED", "info",
-                       f"No SGLang version given; the rules of the newest profile ({NEWEST.label}) are used.",
-                       fix=f"name the release you will run, e.g. --target sglang=={NEWEST.label}", source="core/rules/profiles.py")
-        return Target("sglang", NEWEST.label, NEWEST, (note,))
+        return "sglang", None, None
     match = _VERSION.match(version.strip())
     if not match:
         raise UserError(f"target version {version!r} is not a release number like 0.5.19; use sglang==X.Y.Z")
-    numbers = tuple(int(g) for g in match.groups())
+    return "sglang", version.strip(), tuple(int(g) for g in match.groups())
+
+
+def parse_target(text: str) -> Target:
+    """'embedded', 'sglang==0.5.19' (also 'sglang' alone: the newest profile), with its rule profile."""
+    engine, version, numbers = read_target(text)
+    if engine == "embedded":
+        return Target("embedded")
+    if version is None:
+        note = Finding.check("TARGET_VERSION_ASSUMED", "info",
+                       f"No SGLang version given; the rules of the newest profile ({NEWEST.label}) are used.",
+                       fix=f"name the release you will run, e.g. --target sglang=={NEWEST.label}", source="core/rules/profiles.py")
+        return Target("sglang", NEWEST.label, NEWEST, (note,))
     profile = profile_for(numbers)
     if profile is None:
         raise UserError(f"sglang {version} is older than the oldest rule profile ({OLDEST.label}); its rules were never "
@@ -65,11 +75,11 @@ def parse_target(text: str) -> Target:
     findings = ()
     if profile.version != numbers:
         newer = numbers > NEWEST.version
-        findings = (Finding(
+        findings = (Finding.check(
             "TARGET_PROFILE_NEAREST", "warning" if newer else "info",
             f"There is no rule profile for sglang {version}; the nearest earlier one, {profile.label}, is used. "
             + ("Releases after it may have changed rules and messages that this check does not know."
                if newer else "Rules that changed between those releases are not known here.")
             + (" " + _BETWEEN[numbers] if numbers in _BETWEEN else ""),
             fix=f"compare with sglang=={profile.label}'s release notes", source="core/rules/profiles.py"),)
-    return Target("sglang", version.strip(), profile, findings)
+    return Target("sglang", version, profile, findings)

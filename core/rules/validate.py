@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from bringup.core.layermap.vocabulary import LayerMap
-from bringup.core.rules.command import launch_command, shell
+from bringup.core.launch.launch import Launch, launch_for, shell
+from bringup.core.launch.model_path import model_path as model_path_of
 from bringup.core.rules.embedded import check_embedded
-from bringup.core.rules.finding import Finding, worst
+from bringup.core.finding import Finding, worst
 from bringup.core.rules.model_facts import ModelFacts, facts_of
 from bringup.core.rules.settings import LaunchSettings, Resolved
 from bringup.core.rules.sglang import check_sglang
@@ -21,7 +22,11 @@ class ValidationResult:
     settings: LaunchSettings
     resolved: Resolved
     findings: list[Finding]  # in the order the engine would meet them
-    argv: list[str]
+    launch: Launch  # what Run starts: the command below, plus where to listen
+
+    @property
+    def argv(self) -> list[str]:
+        return self.launch.argv()
 
     @property
     def ok(self) -> bool:
@@ -84,9 +89,9 @@ def validate(layer_map: LayerMap, target: str | Target, settings: LaunchSettings
     if available_devices is not None:
         here = "cuda" if settings.device == "rocm" else settings.device
         if here not in available_devices:
-            findings.insert(0, Finding(
+            findings.insert(0, Finding.check(
                 "DEVICE_NOT_ON_THIS_MACHINE", "warning",
                 f"The probe found no {settings.device} device on this machine (it has: {', '.join(available_devices) or 'none'}).",
                 fix="validate for another machine, or pick a device the probe lists", source="bringup probe"))
-    argv = launch_command(layer_map, target, settings, path=model_path)
-    return ValidationResult(layer_map.name, target, settings, check.r, findings, argv)
+    launch = launch_for(target, model_path or model_path_of(layer_map), settings)
+    return ValidationResult(layer_map.name, target, settings, check.r, findings, launch)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from bringup.core.sources import catalogue
+from bringup.core.sources import catalogue, default_source
 from bringup.core.sources.config_file import read_config_file
 from bringup.core.sources.default_source import default_checkpoint_folder, is_default_name
 from bringup.core.errors import UserError
@@ -133,12 +133,10 @@ def load_config(source: str | os.PathLike, *, progress: Progress | None = None, 
 
 
 def _from_default(text: str, progress: Progress | None, cancel: Cancel | None) -> LoadedConfig:
-    from bringup.core.engine.default_model import DEFAULT_CHECKPOINT_NAME
-
     folder = default_checkpoint_folder(progress)
     _step(progress, cancel, f"reading {folder / 'config.json'}", text)
     loaded = _from_folder(folder, text)
-    loaded.name = DEFAULT_CHECKPOINT_NAME
+    loaded.name = default_source.DEFAULT_CHECKPOINT_NAME
     return loaded
 
 

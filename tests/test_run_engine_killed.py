@@ -27,7 +27,7 @@ def test_exit_text_names_the_signal():
     assert likely_cause(1) == ""
 
 
-def test_killed_engine_is_reported_as_killed_and_its_tree_is_gone(qtbot):
+def test_killed_engine_is_reported_as_killed_and_its_tree_is_gone(qtbot, no_orphans):
     tab = RunTab()
     qtbot.addWidget(tab)
     tab.controller.launch([sys.executable, "-c", READY], "http://127.0.0.1:1")

@@ -3,18 +3,24 @@
 from gui_helpers import window_on_nano
 
 from bringup.app.tabs.run_tab import RunTab
+from bringup.core.launch import Launch
+from bringup.core.rules.settings import LaunchSettings
+
+
+def _on(device):
+    return Launch("embedded", "default", LaunchSettings(device=device))
 
 
 def test_a_device_this_machine_lacks_is_not_carried_into_the_run_tab(qtbot):
     tab = RunTab()
     qtbot.addWidget(tab)
-    tab.apply_launch_settings({"target": "embedded", "device": "xpu"})  # before the probe: taken as asked
+    tab.apply_launch(_on("xpu"))  # before the probe: taken as asked
     assert tab.device.currentText() == "xpu"
     tab.set_available_devices(["cpu"])
     assert tab.device.currentText() == "auto"
-    tab.apply_launch_settings({"target": "embedded", "device": "xpu"})
+    tab.apply_launch(_on("xpu"))
     assert tab.device.currentText() == "auto"
-    tab.apply_launch_settings({"target": "embedded", "device": "cpu"})
+    tab.apply_launch(_on("cpu"))
     assert tab.device.currentText() == "cpu"
 
 

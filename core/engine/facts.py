@@ -1,0 +1,89 @@
+"""What the embedded engine runs and takes, stated once, without importing torch.
+
+The engine builds from these facts (the model registry in `models/__init__.py` imports the classes
+named here; `bringup serve` adds the options listed here), and everything that must know them
+without loading the engine reads them here: the rules (`core/rules/embedded.py`), the launch
+command (`core/launch/`), the planner and the GUI.
+
+To add a model family to the engine: write its class under `models/`, then add one line to
+`MODEL_CLASSES` below (config.json's model_type -> "module:Class"). Nothing else lists them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# config.json model_type -> the class that implements it, as "module under core/engine/models:Class".
+# A string, so that reading the list never imports torch; `models.model_class_for` imports the class.
+MODEL_CLASSES: dict[str, str] = {
+    "nemotron_h": "nemotron_h:NemotronHForCausalLM",
+    "llama": "llama:LlamaForCausalLM",
+    "mistral": "llama:LlamaForCausalLM",
+    "qwen2": "llama:LlamaForCausalLM",
+    "qwen3": "llama:LlamaForCausalLM",
+    "qwen3_moe": "llama:LlamaForCausalLM",
+}
+
+DEVICES = ("cpu", "cuda", "xpu")  # torch's own device APIs (core/engine/device.py); "auto" picks one
+DTYPES = ("auto", "float32", "bfloat16", "float16")  # model dtype; "auto": the checkpoint's
+POOL_DTYPES = ("float32", "bfloat16", "float16")  # what the KV and state pools can hold (pools.as_dtype)
+DEFAULT_PAGE_SIZE = 16  # tokens per KV page: Engine(page_size=...)
+DEFAULT_SSM_DTYPE = "float32"  # Mamba2 SSM state: Engine(ssm_dtype=...)
+
+
+def supported_model_types() -> list[str]:
+    return sorted(MODEL_CLASSES)
+
+
+def unsupported_model_message(model_type, architectures) -> str:
+    """The text of the engine's UnsupportedModelError (the rules quote it as the engine's own words).
+    `architectures`: config.json's list, or one name, or nothing."""
+    if isinstance(architectures, str):
+        architectures = [architectures] if architectures else []
+    archs = ", ".join(architectures or []) or "unknown architecture"
+    return (f"model_type {model_type!r} ({archs}) is not supported by the embedded engine; it runs "
+            f"{', '.join(supported_model_types())}. Serve this model with SGLang instead, or pick a supported one.")
+
+
+def unknown_dtype_message(dtype) -> str:
+    """The text of the ValueError the pools raise for a dtype torch does not have (pools.as_dtype)."""
+    *first, last = POOL_DTYPES
+    return f"unknown dtype {dtype!r}; use e.g. {', '.join(first)} or {last}"
+
+
+@dataclass(frozen=True)
+class ServeOption:
+    """One option of `bringup serve` (core/cli/serve.py builds its parser from these)."""
+
+    flag: str
+    type: type = str
+    default: object = None
+    help: str = ""
+
+
+# `bringup serve [SOURCE]`'s options, in --help order. The launch command only names options listed here.
+SERVE_OPTIONS: tuple[ServeOption, ...] = (
+    ServeOption("--device", str, "auto", "auto (an accelerator if there is one, else cpu), cpu, cuda, cuda:N, xpu or xpu:N"),
+    ServeOption("--dtype", str, "auto", "auto (the checkpoint's), float32, bfloat16 or float16"),
+    ServeOption("--load-format", str, "auto",
+                "auto: the checkpoint's weights; dummy: the source's config (catalogue name, config.json, folder, "
+                "hub id) at full size with seeded random weights made on the device (nothing downloaded or "
+                "written; the text is noise)"),
+    ServeOption("--host", str, "127.0.0.1", "address to listen on (default 127.0.0.1: this machine only)"),
+    ServeOption("--port", int, 30000, "port (default 30000; 0 picks a free one)"),
+    ServeOption("--mem-fraction", float, None, "share of device memory for weights and pools (default: the planner's choice)"),
+    ServeOption("--max-running-requests", int, None, "cap on requests running at once"),
+    ServeOption("--chunked-prefill-size", int, None, "prompt tokens per step (chunk size)"),
+    ServeOption("--api-key", str, None, "require 'Authorization: Bearer KEY' on every route but /health and /ready"),
+    ServeOption("--served-model-name", str, None, "name reported by /v1/models"),
+)
+# Options shared by every command that runs the engine (`serve`, `bench`): what it loads and where.
+MODEL_OPTIONS = ("--device", "--dtype", "--load-format")
+
+
+def serve_option(flag: str) -> ServeOption:
+    return next(o for o in SERVE_OPTIONS if o.flag == flag)
+
+
+def serve_flags() -> frozenset[str]:
+    return frozenset(o.flag for o in SERVE_OPTIONS)

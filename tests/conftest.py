@@ -1,0 +1,77 @@
+"""Shared fixtures and markers for the whole suite.
+
+Markers (registered in pyproject.toml):
+- `gpu`: needs a CUDA or XPU device that Triton can use; skipped elsewhere, with the reason.
+- `slow`: starts a real engine or server (seconds each); `pytest -m "not slow"` leaves them out.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+SHARED_MODELS = Path(__file__).resolve().parents[2] / "shared" / "models"  # real configs, read in place
+NANO_CONFIG = SHARED_MODELS / "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B.json"
+
+
+def _no_gpu_reason() -> str | None:
+    """Why the `gpu` tests cannot run here, or None when a device can run them (imports torch)."""
+    from bringup.kernels.triton import availability
+
+    reasons = {d: availability.triton_reason(d) for d in availability.GPU_DEVICE_TYPES}
+    if any(reason is None for reason in reasons.values()):
+        return None
+    return "no device for the Triton kernels (" + "; ".join(f"{d}: {r}" for d, r in reasons.items()) + ")"
+
+
+def pytest_collection_modifyitems(config, items):
+    gpu_items = [item for item in items if item.get_closest_marker("gpu")]
+    if not gpu_items:
+        return  # torch is imported only when a gpu test was collected
+    reason = _no_gpu_reason()
+    if reason is not None:
+        for item in gpu_items:
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture(scope="session")
+def shared_models() -> Path:
+    """The folder of real model configs (../shared/models), read in place, never copied."""
+    return SHARED_MODELS
+
+
+@pytest.fixture(scope="session")
+def nano_layer_map():
+    """NVIDIA-Nemotron-3-Nano-30B-A3B's layer map from its real config (attention at 5, 12, 19, 26, 33, 42)."""
+    from bringup.core.sources.resolve import load_layer_map
+
+    return load_layer_map(str(NANO_CONFIG))
+
+
+def _children() -> list[psutil.Process]:
+    out = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if p.status() != psutil.STATUS_ZOMBIE:
+                out.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+@pytest.fixture
+def no_orphans():
+    """Fails the test if a process it started outlives it by more than a few seconds (orphaned engines
+    keep device memory and ports)."""
+    before = {p.pid for p in _children()}
+    yield
+    deadline = time.monotonic() + 5.0
+    while True:
+        left = [p for p in _children() if p.pid not in before]
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert not left, "processes left behind: " + ", ".join(f"{p.pid} {' '.join(p.cmdline()[:4])}" for p in left)
