@@ -3,7 +3,11 @@
 Each run is a fresh process; the figure is the median of several runs, for the default model
 (catalogue, offline) and for a config file on disk. Aim: inspect at most 3x a bare start.
 
-    python bench/inspect_startup.py [--runs 9] [--json]
+With --generic it also times a model_type without a family module (MiMo-V2-Flash, read through
+transformers and a meta-device build) next to transformers counting the same config's parameters
+itself on the meta device: the generic path should cost about what transformers costs.
+
+    python bench/inspect_startup.py [--runs 9] [--generic] [--json]
 """
 
 from __future__ import annotations
@@ -45,10 +49,32 @@ def medians(cases: dict[str, list[str]], runs: int) -> dict[str, float]:
     return {name: statistics.median(ts) for name, ts in times.items()}
 
 
+GENERIC_SNIPPET = """
+import json, sys, torch, transformers
+cfg = json.load(open(sys.argv[1])); mt = cfg.pop("model_type")
+with torch.device("meta"):
+    model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model(mt, **cfg))
+print(sum(p.numel() for p in model.parameters()))
+"""
+
+
+def _generic_cases(py: str) -> dict[str, list[str]]:
+    import tempfile
+
+    # MiMo-V2-Flash at full size: transformers' defaults are its shapes.
+    path = Path(tempfile.mkdtemp(prefix="bringup-bench-")) / "config.json"
+    path.write_text(json.dumps({"model_type": "mimo_v2_flash"}))
+    return {
+        "transformers meta-device count (mimo_v2_flash)": [py, "-c", GENERIC_SNIPPET, str(path)],
+        "bringup inspect <mimo_v2_flash> (generic path)": [py, "-m", "bringup", "inspect", str(path)],
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=9)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--generic", action="store_true", help="also time the generic (transformers) path")
     args = parser.parse_args()
     py = sys.executable
     cases = {"python -c pass": [py, "-c", "pass"]}
@@ -56,6 +82,8 @@ def main() -> int:
     cases["bringup inspect <catalogue default> (text)"] = [py, "-m", "bringup", "inspect", "NVIDIA-Nemotron-3-Nano-30B-A3B"]
     if SHARED_FILE.is_file():
         cases["bringup inspect <56B config.json> --pp 4"] = [py, "-m", "bringup", "inspect", str(SHARED_FILE), "--pp", "4"]
+    if args.generic:
+        cases.update(_generic_cases(py))
     results = medians(cases, args.runs)
     base = results["python -c pass"]
     if args.json:

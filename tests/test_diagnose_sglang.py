@@ -20,9 +20,48 @@ def test_pr_32227_error_1_old_wording_on_xpu():
 
 
 def test_new_wording_of_the_platform_check():
-    result = diagnose_file("sglang-0.5.19-extra-buffer-mps.log")
+    result = diagnose_file("sglang-0.5.22-extra-buffer-mps.log")
     assert codes(result) == ["EXTRA_BUFFER_PLATFORM"]
     assert "CPU, MPS and MLX" in result.findings[0].explanation
+    assert result.findings[0].details["printed_by"] == "0.5.22 and later"
+
+
+@pytest.mark.parametrize("line, code, releases", [
+    ("AssertionError: extra_buffer needs CUDA/MUSA/NPU/ROCm (FLA).", "EXTRA_BUFFER_PLATFORM", "0.5.17 only"),
+    ("AssertionError: extra_buffer needs CUDA/MUSA/NPU/ROCm/XPU (FLA).", "EXTRA_BUFFER_PLATFORM", "0.5.18 to 0.5.21"),
+    ("AssertionError: extra_buffer needs CUDA/MUSA/NPU (FLA).", "EXTRA_BUFFER_PLATFORM", "a release before 0.5.17 or a fork"),
+    ("AssertionError: extra_buffer requires platform support for Mamba cache state snapshots.", "EXTRA_BUFFER_PLATFORM",
+     "0.5.22 and later"),
+    ("ValueError: --mamba-radix-cache-strategy extra_buffer needs mamba state, got LlamaForCausalLM.",
+     "STRATEGY_NEEDS_MAMBA", "0.5.21 and later"),
+    ("AssertionError: no_buffer only supports page_size=1.", "NO_BUFFER_PAGE_SIZE", "0.5.17 and later"),
+    ("AssertionError: NemotronHForCausalLM does not support triton attention backend,as the first layer might not be "
+     "an attention layer", "TRITON_FIRST_LAYER_NOT_ATTENTION", "0.5.17 or 0.5.18"),
+    ("AssertionError: Lfm2ForCausalLM does not support triton attention backend, as the first layer might not be an "
+     "attention layer", "TRITON_FIRST_LAYER_NOT_ATTENTION", "0.5.17 and later"),
+    ("Intel XPU attention backend for MLA Decode only supports page_sizes of [16, 32, 64, 128], changing page_size "
+     "from 1 to 128.", "PAGE_SIZE_CHANGED", "0.5.17 to 0.5.19"),
+    ("Intel XPU attention backend for MLA only supports page_sizes of [64, 128, 16, 32], changing page_size from 1 "
+     "to 128.", "PAGE_SIZE_CHANGED", "0.5.20 and later"),
+    ("Intel XPU attention backend only supports page_sizes of [64, 128], changing page_size from 1 to 128.",
+     "PAGE_SIZE_CHANGED", "0.5.17 and later"),
+])
+def test_messages_are_labelled_with_the_releases_that_print_them(line, code, releases):
+    """Read from the profiles, which are read from each release's wheel (issue 18)."""
+    from bringup.core.diagnosis import diagnose
+
+    found = [f for f in diagnose(line + "\n").findings if f.code == code]
+    assert found, codes(diagnose(line + "\n"))
+    assert found[0].details["printed_by"].startswith(releases)
+    assert f"printed by sglang {releases}" in found[0].explanation
+
+
+def test_extra_buffer_fixes_name_the_releases_for_xpu():
+    from bringup.core.diagnosis import diagnose
+
+    f = diagnose("AssertionError: extra_buffer is not supported for NemotronHForCausalLM; use no_buffer.\n").findings[0]
+    assert "(sglang 0.5.20 and later) the device is XPU" in f.explanation
+    assert "only sglang 0.5.18 or 0.5.19 run extra_buffer" in f.fix and "--disable-overlap-schedule" in f.fix
 
 
 def test_pr_32227_error_2_every_rank_is_one_finding_and_wrappers_stay_quiet():
@@ -32,7 +71,8 @@ def test_pr_32227_error_2_every_rank_is_one_finding_and_wrappers_stay_quiet():
     assert f.lines == (22, 31)  # TP1 and TP0
     assert f.requested_layer == 0 and f.valid_layers == (5, 12, 19, 26, 33, 42)
     assert f.layers == (0, 5, 12, 19, 26, 33, 42)
-    assert "upgrade sglang to 0.5.19" in f.fix  # the traceback names triton_backend.py
+    assert "upgrade sglang to 0.5.18 and later" in f.fix  # the traceback names triton_backend.py
+    assert f.details["printed_by"].startswith("0.5.17 only with triton")
     assert "intel_xpu" in f.fix  # the log ran on XPU
     assert result.facts["kv_tokens"] == 850333 and result.facts["mamba_cache_size"] == 94
 
@@ -98,3 +138,31 @@ def test_every_pattern_has_a_plain_explanation_and_fix():
         assert p.title and len(p.explanation) > 30 and len(p.fix) > 15, p.code
         if p.kind == "layer":
             assert "layer" in p.compiled.groupindex and "valid" in p.compiled.groupindex, p.code
+
+
+def test_causal_conv1d_on_xpu_names_the_releases_that_bind_it():
+    from bringup.core.diagnosis import diagnose
+
+    f = diagnose("NameError: name 'causal_conv1d_fn_triton' is not defined\n").findings[0]
+    assert f.code == "CAUSAL_CONV1D_MISSING" and "Upgrade to sglang 0.5.17 and later" in f.fix
+    assert f.details["printed_by"] == "a build before 0.5.17 (every profiled release binds it on XPU)"
+
+
+@pytest.mark.parametrize("line, code, releases", [
+    ("ValueError: --sampling-backend intel_xpu requires --device xpu, got --device cuda", "SAMPLING_BACKEND_XPU",
+     "0.5.21 and later"),
+    ("ValueError: --linear-attn-backend intel_xpu requires Intel XPU", "LINEAR_ATTN_INTEL_XPU", "0.5.19 and later"),
+    ("TypeError: causal_conv1d_update_xpu() got an unexpected keyword argument 'intermediate_conv_window'",
+     "CONV1D_UPDATE_XPU_KWARG", "0.5.17 or 0.5.18"),
+    ("ValueError: activation = relu2 is not supported", "RELU2_MOE_UNSUPPORTED", "no release from 0.5.17 to 0.5.23"),
+    ("Not enough space for mamba ping pong idx, try to increase --mamba-full-memory-ratio.",
+     "MAMBA_PING_PONG_EXHAUSTED", "0.5.17 and later"),
+])
+def test_every_sglang_text_is_labelled_from_the_wheels(line, code, releases):
+    """Patterns with a `source_text` are labelled from the profiles' `messages` (the maintainer script
+    looks each text up in every wheel)."""
+    from bringup.core.diagnosis import diagnose
+
+    found = [f for f in diagnose(line + "\n").findings if f.code == code]
+    assert found, codes(diagnose(line + "\n"))
+    assert found[0].details["printed_by"].startswith(releases)

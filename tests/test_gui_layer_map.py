@@ -200,3 +200,48 @@ def test_context_menu_copies_a_layers_details_and_folds(panel, nano):
     actions["Fold repeats"]()
     assert panel.state.folded and panel.fold.isChecked()
     assert "Unfold repeats" in dict(panel.context_actions(QPoint(2, 2)))
+
+
+def test_kv_sharing_layers_are_hatched_and_say_whose_kv_they_read(panel):
+    from bringup.app.layermap.facts import detail_rows, model_summary
+    from bringup.app.layermap.paint import _legend_entries
+    from bringup.core.families import build_layer_map
+
+    from test_layermap_gemma4 import SHARING_TEXT
+
+    layer_map = build_layer_map({"model_type": "gemma4", "text_config": SHARING_TEXT})
+    panel.set_layer_map(layer_map)
+    view = panel.view
+    assert "reads layer 7's" in view.tooltip_at(view.cell_center(8))
+    assert dict(detail_rows(layer_map.layers[11]))["KV cache"] == "reuses layer 5's (none of its own)"
+    assert dict(model_summary(layer_map))["KV-sharing layers"] == "8–11"
+    assert any(kind == "shared_kv" for kind, _, _ in _legend_entries(layer_map, panel.state))
+    # The hatch: fewer pixels of a shared sliding cell keep the plain sliding colour than an ordinary one's.
+    from bringup.app.layermap import style as st
+
+    image = view.grab().toImage()
+    cells = {c.key: c for c in view.map_layout().cells}
+    fill = st.mixer_color("sliding_attention").name()
+
+    def plain_share(index):
+        r = cells[("layer", index)].mixer_rect.adjusted(3, 3, -3, -3)
+        pixels = [image.pixelColor(x, y).name() for x in range(int(r.left()), int(r.right()))
+                  for y in range(int(r.top()), int(r.bottom()))]
+        return sum(p == fill for p in pixels) / len(pixels)
+
+    assert plain_share(8) < 0.8 * plain_share(2)
+
+
+def test_details_say_the_generic_path_read_the_map():
+    pytest.importorskip("transformers")
+    import transformers
+
+    from bringup.app.layermap.facts import model_summary
+    from bringup.core.families import build_layer_map
+
+    cfg = transformers.AutoConfig.for_model("mimo_v2_flash", num_hidden_layers=6, hidden_size=128, num_attention_heads=4,
+                                            num_key_value_heads=2, n_routed_experts=4, moe_intermediate_size=32,
+                                            intermediate_size=256, vocab_size=300).to_dict()
+    rows = model_summary(build_layer_map(cfg))
+    assert dict(rows)["read by"].startswith("generic path: transformers")
+    assert ("  layer kinds", "config.layer_types") in rows

@@ -41,9 +41,10 @@ def _paths(cfg: dict, prefix=()):
 
 
 @st.composite
-def damaged_config(draw):
-    name = draw(st.sampled_from(sorted(CONFIGS)))
-    cfg = json.loads(json.dumps(CONFIGS[name]))
+def damaged_config(draw, configs=None):
+    configs = configs or CONFIGS
+    name = draw(st.sampled_from(sorted(configs)))
+    cfg = json.loads(json.dumps(configs[name]))
     for _ in range(draw(st.integers(1, 4))):
         paths = list(_paths(cfg))
         if not paths:
@@ -75,6 +76,10 @@ def _consistent(m) -> None:
     assert m.params_total >= 0 and (m.params_active is None or m.params_active <= m.params_total)
     for l in m.layers:
         assert l.kv_elems_per_token >= 0 and l.conv_state_elems >= 0 and l.ssm_state_elems >= 0
+        if l.kv_shared_from is not None:  # reads an earlier layer of its own kind that keeps a KV cache
+            source = m.layers[l.kv_shared_from]
+            assert source.index < l.index and source.is_kv and source.mixer == l.mixer
+            assert l.kv_pool_index is None and l.kv_elems_per_token == 0
     assert sum(f.times * len(f.unit) for f in fold_layers(m.layers)) == m.num_layers
     json.dumps(m.to_json())
 
@@ -89,6 +94,43 @@ def test_damaged_real_configs_give_a_map_or_a_clean_error(case, pp):
         assert str(err) and "Traceback" not in str(err)
         return
     _consistent(m)
+
+
+def _generic_configs() -> dict:
+    """Small configs that take the generic (transformers) path, and Gemma 4's, which can take either."""
+    import pytest
+
+    transformers = pytest.importorskip("transformers")
+    from test_layermap_gemma4 import A4B, SHARING_TEXT
+
+    small = dict(hidden_size=128, num_attention_heads=4, vocab_size=300, intermediate_size=256, moe_intermediate_size=32)
+    mimo = transformers.AutoConfig.for_model("mimo_v2_flash", num_hidden_layers=6, num_key_value_heads=2, head_dim=32,
+                                             v_head_dim=16, n_routed_experts=4, **small)
+    dsa = transformers.AutoConfig.for_model("deepseek_v32", num_hidden_layers=4, q_lora_rank=32, kv_lora_rank=16,
+                                            qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=8, index_n_heads=2,
+                                            index_head_dim=16, n_routed_experts=4, num_experts_per_tok=2, n_group=1,
+                                            topk_group=1, first_k_dense_replace=1, **small)
+    return {"mimo_v2_flash": mimo.to_dict(), "deepseek_v32": dsa.to_dict(), "gemma4-26B-A4B": A4B,
+            "gemma4-kv-sharing": {"model_type": "gemma4", "text_config": SHARING_TEXT}}
+
+
+def test_damaged_generic_path_configs_give_a_map_or_a_clean_error():
+    configs = _generic_configs()
+
+    # Each example builds a (small) model on the meta device: a few dozen keep this to seconds.
+    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(damaged_config(configs), st.sampled_from(["auto", "transformers"]))
+    def check(case, reader):
+        name, cfg = case
+        try:
+            m = build_layer_map(cfg, name=name, reader=reader)
+        except UserError as err:
+            assert str(err) and "Traceback" not in str(err)
+            return
+        _consistent(m)
+        assert m.provenance.get("path") in ("family", "transformers", "layer_types")
+
+    check()
 
 
 @settings(max_examples=60, deadline=None)

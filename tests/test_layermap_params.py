@@ -55,7 +55,7 @@ def test_real_config_params_match_transformers_meta_build(file):
     cfg = shared_config(file)
     ours = build_layer_map(cfg).params_total
     theirs = transformers_count(as_transformers_sees_it(cfg))
-    assert abs(ours - theirs) <= 0.01 * theirs, (ours, theirs)
+    assert ours == theirs
 
 
 # Families without a shared config: transformers' own defaults, shrunk, with the switches that matter.
@@ -76,6 +76,13 @@ DEFAULT_CASES = [
     ("qwen3_5_moe_text", dict(num_hidden_layers=4, hidden_size=512, num_experts=8)),
     ("gemma2", dict(num_hidden_layers=4)),
     ("gemma4_text", dict(num_hidden_layers=6)),
+    # Gemma 4's switches: KV sharing with double-wide MLPs, per-layer inputs, K = V with global KV heads, the MoE block.
+    ("gemma4_text", dict(num_hidden_layers=12, hidden_size=256, intermediate_size=512, num_kv_shared_layers=4,
+                         use_double_wide_mlp=True, hidden_size_per_layer_input=32, vocab_size_per_layer_input=1000,
+                         vocab_size=2000)),
+    ("gemma4_text", dict(num_hidden_layers=6, hidden_size=256, intermediate_size=512, attention_k_eq_v=True,
+                         num_global_key_value_heads=1, attention_bias=True, enable_moe_block=True, num_experts=8,
+                         top_k_experts=2, moe_intermediate_size=64, hidden_size_per_layer_input=0, vocab_size=2000)),
     ("mistral", dict(num_hidden_layers=4, sliding_window=4096)),
     ("qwen2", dict(num_hidden_layers=4)),
     ("mixtral", dict(num_hidden_layers=4)),
@@ -91,7 +98,13 @@ def test_default_config_params_match_transformers_meta_build(model_type, overrid
     with torch.device("meta"):
         model = transformers.AutoModelForCausalLM.from_config(hf_config)
     theirs = sum(p.numel() for p in model.parameters())
-    assert abs(ours - theirs) <= 0.01 * theirs, (ours, theirs)
+    assert ours == theirs
+
+
+def test_gemma4_26b_a4b_count_matches_transformers():
+    from test_layermap_gemma4 import A4B
+
+    assert build_layer_map(A4B).params_total == transformers_count(A4B["text_config"]) == 25_233_141_760
 
 
 def test_active_params_count_only_top_k_experts():

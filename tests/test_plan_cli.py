@@ -42,6 +42,26 @@ def test_text_output_and_options(capsys):
     assert "1 per running request (disabled)" in out
 
 
+def test_sglang_defaults_assumed_and_flags_that_override_them(capsys):
+    code, out, _ = run(capsys, NANO, "--device-memory", "141G", "--target", "sglang==0.5.18", "--device", "xpu")
+    assert code == 0
+    assert "assumed: chunked_prefill_size = 8192 (sglang 0.5.18 default for devices below 160 GB; " \
+           "python/sglang/srt/server_args.py:4830 (sglang 0.5.18))" in out
+    assert "assumed: cuda_graph_max_bs = 256 " in out and "assumed: mem_fraction_static = " in out
+    code, out, _ = run(capsys, NANO, "--device-memory", "141G", "--target", "sglang==0.5.18", "--device", "xpu",
+                       "--chunked-prefill-size", "4096", "--cuda-graph-max-bs", "32", "--free-memory", "130G", "--json")
+    plan = json.loads(out)
+    assert set(plan["assumed"]) == {"mem_fraction_static"}
+    assert "512 + 1.5 x 4096" in plan["assumed"]["mem_fraction_static"]
+    assert "no decode graphs on XPU by default" in plan["assumed"]["mem_fraction_static"]  # opt-in there
+    code, out, _ = run(capsys, NANO, "--device-memory", "141G", "--target", "sglang==0.5.18", "--device", "cuda",
+                       "--cuda-graph-max-bs", "32", "--json")
+    assert "decode graphs 32 x 2 MB" in json.loads(out)["assumed"]["mem_fraction_static"]
+    assert any("free before the weights load" in n for n in plan["notes"])
+    code, _, err = run(capsys, NANO, "--device-memory", "80G", "--target", "sglang==0.5.23", "--free-memory", "90G")
+    assert code == 2 and "at most the device memory" in err
+
+
 def test_does_not_fit_exits_1(capsys):
     code, out, _ = run(capsys, NANO, "--device-memory", "64GiB", "--target", "sglang==0.5.23")
     assert code == 1 and "DOES NOT FIT: Loaded weights leave no GPU memory" in out
@@ -49,7 +69,8 @@ def test_does_not_fit_exits_1(capsys):
 
 @pytest.mark.parametrize("argv, words", [
     (["--device-memory", "12XB"], "cannot read the size"),
-    (["--target", "vllm==1.0", "--device-memory", "80G"], "unknown target"),
+    (["--target", "tgi==1.0", "--device-memory", "80G"], "unknown target"),
+    (["--target", "vllm==0.33.0", "--device-memory", "80G"], "bringup validate --target vllm"),
     (["--device-memory", "80G", "--mamba-strategy", "no_buffer"], "sglang==X.Y.Z only"),
     (["--device-memory", "80G", "--tp", "2"], "one device"),
     (["--device-memory", "80G", "--kv-dtype", "int3"], "unknown KV cache dtype"),
@@ -137,3 +158,26 @@ def test_a_partial_download_falls_back_to_the_parameter_count(capsys, tmp_path):
     plan = json.loads(out)
     assert code == 0 and plan["weights_source"] == "params"
     assert any("missing" in note for note in plan["notes"])
+
+
+def test_compare_with_a_real_start_up_log(capsys):
+    """bringup plan --compare-log: the budget from the log's free memory and weights, planned vs logged."""
+    from pathlib import Path
+
+    logs = Path(__file__).parent / "data" / "sglang_startup"
+    code, out, _ = run(capsys, NANO, "--target", "sglang==0.5.23", "--device", "xpu", "--device-memory", "24GiB",
+                       "--tp", "4", "--mem-fraction", "0.85", "--page-size", "64", "--disable-radix-cache",
+                       "--max-running-requests", "8", "--context", "8192", "--chunked-prefill-size", "1024",
+                       "--cuda-graph-max-bs", "8", "--compare-log", logs / "nemotron-3-nano-tp4-arc-b60.log")
+    assert code == 0 and "planned vs the start-up log" in out
+    assert "1,557,504  (-0.4%)" in out and "mamba slots                       8 vs            8" in out
+    code, out, _ = run(capsys, logs / "LiquidAI__LFM2-700M.json", "--target", "sglang==0.5.17", "--device", "cuda",
+                       "--device-memory", "16GiB", "--compare-log", logs / "lfm2-700m-16gb.log", "--json")
+    rows = {r["figure"]: r for r in json.loads(out)["log_comparison"]}
+    assert rows["KV tokens"]["logged"] == 473_854 and abs(rows["KV tokens"]["difference"]) < 0.03
+    assert rows["mamba slots"]["logged"] == 85_292 and abs(rows["mamba slots"]["difference"]) < 0.03
+    code, _, err = run(capsys, NANO, "--device-memory", "80G", "--compare-log", logs / "lfm2-700m-16gb.log")
+    assert code == 2 and "--target sglang==X.Y.Z" in err
+    code, _, err = run(capsys, NANO, "--device-memory", "80G", "--target", "sglang==0.5.23", "--compare-log",
+                       logs / "LiquidAI__LFM2-700M.json")
+    assert code == 2 and "no 'KV Cache is allocated'" in err

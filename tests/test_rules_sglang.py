@@ -31,10 +31,75 @@ def test_disabling_radix_cache_under_0517_still_meets_the_layer0_probe():
 
 
 def test_the_xpu_recipe_passes_on_every_release():
-    for target in ("sglang==0.5.17", "sglang==0.5.19", "sglang==0.5.21", "sglang==0.5.23"):
+    for target in ("sglang==0.5.17", "sglang==0.5.18", "sglang==0.5.19", "sglang==0.5.20", "sglang==0.5.21",
+                   "sglang==0.5.22", "sglang==0.5.23"):
         r = run(NANO, target, device="xpu", attention_backend="intel_xpu", disable_radix_cache=True)
         assert r.ok, (target, codes(r))
         assert r.resolved.page_size == 128
+
+
+def test_0517_fix_names_the_releases_that_run_extra_buffer_on_xpu():
+    r = run(NANO, "sglang==0.5.17", device="xpu")  # triton by default on XPU, as in PR #32227
+    gate = finding(r, "EXTRA_BUFFER_PLATFORM")
+    assert "only sglang 0.5.18 or 0.5.19 run extra_buffer on XPU" in gate.fix
+    assert gate.source.startswith("python/sglang/srt/server_args.py:5592 (sglang 0.5.17)")
+    probe = finding(r, "TRITON_LAYER0_PROBE")
+    assert "upgrade to sglang 0.5.18 and later" in probe.fix
+    assert probe.source.startswith("python/sglang/srt/layers/attention/triton_backend.py:208 (sglang 0.5.17)")
+
+
+@pytest.mark.parametrize("version", ["0.5.18", "0.5.19"])
+def test_pr_32227_ships_in_0518_triton_on_xpu_passes(version):
+    """PR #32227's launch (triton, the XPU default) starts from 0.5.18 (issue 18)."""
+    r = run(NANO, f"sglang=={version}", device="xpu")
+    assert r.ok and not codes(r, "error") and not codes(r, "warning"), codes(r)
+    assert r.resolved.attention_backend == "triton"
+    assert (r.resolved.mamba_strategy, r.resolved.overlap_schedule, r.resolved.state_slots_per_request) == \
+        ("extra_buffer", True, 5)
+
+
+@pytest.mark.parametrize("version, refused", [("0.5.17", True), ("0.5.18", True), ("0.5.19", False), ("0.5.23", False)])
+def test_an_explicit_triton_backend_for_nemotron_h_is_refused_until_0519(version, refused):
+    """The 0.5.17 and 0.5.18 wheels assert attention_backend != "triton" for NemotronH in the model
+    adjustments (server_args.py 5503 / 5722), before the default backend is filled in: only an explicit
+    --attention-backend triton meets it. 0.5.19 dropped the assert."""
+    r = run(NANO, f"sglang=={version}", device="xpu", attention_backend="triton")
+    if not refused:
+        assert r.ok and "TRITON_REFUSED_FOR_MODEL" not in codes(r)
+        return
+    f = finding(r, "TRITON_REFUSED_FOR_MODEL")
+    assert r.first_error is f and f.stage == "arguments"
+    assert f.engine_message == ("AssertionError: NemotronHForCausalLM does not support triton attention backend,as the "
+                                "first layer might not be an attention layer")  # sic: no space after the comma
+    assert "drop --attention-backend" in f.fix and "0.5.19 and later" in f.fix
+    assert f.source.startswith("python/sglang/srt/server_args.py:")
+
+
+@pytest.mark.parametrize("version", ["0.5.20", "0.5.21", "0.5.22", "0.5.23"])
+def test_from_0520_xpu_refuses_explicit_extra_buffer_and_auto_is_no_buffer(version):
+    r = run(NANO, f"sglang=={version}", device="xpu", attention_backend="triton", mamba_strategy="extra_buffer")
+    f = finding(r, "EXTRA_BUFFER_UNSUPPORTED")
+    assert not r.ok and f.severity == "error" and r.first_error.code == "EXTRA_BUFFER_UNSUPPORTED"
+    assert f.engine_message == "AssertionError: extra_buffer is not supported for NemotronHForCausalLM; use no_buffer."
+    assert "no_buffer --disable-overlap-schedule" in f.fix and "0.5.20 and later" in f.fix
+    assert f.source.startswith("python/sglang/srt/arg_groups/overrides.py:")
+    auto = run(NANO, f"sglang=={version}", device="xpu", attention_backend="triton")
+    assert auto.ok
+    assert (auto.resolved.mamba_strategy, auto.resolved.overlap_schedule, auto.resolved.state_slots_per_request) == \
+        ("no_buffer", False, 3)
+
+
+@pytest.mark.parametrize("version, text", [
+    ("0.5.19", "Intel XPU attention backend for MLA Decode only supports page_sizes of [16, 32, 64, 128], "
+               "changing page_size from 1 to 128."),
+    ("0.5.20", "Intel XPU attention backend for MLA only supports page_sizes of [64, 128, 16, 32], "
+               "changing page_size from 1 to 128."),
+])
+def test_intel_xpu_mla_page_message_per_release(version, text):
+    r = run("moonshotai__Kimi-Linear-48B-A3B-Instruct.json", f"sglang=={version}", device="xpu",
+            attention_backend="intel_xpu", disable_radix_cache=True, page_size=1)
+    snap = finding(r, "PAGE_SIZE_SNAPPED")
+    assert snap.engine_message == text and f"(sglang {version})" in snap.source
 
 
 def test_0519_fixes_both_crashes_on_xpu():
@@ -130,8 +195,9 @@ def test_extra_buffer_page_must_line_up_with_the_model_chunk():
 def test_strategy_is_meaningless_with_radix_disabled():
     r = run(NANO, "sglang==0.5.23", device="cuda", mamba_strategy="extra_buffer", disable_radix_cache=True)
     assert r.ok and "MAMBA_STRATEGY_IGNORED" in codes(r, "info")
+    # PR #19169's ValueError is in none of the released wheels: 0.5.17 also skips the checks (issue 18).
     old = run(NANO, "sglang==0.5.17", device="cuda", mamba_strategy="extra_buffer", disable_radix_cache=True)
-    assert "EXTRA_BUFFER_WITHOUT_RADIX" in codes(old, "warning")
+    assert old.ok and not codes(old, "warning") and "MAMBA_STRATEGY_IGNORED" in codes(old, "info")
 
 
 def test_extra_buffer_on_a_model_without_mamba_state():
@@ -139,8 +205,10 @@ def test_extra_buffer_on_a_model_without_mamba_state():
     assert finding(new, "MAMBA_STRATEGY_WITHOUT_MAMBA").engine_message == \
         "ValueError: --mamba-radix-cache-strategy extra_buffer needs mamba state, got LlamaForCausalLM."
     assert not new.ok
-    old = run("meta-llama__Meta-Llama-3.1-8B.json", "sglang==0.5.21", device="cuda", mamba_strategy="extra_buffer")
-    assert old.ok and finding(old, "MAMBA_STRATEGY_WITHOUT_MAMBA").severity == "warning"
+    assert run("meta-llama__Meta-Llama-3.1-8B.json", "sglang==0.5.21", device="cuda", mamba_strategy="extra_buffer").ok is False
+    old = run("meta-llama__Meta-Llama-3.1-8B.json", "sglang==0.5.20", device="cuda", mamba_strategy="extra_buffer")
+    warned = finding(old, "MAMBA_STRATEGY_WITHOUT_MAMBA")
+    assert old.ok and warned.severity == "warning" and "sglang 0.5.21 and later does" in warned.message
 
 
 def test_lfm2_refuses_triton_with_its_message():
@@ -205,3 +273,29 @@ def test_ssm_dtype_resolution_and_xpu_gdn_fp16_warning():
     r = run(QWEN3_NEXT, "sglang==0.5.23", device="xpu", mamba_ssm_dtype="float16")
     assert "intel/llm-scaler#559" in finding(r, "XPU_GDN_FP16_STATE").source
     assert run("meta-llama__Meta-Llama-3.1-8B.json", "sglang==0.5.23", device="cuda").resolved.mamba_ssm_dtype is None
+
+
+def test_linear_attn_backend_intel_xpu_is_a_choice_from_0519():
+    old = run(QWEN3_NEXT, "sglang==0.5.18", device="xpu", linear_attn_backend="intel_xpu")
+    f = finding(old, "LINEAR_BACKEND_UNKNOWN")
+    assert old.first_error is f and "use sglang 0.5.19 and later" in f.fix
+    assert f.engine_message.startswith("error: argument --linear-attn-backend: invalid choice: 'intel_xpu' (choose from 'triton'")
+    assert f.source.startswith("python/sglang/srt/server_args.py:375 (sglang 0.5.18)")
+    assert "LINEAR_BACKEND_UNKNOWN" not in codes(run(QWEN3_NEXT, "sglang==0.5.19", device="xpu", linear_attn_backend="intel_xpu"))
+
+
+@pytest.mark.parametrize("version, backend, message", [
+    ("0.5.17", "fa3", "Got attention_backend=fa3."),
+    ("0.5.20", "flashinfer", "Got prefill=flashinfer, decode=flashinfer."),
+    ("0.5.21", "flashinfer", None),  # SM100 accepts flashinfer for hybrid GDN from 0.5.21
+])
+def test_gdn_on_blackwell_backends_per_release(version, backend, message):
+    r = run(QWEN3_NEXT, f"sglang=={version}", device="cuda", gpu="blackwell", attention_backend=backend)
+    if message is None:
+        assert "GDN_BLACKWELL_BACKEND" not in codes(r)
+        return
+    f = finding(r, "GDN_BLACKWELL_BACKEND")
+    assert f.engine_message.startswith("AssertionError: Only {") and f.engine_message.endswith(message)
+    assert f.source.startswith("python/sglang/srt/layers/attention/attention_registry.py:")
+    if backend == "flashinfer":
+        assert "sglang 0.5.21 and later (which accept flashinfer)" in f.fix

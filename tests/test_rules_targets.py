@@ -19,18 +19,20 @@ def test_exact_profiles(text, profile):
         assert t.findings == ()
 
 
-def test_between_profiles_uses_the_nearest_earlier_and_says_so():
-    t = parse_target("sglang==0.5.20")
-    assert t.profile.label == "0.5.19"
-    (note,) = t.findings
-    assert note.code == "TARGET_PROFILE_NEAREST" and note.severity == "info" and "0.5.19" in note.message
-    r = run(NANO, "sglang==0.5.20", device="xpu")
-    assert codes(r)[0] == "TARGET_PROFILE_NEAREST" and r.to_json()["target"]["version"] == "0.5.20"
+@pytest.mark.parametrize("version", ["0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23"])
+def test_every_release_from_0_5_17_has_its_own_profile(version):
+    """Read from each wheel (issue 18): no release between profiles is inferred any more."""
+    t = parse_target(f"sglang=={version}")
+    assert t.profile.label == version and t.findings == ()
+    r = run(NANO, f"sglang=={version}", device="xpu")
+    assert "TARGET_PROFILE_NEAREST" not in codes(r) and r.to_json()["target"]["version"] == version
 
 
-def test_newer_than_every_profile_warns():
+def test_newer_than_every_profile_warns_and_uses_the_newest():
     t = parse_target("sglang==0.6.2")
-    assert t.profile.label == "0.5.23" and t.findings[0].severity == "warning"
+    (note,) = t.findings
+    assert t.profile.label == "0.5.23" and note.severity == "warning" and note.code == "TARGET_PROFILE_NEAREST"
+    assert "0.5.23" in note.message and "Releases after it may have changed" in note.message
 
 
 def test_older_than_every_profile_is_refused_not_guessed():
@@ -54,11 +56,12 @@ def test_embedded_and_bare_sglang():
 def test_profile_changes_are_what_the_findings_follow():
     """The same launch on each profile: only the profile data differs."""
     gate = {t: finding(run(NANO, t, device="cpu"), "EXTRA_BUFFER_PLATFORM").engine_message
-            for t in ("sglang==0.5.17", "sglang==0.5.19", "sglang==0.5.21")}
+            for t in ("sglang==0.5.17", "sglang==0.5.18", "sglang==0.5.21", "sglang==0.5.22")}
     assert gate == {
         "sglang==0.5.17": "AssertionError: extra_buffer needs CUDA/MUSA/NPU/ROCm (FLA).",
-        "sglang==0.5.19": "AssertionError: extra_buffer needs CUDA/MUSA/NPU/ROCm/XPU (FLA).",
-        "sglang==0.5.21": "AssertionError: extra_buffer requires platform support for Mamba cache state snapshots.",
+        "sglang==0.5.18": "AssertionError: extra_buffer needs CUDA/MUSA/NPU/ROCm/XPU (FLA).",
+        "sglang==0.5.21": "AssertionError: extra_buffer needs CUDA/MUSA/NPU/ROCm/XPU (FLA).",
+        "sglang==0.5.22": "AssertionError: extra_buffer requires platform support for Mamba cache state snapshots.",
     }
 
 

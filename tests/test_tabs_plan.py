@@ -156,3 +156,21 @@ def test_a_damaged_checkpoint_falls_back_to_the_parameter_count_and_says_so(qtbo
     tab.set_layer_map(load_layer_map(str(tmp_path)))
     assert tab.plan.weights_source == "params"
     assert "weights from the parameter count" in tab.message.text() and "safetensors" in tab.message.text()
+
+
+def test_sglang_defaults_shown_and_the_users_values_win(tab, qtbot):
+    tab.target.setCurrentText("sglang==0.5.20")
+    tab.device.setCurrentText("cuda")
+    tab.preset.setCurrentIndex(tab.preset.count() - 1)  # Custom
+    tab.memory.setValue(24)
+    qtbot.waitUntil(lambda: tab.plan is not None and tab.plan.device_memory == 24 * 1024**3, timeout=2000)
+    assert tab.plan.assumed["chunked_prefill_size"].startswith("4096 ")  # 0.5.20: 4096 for 20-35 GB devices
+    assert "chunked_prefill_size = 4096 (sglang 0.5.20 default for devices below 35 GB)" in tab.assumed.text()
+    auto = tab.plan.mem_fraction
+    tab.chunked_prefill.setValue(16384)
+    tab.graph_max_bs.setValue(8)
+    qtbot.waitUntil(lambda: "chunked_prefill_size" not in tab.plan.assumed and "cuda_graph_max_bs" not in tab.plan.assumed,
+                    timeout=2000)
+    assert tab.plan.mem_fraction < auto  # a larger chunk reserves more activation memory
+    tab.target.setCurrentText("embedded")
+    assert not tab.chunked_prefill.isEnabled() and not tab.graph_max_bs.isEnabled()

@@ -7,6 +7,7 @@ Byte figures use the defaults an engine starts with: bf16 KV cache and conv stat
 from __future__ import annotations
 
 from bringup.app.layermap.style import FFN_NAMES, MIXER_NAMES
+from bringup.core.layermap.provenance import fact_sources, read_by
 from bringup.core.layermap.vocabulary import Layer, LayerMap
 from bringup.core.planner.sizes import format_bytes
 
@@ -39,6 +40,8 @@ def pool_text(index: int | None) -> str:
 def cache_lines(layer: Layer) -> list[str]:
     lines = []
     kv, state = kv_bytes_per_token(layer), state_bytes_per_request(layer)
+    if layer.kv_shared_from is not None:
+        lines.append(f"KV cache: none of its own, reads layer {layer.kv_shared_from}'s")
     if layer.is_kv:
         lines.append(f"KV cache: {format_bytes(kv, short=True)} per token (bf16)" if kv else "KV cache: size not known from the config")
     if layer.is_state:
@@ -81,6 +84,8 @@ def detail_rows(layer: Layer) -> list[tuple[str, str]]:
     ]
     if layer.active_params and layer.active_params != layer.params:
         rows.append(("active params", human_count(layer.active_params)))
+    if layer.kv_shared_from is not None:
+        rows.append(("KV cache", f"reuses layer {layer.kv_shared_from}'s (none of its own)"))
     if layer.is_kv:
         rows.append(("KV bytes / token (bf16)", format_bytes(kv_bytes_per_token(layer), short=True)))
     if layer.is_state:
@@ -124,6 +129,10 @@ def model_summary(layer_map: LayerMap) -> list[tuple[str, str]]:
     ]
     if layer_map.sliding_attention_layers:
         rows.append(("sliding attention", compact_ranges(layer_map.sliding_attention_layers)))
+    if layer_map.sparse_attention_layers:
+        rows.append(("sparse attention", compact_ranges(layer_map.sparse_attention_layers)))
+    if layer_map.kv_shared_layers:
+        rows.append(("KV-sharing layers", compact_ranges(layer_map.kv_shared_layers)))
     rows.append(("state layers", f"{len(layer_map.state_layers)}"))
     if layer_map.moe_layers:
         rows.append(("MoE layers", f"{len(layer_map.moe_layers)}"))
@@ -140,6 +149,9 @@ def model_summary(layer_map: LayerMap) -> list[tuple[str, str]]:
         rows.append(("MTP blocks", str(len(layer_map.mtp_layers))))
     if layer_map.pp_size > 1:
         rows.append(("PP stages", str(layer_map.pp_size)))
+    if layer_map.provenance:
+        rows.append(("read by", read_by(layer_map.provenance)))
+        rows += [(f"  {fact}", where) for fact, where in fact_sources(layer_map.provenance)]
     for note in layer_map.notes:
         rows.append(("note", note))
     return rows

@@ -17,6 +17,7 @@ from bringup.core.planner.sizes import format_bytes
 MIXER_LETTERS = {
     "attention": "A",
     "sliding_attention": "S",
+    "sparse_attention": "I",
     "mamba2": "M",
     "mamba": "m",
     "gated_delta_net": "G",
@@ -81,6 +82,23 @@ def _cell_fill(painter: QPainter, rect: QRectF, mixer: str, colour_of) -> None:
     painter.drawRoundedRect(rect, RADIUS, RADIUS)
 
 
+def _shared_kv_hatch(painter: QPainter, rect: QRectF, fill: QColor) -> None:
+    """Diagonal stripes: this attention layer reads another layer's KV cache and keeps none."""
+    path = QPainterPath()
+    path.addRoundedRect(rect, RADIUS, RADIUS)
+    painter.save()
+    painter.setClipPath(path)
+    colour = QColor(st.text_on(fill))
+    colour.setAlphaF(0.45)
+    painter.setPen(QPen(colour, 1.6))
+    step = 5.0
+    x = rect.left() - rect.height()
+    while x < rect.right():
+        painter.drawLine(QPointF(x, rect.bottom()), QPointF(x + rect.height(), rect.top()))
+        x += step
+    painter.restore()
+
+
 def _empty_cell(painter: QPainter, rect: QRectF) -> None:
     # A quiet placeholder: a NemotronH block is a mixer or an FFN, so half the slots are empty.
     painter.setPen(Qt.PenStyle.NoPen)
@@ -94,6 +112,8 @@ def _draw_cell(painter: QPainter, cell: CellBox, letters: bool) -> None:
         _empty_cell(painter, cell.mixer_rect)
     else:
         _cell_fill(painter, cell.mixer_rect, layer.mixer, st.mixer_color)
+        if layer.kv_shared_from is not None:
+            _shared_kv_hatch(painter, cell.mixer_rect, st.mixer_color(layer.mixer))
         letter = MIXER_LETTERS.get(layer.mixer)
         if letters and letter:
             painter.setPen(st.text_on(st.mixer_color(layer.mixer)))
@@ -283,6 +303,9 @@ def _legend_entries(layer_map: LayerMap, state: LayerMapState) -> list[tuple[str
     entries += [("ffn", f, st.FFN_NAMES[f]) for f in ffns if f != "none"]
     if "none" in mixers or "none" in ffns:
         entries.append(("mixer", "none", "empty (the block is only a mixer or only an FFN)"))
+    shared = next((l for l in all_layers if l.kv_shared_from is not None), None)
+    if shared is not None:
+        entries.append(("shared_kv", shared.mixer, "hatched: reuses an earlier layer's KV cache"))
     if state.highlight is not None:
         entries.append(("mark", "requested", "named by a finding"))
         if state.highlight.related:
@@ -306,6 +329,9 @@ def _paint_legend(painter: QPainter, layout: MapLayout, layer_map: LayerMap, sta
             painter.setPen(QPen(colour, 2.0 if key == "requested" else 1.5, style))
             painter.setBrush(Qt.BrushStyle.NoBrush)
             painter.drawRoundedRect(swatch.adjusted(1, 1, -1, -1), 2, 2)
+        elif kind == "shared_kv":
+            _cell_fill(painter, swatch, key, st.mixer_color)
+            _shared_kv_hatch(painter, swatch, st.mixer_color(key))
         elif key == "none":
             _empty_cell(painter, swatch)
         elif kind == "mixer":

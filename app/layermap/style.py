@@ -9,6 +9,7 @@ from PySide6.QtGui import QColor, QFont
 MIXER_COLORS = {
     "attention": "#E8913A",
     "sliding_attention": "#F3C577",
+    "sparse_attention": "#B8621B",
     "mamba2": "#4479AB",
     "mamba": "#86AED3",
     "gated_delta_net": "#33877B",
@@ -24,6 +25,7 @@ FFN_COLORS = {"moe": "#A77AA6", "mlp": "#B9A476", "none": "#FFFFFF"}
 MIXER_NAMES = {
     "attention": "full attention",
     "sliding_attention": "sliding-window attention",
+    "sparse_attention": "sparse attention (indexer)",
     "mamba2": "Mamba2",
     "mamba": "Mamba (v1)",
     "gated_delta_net": "gated DeltaNet",

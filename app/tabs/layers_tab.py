@@ -50,7 +50,9 @@ class LayerTableModel(QAbstractTableModel):
         if role != Qt.ItemDataRole.DisplayRole:
             return None
         kv, state = kv_bytes_per_token(layer), state_bytes_per_request(layer)
-        return (str(layer.index), layer.mixer, layer.ffn, pool_text(layer.kv_pool_index), pool_text(layer.state_pool_index),
+        # A KV-sharing layer has no pool slot of its own: say whose KV it reads.
+        kv_pool = f"layer {layer.kv_shared_from}'s" if layer.kv_shared_from is not None else pool_text(layer.kv_pool_index)
+        return (str(layer.index), layer.mixer, layer.ffn, kv_pool, pool_text(layer.state_pool_index),
                 str(layer.pp_stage), human_count(layer.params), format_bytes(kv, short=True) if kv else "—",
                 format_bytes(state, short=True) if state else "—")[col]
 

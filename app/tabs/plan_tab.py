@@ -28,10 +28,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from bringup.core.planner.device_presets import PRESETS as _PRESETS
 from bringup.core.planner.sizes import format_bytes
 
 from .background import Background
 from .plan_text import (
+    assumed_text,
     bottleneck_name,
     bottleneck_note,
     busiest_stage,
@@ -41,14 +43,9 @@ from .plan_text import (
 )
 from .plan_widgets import GIB, FigureCard, MemoryBar, StageTable, fmt_count
 
-# Device memory presets (GiB as the devices report it); "custom" keeps the spin box value.
-DEVICE_PRESETS = [
-    ("Intel Arc Pro B60 \u00b7 24 GB", 24.0, "xpu"),
-    ("Intel GPU Max 1550 \u00b7 128 GB", 128.0, "xpu"),
-    ("NVIDIA H100 \u00b7 80 GB", 79.6, "cuda"),
-    ("NVIDIA H200 \u00b7 141 GB", 139.8, "cuda"),
-    ("CPU \u00b7 64 GiB of RAM", 64.0, "cpu"),
-]
+# Device memory presets: one entry per real device (a Max 1550 is two 64 GB devices in FLAT mode),
+# from core/planner/device_presets.py, each with its source as the tooltip; "Custom" keeps the spin box value.
+DEVICE_PRESETS = [(p.label, p.memory_gib, p.device, p.source) for p in _PRESETS]
 DEVICES = ("cuda", "xpu", "cpu")
 MEASURE = "measure"  # the preset that asks the device probe
 MEASURE_TEXT = "This machine (ask the device probe)"
@@ -99,8 +96,9 @@ class PlanTab(QWidget):
         dtypes = list(DTYPE_BYTES)
         self.preset = QComboBox()
         self.preset.addItem(MEASURE_TEXT, MEASURE)
-        for name, gib, device in DEVICE_PRESETS:
+        for name, gib, device, source in DEVICE_PRESETS:
             self.preset.addItem(name, (gib, device))
+            self.preset.setItemData(self.preset.count() - 1, source, Qt.ItemDataRole.ToolTipRole)
         self.preset.addItem("Custom", None)
         self.preset.setToolTip("a device to plan for, or this machine's own (measured by the device probe)")
         self.memory = QDoubleSpinBox()
@@ -134,6 +132,16 @@ class PlanTab(QWidget):
         self.strategy.addItems(["auto", "no_buffer", "extra_buffer", "extra_buffer_lazy"])
         self.strategy.setToolTip("SGLang's mamba radix cache strategy: state slots each running request holds")
         self.disable_radix = QCheckBox("Disable radix cache")
+        # SGLang picks these by device memory and release; 0 keeps the release's default.
+        self.chunked_prefill = QSpinBox()
+        self.chunked_prefill.setRange(0, 1_048_576)
+        self.chunked_prefill.setSingleStep(1024)
+        self.chunked_prefill.setSpecialValueText("release default")
+        self.chunked_prefill.setToolTip("--chunked-prefill-size: enters SGLang's auto mem fraction")
+        self.graph_max_bs = QSpinBox()
+        self.graph_max_bs.setRange(0, 4096)
+        self.graph_max_bs.setSpecialValueText("release default")
+        self.graph_max_bs.setToolTip("--cuda-graph-max-bs: SGLang reserves 2 MB per decode graph batch size")
         self.context = QSpinBox()
         self.context.setRange(0, 10_000_000)
         self.context.setSingleStep(1024)
@@ -156,6 +164,8 @@ class PlanTab(QWidget):
         form.addRow("SSM state dtype", self.ssm_dtype)
         form.addRow("Mamba strategy", self.strategy)
         form.addRow("", self.disable_radix)
+        form.addRow("Chunked prefill", self.chunked_prefill)
+        form.addRow("Graph max batch", self.graph_max_bs)
         form.addRow("Context length", self.context)
         controls = QGroupBox("What if\u2026")
         controls.setLayout(form)
@@ -165,6 +175,9 @@ class PlanTab(QWidget):
         self.message = QLabel("")
         self.message.setWordWrap(True)
         self.message.setTextFormat(Qt.TextFormat.RichText)
+        self.assumed = QLabel("")  # the target's defaults the plan took (SGLang: by device memory and release)
+        self.assumed.setWordWrap(True)
+        self.assumed.setStyleSheet("color: #6b7280")
         self.cards = {
             "kv_tokens": FigureCard("KV cache tokens"),
             "state_slots": FigureCard("State slots"),
@@ -190,6 +203,7 @@ class PlanTab(QWidget):
         right = QVBoxLayout()
         right.addWidget(self.bar)
         right.addWidget(self.message)
+        right.addWidget(self.assumed)
         right.addLayout(cards)
         right.addWidget(compare_box)
         self.stage_table = StageTable()
@@ -217,7 +231,8 @@ class PlanTab(QWidget):
                        self.auto_fraction.toggled, self.fraction.valueChanged, self.tp.valueChanged,
                        self.pp.valueChanged, self.kv_dtype.currentIndexChanged,
                        self.ssm_dtype.currentIndexChanged, self.context.valueChanged,
-                       self.strategy.currentIndexChanged, self.disable_radix.toggled):
+                       self.strategy.currentIndexChanged, self.disable_radix.toggled,
+                       self.chunked_prefill.valueChanged, self.graph_max_bs.valueChanged):
             signal.connect(self.schedule)
         h200 = next(i for i in range(self.preset.count()) if "H200" in self.preset.itemText(i))
         self.preset.setCurrentIndex(h200)
@@ -274,7 +289,7 @@ class PlanTab(QWidget):
                 spin.setValue(1)
             spin.setEnabled(not single)
             spin.setToolTip("the embedded engine runs on one device" if single else "")
-        for widget in (self.strategy, self.disable_radix):
+        for widget in (self.strategy, self.disable_radix, self.chunked_prefill, self.graph_max_bs):
             widget.setEnabled(not single)
             widget.setToolTip("the embedded engine has no prefix cache: one state slot per request" if single else "")
 
@@ -312,6 +327,8 @@ class PlanTab(QWidget):
             **({} if self.target.currentText() == "embedded" else {
                 "mamba_strategy": self.strategy.currentText(),
                 "disable_radix_cache": self.disable_radix.isChecked(),
+                "chunked_prefill_size": self.chunked_prefill.value() or None,
+                "cuda_graph_max_bs": self.graph_max_bs.value() or None,
             }),
         }
 
@@ -380,6 +397,10 @@ class PlanTab(QWidget):
         if self._checkpoint_problem:
             notes.insert(0, f"weights from the parameter count: {self._checkpoint_problem}")
         self._show_message(" \u00b7 ".join(problems or notes), error=bool(problems))
+        assumed = plan.get("assumed") or {}
+        self.assumed.setText(assumed_text(assumed))
+        self.assumed.setToolTip("\n".join(f"{k} = {v}" for k, v in assumed.items()))
+        self.assumed.setVisible(bool(assumed))
         bottleneck = plan.get("bottleneck")
         page = plan.get("page_size")
         self.cards["kv_tokens"].set(

@@ -117,3 +117,16 @@ def comparison_html(plan: dict, layer_map) -> tuple[str, str]:
         sentences.append(f"Short requests are capped by state slots instead: each running request holds {slots} "
                          f"slot{'s' if slots != 1 else ''} ({plan.get('strategy')}).")
     return f"<table cellspacing='0' cellpadding='2'>{head}{body}</table>", " ".join(sentences)
+
+
+def assumed_text(assumed: dict) -> str:
+    """'Assumed: chunked_prefill_size = 2048 (sglang 0.5.20 default for devices below 20 GB); ...': the
+    target defaults the plan took, without their source lines (those go in the tooltip)."""
+    if not assumed:
+        return ""
+    parts = []
+    for setting, value in assumed.items():
+        head, _, why = value.partition(" (")
+        why = why.split(";")[0].rstrip(")").split(" = ")[0]  # the reason without its arithmetic (in the tooltip)
+        parts.append(f"{setting} = {head}" + (f" ({why})" if why else ""))
+    return "Assumed: " + "; ".join(parts)

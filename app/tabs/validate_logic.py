@@ -58,7 +58,15 @@ def choices() -> dict[str, list[str]]:
         "dtypes": list(settings.DTYPES),
         "kv_dtypes": list(settings.KV_DTYPES),
         "ssm_dtypes": list(settings.SSM_DTYPES),
+        "memory_presets": memory_presets(),
     }
+
+
+def memory_presets() -> list[tuple[str, int, str]]:
+    """(label, bytes of one device, source) of the real devices a launch can be planned on."""
+    from bringup.core.planner.device_presets import PRESETS
+
+    return [(p.label, p.memory_bytes, p.source) for p in PRESETS]
 
 
 def backends_for(device: str) -> list[str]:
@@ -72,7 +80,7 @@ def launch_settings(settings: dict):
     """The form's dict (target plus LaunchSettings' fields) as (target, LaunchSettings)."""
     from bringup.core.rules.settings import LaunchSettings
 
-    fields = {k: v for k, v in settings.items() if k != "target"}
+    fields = {k: v for k, v in settings.items() if k not in ("target", "device_memory")}
     return settings.get("target") or "embedded", LaunchSettings(**fields)
 
 
@@ -82,13 +90,19 @@ def validate(layer_map, settings: dict, available_devices: list[str] | None = No
     from bringup.core.rules.validate import validate as core_validate
 
     target, launch = launch_settings(settings)
-    result = core_validate(layer_map, target, launch, available_devices=available_devices)
+    memory = settings.get("device_memory")  # bytes of one device: Validate then includes the memory plan
+    result = core_validate(layer_map, target, launch, available_devices=available_devices, device_memory=memory,
+                           memory_how=_preset_name(memory))
     report = result.to_json()
     resolved = dict(report["resolved"])
     report["why"] = resolved.pop("why", {}) or {}
     report["resolved"] = resolved
     report["launch"] = result.launch
     return report
+
+
+def _preset_name(memory: int | None) -> str:
+    return next((label for label, size, _ in memory_presets() if size == memory), "")
 
 
 # ---- the compatibility matrix --------------------------------------------------------------------
@@ -99,7 +113,7 @@ MATRIX_AXES = ("device", "mamba_strategy", "attention_backend", "disable_radix_c
 
 def matrix_key(settings: dict) -> tuple:
     """What the matrix depends on besides the model: the settings that are not its axes."""
-    return tuple(sorted((k, v) for k, v in settings.items() if k not in MATRIX_AXES))
+    return tuple(sorted((k, v) for k, v in settings.items() if k not in MATRIX_AXES and k != "device_memory"))
 
 
 def matrix(layer_map, settings: dict) -> dict:

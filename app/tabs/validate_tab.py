@@ -102,6 +102,11 @@ class ValidateTab(QWidget):
         self.ssm_dtype = QComboBox()
         self.ssm_dtype.addItems(["auto", *choices["ssm_dtypes"]])
         self.ssm_dtype.setToolTip("auto: the config's mamba_ssm_dtype, else float32")
+        self.memory = QComboBox()  # a real device's memory: Validate then includes the memory plan
+        self.memory.addItem("No memory plan", None)
+        for label, size, source in choices["memory_presets"]:
+            self.memory.addItem(label, size)
+            self.memory.setItemData(self.memory.count() - 1, source, Qt.ItemDataRole.ToolTipRole)
 
         form = QFormLayout()
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
@@ -122,6 +127,7 @@ class ValidateTab(QWidget):
         form.addRow("Model dtype", self.dtype)
         form.addRow("KV cache dtype", self.kv_dtype)
         form.addRow("SSM state dtype", self.ssm_dtype)
+        form.addRow("Device memory", self.memory)
         settings_box = QGroupBox("Launch settings")
         settings_box.setLayout(form)
 
@@ -181,7 +187,7 @@ class ValidateTab(QWidget):
         layout.addLayout(command_row)
 
         for combo in (self.target, self.device, self.gpu, self.backend, self.strategy, self.dtype, self.kv_dtype,
-                      self.ssm_dtype):
+                      self.ssm_dtype, self.memory):
             combo.currentTextChanged.connect(self.schedule)
         self.device.currentTextChanged.connect(self._device_chosen)
         self.target.currentTextChanged.connect(self._target_chosen)
@@ -217,6 +223,7 @@ class ValidateTab(QWidget):
                 "disable_overlap_schedule": False, "page_size": self.page_size.value() or None,
                 "tp": self.tp.value(), "pp": self.pp.value(), "dtype": self.dtype.currentText(),
                 "kv_dtype": self.kv_dtype.currentText(), "mamba_ssm_dtype": opt(self.ssm_dtype), "xmx": None,
+                "device_memory": self.memory.currentData(),
             }
         return {
             "target": self.target.currentText().strip(),
@@ -234,6 +241,7 @@ class ValidateTab(QWidget):
             "mamba_ssm_dtype": opt(self.ssm_dtype),
             # From the probe: does this machine's XPU have XMX (intel_xpu falls back to triton without)?
             "xmx": logic.xmx_of(self.probe_report) if device == "xpu" else None,
+            "device_memory": self.memory.currentData(),
         }
 
     def set_settings(self, **values) -> None:
@@ -256,6 +264,9 @@ class ValidateTab(QWidget):
                 checks[key].setChecked(bool(value))
             elif key == "xmx":
                 continue  # comes from the probe, not the form
+            elif key == "device_memory":
+                index = self.memory.findData(value)
+                self.memory.setCurrentIndex(max(index, 0))
             else:
                 raise KeyError(f"unknown setting {key!r}")
         self.schedule()

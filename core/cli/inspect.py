@@ -10,11 +10,13 @@ import argparse
 import json
 import sys
 
+from bringup.core.layermap.provenance import read_by
 from bringup.core.layermap.vocabulary import LayerMap
 
 MIXER_LETTERS = {
     "attention": "*",
     "sliding_attention": "w",
+    "sparse_attention": "I",  # indexer-selected keys
     "mamba2": "M",
     "mamba": "m",
     "gated_delta_net": "G",
@@ -72,6 +74,8 @@ def render_text(m: LayerMap) -> str:
     out = [f"{m.name}"]
     arch = " / ".join(x for x in (m.model_type, m.architecture) if x)
     out.append(f"  architecture   {arch or '?'}; hybrid family: {m.family or 'none'}")
+    if m.provenance:
+        out.append(f"  read by        {read_by(m.provenance)}")
     mixers: dict[str, int] = {}
     for l in m.layers:
         mixers[l.mixer] = mixers.get(l.mixer, 0) + 1
@@ -86,8 +90,18 @@ def render_text(m: LayerMap) -> str:
         window = {l.attrs.get("window") for l in m.layers if l.mixer == "sliding_attention"} - {None}
         extra = f" (window {', '.join(map(str, sorted(window)))})" if window else ""
         out.append(f"  sliding        {len(m.sliding_attention_layers)}: {_ids(m.sliding_attention_layers)}{extra}")
+    if m.sparse_attention_layers:
+        topk = {l.attrs.get("index_topk") for l in m.layers if l.mixer == "sparse_attention"} - {None}
+        extra = f" (indexer picks {', '.join(map(str, sorted(topk)))} keys per query)" if topk else ""
+        out.append(f"  sparse attn    {len(m.sparse_attention_layers)}: {_ids(m.sparse_attention_layers)}{extra}")
+    if m.kv_shared_layers:
+        pairs = ", ".join(f"{l.index}<-{l.kv_shared_from}" for l in m.layers if l.kv_shared_from is not None)
+        out.append(f"  KV shared      {len(m.kv_shared_layers)} reuse an earlier layer's KV: {pairs}")
     out.append(f"  state          {len(m.state_layers)}: {_ids(m.state_layers)}")
     out.append(f"  moe / mlp      {len(m.moe_layers)} / {len(m.mlp_layers)}")
+    experts = {(l.attrs.get("experts"), l.attrs.get("top_k")) for l in m.layers if l.ffn == "moe"} - {(None, None)}
+    if experts:
+        out.append("  experts        " + ", ".join(f"{e} (top-{k})" for e, k in sorted(experts, key=str)))
     kv = sum(l.kv_elems_per_token for l in m.layers) * 2
     state = sum(l.conv_state_elems * 2 + l.ssm_state_elems * 4 for l in m.layers)
     out.append(f"  KV cache       {kv:,} bytes/token (bf16, {len(m.kv_layers)} layers)")

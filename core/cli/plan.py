@@ -24,12 +24,13 @@ def _fraction(text: str) -> float:
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("source", help="config.json path, model folder, catalogue name or hub id")
     parser.add_argument("--device-memory", default="auto", metavar="BYTES|auto",
-                        help="memory of one device: bytes or a size such as 80GiB or 141G; auto asks the device probe "
+                        help="memory of one device: bytes, a size such as 80GiB or 141G, or a device name (h200, b200, max1550, b60: "
+                             "core/planner/device_presets.py); auto asks the device probe "
                              "(CPU: host memory available)")
     parser.add_argument("--device", default="auto", choices=DEVICES,
                         help="device kind (XPU reserves 2 GB more); auto: the probed device with --device-memory auto, "
                              "else cuda for SGLang targets and cpu for the embedded engine")
-    parser.add_argument("--target", default="embedded", help="embedded (our engine, the default) or sglang==X.Y.Z")
+    parser.add_argument("--target", default="embedded", help="embedded (our engine, the default) or sglang==X.Y.Z (vLLM: bringup validate --target vllm==X.Y.Z --device-memory)")
     parser.add_argument("--mem-fraction", type=_fraction, metavar="F",
                         help="share of device memory for weights + pools (default: the target's own auto value)")
     parser.add_argument("--tp", type=int, default=1, metavar="N", help="tensor-parallel size")
@@ -48,8 +49,37 @@ def configure(parser: argparse.ArgumentParser) -> None:
     sglang.add_argument("--disable-overlap-schedule", action="store_true")
     sglang.add_argument("--mamba-full-memory-ratio", type=_fraction, metavar="R", help="default 0.9")
     sglang.add_argument("--max-mamba-cache-size", type=int, metavar="SLOTS")
-    sglang.add_argument("--chunked-prefill-size", type=int, metavar="N", help="enters the auto mem fraction (default 8192)")
+    sglang.add_argument("--chunked-prefill-size", type=int, metavar="N",
+                        help="enters the auto mem fraction (default: the release's, by device memory: 2048 to 16384)")
+    sglang.add_argument("--cuda-graph-max-bs", type=int, metavar="N",
+                        help="decode cuda-graph batch size, reserved for in the auto mem fraction (default: by device memory)")
+    sglang.add_argument("--disable-cuda-graph", action="store_true", help="no graph reserve in the auto mem fraction")
+    sglang.add_argument("--free-memory", metavar="BYTES",
+                        help="memory free on the device before the weights load (SGLang's 'Load weight begin. avail "
+                             "mem'); default: the device memory")
+    sglang.add_argument("--compare-log", metavar="FILE",
+                        help="an SGLang start-up log of this launch: plan from its free memory and weights, and print "
+                             "planned vs logged KV tokens, mamba slots and max running requests")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of text")
+
+
+def _read_log(path: str):
+    from pathlib import Path
+
+    from bringup.core.errors import UserError
+    from bringup.core.planner.startup_log import parse_startup_log
+
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError as err:
+        raise UserError(f"cannot read the log {path}: {err.strerror or err}") from None
+    return parse_startup_log(text)
+
+
+def _bytes(text: str) -> int:
+    from bringup.core.planner.sizes import parse_size
+
+    return parse_size(text)
 
 
 def _sglang_options(args) -> dict:
@@ -60,6 +90,9 @@ def _sglang_options(args) -> dict:
         "mamba_full_memory_ratio": args.mamba_full_memory_ratio,
         "max_mamba_cache_size": args.max_mamba_cache_size,
         "chunked_prefill_size": args.chunked_prefill_size,
+        "cuda_graph_max_bs": args.cuda_graph_max_bs,
+        "disable_cuda_graph": args.disable_cuda_graph or None,
+        "available_memory": _bytes(args.free_memory) if args.free_memory else None,
     }
     return {k: v for k, v in options.items() if v is not None}
 
@@ -84,6 +117,15 @@ def main(args: argparse.Namespace) -> int:
 
     kind, _ = parse_target(args.target)
     options = _sglang_options(args)
+    log = _read_log(args.compare_log) if getattr(args, "compare_log", None) else None
+    weights = {}
+    if log is not None:
+        if kind == "embedded":
+            raise UserError("--compare-log reads an SGLang start-up log; use it with --target sglang==X.Y.Z")
+        if log.loaded_from is not None:
+            options.setdefault("available_memory", log.loaded_from)
+        if log.weights is not None:  # per rank in the log; the planner takes the whole model
+            weights["weights_bytes"] = log.weights * args.tp * args.pp
     if kind == "embedded" and options:
         raise UserError(f"{', '.join('--' + k.replace('_', '-') for k in options)} apply to --target sglang==X.Y.Z only")
     from bringup.core.planner.device import resolve_device_memory
@@ -97,15 +139,30 @@ def main(args: argparse.Namespace) -> int:
         tp=args.tp, pp=args.pp, dtype=args.dtype, kv_dtype=args.kv_dtype, conv_dtype=args.conv_dtype,
         ssm_dtype=args.ssm_dtype, page_size=args.page_size, context=args.context,
         max_running_requests=args.max_running_requests, checkpoint=loaded.path,
-        **options,
+        **weights, **options,
     )
     plan.notes[:0] = notes
     plan.notes.extend(_parallel_blockers(layer_map, args.target, device, args.tp, args.pp))
+    rows = None
+    if log is not None:
+        from bringup.core.planner.startup_log import compare
+
+        rows = compare(plan, log)
+        if not rows:
+            raise UserError(f"{args.compare_log} has no 'KV Cache is allocated' / 'Mamba Cache is allocated' / "
+                            "max_running_requests lines to compare with; give the server's start-up log")
     if args.json:
-        json.dump(plan.to_json(), sys.stdout, indent=2)
+        doc = plan.to_json()
+        if rows is not None:
+            doc["log_comparison"] = rows
+        json.dump(doc, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         from bringup.core.planner.render import render_text
 
         sys.stdout.write(render_text(plan))
+        if rows is not None:
+            from bringup.core.planner.startup_log import comparison_text
+
+            sys.stdout.write(comparison_text(rows))
     return 0 if plan.ok else 1

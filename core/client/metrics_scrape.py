@@ -1,7 +1,7 @@
 """Read an engine's Prometheus `/metrics` into one sample of the figures the Run tab graphs.
 
-One reader serves our engine (`bringup:` names) and a real SGLang server (`sglang:` names): the
-names follow SGLang's, so only the prefix differs. A figure the source does not report is None
+One reader serves our engine (`bringup:` names), a real SGLang server (`sglang:` names: ours follow
+them, so only the prefix differs) and a vLLM server (`vllm:` names, mapped in VLLM_NAMES). A figure the source does not report is None
 ("no data"), never a false zero. Rates and mean latencies come from counter and histogram deltas
 between two scrapes when the engine exports no gauge for them.
 """
@@ -13,7 +13,18 @@ import re
 import urllib.request
 from dataclasses import dataclass, fields
 
-PREFIXES = ("bringup:", "sglang:")
+PREFIXES = ("bringup:", "sglang:", "vllm:")
+
+# vLLM's names for the same figures (vllm 0.33.0 v1/metrics/loggers.py: num_requests_running :528,
+# num_requests_waiting :538, kv_cache_usage_perc :620 (a 0..1 fraction despite the name), prompt_tokens
+# :748 and generation_tokens :799 (counters, exported with _total), request_success :809,
+# time_to_first_token_seconds :931, inter_token_latency_seconds :941). vLLM exports no pool sizes.
+VLLM_NAMES = {
+    "num_running_reqs": "num_requests_running",
+    "num_queue_reqs": "num_requests_waiting",
+    "token_usage": "kv_cache_usage_perc",
+    "num_requests_total": "request_success_total",
+}
 
 # name (labels) value [timestamp]
 _LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
@@ -77,6 +88,8 @@ class MetricsReader:
 
     def _get(self, values: dict[str, float], *names: str) -> float | None:
         for name in names:
+            if self.prefix == "vllm:":
+                name = VLLM_NAMES.get(name, name)
             key = f"{self.prefix}{name}"
             if key in values:
                 return values[key]

@@ -8,7 +8,32 @@ Order matters only for reading; every pattern is tried on every line.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from bringup.core.rules.profiles import PROFILES, versions_where
+
 from .pattern import Pattern
+
+
+def _printing(text: str) -> str:
+    """The profiled releases whose source holds this message text (read from their wheels)."""
+    def messages(p):
+        return (p.extra_buffer_platform_message, *p.no_buffer_messages, p.intel_xpu_page_message,
+                p.intel_xpu_page_message_mla)
+    return versions_where(lambda p: any(text in m for m in messages(p)))
+
+
+_RANGE = f"{PROFILES[0].label} to {PROFILES[-1].label}"
+_TRITON_FIXED = versions_where(lambda p: not p.triton_probes_layer0)  # "0.5.18 and later"
+_TRITON_PROBES = versions_where(lambda p: p.triton_probes_layer0)  # "0.5.17 only"
+_XPU_REFUSED = versions_where(lambda p: p.extra_buffer_refused_on_xpu)  # "0.5.20 and later"
+def _triton_refusing(arch: str) -> str:
+    return versions_where(lambda p: p.triton_refusal(arch) is not None)
+
+
+_CONV1D_ON_XPU = versions_where(lambda p: p.xpu_causal_conv1d_bound)  # "0.5.17 and later"
+_NEMOTRON_TRITON_REFUSED = _triton_refusing("NemotronHForCausalLM")  # "0.5.17 or 0.5.18"
+_XPU_EXTRA_BUFFER = versions_where(lambda p: "xpu" in p.extra_buffer_platforms and not p.extra_buffer_refused_on_xpu)
 
 _IDS = r"(?P<valid>[\d,\s]*)"
 _XPU_HINT = (r"device='?xpu|--device xpu|on XPU|xpu:\d|torch\.xpu", "On XPU, --attention-backend intel_xpu reads the "
@@ -25,17 +50,19 @@ SGLANG: tuple[Pattern, ...] = (
         "model's full-attention layers [{valid}]. An attention backend that reads the head size from layer 0 "
         "(triton before PR #32227, wave still) crashes this way on any hybrid whose layer 0 is not attention.",
         "Use an attention backend that asks the pool for its head size (get_v_head_dim()) instead of probing "
-        "layer 0; sglang 0.5.19 and later do so for triton (PR #32227).",
+        f"layer 0; sglang {_TRITON_FIXED} do so for triton (PR #32227).",
         source="sglang PR #32227; #22605 / #23080 (Granite-4.0-h); mem_cache/memory_pool.py _transfer_full_attention_id",
         kind="layer",
+        versions=f"{_TRITON_PROBES} with triton (and releases before it); with wave, every release to {PROFILES[-1].label}",
         hints=(
             (r"wave_backend\.py|attention_backend='?wave|--attention-backend wave",
              "The wave backend (ROCm) still calls get_value_buffer(0) in 0.5.23: use --attention-backend aiter or triton."),
             (r"triton_backend\.py|attention_backend='?triton",
-             "This log ran the triton backend: upgrade sglang to 0.5.19 or later."),
+             f"This log ran the triton backend: upgrade sglang to {_TRITON_FIXED} (PR #32227)."),
             _XPU_HINT,
         ),
         supersedes=("UNRECOGNIZED_ERROR",),
+        source_text='not in full attention layers',
     ),
     Pattern(
         "PP_VALUE_BUFFER_INDEX", "sglang", "error",
@@ -64,11 +91,18 @@ SGLANG: tuple[Pattern, ...] = (
         "EXTRA_BUFFER_PLATFORM", "sglang", "error",
         r"extra_buffer needs (?P<platforms>[A-Za-z/]+) \(FLA\)",
         "extra_buffer refused on this device",
-        "This sglang allows the mamba extra_buffer strategy only on {platforms} (the old platform check in "
-        "server_args.py). On XPU with sglang 0.5.17 the auto strategy picks extra_buffer and then fails here: "
-        "error 1 of PR #32227. The kernels are Triton, so this is a coverage gap, not a missing kernel.",
-        _NO_BUFFER_FIX + ", or upgrade sglang.",
-        source="sglang PR #32227; server_args.py _validate_mamba_extra_buffer (0.5.17)",
+        "This sglang allows the mamba extra_buffer strategy only on {platforms} (the old platform check). On XPU "
+        "with sglang 0.5.17 the auto strategy picks extra_buffer and then fails here: error 1 of PR #32227. The "
+        "kernels are Triton, so this is a coverage gap, not a missing kernel.",
+        _NO_BUFFER_FIX + f"; sglang {_XPU_EXTRA_BUFFER} run extra_buffer on XPU ({_XPU_REFUSED} refuse it there "
+        "again, and auto picks no_buffer).",
+        source="sglang PR #32227; validate_mamba_extra_buffer (server_args.py in 0.5.17 and 0.5.18, "
+               "arg_groups/mamba_hook.py from 0.5.19)",
+        versions=f"a release before {PROFILES[0].label} or a fork (no profiled release prints this platform list)",
+        versions_by=(
+            (r"needs CUDA/MUSA/NPU/ROCm \(FLA\)", _printing("extra_buffer needs CUDA/MUSA/NPU/ROCm (FLA)")),
+            (r"needs CUDA/MUSA/NPU/ROCm/XPU \(FLA\)", _printing("extra_buffer needs CUDA/MUSA/NPU/ROCm/XPU (FLA)")),
+        ),
         supersedes=("UNRECOGNIZED_ERROR",),
     ),
     Pattern(
@@ -76,9 +110,10 @@ SGLANG: tuple[Pattern, ...] = (
         r"extra_buffer requires platform support for Mamba cache state snapshots",
         "extra_buffer refused on this device",
         "The mamba extra_buffer strategy needs state snapshots, which sglang allows on CUDA, MUSA, NPU, ROCm and "
-        "XPU only; CPU, MPS and MLX fail here (arg_groups/mamba_hook.py, 0.5.19 and later).",
+        "XPU only; CPU, MPS and MLX fail here (arg_groups/mamba_hook.py _platform_supports_mamba_cache_extra_buffer).",
         _NO_BUFFER_FIX + ".",
         source="sglang arg_groups/mamba_hook.py validate_mamba_extra_buffer; #29391",
+        versions=_printing("extra_buffer requires platform support for Mamba cache state snapshots"),
         supersedes=("UNRECOGNIZED_ERROR",),
     ),
     Pattern(
@@ -86,10 +121,14 @@ SGLANG: tuple[Pattern, ...] = (
         r"extra_buffer is not supported for (?P<arch>\S+?);? use no_buffer",
         "extra_buffer is not supported for {arch} here",
         "sglang refuses the mamba extra_buffer strategy for {arch} in this setup: the architecture is not in "
-        "its extra-buffer list, the linear-attention backend is not triton, or (0.5.21 and later) the device is XPU.",
-        _NO_BUFFER_FIX + ".",
+        f"its extra-buffer list, the linear-attention backend is not triton, or (sglang {_XPU_REFUSED}) the device "
+        "is XPU.",
+        _NO_BUFFER_FIX + f". On XPU, only sglang {_XPU_EXTRA_BUFFER} run extra_buffer; with {_XPU_REFUSED} use "
+        "no_buffer with --disable-overlap-schedule (what auto picks there).",
         source="sglang arg_groups/overrides.py supports_mamba_cache_extra_buffer",
+        versions=f"every release {_RANGE}; for an XPU launch, {_XPU_REFUSED}",
         supersedes=("UNRECOGNIZED_ERROR",),
+        source_text='extra_buffer is not supported for ',
     ),
     Pattern(
         "EXTRA_BUFFER_SPECULATIVE", "sglang", "error",
@@ -99,6 +138,7 @@ SGLANG: tuple[Pattern, ...] = (
         "Use --mamba-radix-cache-strategy no_buffer, or drop speculative decoding.",
         source="sglang server_args.py (an intermediate build)",
         supersedes=("UNRECOGNIZED_ERROR",),
+        source_text='does not support speculative decoding; use',
     ),
     Pattern(
         "STRATEGY_NEEDS_MAMBA", "sglang", "error",
@@ -108,6 +148,7 @@ SGLANG: tuple[Pattern, ...] = (
         "crashed at decode instead ('NoneType' object is not subscriptable, #39430).",
         "Drop --mamba-radix-cache-strategy for this model.",
         source="sglang arg_groups/model_hook.py handle_mamba_radix_cache; #39430",
+        versions=versions_where(lambda p: p.rejects_strategy_without_mamba),
         supersedes=("UNRECOGNIZED_ERROR",),
     ),
     Pattern(
@@ -119,6 +160,7 @@ SGLANG: tuple[Pattern, ...] = (
         "Use --disable-radix-cache (then the strategy does not apply and intel_xpu may use page 64/128), "
         "or --page-size 1 with a backend that allows it.",
         source="sglang arg_groups/mamba_hook.py validate_mamba_no_buffer; sglang-notes §3.3",
+        versions=_printing("no_buffer only supports page_size=1."),
         supersedes=("UNRECOGNIZED_ERROR",),
     ),
     Pattern(
@@ -129,6 +171,7 @@ SGLANG: tuple[Pattern, ...] = (
         "to no_buffer that forgets to turn overlap off ends here (#29158).",
         "Add --disable-overlap-schedule, or use --disable-radix-cache.",
         source="sglang validate_mamba_no_buffer; #29158",
+        versions=_printing("no_buffer do not support overlap schedule."),
         supersedes=("UNRECOGNIZED_ERROR",),
     ),
     Pattern(
@@ -138,6 +181,7 @@ SGLANG: tuple[Pattern, ...] = (
         "The no_buffer mamba strategy is incompatible with the trtllm_mha attention backend.",
         "Use --mamba-radix-cache-strategy extra_buffer, another attention backend, or --disable-radix-cache.",
         source="sglang validate_mamba_no_buffer",
+        versions=_printing("no_buffer do not support trtllm_mha attention backend."),
         supersedes=("UNRECOGNIZED_ERROR",),
     ),
     Pattern(
@@ -148,6 +192,7 @@ SGLANG: tuple[Pattern, ...] = (
         "Remove --disable-overlap-schedule, or use --mamba-radix-cache-strategy extra_buffer.",
         source="sglang #27118",
         supersedes=("UNRECOGNIZED_ERROR",),
+        source_text='Lazy extra buffer requires overlap schedule',
     ),
     Pattern(
         "LAZY_UNDER_PD", "sglang", "error",
@@ -157,6 +202,7 @@ SGLANG: tuple[Pattern, ...] = (
         "Use --mamba-radix-cache-strategy extra_buffer.",
         source="sglang validate_mamba_extra_buffer",
         supersedes=("UNRECOGNIZED_ERROR",),
+        source_text='extra_buffer_lazy unsupported under PD disaggregation',
     ),
     Pattern(
         "CHUNK_PAGE_DIVISIBLE", "sglang", "error",
@@ -167,6 +213,7 @@ SGLANG: tuple[Pattern, ...] = (
         "Pick a --page-size that divides {chunk} or is a multiple of it (e.g. 64 or 128).",
         source="sglang validate_mamba_extra_buffer (mamba_cache_chunk_size)",
         supersedes=("UNRECOGNIZED_ERROR",),
+        source_text='either chunk_size or page_size must be divisible by the other',
     ),
     Pattern(
         "CHUNKED_PREFILL_PAGE", "sglang", "error",
@@ -176,15 +223,21 @@ SGLANG: tuple[Pattern, ...] = (
         "Set --chunked-prefill-size to a multiple of the page size, e.g. 8192 with page 64 or 128.",
         source="sglang server args",
         supersedes=("UNRECOGNIZED_ERROR",),
+        source_text='chunked_prefill_size must be divisible by page_size',
     ),
     Pattern(
         "TRITON_FIRST_LAYER_NOT_ATTENTION", "sglang", "error",
-        r"(?P<arch>\S+) does not support triton attention backend, as the first layer might not be an attention layer",
+        r"(?P<arch>\S+) does not support triton attention backend, ?as the first layer might not be an attention layer",
         "{arch} refuses the triton attention backend",
         "Layer 0 of {arch} is not an attention layer, and the triton backend would read its head size there. "
-        "On XPU triton is the default backend, so LFM2 on XPU needs an explicit backend.",
-        "Pass --attention-backend intel_xpu on XPU (flashinfer or torch_native elsewhere).",
-        source="sglang arg_groups/model_hook.py",
+        "The check runs before the default backend is filled in, so only an explicit --attention-backend triton "
+        "meets it; on XPU triton is the default, so LFM2 on XPU needs an explicit other backend.",
+        "Pass --attention-backend intel_xpu on XPU (flashinfer or torch_native elsewhere). For NemotronH, "
+        f"sglang {_NEMOTRON_TRITON_REFUSED} refuse an explicit triton but run the default one; later releases "
+        "accept it.",
+        source="sglang model-specific adjustments (server_args.py up to 0.5.18, arg_groups/model_hook.py later)",
+        versions=_triton_refusing("Lfm2ForCausalLM"),
+        versions_by=((r"NemotronH\w*ForCausalLM does not support", _NEMOTRON_TRITON_REFUSED),),
         supersedes=("UNRECOGNIZED_ERROR",),
     ),
     Pattern(
@@ -196,6 +249,7 @@ SGLANG: tuple[Pattern, ...] = (
         "Register it with register_linear_attn_model(LinearAttnModelSpec(...)), or use a supported architecture.",
         source="sglang layers/attention/attention_registry.py",
         supersedes=("UNRECOGNIZED_ERROR",),
+        source_text='Expected hybrid GDN or NemotronH models, but got unknown model',
     ),
     Pattern(
         "SHORT_CONV_NPU", "sglang", "error",
@@ -205,6 +259,7 @@ SGLANG: tuple[Pattern, ...] = (
         "Run on CUDA, XPU or ROCm.",
         source="sglang ShortConvAttnBackend",
         supersedes=("UNRECOGNIZED_ERROR",),
+        source_text='are not yet supported on NPU',
     ),
     Pattern(
         "GDN_BLACKWELL_BACKEND", "sglang", "error",
@@ -214,6 +269,7 @@ SGLANG: tuple[Pattern, ...] = (
         "Pick one of {allowed} with --attention-backend.",
         source="sglang model overrides",
         supersedes=("UNRECOGNIZED_ERROR",),
+        source_text='backends are supported on Blackwell GPUs for hybrid GDN models',
     ),
     Pattern(
         "LINEAR_ATTN_INTEL_XPU", "sglang", "error",
@@ -223,6 +279,7 @@ SGLANG: tuple[Pattern, ...] = (
         "Use --linear-attn-backend triton (the portable default), or install an sgl-kernel-xpu with gdn_attention on XPU.",
         source="sglang XpuGDNAttnBackend",
         supersedes=("UNRECOGNIZED_ERROR",),
+        source_text='--linear-attn-backend intel_xpu requires',
     ),
     Pattern(
         "SAMPLING_BACKEND_XPU", "sglang", "error",
@@ -232,6 +289,7 @@ SGLANG: tuple[Pattern, ...] = (
         "Drop --sampling-backend intel_xpu, or launch with --device xpu.",
         source="sglang arg_groups/platform_hook.py",
         supersedes=("UNRECOGNIZED_ERROR",),
+        source_text='--sampling-backend intel_xpu requires --device xpu',
     ),
     Pattern(
         "WEIGHTS_LEAVE_NO_KV", "sglang", "error",
@@ -244,6 +302,7 @@ SGLANG: tuple[Pattern, ...] = (
         "with more memory (bringup plan shows the split).",
         source="sglang mem_cache/kv_cache_configurator.py _profile_available_bytes",
         supersedes=("UNRECOGNIZED_ERROR",),
+        source_text='Loaded weights leave no GPU memory for the KV cache',
     ),
     Pattern(
         "STATE_CACHE_NO_MEMORY", "sglang", "error",
@@ -256,6 +315,7 @@ SGLANG: tuple[Pattern, ...] = (
         "bfloat16, or use a device with more memory.",
         source="sglang kv_cache_configurator._handle_max_mamba_cache",
         supersedes=("UNRECOGNIZED_ERROR",),
+        source_text='Not enough GPU memory for hybrid (mamba/linear-attention) state cache',
     ),
     Pattern(
         "STATE_CACHE_TOO_SMALL", "sglang", "error",
@@ -267,6 +327,7 @@ SGLANG: tuple[Pattern, ...] = (
         "--disable-radix-cache (one slot per request).",
         source="sglang resolve_max_num_reqs",
         supersedes=("UNRECOGNIZED_ERROR",),
+        source_text='Hybrid (mamba/linear-attention) state cache is too small to serve ',
     ),
     Pattern(
         "MAMBA_SLOTS_EXHAUSTED", "sglang", "error",
@@ -277,6 +338,7 @@ SGLANG: tuple[Pattern, ...] = (
         "Raise --mamba-full-memory-ratio or --max-mamba-cache-size, or lower --max-running-requests.",
         source="sglang HybridReqToTokenPool.alloc; #37066",
         supersedes=("UNRECOGNIZED_ERROR",),
+        source_text='Not enough space for mamba cache, try to increase',
     ),
     Pattern(
         "MAMBA_PING_PONG_EXHAUSTED", "sglang", "error",
@@ -286,6 +348,7 @@ SGLANG: tuple[Pattern, ...] = (
         "Raise --mamba-full-memory-ratio, or use --mamba-radix-cache-strategy no_buffer / extra_buffer_lazy.",
         source="sglang HybridReqToTokenPool",
         supersedes=("UNRECOGNIZED_ERROR",),
+        source_text='Not enough space for mamba ping pong idx',
     ),
     Pattern(
         "MAX_RUNNING_CAPPED_BY_STATE", "sglang", "warning",
@@ -296,6 +359,7 @@ SGLANG: tuple[Pattern, ...] = (
         "run at once whatever the KV cache could hold.",
         "Raise --mamba-full-memory-ratio or --max-mamba-cache-size, or halve the state with --mamba-ssm-dtype bfloat16.",
         source="sglang resolve_max_num_reqs",
+        source_text='max_running_requests is capped to %d by the mamba state ',
     ),
     Pattern(
         "MAX_RUNNING_REDUCED", "sglang", "warning",
@@ -304,6 +368,7 @@ SGLANG: tuple[Pattern, ...] = (
         "The pools cannot hold {asked} running requests; sglang lowered the limit to {got}.",
         "Give the pools more memory (--mem-fraction-static) or ask for fewer running requests.",
         source="sglang resolve_max_num_reqs",
+        source_text='max_running_requests was reduced from the requested',
     ),
     Pattern(
         "PAGE_SIZE_CHANGED", "sglang", "warning",
@@ -313,14 +378,21 @@ SGLANG: tuple[Pattern, ...] = (
         "cache on, a hybrid's no_buffer strategy needs page size 1, so this can break it later.",
         "Pass --page-size {new} yourself, and on hybrids use --disable-radix-cache with intel_xpu.",
         source="sglang _intel_xpu_page_constraint; sglang-notes §3.3",
+        versions=_printing("Intel XPU attention backend only supports page_sizes of [64, 128]"),
+        versions_by=(
+            (r"for MLA Decode only supports", _printing("Intel XPU attention backend for MLA Decode only supports")),
+            (r"for MLA only supports", _printing("Intel XPU attention backend for MLA only supports")),
+        ),
     ),
     Pattern(
         "XMX_FALLBACK", "sglang", "warning",
         r"does not support Intel XMX, will fallback to triton backend",
         "intel_xpu fell back to triton",
         "This XPU has no XMX units, so the intel_xpu attention backend is replaced by triton.",
-        "Expect triton's speed; on older sglang, triton on a hybrid probes layer 0 (upgrade to 0.5.19+).",
+        f"Expect triton's speed; in sglang {_TRITON_PROBES}, triton on a Mamba2 hybrid probes layer 0 "
+        f"(upgrade to {_TRITON_FIXED}).",
         source="sglang layers/attention/xpu_backend.py",
+        source_text='does not support Intel XMX, will fallback to triton backend',
     ),
     Pattern(
         "MAX_TOTAL_TOKENS_TOO_LARGE", "sglang", "warning",
@@ -329,6 +401,7 @@ SGLANG: tuple[Pattern, ...] = (
         "The KV pool was profiled smaller than --max-total-tokens={asked}; sglang uses the profiled value.",
         "Lower --max-total-tokens, or give the pool more memory.",
         source="sglang DefaultPoolConfigurator",
+        source_text='is larger than the profiled value',
     ),
     Pattern(
         "INVALID_SSM_DTYPE", "sglang", "warning",
@@ -337,6 +410,7 @@ SGLANG: tuple[Pattern, ...] = (
         "The SSM state dtype '{dtype}' is not one of float32, bfloat16, float16, so float32 is used.",
         "Fix --mamba-ssm-dtype / SGLANG_MAMBA_SSM_DTYPE / the config's mamba_ssm_dtype.",
         source="sglang mamba2_state_dtype",
+        source_text='Invalid mamba_ssm_dtype',
     ),
     Pattern(
         "RELU2_MOE_UNSUPPORTED", "sglang", "error",
@@ -346,14 +420,18 @@ SGLANG: tuple[Pattern, ...] = (
         "Upgrade sglang (#24390 / #31605 admitted relu2 on XPU); try SGLANG_USE_SGL_XPU=1 for the sgl-kernel MoE.",
         source="sglang #31605, #24390",
         supersedes=("UNRECOGNIZED_ERROR",),
+        source_text='activation = relu2 is not supported',
     ),
     Pattern(
         "CAUSAL_CONV1D_MISSING", "sglang", "error",
         r"NameError: name '(?P<name>causal_conv1d\w*)' is not defined",
         "{name} is not bound on this device",
         "The Mamba2 layer's causal_conv1d kernel was imported only for CUDA, so on this device the name is missing.",
-        "Upgrade sglang (#24390 / #31605 bind the portable Triton causal_conv1d on XPU).",
-        source="sglang #31605, #24390",
+        f"Upgrade to sglang {_CONV1D_ON_XPU} (layers/attention/mamba/mamba.py binds the portable Triton "
+        "causal_conv1d on XPU; #24390 / #31605).",
+        source="sglang #31605, #24390; layers/attention/mamba/mamba.py",
+        versions=f"a build before {PROFILES[0].label} (every profiled release binds it on XPU)"
+        if _CONV1D_ON_XPU.startswith(PROFILES[0].label) else f"releases before {_CONV1D_ON_XPU}",
         supersedes=("UNRECOGNIZED_ERROR",),
     ),
     Pattern(
@@ -364,6 +442,7 @@ SGLANG: tuple[Pattern, ...] = (
         "Disable speculative decoding on XPU, or upgrade sglang (#34720).",
         source="sglang #34720",
         supersedes=("UNRECOGNIZED_ERROR",),
+        source_text='causal_conv1d_update_xpu',
     ),
     Pattern(
         "NEMOTRON_PATTERN", "sglang", "error",
@@ -373,6 +452,7 @@ SGLANG: tuple[Pattern, ...] = (
         "Fix hybrid_override_pattern in config.json (bringup inspect shows the map it gives).",
         source="sglang configs/nemotron_h.py",
         supersedes=("UNRECOGNIZED_ERROR",),
+        source_text='Pattern must only contain characters',
     ),
     Pattern(
         "TRACK_INTERVAL_PAGE", "sglang", "error",
@@ -403,6 +483,7 @@ SGLANG: tuple[Pattern, ...] = (
         "/health runs a one-token generation; it timed out, so the scheduler is stuck or dead.",
         "Look above for the scheduler's traceback; restart the server.",
         source="sglang entrypoints/http_server.py",
+        source_text="Health check failed. Server couldn't get a response from detokenizer",
     ),
 )
 
@@ -677,6 +758,19 @@ TRANSFORMERS: tuple[Pattern, ...] = (
     ),
 )
 
+
+
+def _printed_by(p: Pattern) -> Pattern:
+    """Label an SGLang pattern with the releases whose source holds its text (profiles' `messages`)."""
+    if not p.source_text or p.versions or p.versions_by:
+        return p
+    found = versions_where(lambda q: p.source_text in q.messages)
+    if found == "no profiled release":
+        found = f"no release from {_RANGE} (an earlier or later build, a fork, or a kernel package)"
+    return replace(p, versions=found)
+
+
+SGLANG = tuple(_printed_by(p) for p in SGLANG)
 PATTERNS: tuple[Pattern, ...] = SGLANG + BRINGUP + TORCH + TRANSFORMERS
 
 

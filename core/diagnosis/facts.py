@@ -27,11 +27,22 @@ _LINES = (
     ("attention_backend", re.compile(r"Use (?P<v>\w+) backend by default")),
     ("weights_gb", re.compile(r"Load weight end\..*mem usage=(?P<v>[\d.]+) GB")),
     ("sglang_version", re.compile(r"sglang(?:==| version:? ?v?)(?P<v>\d+\.\d+\.\d+)", re.IGNORECASE)),
+    # vLLM's start-up lines (0.33.0: entrypoints/openai/api_server.py, v1/worker/gpu_model_runner.py:5089,
+    # v1/worker/gpu_worker.py:773, v1/core/kv_cache_utils.py:1148)
+    ("vllm_version", re.compile(r"vLLM API server version (?P<v>\d+\.\d+\.\d+\S*)|LLM engine \(v(?P<v2>\d+\.\d+\.\d+\S*)\)")),
+    ("weights_gb", re.compile(r"Model loading took (?P<v>[\d.]+) GiB")),
+    ("kv_memory_gb", re.compile(r"Available KV cache memory: (?P<v>[\d.]+) GiB")),
+    ("kv_tokens", re.compile(r"KV cache size: (?P<v>[\d,]+) tokens")),
+    ("max_concurrency", re.compile(r"Maximum concurrency for [\d,]+ tokens per request: (?P<v>[\d.]+)x")),
+    ("block_size_raised_to", re.compile(r"Setting attention block size to (?P<v>\d+) tokens")),
+    ("mamba_page_padding_pct", re.compile(r"Padding mamba page size by (?P<v>[\d.]+)%")),
 )
 
 
 def _value(text: str):
     text = text.strip("'\"")
+    if re.fullmatch(r"\d{1,3}(?:,\d{3})+", text):  # vLLM prints token counts as 99,584
+        text = text.replace(",", "")
     if text in ("True", "False"):
         return text == "True"
     if text == "None":
@@ -79,7 +90,7 @@ def read_facts(lines: list[str]) -> dict:
     for key, regex in _LINES:
         m = regex.search(text)
         if m and key not in facts:
-            facts[key] = _value(m["v"])
+            facts[key] = _value(next(v for v in m.groups() if v is not None))
     if "mamba_scheduler_strategy" in facts:
         facts.setdefault("mamba_radix_cache_strategy", facts["mamba_scheduler_strategy"])
         del facts["mamba_scheduler_strategy"]

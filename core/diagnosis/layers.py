@@ -10,7 +10,8 @@ from bringup.core.finding import LayerInfo
 def _describe(mixer: str, ffn: str) -> str:
     if mixer == "none":
         return f"an FFN-only ({ffn}) block"
-    return f"a {mixer} layer" + (f" (ffn {ffn})" if ffn != "none" else "")
+    article = "an" if mixer[:1] in "aeiou" else "a"
+    return f"{article} {mixer} layer" + (f" (ffn {ffn})" if ffn != "none" else "")
 
 
 def _kinds(infos: list[LayerInfo]) -> str:

@@ -16,9 +16,12 @@ from dataclasses import replace
 from bringup.core.finding import Finding
 from bringup.core.layermap.vocabulary import LayerMap
 
-from .catalogue import PATTERNS
+from .all_patterns import PATTERNS
+from .capacity import state_cap
 from .facts import facts_text, read_facts
+from .layer_mentions import layers_named
 from .layers import layer_context
+from .prefixes import strip_prefix
 from .pattern import Pattern
 from .result import Diagnosis
 
@@ -74,14 +77,25 @@ def _finding(pattern: Pattern, match: re.Match, line_no: int, line: str, lines: 
     requested = valid = None
     requested_info, valid_infos, layers = None, (), ()
     if pattern.kind == "layer":
-        requested, valid = int(groups["layer"]), _ids(groups["valid"])
+        pool = "state" if "state" in (groups.get("pool", "") or pattern.pool) else "kv"
+        requested = int(groups["layer"])
+        if "valid" in groups:
+            valid = _ids(groups["valid"])
+        else:  # the message names only the layer (a bare KeyError): the pool holds the model's layers of its kind
+            valid = [] if layer_map is None else list(
+                layer_map.state_layers if pool == "state" else layer_map.full_attention_layers)
         layers = (requested, *valid)
         if layer_map is not None:
-            pool = "state" if "state" in groups.get("pool", "") else "kv"
             requested_info, infos, sentence = layer_context(layer_map, requested, valid, pool)
             valid_infos = tuple(infos)
             explanation += sentence
+    else:
+        layers = layers_named([line])
     details = {k: v for k, v in groups.items() if v != "" and k not in ("layer", "valid")}
+    printed_by = pattern.printed_by(line)
+    if printed_by:
+        details["printed_by"] = printed_by
+        explanation += f" (This wording is printed by sglang {printed_by}.)"
     return Finding(
         kind="log", code=pattern.code, severity=pattern.severity, title=_format(pattern.title, values), explanation=explanation,
         fix=fix, lines=(line_no + 1,), matched=line.strip()[:MAX_MATCHED], engine=pattern.engine,
@@ -91,14 +105,27 @@ def _finding(pattern: Pattern, match: re.Match, line_no: int, line: str, lines: 
     )
 
 
-def _unrecognized(match: re.Match, line_no: int, line: str) -> Finding:
+def _unrecognized(match: re.Match, line_no: int, line: str, block: list[str]) -> Finding:
     exc, msg = match["exc"], (match["msg"] or "").strip()
+    layers = layers_named(block + [line])
+    named = (f" It names layer{'s' if len(layers) > 1 else ''} {', '.join(map(str, layers))}, marked on the map."
+             if layers else "")
     return Finding(
         kind="log", code="UNRECOGNIZED_ERROR", severity="error", title=f"{exc}" + (f": {msg[:120]}" if msg else ""),
-        explanation="This exception is not in the diagnosis catalogue; it is the last thing the traceback says.",
+        explanation="This exception is not in the diagnosis catalogue; it is the last thing the traceback says." + named,
         fix="Read the traceback above it: the innermost frames name the file and the call that failed.",
         lines=(line_no + 1,), matched=line.strip()[:MAX_MATCHED], engine="", details={"exception": exc},
+        layers=layers,
     )
+
+
+def _traceback_block(lines: list[str], i: int) -> list[str]:
+    """The lines from the nearest `Traceback` header above line i to just before it."""
+    start = max(0, i - 400)
+    for j in range(i - 1, start - 1, -1):
+        if "Traceback (most recent call last)" in lines[j]:
+            return lines[j:i]
+    return lines[max(0, i - NEAR_LINES):i]
 
 
 def _dedupe_key(f: Finding) -> tuple:
@@ -137,7 +164,7 @@ class _LineIndex:
 
 def diagnose(text: str, layer_map: LayerMap | None = None) -> Diagnosis:
     """Findings for a log or traceback; with `layer_map`, layer-index findings say what the layers are."""
-    lines = _ANSI.sub("", text).splitlines()
+    lines = [strip_prefix(line) for line in _ANSI.sub("", text).splitlines()]
     facts = read_facts(lines)
     found: dict[tuple, Finding] = {}
     covered: set[int] = set()  # lines a catalogue entry explained
@@ -158,12 +185,15 @@ def diagnose(text: str, layer_map: LayerMap | None = None) -> Diagnosis:
             continue
         if not any("Traceback (most recent call last)" in l for l in lines[max(0, i - 400):i]):
             continue
-        _add(found, _unrecognized(match, i, line))
+        _add(found, _unrecognized(match, i, line, _traceback_block(lines, i)))
     findings = sorted(found.values(), key=lambda f: f.lines[0])
-    # A catalogue finding explains the generic "unrecognised" ones of the same traceback.
-    explained = [f for f in findings if "UNRECOGNIZED_ERROR" in _supersedes(f.code)]
-    if explained:
-        findings = [f for f in findings if f.code != "UNRECOGNIZED_ERROR" or not _same_block(f, explained, lines)]
+    # A catalogue finding explains the generic ones it names (an "unrecognised" exception, a broader
+    # pattern) when both come from the same traceback.
+    findings = [f for f in findings
+                if not _same_block(f, [g for g in findings if g is not f and f.code in _supersedes(g.code)], lines)]
+    cap = state_cap(facts, findings, tuple(layer_map.state_layers) if layer_map is not None else ())
+    if cap is not None:
+        findings.append(cap)
     if layer_map is not None:
         from .crosscheck import pools_against_plan
 

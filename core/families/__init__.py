@@ -26,7 +26,7 @@ FAMILY_MODULES: dict[str, str] = {
     "jamba": "jamba",
     "zamba2": "zamba2",
     "gpt_oss": "sliding", "gemma2": "sliding", "gemma3": "sliding", "gemma3_text": "sliding",
-    "gemma4": "sliding", "gemma4_text": "sliding",
+    "gemma4": "gemma4", "gemma4_text": "gemma4",
     "llama": "dense", "mistral": "dense", "qwen2": "dense", "qwen3": "dense", "granite": "dense",
     "mixtral": "dense", "qwen2_moe": "dense", "qwen3_moe": "dense",
 }
@@ -41,7 +41,8 @@ FAMILY_NAMES = {
     "granite_hybrid": "Granite-4.0-H / Bamba",
     "jamba": "Jamba",
     "zamba2": "Zamba2",
-    "sliding": "gpt-oss / Gemma 2-4",
+    "sliding": "gpt-oss / Gemma 2-3",
+    "gemma4": "Gemma 4",
     "dense": "dense (Llama, Mistral, Qwen2/3, Granite, Mixtral, Qwen-MoE)",
 }
 
@@ -65,35 +66,69 @@ def text_config(config: dict) -> tuple[dict, bool]:
     return config, False
 
 
-def _module_for(cfg: dict, label: str):
-    model_type = cfg.get("model_type")
-    if isinstance(model_type, str) and model_type in FAMILY_MODULES:
-        return importlib.import_module(f"bringup.core.families.{FAMILY_MODULES[model_type]}")
-    from bringup.core.families import layer_types as generic
-
-    if generic.applies(cfg):
-        return generic
+def _unsupported(model_type, label: str) -> UserError:
     families = ", ".join(FAMILY_NAMES.values())
     shown = repr(model_type) if model_type is not None else "missing"
-    raise UserError(
+    return UserError(
         f"{label}: model_type {shown} is not a supported architecture. Supported families: {families} "
-        f"(model_type one of {', '.join(supported_model_types())}), or any config with a 'layer_types' list "
-        "of full_attention / sliding_attention / linear_attention / mamba / conv. Pick a supported model or add a "
-        "family module under core/families/"
+        f"(model_type one of {', '.join(supported_model_types())}), any model_type the installed transformers "
+        "knows (read through its config class, no remote code), or any config with a 'layer_types' list "
+        "of full_attention / sliding_attention / linear_attention / mamba / conv. Pick a supported model, install a "
+        "transformers release that has this model, or add a family module under core/families/"
     )
 
 
-def build_layer_map(config: dict, *, name: str = "", source: str = "", pp: int = 1) -> LayerMap:
+def _module_for(cfg: dict, label: str, reader: str = "auto"):
+    """The module that reads this config: its family module, else transformers, else its layer_types list."""
+    model_type = cfg.get("model_type")
+    if reader in ("auto", "family") and isinstance(model_type, str) and model_type in FAMILY_MODULES:
+        return importlib.import_module(f"bringup.core.families.{FAMILY_MODULES[model_type]}")
+    if reader == "family":
+        raise _unsupported(model_type, label)
+    # Only past this point may torch and transformers be imported: known families stay fast.
+    from bringup.core.families import generic
+
+    if generic.knows(model_type):
+        return generic
+    if reader == "transformers":
+        raise UserError(f"{label}: the installed transformers has no config class for model_type {model_type!r}")
+    from bringup.core.families import layer_types
+
+    if layer_types.applies(cfg):
+        return layer_types
+    raise _unsupported(model_type, label)
+
+
+def reads_through_transformers(config) -> bool:
+    """Whether `build_layer_map` would take the generic path (seconds: torch, transformers, a meta build)."""
+    if not isinstance(config, dict):
+        return False
+    model_type = text_config(config)[0].get("model_type")
+    if isinstance(model_type, str) and model_type in FAMILY_MODULES:
+        return False
+    from bringup.core.families import generic
+
+    return generic.knows(model_type)
+
+
+def build_layer_map(config: dict, *, name: str = "", source: str = "", pp: int = 1, reader: str = "auto") -> LayerMap:
+    """The layer map of a config.json. `reader`: "auto" (family module, else transformers, else layer_types),
+    "family" (family modules only) or "transformers" (the generic path, e.g. to cross-check a family)."""
     label = name or source or "model"
     if not isinstance(config, dict):
         raise UserError(f"{label}: the config is a {type(config).__name__}, not a JSON object; point at a model's config.json")
     cfg, nested = text_config(config)
-    module = _module_for(cfg, label)
-    result = module.build(ConfigView(cfg, label))
+    module = _module_for(cfg, label, reader)
+    if getattr(module, "__name__", "").endswith(".generic"):
+        top = config if isinstance(config.get("model_type"), str) else dict(config, model_type=cfg.get("model_type"))
+        result = module.build_from_config(top, label)
+    else:
+        result = module.build(ConfigView(cfg, label))
     if nested:
         towers = [k for k in ("vision_config", "audio_config") if isinstance(config.get(k), dict)]
         note = "decoder facts read from the nested text_config"
         if towers:
             note += f"; parameters count the text decoder only, not the {' and '.join(t[:-7] for t in towers)} tower"
         result.notes.insert(0, note)
-    return assemble(result, cfg, name=name or label, source=source, pp=pp)
+    reader_name = f"core/families/{module.__name__.rsplit('.', 1)[-1]}.py"
+    return assemble(result, cfg, name=name or label, source=source, pp=pp, reader=reader_name)

@@ -14,6 +14,11 @@ class LayerSpec:
     mixer: str
     ffn: str
     part: Part
+    kv_shared_from: int | None = None  # the layer whose KV cache this one reads (Gemma 3n / 4 KV sharing)
+
+    @property
+    def owns_kv(self) -> bool:
+        return self.mixer in KV_MIXERS and self.kv_shared_from is None
 
 
 @dataclass
@@ -25,6 +30,7 @@ class FamilyResult:
     outside: Part  # params outside the decoder layers: embeddings, final norm, lm_head, shared blocks
     mtp_layers: list[LayerSpec] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    provenance: dict = field(default_factory=dict)  # set by the transformers path; families get a default
 
 
 def _layer(index: int, spec: LayerSpec, kv_index, state_index, stage: int) -> Layer:
@@ -38,10 +44,11 @@ def _layer(index: int, spec: LayerSpec, kv_index, state_index, stage: int) -> La
         pp_stage=stage,
         params=p.params,
         active_params=p.active_params,
-        kv_elems_per_token=p.kv_elems if spec.mixer in KV_MIXERS else 0,
+        kv_elems_per_token=p.kv_elems if spec.owns_kv else 0,
         conv_state_elems=p.conv_elems if spec.mixer in STATE_MIXERS else 0,
         ssm_state_elems=p.ssm_elems if spec.mixer in STATE_MIXERS else 0,
         attrs=dict(p.attrs),
+        kv_shared_from=spec.kv_shared_from,
     )
 
 
@@ -49,7 +56,7 @@ def _number(specs: list[LayerSpec], stages: list[int]) -> tuple[Layer, ...]:
     layers, kv, state = [], 0, 0
     for i, spec in enumerate(specs):
         kv_index = state_index = None
-        if spec.mixer in KV_MIXERS:
+        if spec.owns_kv:
             kv_index, kv = kv, kv + 1
         if spec.mixer in STATE_MIXERS:
             state_index, state = state, state + 1
@@ -57,7 +64,7 @@ def _number(specs: list[LayerSpec], stages: list[int]) -> tuple[Layer, ...]:
     return tuple(layers)
 
 
-def assemble(result: FamilyResult, config: dict, *, name: str, source: str, pp: int) -> LayerMap:
+def assemble(result: FamilyResult, config: dict, *, name: str, source: str, pp: int, reader: str = "") -> LayerMap:
     specs = result.layers
     layers = _number(specs, stage_of_each_layer(len(specs), pp))
     # MTP blocks live outside the decoder stack: their own numbering, on the last stage.
@@ -81,4 +88,5 @@ def assemble(result: FamilyResult, config: dict, *, name: str, source: str, pp: 
         pp_size=pp,
         config=config,
         notes=tuple(result.notes),
+        provenance=result.provenance or {"path": "family", "reader": reader},
     )

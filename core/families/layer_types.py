@@ -33,6 +33,8 @@ MIXER_NAMES = {
 }
 HYBRID_OF_MIXER = {
     "mamba2": "mamba2",
+    "mamba": "mamba2",  # as the Jamba family module says
+    "attention+mamba2": "mamba2",  # Falcon-H1
     "short_conv": "mamba2",  # SGLang routes short-conv models through its mamba2 config path
     "gated_delta_net": "gdn",
     "kimi_delta_attention": "kimi_linear",
@@ -97,4 +99,5 @@ def build(view: ConfigView) -> FamilyResult:
         hybrid_family=hybrid_family(kinds),
         outside=b.Part(params=vocab * h * (1 if tied else 2) + h),
         notes=notes,
+        provenance={"path": "layer_types", "reader": "core/families/layer_types.py (the config's layer_types list only)"},
     )

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 # engine -> its command-line builder in this package: `program(python)`, `arguments(launch)`,
 # `endpoint_arguments(endpoint)`. A new engine (vLLM) is one more module and one more line here.
-BUILDERS = {"embedded": "embedded", "sglang": "sglang"}
+BUILDERS = {"embedded": "embedded", "sglang": "sglang", "vllm": "vllm"}
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class Endpoint:
 
 @dataclass(frozen=True)
 class Launch:
-    engine: str  # "embedded" | "sglang"
+    engine: str  # "embedded" | "sglang" | "vllm"
     model: str  # what the engine loads: a checkpoint folder, a hub id, or "default" (the bundled one)
     settings: "LaunchSettings"  # what Validate checked
     device: str | None = None  # overrides settings.device where it runs; "auto": the engine picks

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 MIXERS = (
     "attention",  # full softmax attention, MLA included
     "sliding_attention",
+    "sparse_attention",  # full-context KV, an indexer picks the keys each query reads (DeepSeek-V3.2 DSA)
     "mamba2",
     "mamba",  # Mamba1 (Jamba)
     "gated_delta_net",  # Qwen3-Next, Qwen3.5
@@ -23,7 +24,9 @@ MIXERS = (
     "none",  # a NemotronH block that is only an FFN
 )
 FFNS = ("mlp", "moe", "none")
-KV_MIXERS = frozenset({"attention", "sliding_attention", "attention+mamba2"})
+KV_MIXERS = frozenset({"attention", "sliding_attention", "sparse_attention", "attention+mamba2"})
+# Mixers whose KV cache grows with the whole context (the "full attention layers" of SGLang's pools).
+FULL_KV_MIXERS = frozenset({"attention", "sparse_attention", "attention+mamba2"})
 STATE_MIXERS = frozenset(
     {"mamba2", "mamba", "gated_delta_net", "kimi_delta_attention", "lightning_attention", "short_conv", "attention+mamba2"}
 )
@@ -48,17 +51,20 @@ class Layer:
     ssm_state_elems: int = 0  # per request (SSM / linear-attention state)
     # Config facts for the details panel and for TP checks: heads, head_dim, d_state, experts...
     attrs: dict = field(default_factory=dict, compare=False, hash=False)
+    # KV sharing (Gemma 3n / 4): the layer whose KV cache this attention layer reads; it keeps none itself.
+    kv_shared_from: int | None = None
 
     @property
     def is_kv(self) -> bool:
-        return self.mixer in KV_MIXERS
+        """The layer keeps a KV cache of its own (a KV-sharing layer reads another layer's)."""
+        return self.mixer in KV_MIXERS and self.kv_shared_from is None
 
     @property
     def is_state(self) -> bool:
         return self.mixer in STATE_MIXERS
 
     def to_json(self) -> dict:
-        return {
+        doc = {
             "index": self.index,
             "mixer": self.mixer,
             "ffn": self.ffn,
@@ -66,6 +72,9 @@ class Layer:
             "state_pool_index": self.state_pool_index,
             "pp_stage": self.pp_stage,
         }
+        if self.kv_shared_from is not None:  # only KV-sharing layers carry it: other documents keep their shape
+            doc["kv_shared_from"] = self.kv_shared_from
+        return doc
 
 
 @dataclass(frozen=True)
@@ -95,6 +104,9 @@ class LayerMap:
     pp_size: int = 1
     config: dict = field(default_factory=dict, repr=False)  # the effective (text) config
     notes: tuple[str, ...] = ()  # things the loader noticed, e.g. a corrected num_hidden_layers
+    # Which reader produced the facts: {"path": "family" | "transformers" | "layer_types", "reader": ...,
+    # and, on the transformers path, one entry per fact saying where it was read}.
+    provenance: dict = field(default_factory=dict)
 
     # Derived lists, in global layer ids.
     @property
@@ -103,7 +115,7 @@ class LayerMap:
 
     @property
     def full_attention_layers(self) -> list[int]:
-        return [l.index for l in self.layers if l.mixer in ("attention", "attention+mamba2")]
+        return [l.index for l in self.layers if l.mixer in FULL_KV_MIXERS]
 
     @property
     def sliding_attention_layers(self) -> list[int]:
@@ -112,6 +124,15 @@ class LayerMap:
     @property
     def kv_layers(self) -> list[int]:
         return [l.index for l in self.layers if l.is_kv]
+
+    @property
+    def sparse_attention_layers(self) -> list[int]:
+        return [l.index for l in self.layers if l.mixer == "sparse_attention"]
+
+    @property
+    def kv_shared_layers(self) -> list[int]:
+        """Attention layers that read an earlier layer's KV cache and keep none of their own."""
+        return [l.index for l in self.layers if l.kv_shared_from is not None]
 
     @property
     def state_layers(self) -> list[int]:
@@ -145,5 +166,8 @@ class LayerMap:
             "mlp_layers": self.mlp_layers,
             "mtp_layers": [l.to_json() for l in self.mtp_layers],
             "params": {"total": self.params_total, "active": self.params_active},
+            "sparse_attention_layers": self.sparse_attention_layers,
+            "kv_shared_layers": self.kv_shared_layers,
             "notes": list(self.notes),
+            "provenance": self.provenance,
         }

@@ -56,7 +56,8 @@ def resolve_device_memory(device_memory, device: str = "auto", target: str = "em
                           *, timeout: float = 60.0) -> tuple[str, int, list[str]]:
     """(device, bytes, notes) from what a user gave: memory as bytes / '80GiB' / 'auto', device or 'auto'.
 
-    With memory 'auto' the device is measured (and, if 'auto' too, found). With a given size and
+    With memory 'auto' the device is measured (and, if 'auto' too, found). A preset name (h200,
+    max1550, b60: core/planner/device_presets.py) gives that device's memory. With a given size and
     device 'auto', SGLang targets plan for cuda and the embedded engine for cpu.
     """
     from .plan import parse_target
@@ -68,7 +69,13 @@ def resolve_device_memory(device_memory, device: str = "auto", target: str = "em
         # SGLang's fraction is a share of the total; our engine sizes from what is free at start.
         found, size, how = detect_device_memory(device, timeout=timeout, free=kind == "embedded")
         return found, size, [f"device memory {size / 2**30:.2f} GiB: {how}"]
+    from .device_presets import preset
+
+    named = preset(str(device_memory))
+    if named is not None:  # a real device by name: its memory per device, and its kind when none was given
+        device = named.device if device == "auto" else device
+        return device, named.memory_bytes, [f"device memory {named.memory_gib:g} GiB: {named.name} ({named.source})"]
     size = parse_size(device_memory)
     if device == "auto":
-        device = "cuda" if kind == "sglang" else "cpu"
+        device = "cpu" if kind == "embedded" else "cuda"
     return device, size, []

@@ -93,6 +93,9 @@ class MemoryPlan:
     stages: list[StagePlan] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # assumptions worth knowing
     problems: list[str] = field(default_factory=list)  # why this launch would not fit
+    # The target's defaults the plan assumed, setting -> "value (why; source)"; a value the user
+    # passed is not here (e.g. chunked_prefill_size, cuda_graph_max_bs, mem_fraction_static).
+    assumed: dict[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

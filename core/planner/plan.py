@@ -74,6 +74,9 @@ def plan_memory(
     are passed through to `plan_sglang`.
     """
     kind, version = parse_target(target)
+    if kind == "vllm":
+        raise UserError("the memory plan has the formulas of embedded and sglang==X.Y.Z; for vLLM, `bringup validate "
+                        "--target vllm==X.Y.Z --device-memory SIZE` checks its weights and Mamba block pool")
     device = (device or "cpu").strip().lower()
     if isinstance(device_memory, bool) or not isinstance(device_memory, (int, float)) or device_memory <= 0:
         raise UserError(f"device memory must be a positive number of bytes, got {device_memory!r}")
@@ -121,6 +124,10 @@ def plan_memory(
 
         plan = plan_sglang(layer_map, version=version, tp=tp, pp=pp, **common, **sglang_options)
     plan.notes[:0] = weight_notes
+    shared = layer_map.kv_shared_layers
+    if shared:
+        plan.notes.append(
+            f"{len(shared)} layers reuse an earlier layer's KV cache (KV sharing) and add no KV bytes")
     if sliding:
         plan.notes.append(
             f"{len(sliding)} sliding-window layers are counted as full KV layers; an engine with a separate "

@@ -51,6 +51,8 @@ def render_text(plan: MemoryPlan) -> str:
             tokens = "no KV layers" if s.kv_tokens is None else f"{s.kv_tokens:,} KV tokens"
             out.append(f"  stage {s.stage}: layers {s.layers[0]}-{s.layers[1]}, {s.kv_layers} KV, {s.state_layers} state, "
                        f"weights {format_bytes(s.weights_bytes)}, {tokens}, {s.state_slots:,} slots")
+    for setting, value in plan.assumed.items():
+        out.append(f"  assumed: {setting} = {value}")
     for note in plan.notes:
         out.append(f"  note: {note}")
     for problem in plan.problems:

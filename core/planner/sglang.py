@@ -1,10 +1,13 @@
-"""SGLang's own sizing, as its source does it (see ../shared/reference/sglang-notes.md §2.5).
+"""SGLang's own sizing, as its source does it, release by release (the profiles in core/rules;
+../shared/reference/sglang-notes.md §2.5 for the arithmetic).
 
-1. `mem_fraction_static` = (weights + KV pool) / device memory. Unset, it is
-   `(gpu_mem - reserved)/gpu_mem` with reserved (MB) = 512 + 1.5 x max(chunked_prefill_size, 2048)
-   + tp*pp/8 x 1024 + graph reserve, at least 10 GB on devices over 60 GB, + 2048 on XPU.
-2. `rest` = device x mem_fraction - weights (per rank); rest <= 0 is "Loaded weights leave no GPU
-   memory for the KV cache".
+1. Defaults by device memory and release (sglang_defaults.py): chunked_prefill_size and the decode
+   cuda-graph max_bs; unless --mem-fraction-static is given, mem_fraction_static =
+   (gpu_mem - reserved)/gpu_mem with reserved (MB) = 512 + 1.5 x max(chunked_prefill_size, 2048)
+   + tp*pp/8 x 1024 + graph reserve, at least 10 GB on devices over 60 GB, + 2048 on XPU (0.5.20+).
+2. `rest` = free memory before loading x mem_fraction - weights (per rank); SGLang takes the memory
+   free before the weights load (`available_memory`, default: the device memory). rest <= 0 is
+   "Loaded weights leave no GPU memory for the KV cache".
 3. Hybrids: mamba budget = rest x r/(1+r) (r = `mamba_full_memory_ratio`, 0.9);
    `max_mamba_cache_size` = floor((budget - per_slot)/per_slot); or `--max-mamba-cache-size`; or,
    with `--disable-radix-cache` and `--max-running-requests`, that many. The pool holds size+1 slots.
@@ -18,16 +21,17 @@ The figures are per rank of the busiest stage.
 
 from __future__ import annotations
 
+from bringup.core.errors import UserError
 from bringup.core.layermap.vocabulary import LayerMap
 
 from . import geometry
 from .budget import config_context, page_floor, stage_of_layers, stage_weight_shares
+from .sglang_defaults import sglang_defaults
 from .sizes import format_bytes
 from .memory_plan import Capacity, MemoryPlan, Segment, StagePlan
 
 MB = 1024**2
 GB = 1024**3
-DEFAULT_CHUNKED_PREFILL = 8192
 DEFAULT_MAMBA_FULL_MEMORY_RATIO = 0.9
 STRATEGIES = ("auto", "no_buffer", "extra_buffer", "extra_buffer_lazy")
 # Archs SGLang routes through the mamba radix cache but never lets use extra_buffer (§1.3).
@@ -35,33 +39,37 @@ _NO_EXTRA_BUFFER_ARCHS = ("Lfm2ForCausalLM", "Lfm2MoeForCausalLM", "ZayaForCausa
                           "JetVLMForConditionalGeneration", "InternS2MobiusForCausalLM")
 
 
-def auto_mem_fraction(device_memory: int, *, device: str, tp: int, pp: int, chunked_prefill_size: int,
-                      graph_reserve_mb: float = 0.0) -> tuple[float, float]:
-    """SGLang's default mem_fraction_static and the reserve (MB) behind it."""
-    gpu_mb = device_memory / MB
-    reserved = 512 + 1.5 * max(chunked_prefill_size, 2048) + tp * pp / 8 * 1024 + graph_reserve_mb
-    if gpu_mb > 60 * 1024:
-        reserved = max(reserved, 10 * 1024)
-    if device == "xpu":
-        reserved += 2048  # oneDNN scratch for non-power-of-2 M
-    return max(0.0, (gpu_mb - reserved) / gpu_mb), reserved
+def profile_of(version: tuple[int, ...]):
+    """The rule profile for a release, and a note when the nearest earlier one stands in."""
+    from bringup.core.rules.profiles import NEWEST, OLDEST, profile_for
+
+    profile = profile_for(tuple(version))
+    label = ".".join(map(str, version))
+    if profile is None:
+        raise UserError(f"sglang {label} is older than the oldest profile ({OLDEST.label}); its defaults were never read. "
+                        f"Plan for sglang=={OLDEST.label} or newer")
+    if profile.version == tuple(version):
+        return profile, None
+    if tuple(version) > NEWEST.version:
+        return profile, (f"sglang {label} is newer than the newest profile; the defaults of {profile.label} are used "
+                         "(later releases may differ)")
+    return profile, f"no profile for sglang {label}; the defaults of {profile.label} (the nearest earlier) are used"
 
 
-def resolve_strategy(layer_map: LayerMap, *, version, device: str, strategy: str, disable_radix_cache: bool,
+def resolve_strategy(layer_map: LayerMap, *, profile, device: str, strategy: str, disable_radix_cache: bool,
                      disable_overlap_schedule: bool, page_size: int) -> tuple[str, int, list[str]]:
     """(strategy, state slots per running request, notes), after SGLang's auto resolution."""
     notes: list[str] = []
     if strategy not in STRATEGIES:
-        from bringup.core.errors import UserError
-
         raise UserError(f"unknown mamba strategy {strategy!r}; choose one of: {', '.join(STRATEGIES)}")
     if disable_radix_cache:
         return "disabled", 1, notes
     if strategy == "auto":
         extra_ok = layer_map.architecture not in _NO_EXTRA_BUFFER_ARCHS
-        if device == "xpu" and version >= (0, 5, 21):
+        if device == "xpu" and profile.extra_buffer_refused_on_xpu:
             extra_ok = False
-            notes.append(f"sglang {'.'.join(map(str, version))} never picks extra_buffer on XPU: auto is no_buffer")
+            notes.append(f"sglang {profile.label} never picks extra_buffer on XPU: auto is no_buffer with the overlap "
+                         f"schedule off ({profile.source('extra_buffer_refused_on_xpu')})")
         if extra_ok and (not disable_overlap_schedule or page_size > 1):
             strategy = "extra_buffer"
         else:
@@ -84,24 +92,40 @@ def plan_sglang(
     page_size: int | None, context: int | None, max_running_requests: int | None,
     mamba_strategy: str = "auto", disable_radix_cache: bool = False, disable_overlap_schedule: bool = False,
     mamba_full_memory_ratio: float = DEFAULT_MAMBA_FULL_MEMORY_RATIO, max_mamba_cache_size: int | None = None,
-    chunked_prefill_size: int | None = None, graph_reserve_mb: float = 0.0, max_total_tokens: int | None = None,
+    chunked_prefill_size: int | None = None, cuda_graph_max_bs: int | None = None, disable_cuda_graph: bool = False,
+    available_memory: int | None = None, max_total_tokens: int | None = None,
 ) -> MemoryPlan:
     notes: list[str] = []
     problems: list[str] = []
+    profile, profile_note = profile_of(version)
+    if profile_note:
+        notes.append(profile_note)
     page_size = page_size or 1
     context = context or config_context(layer_map) or 4096
+    for flag, value in (("--chunked-prefill-size", chunked_prefill_size), ("--cuda-graph-max-bs", cuda_graph_max_bs)):
+        if value is not None and value < 1:
+            raise UserError(f"{flag} must be at least 1, got {value}")
+    if available_memory is not None and not 0 < available_memory <= device_memory:
+        raise UserError(f"free memory before loading ({available_memory:,} B) must be positive and at most the "
+                        f"device memory ({device_memory:,} B)")
+    mla = bool((layer_map.config or {}).get("kv_lora_rank")) or layer_map.family == "kimi_linear"
+    defaults = sglang_defaults(profile, device=device, device_memory=device_memory, tp=tp, pp=pp, mla=mla,
+                               mem_fraction=mem_fraction, chunked_prefill_size=chunked_prefill_size,
+                               cuda_graph_max_bs=cuda_graph_max_bs, max_running_requests=max_running_requests,
+                               disable_cuda_graph=disable_cuda_graph)
     if mem_fraction is None:
-        cps = chunked_prefill_size or DEFAULT_CHUNKED_PREFILL
-        mem_fraction, reserved = auto_mem_fraction(device_memory, device=device, tp=tp, pp=pp,
-                                                   chunked_prefill_size=cps, graph_reserve_mb=graph_reserve_mb)
-        notes.append(f"mem_fraction_static {mem_fraction:.3f}: SGLang's default, reserving {reserved:,.0f} MB"
-                     f" (chunked prefill {cps}{', XPU +2048 MB' if device == 'xpu' else ''}; no CUDA-graph reserve counted)")
+        mem_fraction = defaults.mem_fraction
+    assumed = dict(defaults.assumed)
+    available = available_memory or device_memory
+    if available_memory is not None:
+        notes.append(f"budget from {format_bytes(available)} free before the weights load (SGLang sizes the pools "
+                     "from the memory free at load time, not the device total)")
     kv_b, conv_b, ssm_b = dtype_bytes(kv_dtype), dtype_bytes(conv_dtype), dtype_bytes(ssm_dtype)
     hybrid = bool(layer_map.state_layers)
     strategy, ratio, strategy_notes = ("none", 0, [])
     if hybrid:
         strategy, ratio, strategy_notes = resolve_strategy(
-            layer_map, version=version, device=device, strategy=mamba_strategy, disable_radix_cache=disable_radix_cache,
+            layer_map, profile=profile, device=device, strategy=mamba_strategy, disable_radix_cache=disable_radix_cache,
             disable_overlap_schedule=disable_overlap_schedule, page_size=page_size)
     notes += strategy_notes
 
@@ -111,7 +135,7 @@ def plan_sglang(
     state_by_stage = [geometry.state_bytes_per_request(s, tp, conv_b, ssm_b) for s in stages]
     conv, ssm = max(state_by_stage, key=sum)
     per = conv + ssm
-    budget = device_memory * mem_fraction
+    budget = available * mem_fraction
     stage_plans: list[StagePlan] = []
     for index, layers in enumerate(stages):
         weights = int(weights_bytes * shares[index] / tp)
@@ -173,7 +197,8 @@ def plan_sglang(
         Segment("weights", weights, f"weights {format_bytes(weights)}"),
         Segment("kv_pool", kv_pool, f"KV pool {kv_tokens:,} tokens"),
         Segment("state_pool", state_pool, f"mamba pool {slots:,} (+1) slots"),
-        Segment("reserve", int(device_memory - budget), f"reserve ({1 - mem_fraction:.1%}: activations, graphs)"),
+        Segment("reserve", int(device_memory - budget), f"reserve ({1 - mem_fraction:.1%}: activations, graphs)"
+                + (", and memory in use before loading" if available < device_memory else "")),
         Segment("free", max(0, int(budget - weights - kv_pool - state_pool)), "unallocated in the static budget"),
     ]
     return MemoryPlan(
@@ -186,7 +211,7 @@ def plan_sglang(
         max_running_requests=running, requests_at_context=_at_context(kv_tokens, context, running, hybrid),
         bottleneck=bottleneck, strategy=strategy, state_slots_per_request=ratio,
         kv_layers=len(layer_map.kv_layers), state_layers=len(layer_map.state_layers), all_attention=all_attention,
-        breakdown=breakdown, stages=stage_plans, notes=notes, problems=problems,
+        breakdown=breakdown, stages=stage_plans, notes=notes, problems=problems, assumed=assumed,
     )
 
 

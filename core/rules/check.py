@@ -18,6 +18,7 @@ class Check:
     r: Resolved
     profile: SglangProfile | None = None
     findings: list[Finding] = field(default_factory=list)
+    derived: dict = field(default_factory=dict)  # figures a later step reads (vLLM's page bytes for its memory check)
 
     def add(self, code: str, severity: str, message: str, **kw) -> Finding:
         finding = Finding.check(code, severity, message, **kw)

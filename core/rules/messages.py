@@ -1,30 +1,18 @@
 """SGLang's own texts, verbatim from its source (sglang-notes §2-§4), with the exception class that
-carries each. Version-dependent texts live in the profiles (profiles.py)."""
+carries each. Texts read per release (no_buffer, extra_buffer, lazy, intel_xpu page size) live in the
+profiles (sglang_releases.py), each with its file and line."""
 
 from __future__ import annotations
 
-NO_BUFFER_PAGE = "AssertionError: no_buffer only supports page_size=1."
-NO_BUFFER_OVERLAP = "AssertionError: no_buffer do not support overlap schedule. Try to set disable_overlap_schedule=True."
-NO_BUFFER_TRTLLM = "AssertionError: no_buffer do not support trtllm_mha attention backend."
-EXTRA_BUFFER_ARCH = "AssertionError: extra_buffer is not supported for {arch}; use no_buffer."
 EXTRA_BUFFER_PLATFORM = "AssertionError: {text}"
-LAZY_OVERLAP = "AssertionError: Lazy extra buffer requires overlap schedule (--disable-overlap-schedule is incompatible)"
 CHUNK_PAGE = ("AssertionError: For SSM models, either chunk_size or page_size must be divisible by the other, "
               "got chunk_size={chunk}, page_size={page}")
 TRACK_INTERVAL = "AssertionError"  # mamba_track_interval % page_size == 0 is asserted without a message
 STRATEGY_NEEDS_MAMBA = "ValueError: --mamba-radix-cache-strategy {strategy} needs mamba state, got {arch}."
 NONE_SUBSCRIPT = "TypeError: 'NoneType' object is not subscriptable"
-TRITON_REFUSED = ("AssertionError: {arch} does not support triton attention backend, as the first layer might not "
-                  "be an attention layer")
 LAYER_ID = "ValueError: layer_id={layer} not in full attention layers: dict_keys({layers})"
-# arg_groups _intel_xpu_page_constraint: "{msg} only supports page_sizes of {supported_page_sizes}, changing ..."
-INTEL_XPU_PAGE = "Intel XPU attention backend only supports page_sizes of [64, 128], changing page_size from {old} to 128."
-INTEL_XPU_PAGE_MLA = ("Intel XPU attention backend for MLA Decode only supports page_sizes of [16, 32, 64, 128], changing "
-                      "page_size from {old} to 128.")
 NO_XMX = "The current platform does not support Intel XMX, will fallback to triton backend."
 DEFAULT_BACKEND = "Attention backend not specified. Use {backend} backend by default."
-GDN_BLACKWELL = ("AssertionError: Only {allowed} backends are supported on Blackwell GPUs for hybrid GDN models. "
-                 "Got prefill={backend}, decode={backend}.")
 GDN_NPU = ("AssertionError: ascend backend is the only supported backend on NPU for hybrid GDN models, use "
            "--attention-backend ascend to specify the backend.")
 SHORT_CONV_NPU = "NotImplementedError: Short-conv hybrid models (ZAYA1 CCA, LFM2 / LFM2-MoE) are not yet supported on NPU…"

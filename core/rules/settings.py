@@ -13,6 +13,9 @@ DTYPES = ("auto", "bfloat16", "float16", "float32")
 KV_DTYPES = ("auto", "bfloat16", "fp8_e4m3", "fp8_e5m2")
 SSM_DTYPES = ("float32", "bfloat16", "float16")
 LINEAR_BACKENDS = ("triton", "cutedsl", "flashinfer", "flashkda", "nvidia_kda", "ptx_kda", "helion", "intel_xpu")
+# vLLM's attention backend names (AttentionBackendEnum; the XPU ones in vllm/platforms/xpu.py:191-271)
+VLLM_ATTENTION_BACKENDS = ("FLASH_ATTN", "TRITON_ATTN", "TRITON_FLASH_ATTN", "FLASHINFER", "TORCH_SDPA", "ROCM_ATTN",
+                           "TRITON_MLA", "FLASH_ATTN_MLA", "FLASHMLA")
 GPU_GENERATIONS = ("hopper", "blackwell", "other")  # decides SGLang's default CUDA attention backend
 
 
@@ -51,7 +54,7 @@ def check_settings(s: LaunchSettings) -> None:
 
     choice("--device", s.device, DEVICES)
     if s.attention_backend is not None:
-        choice("--attention-backend", s.attention_backend, CHOICES)
+        choice("--attention-backend", s.attention_backend, tuple(CHOICES) + VLLM_ATTENTION_BACKENDS)
     if s.linear_attn_backend is not None:
         choice("--linear-attn-backend", s.linear_attn_backend, LINEAR_BACKENDS)
     choice("--mamba-strategy", s.mamba_strategy, MAMBA_STRATEGIES)

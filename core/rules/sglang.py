@@ -10,7 +10,7 @@ from bringup.core.rules.check import Check
 from bringup.core.rules.dtypes import check_sglang_dtypes, resolve_dtypes
 from bringup.core.rules.model_facts import ModelFacts
 from bringup.core.rules.parallel import check_pp, check_tp
-from bringup.core.rules.profiles import SglangProfile
+from bringup.core.rules.profiles import SglangProfile, versions_where
 from bringup.core.rules.settings import LaunchSettings, Resolved
 from bringup.core.rules.sglang_attention import check_model_hook, check_startup, resolve_backend
 from bringup.core.rules.sglang_mamba import check_mamba_strategy, check_state_slots
@@ -26,12 +26,15 @@ def check_sglang(m: ModelFacts, s: LaunchSettings, profile: SglangProfile) -> Ch
     c = Check(m, s, r, profile)
     if s.device == "rocm":
         r.why["device"] = "a ROCm build of torch: SGLang's --device cuda"
+    _check_choices(c)
     _check_architecture(c)
     resolve_dtypes(c)
+    # The architecture branch's asserts (triton refusal) come before handle_mamba_radix_cache in the
+    # model adjustments of every release (server_args.py 0.5.17-0.5.18, arg_groups/model_hook.py later).
+    check_model_hook(c)
     if not c.has("ARCH_NOT_IMPLEMENTED"):
         check_mamba_strategy(c)
     _pipeline_overlap(c)
-    check_model_hook(c)
     resolve_backend(c)
     check_state_slots(c)
     check_startup(c)
@@ -39,6 +42,20 @@ def check_sglang(m: ModelFacts, s: LaunchSettings, profile: SglangProfile) -> Ch
     check_pp(c)
     check_sglang_dtypes(c)
     return c
+
+
+def _check_choices(c: Check) -> None:
+    """What argparse refuses before anything else runs: a --linear-attn-backend this release lacks."""
+    p, wanted = c.profile, c.s.linear_attn_backend
+    if wanted is None or wanted in p.linear_attn_backends:
+        return
+    since = versions_where(lambda q: wanted in q.linear_attn_backends)
+    c.add("LINEAR_BACKEND_UNKNOWN", "error",
+          f"sglang {p.label} has no --linear-attn-backend {wanted}; its choices are {', '.join(p.linear_attn_backends)}.",
+          fix=f"use sglang {since}, or drop --linear-attn-backend (triton)",
+          engine_message=(f"error: argument --linear-attn-backend: invalid choice: '{wanted}' (choose from "
+                          + ", ".join(repr(b) for b in p.linear_attn_backends) + ")"),
+          source=p.source("linear_attn_backends"), stage="arguments")
 
 
 def _check_architecture(c: Check) -> None:

@@ -17,7 +17,6 @@ _EXTRA_BUFFER_ADDED = ("GraniteMoeHybrid", "Inkling")
 # Not implemented in SGLang 0.5.23 (no model or config file).
 NOT_IMPLEMENTED = ("Jamba", "Bamba", "Zamba")
 # model_hook: "{arch} does not support triton attention backend, as the first layer might not be an attention layer"
-TRITON_REFUSED = ("Lfm2ForCausalLM", "Lfm2MoeForCausalLM")
 SHORT_CONV = ("Lfm2", "Zaya")
 
 
@@ -46,10 +45,6 @@ def not_implemented(m: ModelFacts) -> bool:
 def hybrid_kv_pool(m: ModelFacts) -> bool:
     """SGLang builds a HybridLinearKVPool (KV only for full-attention layers): mambaish_config is set."""
     return uses_mamba_radix_cache(m) or (_starts(m.architecture, _EXTRA_BUFFER_ADDED) and m.is_hybrid)
-
-
-def refuses_triton(m: ModelFacts) -> bool:
-    return m.architecture in TRITON_REFUSED
 
 
 def short_conv(m: ModelFacts) -> bool:

@@ -7,20 +7,28 @@ from bringup.core.rules import messages as msg
 from bringup.core.rules import sglang_archs as archs
 from bringup.core.rules import sglang_backends as backends
 from bringup.core.rules.check import Check
-
-GDN_BLACKWELL_ALLOWED = ("triton", "trtllm_mha", "fa4", "flashinfer")
-
+from bringup.core.rules.profiles import versions_where
 
 def check_model_hook(c: Check) -> None:
-    """Argument checks that run before the default backend is filled in (model_hook)."""
-    m, s = c.m, c.s
-    if s.attention_backend == "triton" and archs.refuses_triton(m):
-        c.add("TRITON_REFUSED_FOR_MODEL", "error",
-              f"{m.architecture}'s first layer is {m.first_layer_mixer}, not attention, and SGLang refuses the triton "
-              "attention backend for it outright.",
-              fix="use --attention-backend intel_xpu on XPU, or flashinfer / fa3 on CUDA",
-              engine_message=msg.TRITON_REFUSED.format(arch=m.architecture), layers=(0,),
-              source=f"{c.profile.where} (model_hook: LFM2 / LFM2-MoE)", stage="arguments")
+    """The model adjustments' asserts, met before the mamba strategy checks and before the default
+    backend is filled in (so only an explicit --attention-backend triton is refused)."""
+    m, s, p = c.m, c.s, c.profile
+    refusal = p.triton_refusal(m.architecture) if s.attention_backend == "triton" else None
+    if refusal is None:
+        return
+    accepts = versions_where(lambda q: q.triton_refusal(m.architecture) is None)
+    if archs.short_conv(m):
+        fix = "use --attention-backend intel_xpu on XPU, or flashinfer / fa3 on CUDA"
+    else:
+        fix = (f"drop --attention-backend (sglang {p.label} fills in triton by default after this check, and "
+               + ("PR #32227's triton fix is in this release" if not p.triton_probes_layer0 else
+                  "then meets the layer-0 probe") + f"), use --attention-backend intel_xpu on XPU, or sglang "
+               f"{accepts} (no such check for {m.architecture})")
+    c.add("TRITON_REFUSED_FOR_MODEL", "error",
+          f"{m.architecture}'s first layer is {m.first_layer_mixer}, not attention, and sglang {p.label} refuses an "
+          "explicit triton attention backend for it.",
+          fix=fix, engine_message=f"AssertionError: {refusal}", layers=(0,),
+          source=f"{p.source('triton_refused')} (model-specific adjustments)", stage="arguments")
 
 
 def resolve_backend(c: Check) -> None:
@@ -54,12 +62,13 @@ def resolve_backend(c: Check) -> None:
         old = s.page_size
         r.page_size = new
         r.why["page_size"] = f"{why}: changed from {old if old is not None else 'the default 1'} to {new}"
+        p = c.profile
+        xpu_text = p.intel_xpu_page_message_mla if m.mla else p.intel_xpu_page_message
         c.add("PAGE_SIZE_SNAPPED", "info" if old is None else "warning", f"Page size {r.why['page_size']}.",
               fix=f"pass --page-size {new} to say it yourself",
-              engine_message=(msg.INTEL_XPU_PAGE_MLA if m.mla else msg.INTEL_XPU_PAGE).format(old=old)
-              if backend == "intel_xpu" else "",
-              source="arg_groups attention_hook (_intel_xpu_page_constraint)" if backend == "intel_xpu" else backends.SOURCE,
-              stage="arguments")
+              engine_message=xpu_text.format(old=old) if backend == "intel_xpu" else "",
+              source=(f"{p.source('intel_xpu_page_message')} (_intel_xpu_page_constraint)" if backend == "intel_xpu"
+                      else backends.SOURCE), stage="arguments")
         if r.mamba_strategy == "no_buffer" and s.page_size is None:
             c.add("NO_BUFFER_PAGE_AFTER_SNAP", "warning",
                   f"Ordering trap: the strategy checks ran first (no_buffer, page 1 passed) and {backend} then set page_size "
@@ -69,16 +78,16 @@ def resolve_backend(c: Check) -> None:
                          "handle_attention_backend_compatibility", stage="arguments")
         if r.mamba_strategy == "no_buffer" and backend == "trtllm_mha" and s.attention_backend is None:
             c.add("NO_BUFFER_TRTLLM", "warning", "The default backend trtllm_mha does not work with no_buffer.",
-                  fix="use extra_buffer or --disable-radix-cache", engine_message=msg.NO_BUFFER_TRTLLM,
+                  fix="use extra_buffer or --disable-radix-cache", engine_message="AssertionError: " + c.profile.no_buffer_messages[2],
                   source=c.profile.where)
-    if s.attention_backend is None and backend == "triton" and archs.refuses_triton(m):
+    if s.attention_backend is None and backend == "triton" and archs.short_conv(m) and c.profile.triton_refusal(m.architecture):
         c.add("TRITON_DEFAULT_FOR_MODEL", "warning",
               f"triton becomes the default on {s.device}, but SGLang says {m.architecture} does not support triton "
               "(its first layer might not be attention). The refusal is checked before the default is filled, so it "
               "may not fire; the backend is still wrong for this model.",
               fix="pass --attention-backend intel_xpu (XPU) or another non-triton backend",
-              engine_message=msg.TRITON_REFUSED.format(arch=m.architecture), layers=(0,),
-              source="sglang-notes §1.2 (LFM2 on XPU needs an explicit backend)")
+              engine_message="AssertionError: " + c.profile.triton_refusal(m.architecture), layers=(0,),
+              source=f"{c.profile.source('triton_refused')}; sglang-notes §1.2 (LFM2 on XPU needs an explicit backend)")
 
 
 def check_startup(c: Check) -> None:
@@ -89,11 +98,19 @@ def check_startup(c: Check) -> None:
         c.add("TORCH_NATIVE_NO_GRAPH", "info", "torch_native attention disables CUDA graphs: expect slow decode.",
               engine_message=msg.TORCH_NATIVE_GRAPH, source="server_args")
     _layer0_probe(c, backend)
-    if s.device == "cuda" and s.gpu == "blackwell" and m.family == "gdn" and backend not in GDN_BLACKWELL_ALLOWED:
-        c.add("GDN_BLACKWELL_BACKEND", "error", f"Hybrid GDN models on Blackwell run only with {', '.join(GDN_BLACKWELL_ALLOWED)}.",
-              fix="use --attention-backend triton", engine_message=msg.GDN_BLACKWELL.format(
-                  allowed="{" + ", ".join(map(repr, GDN_BLACKWELL_ALLOWED)) + "}", backend=backend), source="arg_groups model overrides (Qwen3-Next)",
-              stage="arguments")
+    sm100, _sm120, form = c.profile.gdn_blackwell_backends
+    if s.device == "cuda" and s.gpu == "blackwell" and m.family == "gdn" and backend not in sm100:
+        # SGLang prints a Python set: its order varies from run to run; sorted here.
+        allowed = "{" + ", ".join(map(repr, sm100)) + "}"
+        got = f"attention_backend={backend}" if form == "attention_backend" else f"prefill={backend}, decode={backend}"
+        since = versions_where(lambda q: backend in q.gdn_blackwell_backends[0])
+        c.add("GDN_BLACKWELL_BACKEND", "error",
+              f"Hybrid GDN models on Blackwell (SM100) run only with {', '.join(sm100)} in {c.version}.",
+              fix="use --attention-backend triton" + (f", or sglang {since} (which accept {backend})"
+                                                       if since != "no profiled release" else ""),
+              engine_message=f"AssertionError: Only {allowed} backends are supported on Blackwell GPUs for hybrid GDN "
+                             f"models. Got {got}.",
+              source=f"{c.profile.source('gdn_blackwell_backends')} (attention backend creation)", stage="start-up")
     if s.device == "npu" and m.family == "gdn" and backend != "ascend":
         c.add("GDN_NPU_BACKEND", "error", "Hybrid GDN models on NPU run only with the ascend backend.",
               fix="add --attention-backend ascend", engine_message=msg.GDN_NPU, source="arg_groups model overrides",
@@ -122,8 +139,10 @@ def _layer0_probe(c: Check, backend: str | None) -> None:
     # kimi_linear_config or a linear-attention spec was set; only mamba2_config models fell through
     # to get_value_buffer(0). The PR widened the check to mambaish_config.
     if backend == "triton" and p.triton_probes_layer0 and m.family == "mamba2":
-        code, where, fix = ("TRITON_LAYER0_PROBE", "layers/attention/triton_backend.py: get_value_buffer(0)",
-                            "upgrade to sglang 0.5.19 or later (PR #32227), or use --attention-backend intel_xpu on XPU")
+        fixed = versions_where(lambda q: not q.triton_probes_layer0)
+        code, where, fix = ("TRITON_LAYER0_PROBE", f"{p.source('triton_probes_layer0')}: get_value_buffer(0)",
+                            f"upgrade to sglang {fixed} (PR #32227 asks the pool for get_v_head_dim()), "
+                            "or use --attention-backend intel_xpu on XPU")
     elif backend == "wave":
         code, where, fix = ("WAVE_LAYER0_PROBE", "layers/attention/wave_backend.py: get_value_buffer(0) (issues #22605, #23080)",
                             "use --attention-backend aiter or triton on ROCm")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from bringup.core.rules import messages as msg
 from bringup.core.rules import sglang_archs as archs
 from bringup.core.rules.check import Check
+from bringup.core.rules.profiles import versions_where
 
 FLA_CHUNK_SIZE = 64
 TRACK_INTERVAL = 256  # --mamba-track-interval default
@@ -52,15 +53,15 @@ def check_mamba_strategy(c: Check) -> None:
                 c.add("MAMBA_STRATEGY_WITHOUT_MAMBA", "error",
                       f"--mamba-radix-cache-strategy {strategy} asks for mamba state snapshots, but {m.architecture} "
                       "does not route through SGLang's mamba radix cache.",
-                      fix="drop --mamba-radix-cache-strategy", engine_message=text, source=f"{where}; issue #39430",
-                      stage="arguments")
+                      fix="drop --mamba-radix-cache-strategy", engine_message=text,
+                      source=f"{p.source('rejects_strategy_without_mamba')}; issue #39430", stage="arguments")
             else:
                 c.add("MAMBA_STRATEGY_WITHOUT_MAMBA", "warning",
                       f"--mamba-radix-cache-strategy {strategy} on {m.architecture}, which has no mamba radix cache: "
                       f"issue #39430 reports a crash at the first decode; {c.version} does not reject it at start-up "
-                      "(0.5.23 does).",
+                      f"(sglang {versions_where(lambda q: q.rejects_strategy_without_mamba)} does).",
                       fix="drop --mamba-radix-cache-strategy", engine_message=msg.NONE_SUBSCRIPT,
-                      source="issue #39430", stage="first decode")
+                      source=f"issue #39430; {p.source('rejects_strategy_without_mamba')}", stage="first decode")
         elif strategy == "no_buffer":
             c.add("MAMBA_STRATEGY_IGNORED", "info",
                   f"{m.architecture} has no mamba radix cache in SGLang, so --mamba-radix-cache-strategy is ignored.",
@@ -72,14 +73,8 @@ def check_mamba_strategy(c: Check) -> None:
         if strategy != "auto":
             c.add("MAMBA_STRATEGY_IGNORED", "info",
                   f"With --disable-radix-cache the strategy {strategy} is meaningless (maintainers in issue #27418); "
-                  "state is not cached across requests.", fix="drop --mamba-radix-cache-strategy",
-                  source="issue #27418")
-            if strategy == "extra_buffer" and p.era == "server_args":
-                c.add("EXTRA_BUFFER_WITHOUT_RADIX", "warning",
-                      "PR #19169 made extra_buffer with the radix cache disabled (and no speculative decoding) a "
-                      "ValueError telling you to use no_buffer, because it wastes 2 mamba slots per request; "
-                      f"{c.version} may still raise it (0.5.23 simply switches extra_buffer off).",
-                      fix="drop --mamba-radix-cache-strategy extra_buffer", source="PR #19169")
+                  "state is not cached across requests; every release from 0.5.17 skips the strategy checks then.",
+                  fix="drop --mamba-radix-cache-strategy", source=f"issue #27418; {p.source('auto_strategy_rule')}")
         return
     r.mamba_radix_cache = True
     if strategy == "auto":
@@ -100,7 +95,8 @@ def check_mamba_strategy(c: Check) -> None:
             else:
                 why = "auto -> no_buffer (overlap schedule switched off): --linear-attn-backend is not triton"
         r.why["mamba_strategy"] = why
-        c.add("MAMBA_AUTO_RESOLVED", "info", f"Mamba radix cache strategy: {why}.", source=f"{where} (auto resolution)")
+        c.add("MAMBA_AUTO_RESOLVED", "info", f"Mamba radix cache strategy: {why}.",
+              source=f"{p.source('auto_strategy_rule')}; {p.source('extra_buffer_refused_on_xpu')}")
     else:
         r.why["mamba_strategy"] = f"--mamba-radix-cache-strategy {strategy}"
     r.mamba_strategy = strategy
@@ -120,28 +116,40 @@ def check_state_slots(c: Check) -> None:
         why = "--pp-size > 1 switched it off" if c.s.pp > 1 and not c.s.disable_overlap_schedule else "it is off"
         c.add("LAZY_NEEDS_OVERLAP", "error", "extra_buffer_lazy allocates its second track slot on demand and needs "
               f"the overlap schedule, but {why}.", fix="use extra_buffer (or drop --disable-overlap-schedule)",
-              engine_message=msg.LAZY_OVERLAP, source="model_executor/model_runner.py (mamba ratio); PR #27118",
+              engine_message="AssertionError: " + c.profile.lazy_overlap_message,
+              source=f"{c.profile.source('lazy_overlap_message')} (_calculate_mamba_ratio); PR #27118",
               stage="start-up (memory pool sizing)")
     r.state_slots_per_request = slots_per_request(r.mamba_strategy, True, r.overlap_schedule)
 
 
+def _xpu_extra_buffer_versions() -> str:
+    """The releases where extra_buffer passes both gates on XPU (PR #32227 until 0.5.20's refusal)."""
+    return versions_where(lambda q: "xpu" in q.extra_buffer_platforms and not q.extra_buffer_refused_on_xpu)
+
+
+def _no_buffer_recipe() -> str:
+    return "--mamba-radix-cache-strategy no_buffer --disable-overlap-schedule"
+
+
 def _validate_no_buffer(c: Check) -> None:
-    s, r, where = c.s, c.r, c.profile.where
+    s, r, p = c.s, c.r, c.profile
+    page_msg, overlap_msg, trtllm_msg = (f"AssertionError: {t}" for t in p.no_buffer_messages)
+    where = p.source("no_buffer_messages")
     if (s.page_size or 1) != 1:
         c.add("NO_BUFFER_PAGE_SIZE", "error",
               f"no_buffer caches state per token, so it needs page_size 1; --page-size {s.page_size} is refused.",
               fix="use --disable-radix-cache (keeps the page size), or drop --page-size",
-              engine_message=msg.NO_BUFFER_PAGE, source=f"{where} (validate_mamba_no_buffer)", stage="arguments")
+              engine_message=page_msg, source=f"{where} (validate_mamba_no_buffer)", stage="arguments")
     if r.overlap_schedule:
         c.add("NO_BUFFER_OVERLAP", "error",
               "no_buffer cannot run with the overlap scheduler, and an explicit no_buffer does not switch it off.",
               fix="add --disable-overlap-schedule (or use --disable-radix-cache)",
-              engine_message=msg.NO_BUFFER_OVERLAP, source=f"{where} (validate_mamba_no_buffer); PR #29158 review",
+              engine_message=overlap_msg, source=f"{where} (validate_mamba_no_buffer); PR #29158 review",
               stage="arguments")
     if s.attention_backend == "trtllm_mha":
         c.add("NO_BUFFER_TRTLLM", "error", "no_buffer does not work with the trtllm_mha attention backend.",
               fix="use --mamba-radix-cache-strategy extra_buffer, or --disable-radix-cache",
-              engine_message=msg.NO_BUFFER_TRTLLM, source=f"{where} (validate_mamba_no_buffer); issue #27418",
+              engine_message=trtllm_msg, source=f"{where} (validate_mamba_no_buffer); issue #27418",
               stage="arguments")
 
 
@@ -151,26 +159,39 @@ def _validate_extra_buffer(c: Check, strategy: str) -> None:
     auto = s.mamba_strategy == "auto"
     picked = "auto picked extra_buffer, then " if auto else ""
     recipe = XPU_RECIPE if s.device == "xpu" else "--disable-radix-cache"
+    xpu_ok = _xpu_extra_buffer_versions()
     if not supports_extra_buffer(c):
         if s.device == "xpu" and p.extra_buffer_refused_on_xpu and archs.extra_buffer_arch(m):
-            why = f"{c.version} refuses extra_buffer on XPU (supports_mamba_cache_extra_buffer() is False there)"
+            why = (f"{c.version} refuses extra_buffer on XPU (supports_mamba_cache_extra_buffer() is False there; "
+                   f"only sglang {xpu_ok} allow it on XPU)")
+            fix = f"use {_no_buffer_recipe()} (what auto picks on XPU in sglang " \
+                  f"{versions_where(lambda q: q.extra_buffer_refused_on_xpu)}), or {recipe}"
+            source = p.source("extra_buffer_refused_on_xpu")
         elif archs.extra_buffer_arch(m):
             why = "extra_buffer needs --linear-attn-backend triton"
+            fix = f"use --linear-attn-backend triton, or {_no_buffer_recipe()}, or {recipe}"
+            source = p.source("extra_buffer_needs_triton_linear_backend")
         else:
             why = f"{m.architecture} is not in SGLang's extra_buffer architecture list"
-        c.add("EXTRA_BUFFER_UNSUPPORTED", "error", f"{strategy}: {why}.",
-              fix=f"use --mamba-radix-cache-strategy no_buffer --disable-overlap-schedule, or {recipe}",
-              engine_message=msg.EXTRA_BUFFER_ARCH.format(arch=m.architecture),
-              source=f"{where} (validate_mamba_extra_buffer)", stage="arguments")
+            fix = f"use {_no_buffer_recipe()}, or {recipe}"
+            source = p.source("extra_buffer_refused_on_xpu")
+        c.add("EXTRA_BUFFER_UNSUPPORTED", "error", f"{strategy}: {why}.", fix=fix,
+              engine_message="AssertionError: " + p.extra_buffer_arch_message.format(arch=m.architecture),
+              source=f"{source} (supports_mamba_cache_extra_buffer, asserted in validate_mamba_extra_buffer)",
+              stage="arguments")
     elif s.device not in p.extra_buffer_platforms:
         ok = "/".join(d.upper() if d != "rocm" else "ROCm" for d in p.extra_buffer_platforms)
+        if s.device == "xpu":
+            fix = (f"use {recipe}, or {_no_buffer_recipe()}; only sglang {xpu_ok} run extra_buffer on XPU "
+                   "(PR #32227 added XPU to the gate; later releases refuse extra_buffer on XPU again)")
+        else:
+            fix = f"use {recipe} (or {_no_buffer_recipe()})"
         c.add("EXTRA_BUFFER_PLATFORM", "error",
               f"{picked}the platform gate refused it: extra_buffer snapshots state with flash-linear-attention "
-              f"kernels, and {c.version} allows them only on {ok}, not on {s.device}.",
-              fix=(f"use {recipe}, or sglang 0.5.19 or later (PR #32227 added XPU)" if s.device == "xpu" and p.era == "server_args"
-                   else f"use {recipe} (or --mamba-radix-cache-strategy no_buffer --disable-overlap-schedule)"),
+              f"kernels, and {c.version} allows them only on {ok}, not on {s.device}.", fix=fix,
               engine_message=msg.EXTRA_BUFFER_PLATFORM.format(text=p.extra_buffer_platform_message),
-              source=f"{where} (validate_mamba_extra_buffer); PR #32227", stage="arguments")
+              source=f"{p.source('extra_buffer_platform_message')} (validate_mamba_extra_buffer); PR #32227",
+              stage="arguments")
     page = s.page_size
     if page is not None and page > 1:
         if TRACK_INTERVAL % page:

@@ -1,4 +1,5 @@
-"""Targets: `embedded` (our engine) or `sglang==X.Y.Z` (SGLang, by its rule profile for that release)."""
+"""Targets: `embedded` (our engine), `sglang==X.Y.Z` (SGLang, by its rule profile for that release) or
+`vllm==X.Y.Z` (vLLM, by the facts read from its release: core/rules/vllm_facts.py)."""
 
 from __future__ import annotations
 
@@ -19,25 +20,33 @@ _VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)(?:\.?(?:post|rc|dev)\d*)?$")
 
 @dataclass(frozen=True)
 class Target:
-    engine: str  # "embedded" | "sglang"
+    engine: str  # "embedded" | "sglang" | "vllm"
     version: str | None = None  # the version the user named (sglang)
     profile: SglangProfile | None = None  # the rule profile applied (sglang)
     findings: tuple[Finding, ...] = ()  # e.g. "0.5.20 uses the rules of 0.5.19"
 
     @property
     def label(self) -> str:
-        return "embedded" if self.engine == "embedded" else f"sglang=={self.version}"
+        return "embedded" if self.engine == "embedded" else f"{self.engine}=={self.version}"
 
     def to_json(self) -> dict:
         out = {"engine": self.engine, "label": self.label}
-        if self.profile:
+        if self.version:
             out["version"] = self.version
+        if self.profile:
             out["profile"] = self.profile.to_json()
         return out
 
 
 def known_targets() -> list[str]:
     return ["embedded"] + [f"sglang=={p.label}" for p in PROFILES]
+
+
+def vllm_targets() -> list[str]:
+    """The vLLM release whose rules were read (`bringup validate --target vllm==X.Y.Z`)."""
+    from bringup.core.rules.vllm_target import read_label
+
+    return [f"vllm=={read_label()}"]
 
 
 def read_target(text: str) -> tuple[str, str | None, tuple[int, int, int] | None]:
@@ -47,15 +56,16 @@ def read_target(text: str) -> tuple[str, str | None, tuple[int, int, int] | None
     if raw.lower() in ("embedded", "bringup"):
         return "embedded", None, None
     name, sep, version = raw.partition("==")
-    if name.strip().lower() != "sglang":
-        raise UserError(f"unknown target {text!r}; use 'embedded' or 'sglang==X.Y.Z' (rule profiles: "
-                        f"{', '.join(p.label for p in PROFILES)})")
+    engine = name.strip().lower()
+    if engine not in ("sglang", "vllm"):
+        raise UserError(f"unknown target {text!r}; use 'embedded', 'sglang==X.Y.Z' (rule profiles: "
+                        f"{', '.join(p.label for p in PROFILES)}) or 'vllm==X.Y.Z'")
     if not sep:
-        return "sglang", None, None
+        return engine, None, None
     match = _VERSION.match(version.strip())
     if not match:
-        raise UserError(f"target version {version!r} is not a release number like 0.5.19; use sglang==X.Y.Z")
-    return "sglang", version.strip(), tuple(int(g) for g in match.groups())
+        raise UserError(f"target version {version!r} is not a release number like 0.5.19; use {engine}==X.Y.Z")
+    return engine, version.strip(), tuple(int(g) for g in match.groups())
 
 
 def parse_target(text: str) -> Target:
@@ -63,6 +73,10 @@ def parse_target(text: str) -> Target:
     engine, version, numbers = read_target(text)
     if engine == "embedded":
         return Target("embedded")
+    if engine == "vllm":
+        from bringup.core.rules.vllm_target import vllm_target
+
+        return vllm_target(version, numbers)
     if version is None:
         note = Finding.check("TARGET_VERSION_ASSUMED", "info",
                        f"No SGLang version given; the rules of the newest profile ({NEWEST.label}) are used.",

@@ -23,6 +23,7 @@ class ValidationResult:
     resolved: Resolved
     findings: list[Finding]  # in the order the engine would meet them
     launch: Launch  # what Run starts: the command below, plus where to listen
+    plan: object | None = None  # the MemoryPlan of this launch, when the device's memory was given
 
     @property
     def argv(self) -> list[str]:
@@ -60,6 +61,7 @@ class ValidationResult:
             "first_error": first.code if first else None,
             "command": self.command,
             "argv": list(self.argv),
+            "plan": self.plan.to_json() if self.plan is not None else None,
         }
 
 
@@ -73,8 +75,12 @@ def _facts_for_pp(lm: LayerMap, pp: int) -> ModelFacts:
 
 
 def validate(layer_map: LayerMap, target: str | Target, settings: LaunchSettings | None = None, *,
-             model_path: str | None = None, available_devices: list[str] | None = None) -> ValidationResult:
+             model_path: str | None = None, available_devices: list[str] | None = None,
+             device_memory: int | None = None, memory_how: str = "") -> ValidationResult:
     """Predict what `target` does with `settings` for this model, before anything is launched.
+
+    `device_memory` (bytes of one device) adds the memory plan of this very launch: weights that do
+    not fit, or pools that hold no request, are errors with the plan's numbers (core/rules/plan_check.py).
 
     `available_devices` (from the probe, e.g. `ProbeReport.available_devices()`) adds a warning when the
     device is not on this machine; leave it None to validate for another machine."""
@@ -83,6 +89,10 @@ def validate(layer_map: LayerMap, target: str | Target, settings: LaunchSettings
     facts = _facts_for_pp(layer_map, settings.pp)
     if target.engine == "embedded":
         check = check_embedded(facts, settings)
+    elif target.engine == "vllm":
+        from bringup.core.rules.vllm import check_vllm
+
+        check = check_vllm(facts, settings, layer_map, target.version)
     else:
         check = check_sglang(facts, settings, target.profile)
     findings = list(target.findings) + check.findings
@@ -93,5 +103,15 @@ def validate(layer_map: LayerMap, target: str | Target, settings: LaunchSettings
                 "DEVICE_NOT_ON_THIS_MACHINE", "warning",
                 f"The probe found no {settings.device} device on this machine (it has: {', '.join(available_devices) or 'none'}).",
                 fix="validate for another machine, or pick a device the probe lists", source="bringup probe"))
+    plan = None
+    if device_memory is not None and target.engine == "vllm":
+        from bringup.core.rules.vllm_memory import memory_findings
+
+        findings += memory_findings(check, layer_map, device_memory, memory_how)
+    elif device_memory is not None:
+        from bringup.core.rules.plan_check import plan_findings
+
+        found, plan = plan_findings(layer_map, facts, target.label, settings, check.r, device_memory, memory_how)
+        findings += found
     launch = launch_for(target, model_path or model_path_of(layer_map), settings)
-    return ValidationResult(layer_map.name, target, settings, check.r, findings, launch)
+    return ValidationResult(layer_map.name, target, settings, check.r, findings, launch, plan)

@@ -167,8 +167,14 @@ def load_layer_map(
     progress: Progress | None = None,
     cancel: Cancel | None = None,
 ) -> LayerMap:
+    from bringup.core.families import reads_through_transformers
+
     loaded = load_config(source, progress=progress, cancel=cancel)
-    _step(progress, cancel, "building the layer map", loaded.source)
+    if reads_through_transformers(loaded.config):
+        _step(progress, cancel, "building the layer map through transformers (no family module; a meta-device "
+              "build takes a few seconds)", loaded.source)
+    else:
+        _step(progress, cancel, "building the layer map", loaded.source)
     return layer_map_of(loaded, pp=pp)
 
 

@@ -1,0 +1,189 @@
+"""vLLM's rules for one launch, in the order vLLM applies them: architecture, platform, attention
+backend, the hybrid KV cache (mamba_cache_mode, block size raised to the Mamba page, padding), TP.
+Facts and their file:line are in vllm_facts.py; the memory check (max_num_seqs against the Mamba
+cache blocks) is vllm_memory.py, run when the device's memory is known."""
+
+from __future__ import annotations
+
+from math import ceil
+
+from bringup.core.layermap.vocabulary import LayerMap
+from bringup.core.planner import geometry
+from bringup.core.planner.dtypes import canonical_dtype, dtype_bytes, model_dtype
+from bringup.core.rules import vllm_facts as F
+from bringup.core.rules.check import Check
+from bringup.core.rules.model_facts import ModelFacts
+from bringup.core.rules.settings import LaunchSettings, Resolved
+
+
+def check_vllm(m: ModelFacts, s: LaunchSettings, layer_map: LayerMap, version: str) -> Check:
+    prefix = not s.disable_radix_cache and F.PREFIX_CACHING_DEFAULT.value
+    r = Resolved(device=s.device, attention_backend=None, page_size=s.page_size or F.DEFAULT_BLOCK_SIZE.value,
+                 tp=s.tp, pp=s.pp, dtype=s.dtype, kv_dtype=s.kv_dtype, mamba_ssm_dtype=None, mamba_conv_dtype=None,
+                 radix_cache=prefix, overlap_schedule=True, state_slots_per_request=1 if m.is_hybrid else None)
+    if s.page_size is None:
+        r.why["page_size"] = f"vLLM's default block size {F.DEFAULT_BLOCK_SIZE.value} ({F.DEFAULT_BLOCK_SIZE.source})"
+    c = Check(m, s, r)
+    c.derived["version"] = version
+    _architecture(c)
+    _platform(c)
+    _attention_backend(c)
+    if m.is_hybrid:
+        _mamba_cache_mode(c)
+        _page_alignment(c, layer_map)
+    _tensor_parallel(c)
+    return c
+
+
+def _architecture(c: Check) -> None:
+    arch = c.m.architecture
+    if arch in F.REMOVED:
+        c.add("VLLM_ARCH_REMOVED", "error", f"vLLM removed {arch} after v{F.REMOVED[arch]}.",
+              fix=f"serve it with vllm=={F.REMOVED[arch]} or with SGLang", stage="model load",
+              engine_message=F.REMOVED_MESSAGE.format(arch=arch, last=F.REMOVED[arch]), source=F.REMOVED_SOURCE)
+    elif arch and arch not in F.ARCHITECTURES:
+        c.add("VLLM_ARCH_NOT_READ", "warning",
+              f"{arch} is not among the architectures read from vLLM's registry here, so its support is not predicted.",
+              fix="check vllm/model_executor/models/registry.py of your release", source="core/rules/vllm_facts.py")
+
+
+def _platform(c: Check) -> None:
+    s = c.s
+    if s.device not in F.DEVICES.value:
+        c.add("VLLM_DEVICE", "error", f"vLLM has no in-tree platform for {s.device} (it has {', '.join(F.DEVICES.value)}).",
+              fix="use the vendor's plugin (vllm-ascend for NPU), or another device", source=F.DEVICES.source,
+              stage="start-up")
+    elif c.m.is_hybrid and not F.HYBRID_KV_CACHE.value.get(s.device, False):
+        c.add("VLLM_NO_HYBRID_KV_CACHE", "error",
+              f"Hybrid models need vLLM's hybrid KV cache manager, which the {s.device} platform does not support.",
+              fix="run the hybrid on CUDA, ROCm or XPU", layers=tuple(c.m.state_layers), source=F.HYBRID_KV_CACHE.source,
+              stage="start-up")
+
+
+def _attention_backend(c: Check) -> None:
+    s, r = c.s, c.r
+    if s.device != "xpu":
+        r.attention_backend = s.attention_backend
+        return
+    allowed = F.XPU_ATTENTION.value
+    if s.attention_backend and s.attention_backend.upper() not in allowed:
+        c.add("VLLM_XPU_ATTENTION_BACKEND", "error",
+              f"vLLM on XPU runs attention with {', '.join(allowed)}; {s.attention_backend} is not one of them.",
+              fix="drop --attention-backend (FLASH_ATTN is the XPU default) or pass TRITON_ATTN",
+              engine_message=F.XPU_INVALID_BACKEND.format(mla=c.m.mla), source=F.XPU_INVALID_BACKEND_SOURCE,
+              layers=tuple(c.m.full_attention_layers), stage="model load")
+        return
+    float32 = (s.dtype == "float32") or (s.dtype == "auto" and c.m.config_dtype == "float32")
+    r.attention_backend = (s.attention_backend or ("TRITON_ATTN" if float32 else "FLASH_ATTN")).upper()
+    r.why["attention_backend"] = (f"{'asked' if s.attention_backend else 'the XPU default'}"
+                                  f"{' (float32 falls back to Triton)' if float32 and not s.attention_backend else ''}; "
+                                  f"{F.XPU_ATTENTION.source}")
+
+
+def _mamba_cache_mode(c: Check) -> None:
+    r = c.r
+    r.mamba_strategy = "align" if r.radix_cache else "none"
+    r.why["mamba_strategy"] = ("prefix caching is on by default, so mamba_cache_mode becomes align (Mamba states "
+                               "cached at block boundaries; needs chunked prefill)" if r.radix_cache else
+                               "prefix caching off: mamba_cache_mode none (no Mamba prefix states)")
+    c.add("VLLM_MAMBA_CACHE_MODE", "info", f"mamba_cache_mode: {r.mamba_strategy} ({r.why['mamba_strategy']}).",
+          source=F.MAMBA_CACHE_MODE_SOURCE, layers=tuple(c.m.state_layers))
+
+
+def _dtypes(c: Check, layer_map: LayerMap) -> tuple[str, str, str]:
+    """(kv, conv, ssm) dtypes as vLLM resolves them: the model dtype, NemotronH's float32 SSM default."""
+    s, cfg = c.s, layer_map.config
+    dtype = model_dtype(cfg) if s.dtype == "auto" else canonical_dtype(s.dtype)
+    kv = dtype if s.kv_dtype == "auto" else canonical_dtype(s.kv_dtype)
+    declared = cfg.get("mamba_ssm_cache_dtype") or cfg.get("mamba_ssm_dtype")
+    if s.mamba_ssm_dtype:
+        ssm = s.mamba_ssm_dtype
+    elif c.m.architecture == "NemotronHForCausalLM":  # models/config.py:811-832
+        ssm = declared or "float32"
+    else:
+        ssm = dtype
+    c.r.dtype, c.r.kv_dtype, c.r.mamba_conv_dtype, c.r.mamba_ssm_dtype = dtype, kv, dtype, canonical_dtype(ssm)
+    return kv, dtype, c.r.mamba_ssm_dtype
+
+
+def _page_alignment(c: Check, layer_map: LayerMap) -> None:
+    """The attention block grows until its page holds one Mamba state; the Mamba page is padded to it."""
+    s, r = c.s, c.r
+    kv_dtype, conv_dtype, ssm_dtype = _dtypes(c, layer_map)
+    kv_layers = [l for l in layer_map.layers if l.is_kv]
+    state_layers = [l for l in layer_map.layers if l.is_state]
+    if not kv_layers or not state_layers:
+        return
+    attn_token = max(geometry.kv_bytes_per_token([l], s.tp, dtype_bytes(kv_dtype)) for l in kv_layers)
+    mamba_page = max(sum(geometry.state_bytes_per_request([l], s.tp, dtype_bytes(conv_dtype), dtype_bytes(ssm_dtype)))
+                     for l in state_layers)
+    if not attn_token or not mamba_page:
+        return
+    asked = r.page_size
+    align = max(F.KERNEL_BLOCK_ALIGNMENT.value, asked)
+    block = align * ceil(mamba_page / (align * attn_token))
+    notes = []
+    if block > asked:
+        notes.append(F.BLOCK_RAISED_MESSAGE.format(block=block))
+    else:
+        block = asked
+    if s.device == "xpu" and c.m.family == "gdn" and block % F.XPU_GDN_BLOCK.value:
+        block = ceil(block / F.XPU_GDN_BLOCK.value) * F.XPU_GDN_BLOCK.value
+        notes.append(f"[XPU]Setting attention block size to {block} tokens to ensure multiple of {F.XPU_GDN_BLOCK.value}.")
+    r.page_size = block
+    attn_page = block * attn_token
+    pct = 100 * (attn_page - mamba_page) / mamba_page
+    if notes:
+        r.why["page_size"] = f"raised from {asked} so one attention page holds a Mamba state ({F.PAGE_ALIGNMENT_SOURCE})"
+        c.add("VLLM_BLOCK_SIZE_RAISED", "info",
+              f"vLLM raises the attention block from {asked} to {block} tokens: one Mamba state is "
+              f"{mamba_page:,} B per layer and one token of attention {attn_token:,} B per layer, and both kinds "
+              f"share one page size. Prefix caching works in {block}-token blocks.",
+              engine_message=" ".join(notes), layers=tuple(c.m.full_attention_layers),
+              source=F.PAGE_ALIGNMENT_SOURCE + ("; " + F.XPU_GDN_BLOCK.source if s.device == "xpu" else ""),
+              stage="start-up")
+    if attn_page != mamba_page:
+        c.add("VLLM_MAMBA_PAGE_PADDED", "info",
+              f"Each Mamba page is padded by {pct:.2f}% to the {attn_page:,} B attention page: that share of the "
+              "Mamba cache is unused.", engine_message=F.PADDING_MESSAGE.format(pct=pct),
+              layers=tuple(c.m.state_layers), source=F.PAGE_ALIGNMENT_SOURCE, stage="start-up")
+    c.derived.update(page_bytes=attn_page, layer_counts=(len(kv_layers), len(state_layers)))
+    _groups(c, len(kv_layers), len(state_layers))
+
+
+def _groups(c: Check, attention: int, state: int) -> None:
+    """vLLM's KV cache groups: layers of each kind in groups of one size, the last one padded."""
+    size = F.group_size([attention, state])
+    groups = [-(-attention // size), -(-state // size)]
+    padding = [(-n) % size for n in (attention, state)]
+    message = " ".join(F.PADDING_LAYERS_MESSAGE.format(n=p, pct=100 * p / n)
+                       for p, n in zip(padding, (attention, state)) if p)
+    c.add("VLLM_KV_CACHE_GROUPS", "info",
+          f"vLLM's hybrid KV cache puts the {attention} attention and {state} state layers in groups of {size}: "
+          f"{groups[0]} attention group(s) and {groups[1]} Mamba group(s), one shared block pool"
+          + (f"; {sum(padding)} padding layer(s) take pool memory without holding anything" if any(padding) else "")
+          + ". A running request holds one block per Mamba group.",
+          engine_message=message, layers=tuple(c.m.state_layers) if padding[1] else (),
+          source=F.GROUP_SIZE_SOURCE + ("; " + F.PADDING_LAYERS_SOURCE if message else ""), stage="start-up")
+
+
+def _tensor_parallel(c: Check) -> None:
+    m, tp = c.m, c.s.tp
+    if tp == 1:
+        return
+    if m.attention_heads and m.full_attention_layers and m.attention_heads % tp:
+        c.add("TP_ATTENTION_HEADS", "error", f"{m.attention_heads} attention heads do not split over {tp} TP ranks.",
+              fix=f"use a --tensor-parallel-size that divides {m.attention_heads}", layers=tuple(m.full_attention_layers),
+              engine_message=F.TP_HEADS_MESSAGE.format(heads=m.attention_heads, tp=tp), source=F.TP_HEADS_SOURCE,
+              stage="arguments")
+    if m.family != "mamba2":
+        return
+    if m.mamba_heads and m.mamba_heads % tp:
+        c.add("TP_MAMBA_HEADS", "error", f"{m.mamba_heads} Mamba2 heads do not split over {tp} TP ranks.",
+              fix=f"use a --tensor-parallel-size that divides {m.mamba_heads}", layers=tuple(m.state_layers),
+              engine_message=F.TP_MAMBA_HEADS_MESSAGE, source=F.TP_MAMBA_SOURCE, stage="model load")
+    if m.mamba_groups and m.mamba_groups % tp and m.mamba_groups != 1:
+        c.add("TP_MAMBA_GROUPS", "error",
+              f"{m.mamba_groups} Mamba2 groups do not split over {tp} TP ranks, and vLLM replicates only a single group.",
+              fix=f"use a --tensor-parallel-size that divides {m.mamba_groups}", layers=tuple(m.state_layers),
+              engine_message=F.TP_MAMBA_GROUPS_MESSAGE, source=F.TP_MAMBA_SOURCE, stage="model load")

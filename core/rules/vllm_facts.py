@@ -1,0 +1,107 @@
+"""What vLLM does with a hybrid launch, read from its released source, with file:line beside each fact.
+
+Read from vllm 0.33.0 (the wheel from PyPI, `pip download --no-deps vllm==0.33.0`). A target of
+another release uses these facts with a note saying so (core/rules/vllm_target.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+READ_VERSION = (0, 33, 0)
+
+
+@dataclass(frozen=True)
+class Fact:
+    value: object
+    source: str
+
+
+# vllm/model_executor/models/registry.py:73-... (_TEXT_GENERATION_MODELS): the architectures of the
+# families the workbench reads (core/families), with the module that implements each.
+ARCHITECTURES = {
+    "Qwen3NextForCausalLM": "registry.py:118 qwen3_next",
+    "Qwen3_5ForCausalLM": "registry.py qwen3_5",
+    "NemotronHForCausalLM": "registry.py:186 nemotron_h",
+    "FalconH1ForCausalLM": "registry.py:110 falcon_h1",
+    "JambaForCausalLM": "registry.py:146 jamba",
+    "KimiLinearForCausalLM": "registry.py:148 kimi_linear",
+    "Lfm2ForCausalLM": "registry.py:152 lfm2",
+    "Lfm2MoeForCausalLM": "registry.py lfm2_moe",
+    "Zamba2ForCausalLM": "registry.py:217 zamba2",
+    "GraniteMoeHybridForCausalLM": "registry.py:133 granitemoehybrid",
+    "GptOssForCausalLM": "registry.py:128 gpt_oss",
+    "Gemma3ForCausalLM": "registry.py:114 gemma3",
+    "LlamaForCausalLM": "registry.py llama",
+    "Qwen3ForCausalLM": "registry.py:202 qwen3",
+}
+# registry.py:841-... (_PREVIOUSLY_SUPPORTED_MODELS): removed architectures and the last release with them.
+REMOVED = {"BambaForCausalLM": "0.23.0", "MiniMaxText01ForCausalLM": "0.23.0", "MiniMaxM1ForCausalLM": "0.23.0",
+           "MiniMaxForCausalLM": "0.23.0"}
+REMOVED_SOURCE = "vllm/model_executor/models/registry.py:860-863 (_PREVIOUSLY_SUPPORTED_MODELS), :1231-1238"
+REMOVED_MESSAGE = ("ValueError: Model architecture {arch} was supported in vLLM until v{last}, and is not supported "
+                   "anymore. Please use an older version of vLLM if you want to use this model architecture.")
+
+# Platforms: CUDA, ROCm (torch calls it cuda), XPU and CPU are in-tree; NPU is the vllm-ascend plugin.
+DEVICES = Fact(("cuda", "rocm", "xpu", "cpu"), "vllm/platforms/__init__.py (builtin platform plugins)")
+# The hybrid KV cache manager (attention and Mamba groups in one block pool) is what hybrids need.
+HYBRID_KV_CACHE = Fact({"cuda": True, "rocm": True, "xpu": True, "cpu": False},
+                       "vllm/platforms/cuda.py:683-684, xpu.py:535-536, interface.py:1354-1356 (support_hybrid_kv_cache)")
+
+DEFAULT_BLOCK_SIZE = Fact(16, "vllm/config/cache.py:185, :462-463")
+GPU_MEMORY_UTILIZATION = Fact(0.92, "vllm/config/cache.py:215")
+PREFIX_CACHING_DEFAULT = Fact(True, "vllm/config/cache.py:257")
+# `vllm serve` (OPENAI_API_SERVER): 1024 on devices of >= 70 GiB (not A100, not GB10), else 256.
+MAX_NUM_SEQS_SERVE = Fact(((70, 1024), (0, 256)), "vllm/engine/arg_utils.py:2959-2990 (get_batch_defaults)")
+
+# XPU attention backends: FLASH_ATTN by default; float32 falls back to TRITON_ATTN; TRITON_ATTN and
+# FLASH_ATTN may be asked for; anything else raises.
+XPU_ATTENTION = Fact(("FLASH_ATTN", "TRITON_ATTN", "TRITON_FLASH_ATTN"), "vllm/platforms/xpu.py:191-193, 261-271")
+XPU_INVALID_BACKEND = "ValueError: Invalid attention backend for xpu, with use_mla: {mla}"
+XPU_INVALID_BACKEND_SOURCE = "vllm/platforms/xpu.py:264-268"
+# On XPU a GDN layer's kernel works in 64-token blocks: the attention block is rounded up to 64.
+XPU_GDN_BLOCK = Fact(64, "vllm/platforms/xpu.py:491-521 (update_block_size_for_backend)")
+# Triton and FlashAttention kernels take any multiple of 16 tokens per block.
+KERNEL_BLOCK_ALIGNMENT = Fact(16, "vllm/v1/attention/backends/triton_attn.py:339-340 (MultipleOf(16))")
+
+# Page alignment: the attention block grows until one attention page (block x bytes per token) is
+# at least one Mamba state; the Mamba page is then padded to the attention page exactly.
+PAGE_ALIGNMENT_SOURCE = "vllm/platforms/interface.py:1095-1138 (update_block_size_for_backend)"
+BLOCK_RAISED_MESSAGE = ("Setting attention block size to {block} tokens to ensure that attention page size is >= "
+                        "mamba page size.")
+PADDING_MESSAGE = ("Padding mamba page size by {pct:.2f}% to ensure that mamba page size and attention page size "
+                   "are exactly equal.")
+
+# mamba_cache_mode: "align" with prefix caching (the default), "none" without; align needs chunked prefill.
+MAMBA_CACHE_MODE_SOURCE = "vllm/model_executor/models/config.py:763-786 (MambaModelConfig); config/cache.py:176, 304"
+
+# Group size of the hybrid KV cache: the fewest layers of one kind (or the most, when they are
+# within 1.5x); each block of the pool holds one page for each of group_size layers.
+GROUP_SIZE_SOURCE = "vllm/v1/core/kv_cache_planning.py:521-545 (_get_kv_cache_groups_uniform_page_size), :680"
+PADDING_LAYERS_MESSAGE = "Add {n} padding layers, may waste at most {pct:.2f}% KV cache memory"
+PADDING_LAYERS_SOURCE = "vllm/v1/core/kv_cache_planning.py:533-541"
+# One request of max_model_len must fit: attention layers take cdiv(len, block) pages each, Mamba
+# layers one page (mamba_cache_mode none) or two (align).
+NEEDED_SOURCE = ("vllm/v1/core/kv_cache_planning.py:66-87 (_check_enough_kv_cache_memory); "
+                 "v1/kv_cache_interface.py:643-648 (attention), :1135-1141 (Mamba)")
+NEEDED_MESSAGE = ("ValueError: To serve at least one request with the model's max seq len ({max_len}), ({need:.2f} GiB KV "
+                  "cache is needed, which is larger than the available KV cache memory ({have:.2f} GiB).")
+MAX_SEQS_MESSAGE = ("ValueError: max_num_seqs ({seqs}) exceeds available Mamba cache blocks ({blocks}). Each decode "
+                    "sequence requires one Mamba cache block, so CUDA graph capture cannot proceed.")
+MAX_SEQS_SOURCE = "vllm/config/compilation.py:1517-1531"
+
+# TP: attention heads, Mamba2 heads and groups.
+TP_HEADS_MESSAGE = "ValueError: Total number of attention heads ({heads}) must be divisible by tensor parallel size ({tp})."
+TP_HEADS_SOURCE = "vllm/config/model.py:1558-1564"
+TP_MAMBA_HEADS_MESSAGE = "AssertionError: Tensor parallel world size must divide num heads."
+TP_MAMBA_GROUPS_MESSAGE = "AssertionError: If tensor parallel world size does not divide num_groups, then num_groups must equal 1."
+TP_MAMBA_SOURCE = "vllm/model_executor/layers/mamba/mamba_mixer2.py:315-323"
+
+
+def group_size(counts: list[int]) -> int:
+    """vLLM's hybrid group size for these per-kind layer counts."""
+    counts = [c for c in counts if c]
+    if not counts:
+        return 0
+    low, high = min(counts), max(counts)
+    return high if high < low * 1.5 else low
