@@ -60,13 +60,14 @@ def plan_bytes(model) -> int:
     return total
 
 
-def check_fits(needed: int, free: int, device, what: str = "the weights") -> None:
+def check_fits(needed: int, free: int, device, what: str = "the weights", dtype=None) -> None:
     """Refuse before allocating when `needed` bytes exceed the share of `free` weights may take."""
     if needed > MAX_WEIGHT_SHARE * free:
+        halve = ", --dtype bfloat16" if dtype == torch.float32 else ""
         raise UserError(
             f"{what} need {needed / GB:.2f} GiB but {device} has {free / GB:.2f} GiB free "
-            f"(at most {MAX_WEIGHT_SHARE:.0%} of it goes to weights); use a device with more memory, "
-            "--dtype bfloat16, or a smaller model"
+            f"(at most {MAX_WEIGHT_SHARE:.0%} of it goes to weights); use a device with more memory{halve} "
+            "or a smaller model"
         )
 
 
@@ -137,7 +138,7 @@ def load_dummy_model(source, *, device="cpu", dtype="auto", seed: int = DEFAULT_
     free = devices.free_memory(dev)
     if progress:
         progress(f"dummy weights for {loaded.name}: {needed / GB:.2f} GiB on {dev} ({free / GB:.2f} GiB free)")
-    check_fits(needed, free, dev, f"{loaded.name}'s weights ({str(dt).removeprefix('torch.')})")
+    check_fits(needed, free, dev, f"{loaded.name}'s weights ({str(dt).removeprefix('torch.')})", dt)
     model = build_model(config, device=dev, dtype=dt, name=loaded.name, source=loaded.source)
     fill_dummy_(model, config, seed)
     model.finish_loading()
