@@ -2,8 +2,15 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# A CPU build by default; see README for XPU and CUDA (e.g. TORCH_SPEC="torch --index-url ...").
+# torch comes from PyTorch's own index for the device: CPU by default (a small wheel, no CUDA
+# libraries). For Intel GPUs: TORCH_INDEX=https://download.pytorch.org/whl/xpu (install the Intel
+# GPU driver first, see README); for NVIDIA: the CUDA index that pytorch.org/get-started/locally
+# names for your driver, e.g. TORCH_INDEX=https://download.pytorch.org/whl/cu130.
 TORCH_SPEC ?= torch==2.13.0
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+# --extra-index-url, not --index-url: the rest of torch's dependencies still come from PyPI, and
+# pip prefers the index's local build (2.13.0+cpu) over PyPI's plain 2.13.0 (a CUDA build on Linux).
+TORCH_PIP := $(PY) -m pip install -q $(TORCH_SPEC) $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 STAMP := $(VENV)/.installed
 
 .PHONY: run test bench clean-venv
@@ -11,7 +18,9 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q $(TORCH_SPEC)
+	@# An unreachable index is skipped fast on the first try (a mirror or wheelhouse may serve
+	@# torch); the second try waits for a slow network.
+	$(PY) -c "import torch" 2>/dev/null || $(TORCH_PIP) --retries 0 --timeout 15 || $(TORCH_PIP)
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 

@@ -44,7 +44,7 @@ QListWidget::item:selected { background: #2C3850; }
 
 class DemoWindow(QWidget):
     def __init__(self, profile: DemoProfile | None = None, *, attach_url: str | None = None,
-                 parent: QWidget | None = None) -> None:
+                 api_key: str | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("demo")
         self.setStyleSheet(_STYLE)
@@ -56,7 +56,10 @@ class DemoWindow(QWidget):
         self.best_tok_s = 0.0
         self._owns_engine = attach_url is None
         self.figures: dict = {}
+        self.no_state_layers = False  # set from /server_info: an attention-only model has no state pool
         self.device_text = self.profile.device
+        self.failure = ""  # why the engine is not serving, once it failed (the command's exit code reads it)
+        self.setWindowIcon(QApplication.windowIcon())
 
         title = QLabel(self.profile.title, objectName="demoTitle")
         self.sub = QLabel("", objectName="demoSub")
@@ -119,12 +122,13 @@ class DemoWindow(QWidget):
         c.figures_changed.connect(self._on_figures)
         c.crashed.connect(self._on_crash)
         c.server_info.connect(self._on_info)
+        c.attach_failed.connect(self._on_attach_failed)
         app = QApplication.instance()
         if app is not None:
             app.aboutToQuit.connect(self.shutdown)
         self._update_sub()
         if attach_url:
-            c.attach(attach_url)
+            c.attach(attach_url, api_key)
         else:
             c.launch_embedded(self.profile.model, device=self.profile.device, extra=self.profile.serve_flags())
 
@@ -150,7 +154,8 @@ class DemoWindow(QWidget):
     def _on_ready(self, url: str) -> None:
         self.status.setText("Engine ready · running the pinned prompts")
         self.runner = PromptRunner(url, self.profile.prompts, concurrency=self.profile.concurrency,
-                                   max_tokens=self.profile.max_tokens, temperature=self.profile.temperature, parent=self)
+                                   max_tokens=self.profile.max_tokens, temperature=self.profile.temperature,
+                                   api_key=self.controller.api_key, parent=self)
         self.runner.started.connect(self._on_prompt_started)
         self.runner.piece.connect(self._on_piece)
         self.runner.finished.connect(self._on_prompt_done)
@@ -165,6 +170,9 @@ class DemoWindow(QWidget):
 
         self.device_text = _device_text(info) or self.device_text
         self.running = running_label(info)  # what really runs, random weights labelled as such
+        # An attention-only model (SmolLM2, Llama) keeps no recurrent state: say so rather than
+        # show the per-request slots the engine books for it as a Mamba2 pool.
+        self.no_state_layers = info.get("state_layers") == []
         self._update_sub()
 
     def _update_sub(self) -> None:
@@ -185,13 +193,23 @@ class DemoWindow(QWidget):
         kv = s.kv_used / s.kv_total if s.kv_used is not None and s.kv_total else s.full_token_usage
         state = s.state_used / s.state_total if s.state_used is not None and s.state_total else s.mamba_usage
         self.kv_gauge.set_value(kv, _used_of(s.kv_used, s.kv_total, "tokens"))
-        self.state_gauge.set_value(state, _used_of(s.state_used, s.state_total, "slots"))
+        if self.no_state_layers:
+            self.state_gauge.set_value(None, "none: every layer is attention")
+        else:
+            self.state_gauge.set_value(state, _used_of(s.state_used, s.state_total, "slots"))
 
     def _on_crash(self, code: int, tail: list[str]) -> None:
         from bringup.core.exit_status import exit_text
 
         self.status.setText(f"<span style='color:#FF8A80'>Engine {exit_text(code)}</span>")
         self.output.setPlainText("\n".join(tail[-20:]))
+        last = next((line for line in reversed(tail) if line.strip()), "")
+        self.failure = f"the engine {exit_text(code)}" + (f": {last.strip()}" if last else "")
+
+    def _on_attach_failed(self, why: str) -> None:
+        self.status.setText("<span style='color:#FF8A80'>Not attached</span>")
+        self.output.setPlainText(why)
+        self.failure = why
 
     def _on_prompt_started(self, index: int) -> None:
         self.answers[index] = ""
@@ -205,8 +223,12 @@ class DemoWindow(QWidget):
 
     def _on_prompt_done(self, index: int, timing, error: str) -> None:
         mark = "✕" if error else "✓"
-        figures = f"  ({timing.tok_s:.1f} tok/s)" if timing.tok_s else ""
+        # the server's token count (usage) over the answer's time; chunk counts read low
+        figures = f"  ({timing.tok_s:.1f} tok/s)" if timing.tok_s and timing.tokens_counted_by == "server" else ""
         self.prompts.item(index).setText(f"{mark}  {self.profile.prompts[index]}{figures}")
+
+    def serving(self) -> bool:
+        return not self.failure and self.controller.state in ("ready", "attached")
 
     # leaving
     def shutdown(self) -> None:
@@ -232,10 +254,13 @@ def _used_of(used: float | None, total: float | None, unit: str) -> str:
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", help="demo profile JSON (model, device, settings, prompts); "
                         "default: the bundled Nemotron-3-Nano pattern demo")
-    parser.add_argument("--screenshot", metavar="PNG", help="capture the screen after --after seconds, then exit")
+    parser.add_argument("--screenshot", metavar="PNG",
+                        help="capture the screen after --after seconds, then exit: 0 when the engine served, 1 when "
+                             "it crashed or was not ready by then (the PNG is written either way), 2 for bad input")
     parser.add_argument("--after", type=float, default=30.0, metavar="SECONDS",
                         help="seconds before the screenshot (default 30)")
-    parser.add_argument("--windowed", action="store_true", help="a 1600x900 window instead of full screen")
+    parser.add_argument("--windowed", action="store_true",
+                        help="a 1600x900 window (or smaller, to fit the screen) instead of full screen")
     parser.add_argument("--load-format", choices=("auto", "dummy"), default=None,
                         help="dummy: the profile's model at full size with seeded random weights (speed, not text)")
 
@@ -266,8 +291,16 @@ def main(args: argparse.Namespace) -> int:
 
     quiet_known_noise()
     window = DemoWindow(profile)
-    if args.windowed or args.screenshot:
+    if args.screenshot:
         window.resize(1600, 900)
+        window.show()
+    elif args.windowed:  # 1600x900, or what fits this screen
+        from PySide6.QtCore import QRect
+
+        from bringup.app.window_placement import available_area, fit_rect
+
+        area = available_area()
+        window.setGeometry(fit_rect(QRect(area.x(), area.y(), 1600, 900), area))
         window.show()
     else:
         window.showFullScreen()
@@ -280,6 +313,10 @@ def main(args: argparse.Namespace) -> int:
                 code["value"] = 2
             else:
                 print(f"screenshot written to {path}")
+            if code["value"] == 0 and not window.serving():
+                print(f"bringup demo: {window.failure or 'the engine was not ready after ' + format(args.after, 'g') + ' s'}"
+                      " (see the screenshot and the log above)", file=sys.stderr)
+                code["value"] = 1
             window.close()
             app.quit()
 

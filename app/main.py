@@ -27,7 +27,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--open", metavar="FILE", type=Path, default=None,
                         help="hand a file to that tab, e.g. a crash log to Diagnose (needs --tab)")
     parser.add_argument("--size", metavar="WxH", default=None,
-                        help=f"window size, e.g. 1440x900 (default {WINDOW_SIZE[0]}x{WINDOW_SIZE[1]})")
+                        help="window size, e.g. 1366x768 (default: the size it had last time, kept within the "
+                             f"screen; at first {WINDOW_SIZE[0]}x{WINDOW_SIZE[1]} or less on a smaller screen)")
 
 
 def _parse_size(text: str | None) -> tuple[int, int]:
@@ -49,7 +50,10 @@ def make_app():
     if app is None:
         app = QApplication(sys.argv[:1])
         app.setApplicationName("Bring-up Workbench")
-        app.setDesktopFileName("io.github.bringup.Workbench")
+        app.setDesktopFileName("io.github.bringup.Workbench")  # Wayland: the taskbar finds the .desktop icon by this
+        from bringup.app.main_window import app_icon
+
+        app.setWindowIcon(app_icon())  # X11 taskbars and the window decorations
         app.setStyle("Fusion")
         # The map is drawn light; keep the widgets light too, whatever the desktop's theme.
         app.setPalette(app.style().standardPalette())
@@ -93,8 +97,11 @@ def main(args: argparse.Namespace) -> int:
     quiet_known_noise()
     from bringup.app.main_window import MainWindow
 
-    window = MainWindow()
-    window.resize(*size)
+    window = MainWindow(remember=screenshot is None)
+    if args.size or screenshot is not None:  # a screenshot is the same whatever the user's window remembers
+        window.resize(*size)
+    else:
+        window.restore_state()
     outcome: dict[str, str] = {}
     if args.tab is not None:
         def open_tab() -> None:

@@ -11,6 +11,7 @@ import sys
 import traceback
 
 from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -24,10 +25,20 @@ from PySide6.QtWidgets import (
 )
 
 from bringup.app.layermap.panel import LayerMapPanel
+from bringup.app.leftover_bar import LeftoverEnginesBar
 from bringup.app.loader import ModelLoader
 from bringup.app.model_bar import ModelBar
+from bringup.app.settings import add_recent_model, app_settings
 from bringup.app.theme import STYLE
 from bringup.core.layermap.vocabulary import LayerMap
+
+
+def app_icon() -> QIcon:
+    """packaging/'s icon, as shipped in the package (resources/ links to it)."""
+    from importlib.resources import files
+
+    icon = files("bringup.resources") / "io.github.bringup.Workbench.svg"
+    return QIcon(str(icon)) if icon.is_file() else QIcon()
 
 
 class ErrorBanner(QFrame):
@@ -76,10 +87,14 @@ class MainWindow(QMainWindow):
     model_changed = Signal(object)  # LayerMap | None
     settled = Signal()  # a load ended (shown, failed or cancelled) and the tabs exist
 
-    def __init__(self, parent: QWidget | None = None, *, build_tabs: bool = True) -> None:
+    def __init__(self, parent: QWidget | None = None, *, build_tabs: bool = True, remember: bool = False) -> None:
         super().__init__(parent)
         self.setWindowTitle("Bring-up Workbench")
+        self.setWindowIcon(app_icon())
         self.setStyleSheet(STYLE)
+        self.remember = remember  # only the real app (bringup gui) remembers: scripts and screenshots must not change it
+        self._restore_tab: str | None = None
+        self._closing = False
         self.layer_map: LayerMap | None = None
         self.tabs_built = False
         self._want_tabs = build_tabs
@@ -88,6 +103,7 @@ class MainWindow(QMainWindow):
 
         self.model_bar = ModelBar()
         self.banner = ErrorBanner()
+        self.leftovers = LeftoverEnginesBar()
         self.map_panel = LayerMapPanel()
         self.tabs = QTabWidget()
         self.tabs.setDocumentMode(True)
@@ -107,6 +123,7 @@ class MainWindow(QMainWindow):
         banner_box = QVBoxLayout()
         banner_box.setContentsMargins(12, 6, 12, 0)
         banner_box.addWidget(self.banner)
+        banner_box.addWidget(self.leftovers)
         box.addLayout(banner_box)
         box.addWidget(self.splitter, 1)
         self.setCentralWidget(central)
@@ -124,9 +141,45 @@ class MainWindow(QMainWindow):
         # Zoom, a highlight callout or wrapping change the map's height: refit the splitter.
         self.map_panel.view.height_changed.connect(lambda _h: QTimer.singleShot(0, lambda: self._fit_map(force=False)))
         self.map_panel.view.painted.connect(self._after_paint, Qt.ConnectionType.QueuedConnection)
+        from bringup.app.menu_bar import build_menu_bar
+
+        self.actions_by_name = build_menu_bar(self)
+        self._user_sized_splitter = False
+        self.splitter.splitterMoved.connect(lambda *_: setattr(self, "_user_sized_splitter", True))
+        QTimer.singleShot(0, self.leftovers.check)  # engines an earlier, killed window left behind
+
+    # --- what the window remembers -------------------------------------------------------------
+    def restore_state(self) -> None:
+        """Size and position (kept on screen), the map/tabs split, and (once the tabs exist) the last tab."""
+        from bringup.app.window_placement import place
+
+        s = app_settings()
+        place(self, s.value("window/geometry"))
+        split = s.value("window/splitter")
+        if split is not None and self.splitter.restoreState(split):
+            self._user_sized_splitter = True
+        self._restore_tab = s.value("window/tab") or None
+
+    def save_state(self) -> None:
+        if not self.remember:
+            return
+        s = app_settings()
+        s.setValue("window/geometry", self.saveGeometry())
+        if self._user_sized_splitter:
+            s.setValue("window/splitter", self.splitter.saveState())
+        current = self.tabs.currentWidget()
+        if current is not None:
+            s.setValue("window/tab", getattr(current, "title", ""))
+        for tab in self.tab_widgets():
+            save = getattr(tab, "save_state", None)
+            if callable(save):
+                save(s)
+        s.sync()
 
     # --- loading ------------------------------------------------------------------------------
     def load(self, source: str, pp: int = 1) -> None:
+        if self._closing:
+            return  # hiding an editable combo box can fire `activated`: no load may start as the window goes
         if self.loader.busy and self.loader.current_request() == (source, pp):
             return  # the same request again (Enter and the drop-down both fire): one load is enough
         self.model_bar.set_source(source)
@@ -136,6 +189,8 @@ class MainWindow(QMainWindow):
     def _on_loaded(self, layer_map: LayerMap) -> None:
         self.model_bar.set_busy(False)
         self.banner.hide()
+        if self.remember and layer_map.source:
+            add_recent_model(self.model_bar.source_text() or layer_map.source)
         self.show_layer_map(layer_map)
         origin = f" from {layer_map.source}" if layer_map.source and layer_map.source != layer_map.name else ""
         self.statusBar().showMessage(f"Loaded {layer_map.name}{origin}", 6000)
@@ -156,7 +211,8 @@ class MainWindow(QMainWindow):
         self.model_bar.show_model(layer_map)
         self.map_panel.set_layer_map(layer_map)
         self.setWindowTitle(f"Bring-up Workbench — {layer_map.name}" if layer_map else "Bring-up Workbench")
-        self._fit_map()
+        if not self._user_sized_splitter:
+            self._fit_map()
         for tab in self.tab_widgets():
             self._call_tab(tab, "set_layer_map", layer_map)
         self.model_changed.emit(layer_map)
@@ -172,6 +228,8 @@ class MainWindow(QMainWindow):
         preferred = self.map_panel.preferred_height()
         if not force and preferred == self._fitted_for:
             return
+        if self._user_sized_splitter and not force:
+            return  # the user's split (dragged, or remembered) wins over the fit
         self._fitted_for = preferred
         total = sum(self.splitter.sizes()) or self.height()
         want = min(preferred, int(total * 0.62))
@@ -203,6 +261,15 @@ class MainWindow(QMainWindow):
                 tab = _ErrorTab(spec, f"{type(err).__name__}: {err}")
             self.add_tab(tab)
         self._wire_tabs()
+        s = app_settings()
+        for tab in self.tab_widgets():
+            restore = getattr(tab, "restore_state", None)
+            if callable(restore):
+                restore(s)
+        if self._restore_tab:
+            target = self.tab(self._restore_tab)
+            if target is not None:
+                self.tabs.setCurrentWidget(target)
 
     def _wire_tabs(self) -> None:
         """Tabs that feed each other: validated settings launch the engine, a crash log is diagnosed."""
@@ -272,7 +339,13 @@ class MainWindow(QMainWindow):
         if self.layer_map is not None:
             QTimer.singleShot(0, lambda: self._fit_map(force=False))
 
+    def showEvent(self, event) -> None:  # noqa: N802 (Qt)
+        self._closing = False
+        super().showEvent(event)
+
     def closeEvent(self, event) -> None:
+        self._closing = True
+        self.save_state()
         for tab in self.tab_widgets():  # engines and probes are child processes: end them now
             shutdown = getattr(tab, "shutdown", None)
             if callable(shutdown):

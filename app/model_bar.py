@@ -16,14 +16,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from bringup.app.layermap.facts import human_count
+from bringup.app.layermap.facts import family_note, family_text, human_count
+from bringup.app.elided_label import ElidedLabel
 from bringup.core.layermap.vocabulary import LayerMap
 
 
 def model_facts(layer_map: LayerMap) -> str:
     """'nemotron_h · hybrid: mamba2 · 52 layers · 31.6 B params, 3.58 B active'."""
     parts = [layer_map.model_type or "unknown type"]
-    parts.append(f"hybrid: {layer_map.family}" if layer_map.family else "not hybrid")
+    parts.append(family_text(layer_map))
     parts.append(f"{layer_map.num_layers} layers" + (f" + {len(layer_map.mtp_layers)} MTP" if layer_map.mtp_layers else ""))
     params = f"{human_count(layer_map.params_total)} params"
     if layer_map.params_active:
@@ -45,8 +46,8 @@ class ModelBar(QFrame):
         self.source.setEditable(True)
         self.source.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
         self.source.setMinimumWidth(340)
-        self.source.setToolTip("A catalogue name, a Hugging Face hub id (org/name), a config.json or a model folder")
-        self.source.lineEdit().setPlaceholderText("catalogue name, hub id, config.json or folder")
+        self.source.setToolTip("A catalogue name, a Hugging Face hub id (org/name), a config.json, a .gguf file or a model folder")
+        self.source.lineEdit().setPlaceholderText("catalogue name, hub id, config.json, .gguf or folder")
         self.source.lineEdit().returnPressed.connect(self.request_load)
         self.source.activated.connect(lambda _i: self.request_load())
         self._fill_catalogue()
@@ -67,7 +68,7 @@ class ModelBar(QFrame):
         self.name = QLabel("No model")
         self.name.setObjectName("modelName")
         self.name.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.facts = QLabel("")
+        self.facts = ElidedLabel("")  # elided on a narrow window; the whole line on hover
         self.facts.setObjectName("modelFacts")
 
         self.progress = QProgressBar()
@@ -135,6 +136,9 @@ class ModelBar(QFrame):
             return
         self.name.setText(layer_map.name)
         self.facts.setText(model_facts(layer_map))
+        note = family_note(layer_map)
+        if note:
+            self.facts.setToolTip(model_facts(layer_map) + "\n\n" + note[0].upper() + note[1:] + ".")
         self.name.setToolTip(f"source: {layer_map.source}")
         if self.pp.value() != layer_map.pp_size:
             self.pp.blockSignals(True)
@@ -142,7 +146,8 @@ class ModelBar(QFrame):
             self.pp.blockSignals(False)
 
     def _pick_file(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open a model's config.json", "", "Config (*.json);;All files (*)")
+        path, _ = QFileDialog.getOpenFileName(self, "Open a model's config.json or GGUF file", "",
+                                              "Models (*.json *.gguf);;All files (*)")
         if path:
             self.set_source(path)
             self.request_load()

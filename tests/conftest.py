@@ -3,18 +3,44 @@
 Markers (registered in pyproject.toml):
 - `gpu`: needs a CUDA or XPU device that Triton can use; skipped elsewhere, with the reason.
 - `slow`: starts a real engine or server (seconds each); `pytest -m "not slow"` leaves them out.
+
+The shared model configs must be there (a clear stop, not a collection traceback, when they are
+not), and nothing the tests do may touch the user's own settings or engine records.
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
 import time
 from pathlib import Path
 
 import psutil
 import pytest
 
-SHARED_MODELS = Path(__file__).resolve().parents[2] / "shared" / "models"  # real configs, read in place
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+SHARED_MODELS = SHARED / "models"  # real configs, read in place
 NANO_CONFIG = SHARED_MODELS / "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B.json"
+
+# Set before any test (and so inherited by every child process the tests start).
+_SCRATCH = Path(tempfile.mkdtemp(prefix="bringup-tests-"))
+os.environ["BRINGUP_SETTINGS"] = str(_SCRATCH / "settings.ini")
+os.environ["BRINGUP_ENGINES_DIR"] = str(_SCRATCH / "engines")
+
+
+def pytest_configure(config) -> None:
+    if not SHARED_MODELS.is_dir():
+        pytest.exit(
+            f"the tests read real model configs from {SHARED_MODELS}, which is missing.\n"
+            f"Check out the shared folder next to this repository ({SHARED}: models/, reference/, DESIGN.md), "
+            "or run only tests that need none of it, e.g. `pytest tests/test_layering.py`.",
+            returncode=4)
+
+
+def pytest_unconfigure(config) -> None:
+    import shutil
+
+    shutil.rmtree(_SCRATCH, ignore_errors=True)
 
 
 def _no_gpu_reason() -> str | None:

@@ -59,18 +59,29 @@ def test_crash_is_reported_and_lights_up_the_layer(qtbot):
     assert tab.start_button.isEnabled()  # ready for the next launch
 
 
-def test_attach_to_nothing_shows_no_data_not_zero(qtbot):
+def test_attach_to_a_dead_port_is_never_ready(qtbot):
+    from bringup.core.client.engine_process import free_port
+
     tab = RunTab()
     qtbot.addWidget(tab)
     tab.ensure_plots()
     tab.engine.setCurrentIndex(2)
-    tab.url_field.setText("http://127.0.0.1:9")  # nothing listens there
+    tab.url_field.setText(f"http://127.0.0.1:{free_port()}")  # nothing listens there
+    states, readies = [], []
+    tab.controller.state_changed.connect(states.append)
+    tab.controller.ready.connect(readies.append)
+    with qtbot.waitSignal(tab.controller.attach_failed, timeout=10000) as failed:
+        tab.start()
+    assert "connection refused" in failed.args[0]
+    assert readies == [] and "attached" not in states and "ready" not in states
+    assert tab.controller.state == "unreachable" and not tab.controller.busy
+    assert "Not attached" in tab.stage.text() and "Ready" not in tab.stage.text()
+    assert tab.reason.isVisibleTo(tab) and "connection refused" in tab.reason.text()
+    assert not tab.plots.panel_has_data("KV pool") and not tab.plots.panel_has_data("Throughput")
+    assert tab.start_button.isEnabled() and not tab.chat.send_button.isEnabled()
+    tab.url_field.setText("127.0.0.1:30000")  # no scheme: refused with what to type, before any request
     tab.start()
-    qtbot.waitUntil(lambda: len(tab.plots.history) >= 2, timeout=10000)
-    assert not tab.plots.panel_has_data("KV pool")
-    assert not tab.plots.panel_has_data("Throughput")
-    tab.stop()
-    qtbot.waitUntil(lambda: tab.controller.state == "idle", timeout=5000)
+    assert "http://127.0.0.1:30000" in tab.reason.text() and tab.controller.state == "unreachable"
 
 
 @pytest.mark.slow

@@ -40,7 +40,10 @@ def test_bench_cli_json_runs_engine_and_transformers(tmp_path, capsys):
     code = main(["bench", str(checkpoint), "--device", "cpu", "--num-seqs", "5", "--input-len", "4:12",
                  "--output-len", "3:6", "--seed", "1", "--max-running-requests", "2", "--json"])
     assert code == 0
-    result = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    result = json.loads(captured.out)
+    # a long run is never silent: each phase and each baseline batch says so on stderr
+    assert "engine: running 5 requests" in captured.err and "transformers: batch 3/3 done" in captured.err
     expected = sum(n for _, n in make_workload(5, (4, 12), (3, 6), 1, result_vocab(checkpoint)))
     assert result["output_tokens"] == expected
     assert result["batch_size"] == 2

@@ -17,12 +17,27 @@ SSM_BYTES = 4  # fp32
 
 
 def human_count(n: int | None) -> str:
+    """Three significant digits in the largest unit that keeps the number under 1000 once rounded:
+    999,885,952 is "1.00 B", not "1e+03 M"."""
     if n is None:
         return "—"
-    for size, unit in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
-        if abs(n) >= size:
-            return f"{n / size:.3g} {unit}"
-    return str(n)
+    units = ((1e3, "K"), (1e6, "M"), (1e9, "B"), (1e12, "T"))
+    fitting = [i for i, (size, _) in enumerate(units) if abs(n) >= size]
+    if not fitting:
+        return str(n)
+    i = fitting[-1]
+    text = _three_digits(n / units[i][0])
+    if abs(float(text)) >= 1000 and i + 1 < len(units):  # 999,999 rounds to "1000 K": say "1.00 M"
+        i += 1
+        text = _three_digits(n / units[i][0])
+    return f"{text} {units[i][1]}"
+
+
+def _three_digits(v: float) -> str:
+    """3 significant digits, trailing zeros kept (1.00, 31.6, 358), never an exponent."""
+    a = abs(v)
+    decimals = 2 if a < 9.995 else 1 if a < 99.95 else 0
+    return f"{v:.{decimals}f}"
 
 
 def kv_bytes_per_token(layer: Layer) -> int:
@@ -119,11 +134,46 @@ def compact_ranges(indices: list[int]) -> str:
     return ", ".join(parts)
 
 
+# The mixer each of SGLang's hybrid families is named after, and how to say a mixer in words.
+_FAMILY_MIXER = {"mamba2": {"mamba2", "attention+mamba2"}, "gdn": {"gated_delta_net"},
+                 "kimi_linear": {"kimi_delta_attention"}, "linear_attn": {"lightning_attention"}}
+_MIXER_WORDS = {"short_conv": "short convolutions", "mamba": "Mamba1 layers", "mamba2": "Mamba2 layers",
+                "gated_delta_net": "gated DeltaNet layers", "kimi_delta_attention": "KDA layers",
+                "lightning_attention": "lightning attention layers"}
+
+
+def family_note(layer_map: LayerMap) -> str:
+    """Why a model carries a family name its layers do not have, e.g. LFM2's "mamba2": it is
+    SGLang's grouping (which state cache it uses), not what the layers are. '' when they agree."""
+    family = layer_map.family
+    if not family:
+        return ""
+    state = {layer_map.layers[i].mixer for i in layer_map.state_layers} if layer_map.layers else set()
+    if not state or state & _FAMILY_MIXER.get(family, {family}):
+        return ""
+    what = ", ".join(sorted(_MIXER_WORDS.get(m, m) for m in state))
+    return (f"\"{family}\" is SGLang's grouping (the state cache it uses for this model); "
+            f"its state layers are {what}")
+
+
+def family_text(layer_map: LayerMap) -> str:
+    """'hybrid: mamba2', or with the note when the name is only SGLang's grouping."""
+    if not layer_map.family:
+        return "not hybrid"
+    note = family_note(layer_map)
+    if not note:
+        return f"hybrid: {layer_map.family}"
+    state = {layer_map.layers[i].mixer for i in layer_map.state_layers}
+    what = "/".join(sorted(_MIXER_WORDS.get(m, m).split()[0] if m != "short_conv" else "short conv" for m in state))
+    return f"hybrid: {layer_map.family} (SGLang's grouping; state layers are {what})"
+
+
 def model_summary(layer_map: LayerMap) -> list[tuple[str, str]]:
     """Rows for the details panel when no layer is selected."""
     rows = [
         ("type", f"{layer_map.model_type}" + (f" ({layer_map.architecture})" if layer_map.architecture else "")),
-        ("hybrid family", layer_map.family or "none (no recurrent layers)"),
+        ("hybrid family", (layer_map.family or "none (no recurrent layers)")
+         + (f" ({family_note(layer_map)})" if family_note(layer_map) else "")),
         ("layers", str(layer_map.num_layers)),
         ("full attention", compact_ranges(layer_map.full_attention_layers) or "none"),
     ]

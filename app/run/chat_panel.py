@@ -6,9 +6,10 @@ import html
 import threading
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import (QDoubleSpinBox, QFormLayout, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton,
+from PySide6.QtWidgets import (QDoubleSpinBox, QFormLayout, QHBoxLayout, QPlainTextEdit, QPushButton,
                                QSpinBox, QTextBrowser, QVBoxLayout, QWidget)
 
+from bringup.app.elided_label import ElidedLabel
 from bringup.core.client.chat import AnswerTiming, stream_chat
 
 
@@ -38,7 +39,7 @@ class ChatPanel(QWidget):
         self.max_tokens = QSpinBox(minimum=1, maximum=8192, value=128)
         self.temperature = QDoubleSpinBox(minimum=0.0, maximum=2.0, singleStep=0.1, value=0.7)
         self.top_p = QDoubleSpinBox(minimum=0.05, maximum=1.0, singleStep=0.05, value=1.0)
-        self.figures = QLabel("—")
+        self.figures = ElidedLabel("—")  # an error can be a page long: it must not widen the window
         form = QFormLayout()
         form.addRow("max tokens", self.max_tokens)
         form.addRow("temperature", self.temperature)
@@ -112,12 +113,14 @@ class ChatPanel(QWidget):
             parts.append(f"{timing.tok_s:.1f} tok/s")
         if timing.decode_tok_s is not None:
             parts.append(f"2nd+ {timing.decode_tok_s:.1f} tok/s")
-        parts.append(f"{timing.tokens} tokens")
+        counted = "" if timing.tokens_counted_by == "server" else " (stream chunks: the server sent no token count)"
+        parts.append(f"{timing.tokens} tokens{counted}")
         self.figures.setText(" · ".join(parts) if not error else f"error: {error}")
         if error:
             self.transcript.append(f"<p style='color:#C62828'>{html.escape(error)}</p>")
         sample = {"prompt": self._prompt, "answer": self._answer, "ttft_s": timing.ttft_s, "tok_s": timing.tok_s,
-                  "decode_tok_s": timing.decode_tok_s}
+                  "decode_tok_s": timing.decode_tok_s, "tokens": timing.tokens, "chunks": timing.chunks,
+                  "tokens_counted_by": timing.tokens_counted_by}
         self.samples.append(sample)
         self.answered.emit(sample)
         self.send_button.setEnabled(self.base_url is not None)

@@ -7,21 +7,27 @@ blocks the window: stopping runs in a thread too, because killing a tree may wai
 
 from __future__ import annotations
 
+import http.client
 import importlib.util
 import sys
 import threading
 import time
-import urllib.error
 import urllib.request
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from bringup.core.client.engine_lifetime import redact_argv
 from bringup.core.client.engine_process import EngineProcess, free_port
 from bringup.core.client.metrics_scrape import EngineSample, MetricsReader, fetch_metrics
+from bringup.core.client.server_http import get, split_base_url, why_unreachable
 from bringup.core.client.startup_log import StartupState
 from bringup.core.launch import Endpoint, Launch
 
 SCRAPE_INTERVAL_S = 0.25
+# A scrape that takes longer counts as no answer: a lost engine shows as lost within a second.
+SCRAPE_TIMEOUT_S = 0.6
+# Attach: how long /metrics may take to give a first sample before the attach is refused.
+ATTACH_METRICS_S = 8.0
 
 
 def sglang_installed() -> bool:
@@ -36,9 +42,14 @@ class EngineController(QObject):
     sample = Signal(object)  # EngineSample
     crashed = Signal(int, list)  # exit code, last log lines
     stopped = Signal()
-    state_changed = Signal(str)  # idle | starting | ready | attached | stopping | crashed
+    # idle | starting | connecting | ready | attached | lost | stopping | crashed | unreachable
+    state_changed = Signal(str)
     server_info = Signal(dict)  # GET /server_info once ready (device, pools predicted vs allocated)
+    attach_failed = Signal(str)  # why an attach never became Ready
+    lost = Signal(str)  # a Ready engine stopped answering: why
+    regained = Signal()  # ... and answers again
     _stop_done = Signal()  # from the stopping thread back to the GUI thread
+    _scrape_event = Signal(str, str)  # (kind, detail) from the scraper thread: metrics | lost | back | refused
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -55,6 +66,8 @@ class EngineController(QObject):
         self._watch.timeout.connect(self._check_process)
         self.log_line.connect(self._on_line)
         self._stop_done.connect(self._on_stop_done)
+        self._scrape_event.connect(self._on_scrape_event)
+        self.lost_reason = ""
 
     # lifecycle
     def _set_state(self, state: str) -> None:
@@ -63,7 +76,7 @@ class EngineController(QObject):
 
     @property
     def busy(self) -> bool:
-        return self.state in ("starting", "ready", "attached", "stopping")
+        return self.state in ("starting", "connecting", "ready", "attached", "lost", "stopping")
 
     def start(self, launch: Launch, *, host: str = "127.0.0.1") -> Endpoint:
         """Start `launch` (as Validate showed it) on a free port of `host`, with this interpreter."""
@@ -84,23 +97,31 @@ class EngineController(QObject):
             raise RuntimeError("an engine is already running; stop it first")
         self.startup = StartupState()
         self.base_url = base_url
-        self.process = EngineProcess(argv, on_line=self.log_line.emit)  # emitted from the reader thread
+        self.process = EngineProcess(argv, on_line=self.log_line.emit, url=base_url)  # emitted from the reader thread
         self._set_state("starting")
         self.stage_changed.emit("starting", 0.02)
-        self.log_line.emit("$ " + " ".join(argv))
+        self.log_line.emit("$ " + " ".join(redact_argv(argv)))  # a key on the command line stays out of the log
         self.process.start()
         self._watch.start()
 
     def attach(self, base_url: str, api_key: str | None = None) -> None:
-        """Follow a server that is already running (ours, or SGLang with --enable-metrics)."""
+        """Follow a server that is already running (ours, or SGLang with --enable-metrics).
+
+        It is Ready ("attached") only once /health answers and /metrics gives a first sample;
+        until then the state is "connecting", and a server that never gets there is refused with
+        the reason (`attach_failed`), never shown as Ready."""
         if self.busy:
             raise RuntimeError("an engine is already running; stop it first")
-        self.base_url = base_url.rstrip("/")
-        self.api_key = api_key
+        try:
+            split_base_url(base_url)
+        except ValueError as err:
+            raise RuntimeError(str(err)) from None
+        self.base_url = base_url.strip().rstrip("/")
+        self.api_key = api_key or None
         self.process = None
-        self._set_state("attached")
-        self.ready.emit(self.base_url)
-        self._start_scraper()
+        self._set_state("connecting")
+        self.stage_changed.emit("connecting", 0.3)
+        self._start_scraper(attach=True)
 
     def stop(self) -> None:
         """Stop scraping; end the launched process tree (in a thread). Attached servers stay up."""
@@ -133,6 +154,8 @@ class EngineController(QObject):
 
     # log and process watch
     def _on_line(self, line: str) -> None:
+        if line.startswith("$ "):
+            return  # our own echo of the command: its arguments are not the engine's start-up
         if self.startup.feed(line):
             self.stage_changed.emit(self.startup.stage, self.startup.progress)
             self.figures_changed.emit(dict(self.startup.figures))
@@ -143,7 +166,7 @@ class EngineController(QObject):
 
     def _check_process(self) -> None:
         proc = self.process
-        if proc is None or self.state not in ("starting", "ready"):
+        if proc is None or self.state not in ("starting", "ready", "lost"):
             return
         code = proc.poll()
         if code is None:
@@ -156,29 +179,86 @@ class EngineController(QObject):
         self.crashed.emit(code, proc.tail(60))
 
     # metrics
-    def _start_scraper(self) -> None:
+    def _start_scraper(self, attach: bool = False) -> None:
         self._stop_scraper()
         self._scrape_stop = threading.Event()
         stop_event, url, key = self._scrape_stop, self.base_url, self.api_key
+        launched = not attach and self.process is not None
 
         def _loop() -> None:
+            try:
+                _scrape()
+            except RuntimeError:  # the controller was deleted under the thread (its window closed): stop
+                stop_event.set()
+
+        def _scrape() -> None:
+            if attach:
+                try:
+                    get(url, "/health", key, timeout=1.5)
+                except (OSError, ValueError, http.client.HTTPException) as err:
+                    self._scrape_event.emit("refused", f"{url}/health did not answer: {why_unreachable(err)}")
+                    return
             info = _get_json(f"{url}/server_info", key)
             if isinstance(info, dict) and not stop_event.is_set():
                 self.info = info
                 self.server_info.emit(info)
             reader = MetricsReader()
+            answering, first, slow_misses = True, True, 0
+            deadline = time.monotonic() + ATTACH_METRICS_S
             while not stop_event.is_set():
                 t = time.monotonic()
+                problem = ""
                 try:
-                    sample = reader.sample(fetch_metrics(url, timeout=1.0, api_key=key), t)
-                except (OSError, urllib.error.URLError, ValueError):
+                    sample = reader.sample(fetch_metrics(url, timeout=SCRAPE_TIMEOUT_S, api_key=key), t)
+                    if reader.prefix is None:
+                        problem = "/metrics has no engine figures (SGLang needs --enable-metrics)"
+                except (OSError, ValueError, http.client.HTTPException) as err:
                     sample = EngineSample(t=t)  # unreachable: a gap, not a false zero
-                if not stop_event.is_set():
-                    self.sample.emit(sample)
+                    problem = why_unreachable(err)
+                if stop_event.is_set():
+                    break
+                if not problem:
+                    slow_misses = 0
+                if attach and first:  # Ready only once the figures really arrive
+                    if not problem:
+                        first = False
+                        self._scrape_event.emit("metrics", "")
+                    elif time.monotonic() > deadline or "API key" in problem:
+                        self._scrape_event.emit("refused", f"{url}/metrics: {problem}")
+                        return
+                elif problem and answering:
+                    slow_misses = slow_misses + 1 if "timed out" in problem else 0
+                    # A launched engine's death is seen by the process watch at once; a slow answer
+                    # from its busy CPU is given one more chance before it is called lost.
+                    if not (launched and 0 < slow_misses < 2):
+                        answering = False
+                        self._scrape_event.emit("lost", problem)
+                elif not problem and not answering:
+                    answering = True
+                    self._scrape_event.emit("back", "")
+                self.sample.emit(sample)
                 stop_event.wait(max(0.0, SCRAPE_INTERVAL_S - (time.monotonic() - t)))
 
         self._scraper = threading.Thread(target=_loop, name="metrics-scraper", daemon=True)
         self._scraper.start()
+
+    def _on_scrape_event(self, kind: str, detail: str) -> None:
+        if kind == "metrics" and self.state == "connecting":
+            self._set_state("attached")
+            self.ready.emit(self.base_url or "")
+        elif kind == "refused" and self.state == "connecting":
+            self._scrape_stop.set()
+            self._set_state("unreachable")
+            self.attach_failed.emit(detail)
+        elif kind == "lost" and self.state in ("ready", "attached"):
+            self._state_before_lost = self.state
+            self.lost_reason = detail
+            self._set_state("lost")
+            self.lost.emit(detail)
+        elif kind == "back" and self.state == "lost":
+            self.lost_reason = ""
+            self._set_state(getattr(self, "_state_before_lost", "attached"))
+            self.regained.emit()
 
     def _stop_scraper(self) -> None:
         self._scrape_stop.set()

@@ -17,6 +17,8 @@ from bringup.app.run.ring import RingSeries
 from bringup.core.client.metrics_scrape import EngineSample
 
 # (panel title, unit, [(series, label, colour, dashed)], scale applied for display)
+# Latency comes as one mean per scrape interval that saw a request finish, so most intervals have
+# none: those series are drawn as points (POINT_SERIES), which show even when no two are adjacent.
 PANELS = [
     ("KV pool", "tokens", [("kv_used", "used", "#E8913A", False), ("kv_total", "total", "#B5621A", True)], 1.0),
     ("State pool", "slots", [("state_used", "used", "#4F86B8", False), ("state_total", "total", "#2B5797", True)], 1.0),
@@ -27,6 +29,16 @@ PANELS = [
     ("Latency", "ms", [("ttft_s", "time to first token", "#A77AA6", False), ("itl_s", "inter-token", "#6FB7C9", False)], 1000.0),
 ]
 SERIES = [name for _, _, lines, _ in PANELS for name, *_ in lines]
+POINT_SERIES = {"ttft_s", "itl_s"}
+
+
+def legend_html(lines: list[tuple[str, str, str, bool]]) -> str:
+    """The legend as text in the panel's title, above the plot: it never sits on the data."""
+    marks = []
+    for name, label, colour, dashed in lines:
+        glyph = "●" if name in POINT_SERIES else ("╌╌" if dashed else "━━")
+        marks.append(f"<span style='color:{colour}'>{glyph}</span>&nbsp;{label}")
+    return "&nbsp;&nbsp;".join(marks)
 WINDOW_S = 120.0  # what "follow" shows; zoom out with the mouse for the whole hour
 
 
@@ -48,17 +60,21 @@ class LivePlots(QWidget):
             w = pg.PlotWidget()
             w.setMinimumHeight(150)
             item = w.getPlotItem()
-            item.setTitle(f"<span style='font-size:10pt'><b>{title}</b>{' (' + unit + ')' if unit else ''}</span>")
+            item.setTitle(f"<span style='font-size:10pt'><b>{title}</b>{' (' + unit + ')' if unit else ''}</span>"
+                          f"<br><span style='font-size:8pt'>{legend_html(lines)}</span>")
             item.showGrid(x=True, y=True, alpha=0.25)
             item.setLabel("bottom", "seconds")
-            item.addLegend(offset=(6, 4), labelTextSize="8pt")
             item.setMouseEnabled(x=True, y=False)
             item.setLimits(yMin=0)  # every series is a count, a rate or a share: no negative axis on flat zeros
             item.setDownsampling(auto=True, mode="peak")
             item.setClipToView(True)
             for name, label, colour, dashed in lines:
                 pen = pg.mkPen(colour, width=2, style=Qt.PenStyle.DashLine if dashed else Qt.PenStyle.SolidLine)
-                curve = item.plot([], [], pen=pen, name=label, connect="finite")
+                if name in POINT_SERIES:
+                    curve = item.plot([], [], pen=None, symbol="o", symbolSize=6, symbolBrush=colour,
+                                      symbolPen=None, name=label)
+                else:
+                    curve = item.plot([], [], pen=pen, name=label, connect="finite")
                 self._curves[name] = curve
                 self._scale[name] = scale
             text = pg.TextItem("no data", color="#7B8394", anchor=(0.5, 0.5))
@@ -95,7 +111,12 @@ class LivePlots(QWidget):
             return
         t = self.history.times()
         for name, curve in self._curves.items():
-            curve.setData(t, self.history.values(name) * self._scale[name] if len(t) else np.array([]))
+            y = self.history.values(name) * self._scale[name] if len(t) else np.array([])
+            if name in POINT_SERIES and len(t):  # points: only the intervals that measured one
+                keep = np.isfinite(y)
+                curve.setData(t[keep], y[keep])
+            else:
+                curve.setData(t, y)
         for text, names, item in self._no_data:
             has = any(self.history.has_data(n) for n in names)
             text.setVisible(not has)

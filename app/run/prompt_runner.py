@@ -16,8 +16,9 @@ class PromptRunner(QObject):
     finished = Signal(int, object, str)  # index, AnswerTiming, error ("" when fine)
 
     def __init__(self, base_url: str, prompts: list[str], *, concurrency: int = 4, max_tokens: int = 96,
-                 temperature: float = 0.7, parent: QObject | None = None) -> None:
+                 temperature: float = 0.7, api_key: str | None = None, parent: QObject | None = None) -> None:
         super().__init__(parent)
+        self.api_key = api_key
         self.base_url, self.prompts = base_url, list(prompts)
         self.concurrency, self.max_tokens, self.temperature = concurrency, max_tokens, temperature
         self._stop = threading.Event()
@@ -45,7 +46,8 @@ class PromptRunner(QObject):
             try:
                 messages = [{"role": "user", "content": self.prompts[index]}]
                 for piece in stream_chat(self.base_url, messages, max_tokens=self.max_tokens,
-                                         temperature=self.temperature, timing=timing, should_stop=self._stop.is_set):
+                                         temperature=self.temperature, api_key=self.api_key, timing=timing,
+                                         should_stop=self._stop.is_set):
                     self.piece.emit(index, piece)
                 self.finished.emit(index, timing, "")
             except OSError as err:

@@ -219,8 +219,15 @@ class PlanTab(QWidget):
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QScrollArea.Shape.NoFrame)
         scroll.setWidget(right_widget)
+        # The form scrolls on a short window rather than taking the layer map's room.
+        controls_scroll = QScrollArea()
+        controls_scroll.setWidgetResizable(True)
+        controls_scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        controls_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        controls_scroll.setWidget(controls)
+        controls_scroll.setFixedWidth(controls.maximumWidth() + controls_scroll.verticalScrollBar().sizeHint().width() + 4)
         layout = QHBoxLayout(self)
-        layout.addWidget(controls, 0, Qt.AlignmentFlag.AlignTop)
+        layout.addWidget(controls_scroll, 0)
         layout.addWidget(scroll, 1)
 
         self.target.currentTextChanged.connect(self._target_chosen)

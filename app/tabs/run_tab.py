@@ -8,10 +8,13 @@ from html import escape
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import (QApplication, QComboBox, QFileDialog, QHBoxLayout, QLabel, QLineEdit, QMessageBox,
-                               QProgressBar, QPushButton, QSplitter, QTabWidget, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QApplication, QComboBox, QFileDialog, QFrame, QHBoxLayout, QLabel, QLineEdit,
+                               QMessageBox, QProgressBar, QPushButton, QScrollArea, QSizePolicy, QSplitter,
+                               QTabWidget, QVBoxLayout, QWidget)
 
+from bringup.app.elided_label import ElidedLabel
 from bringup.app.layermap.highlight import Highlight
+from bringup.app.run.api_key_field import ApiKeyField
 from bringup.app.run.chat_panel import ChatPanel
 from bringup.app.run.engine_controller import EngineController, sglang_installed
 from bringup.app.run.load_panel import LoadPanel
@@ -70,7 +73,8 @@ class RunTab(QWidget):
                                 "with seeded random weights made on the device (works from a catalogue name or a "
                                 "config.json alone; its text is noise)")
         self.url_field = QLineEdit("http://127.0.0.1:30000")
-        self.url_field.setToolTip("A running server: ours, or SGLang started with --enable-metrics")
+        self.url_field.setToolTip("A running server (http:// or https://): ours, or SGLang started with --enable-metrics")
+        self.key_field = ApiKeyField()
         self.start_button = QPushButton("Start")
         self.start_button.setDefault(True)
         self.start_button.clicked.connect(self.start)
@@ -81,24 +85,37 @@ class RunTab(QWidget):
         self.report_button = QPushButton("Export report…")
         self.report_button.clicked.connect(self._ask_report_path)
         bar = QHBoxLayout()
-        for label, w, stretch in (("Engine", self.engine, 0), ("Model", self.model_field, 2), ("Device", self.device, 0),
-                                  ("Weights", self.weights, 0), ("URL", self.url_field, 1)):
+        self._launch_fields: list[QWidget] = []  # shown for a launch
+        self._attach_fields: list[QWidget] = []  # shown for an attach
+        for label, w, stretch, group in (("Engine", self.engine, 0, None), ("Model", self.model_field, 2, "launch"),
+                                         ("Device", self.device, 0, "launch"), ("Weights", self.weights, 0, "launch"),
+                                         ("URL", self.url_field, 2, "attach"),
+                                         ("Key", self.key_field, 1, "attach")):
             lab = QLabel(label)
             lab.setBuddy(w)
             bar.addWidget(lab)
             bar.addWidget(w, stretch)
+            if group:
+                (self._launch_fields if group == "launch" else self._attach_fields).extend([lab, w])
         for b in (self.start_button, self.stop_button, self.demo_button, self.report_button):
             bar.addWidget(b)
 
-        # status line
+        # status line: one line each, elided (the whole text on hover and Copy); the reason for a
+        # crash or a refused attach wraps below in full
         self.progress = QProgressBar(maximum=100, textVisible=False)
         self.progress.setMaximumHeight(8)
-        self.stage = QLabel("No engine running.")
-        self.figures = QLabel()
-        self.figures.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.stage = ElidedLabel("No engine running.")
+        self.figures = ElidedLabel()
+        self.reason = QLabel()
+        self.reason.setWordWrap(True)
+        self.reason.setTextFormat(Qt.TextFormat.PlainText)
+        self.reason.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.reason.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Minimum)
+        self.reason.setObjectName("runReason")
+        self.reason.hide()
         status = QHBoxLayout()
-        status.addWidget(self.stage, 1)
-        status.addWidget(self.figures)
+        status.addWidget(self.stage, 3)
+        status.addWidget(self.figures, 2)
 
         # graphs (left) and log / chat / load (right)
         self.plots_box = QWidget()
@@ -109,7 +126,7 @@ class RunTab(QWidget):
         self.csv_button = QPushButton("Export CSV…")
         self.png_button = QPushButton("Export PNG…")
         plot_bar = QHBoxLayout()
-        plot_bar.addWidget(QLabel("<b>Live metrics</b> (drag to pan, wheel to zoom)"), 1)
+        plot_bar.addWidget(ElidedLabel("<b>Live metrics</b> (drag to pan, wheel to zoom)"), 1)
         for b in (self.pause_button, self.clear_button, self.csv_button, self.png_button):
             plot_bar.addWidget(b)
         self._plots_layout.addLayout(plot_bar)
@@ -121,16 +138,25 @@ class RunTab(QWidget):
         self.side.addTab(self.chat, "Chat")
         self.side.addTab(self.load, "Load")
         split = QSplitter(Qt.Orientation.Horizontal)
+        split.setObjectName("runSplitter")
         split.addWidget(self.plots_box)
         split.addWidget(self.side)
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 2)
+        self.split = split
 
         layout = QVBoxLayout(self)
         layout.addLayout(bar)
         layout.addWidget(self.progress)
         layout.addLayout(status)
-        layout.addWidget(split, 1)
+        layout.addWidget(self.reason)
+        # On a short window the graphs and the side panel scroll instead of taking the layer map's room.
+        lower = QScrollArea()
+        lower.setWidgetResizable(True)
+        lower.setFrameShape(QFrame.Shape.NoFrame)
+        lower.setWidget(split)
+        lower.setMinimumHeight(120)
+        layout.addWidget(lower, 1)
 
         c = self.controller
         c.log_line.connect(self.log.append)
@@ -141,6 +167,10 @@ class RunTab(QWidget):
         c.stopped.connect(self._on_stopped)
         c.state_changed.connect(self._sync_buttons)
         c.server_info.connect(self._on_info)
+        c.attach_failed.connect(self._on_attach_failed)
+        c.lost.connect(self._on_lost)
+        c.regained.connect(self._on_regained)
+        self.url_field.editingFinished.connect(self._recall_key)
         self.log.diagnose_requested.connect(self.diagnose_text)
         self.log.line_clicked.connect(self.explain_line)
         app = QApplication.instance()
@@ -212,17 +242,21 @@ class RunTab(QWidget):
         self.log.clear()
         self.crash_findings = []
         self.highlight_requested.emit(None)
+        self._set_reason("")
         kind = self.engine.currentIndex()
         try:
             if kind == 2:
-                self.controller.attach(self.url_field.text().strip())
+                url = self.url_field.text().strip()
+                self.controller.attach(url, self.key_field.key())
+                self.key_field.keep_for(url)
             else:
                 launch = self.next_launch()
                 if launch.engine == "embedded" and self.weights.currentText() == "dummy":
                     launch = launch.with_(extra=launch.extra + ("--load-format", "dummy"))
                 self.controller.start(launch)
         except (OSError, RuntimeError) as err:
-            self.stage.setText(f"<span style='color:#C62828'>Could not start: {err}</span>")
+            self.stage.setText("<span style='color:#C62828'>Could not start</span>")
+            self._set_reason(str(err))
             return
         if self.controller.base_url and kind != 2:
             self.url_field.setText(self.controller.base_url)
@@ -236,11 +270,29 @@ class RunTab(QWidget):
         self.load.stop()
         self.controller.stop_blocking()
 
+    # what the window remembers (QSettings; never the API key)
+    def save_state(self, settings) -> None:
+        settings.setValue("run/splitter", self.split.saveState())
+        settings.setValue("run/url", self.url_field.text().strip())
+        settings.setValue("run/side_tab", self.side.currentIndex())
+
+    def restore_state(self, settings) -> None:
+        split = settings.value("run/splitter")
+        if split is not None:
+            self.split.restoreState(split)
+        url = settings.value("run/url")
+        if url and not self.controller.busy:
+            self.url_field.setText(str(url))
+            self._recall_key()
+        side = settings.value("run/side_tab")
+        if side is not None and str(side).isdigit():
+            self.side.setCurrentIndex(int(side))
+
     def open_demo(self) -> None:
         from bringup.app.demo import DemoWindow
 
         attach = self.controller.base_url if self.controller.state in ("ready", "attached") else None
-        self._demo = DemoWindow(attach_url=attach)
+        self._demo = DemoWindow(attach_url=attach, api_key=self.controller.api_key if attach else None)
         self._demo.showFullScreen()
 
     # controller events
@@ -284,7 +336,8 @@ class RunTab(QWidget):
 
         # Killed by a signal, the last log line is whatever came before ("ready to roll!"): say why instead.
         why = likely_cause(code) if code < 0 else (tail[-1] if tail else "")
-        self.stage.setText(f"<b style='color:#C62828'>Engine {exit_text(code)}</b> · {escape(why[:160])}")
+        self.stage.setText(f"<b style='color:#C62828'>Engine {exit_text(code)}</b> · {escape(why)}")
+        self._set_reason(why)  # whole, wrapped: a refusal explains itself in more than a line
         self.progress.setValue(0)
         text = self.log.text()
         self.crash_log.emit(text)
@@ -292,6 +345,28 @@ class RunTab(QWidget):
         from bringup.core.exit_status import exit_finding
 
         self.crash_findings.insert(0, exit_finding(code))
+
+    def _on_attach_failed(self, why: str) -> None:
+        self.progress.setValue(0)
+        self.stage.setText(f"<b style='color:#C62828'>Not attached</b> · {escape(self.controller.base_url or '')}")
+        self._set_reason(why)
+
+    def _on_lost(self, why: str) -> None:
+        self.stage.setText(f"<b style='color:#C62828'>Lost</b> · {escape(self.controller.base_url or '')} · {escape(why)}")
+        self._set_reason(f"The engine stopped answering: {why}. The graphs show a gap until it answers again; "
+                         "Stop ends the session.")
+
+    def _on_regained(self) -> None:
+        self._set_reason("")
+        self._on_ready(self.controller.base_url or "")
+
+    def _set_reason(self, text: str) -> None:
+        self.reason.setText(text)
+        self.reason.setToolTip(text if len(text) > 200 else "")
+        self.reason.setVisible(bool(text))
+
+    def _recall_key(self) -> None:
+        self.key_field.recall_for(self.url_field.text().strip())
 
     def _on_stopped(self) -> None:
         self.stage.setText("Engine stopped.")
@@ -332,9 +407,10 @@ class RunTab(QWidget):
 
     def _engine_changed(self) -> None:
         attach = self.engine.currentIndex() == 2
-        self.url_field.setEnabled(attach)
-        self.model_field.setEnabled(not attach)
-        self.device.setEnabled(not attach)
+        for w in self._attach_fields:
+            w.setVisible(attach)
+        for w in self._launch_fields:
+            w.setVisible(not attach)
 
     def _sync_buttons(self, *_args) -> None:
         busy = self.controller.busy

@@ -37,6 +37,7 @@ from bringup.app.layermap.highlight import Highlight
 from . import validate_logic as logic
 from .findings_widgets import FindingsList, as_dict, layer_rows, severity_style
 from .matrix_widgets import CompatMatrixView
+from .numerics_panel import NumericsPanel
 from .probe_runner import ProbeRunner
 from .validate_widgets import LaunchCommand, ProbeChecklist, ResolvedTable
 
@@ -167,6 +168,9 @@ class ValidateTab(QWidget):
         self.side.addTab(grid_scroll, "Compatibility matrix")
         self.side.addTab(self.resolved, "Resolved settings")
         self.side.addTab(self.probe, "This machine")
+        self.numerics = NumericsPanel()  # compare with the reference, check kernels (background children)
+        self.numerics.highlight_requested.connect(self.highlight_requested)
+        self.side.addTab(self.numerics, "Numerics")
 
         columns = QSplitter(Qt.Orientation.Horizontal)
         columns.addWidget(self._scrolled(settings_box))
@@ -205,6 +209,7 @@ class ValidateTab(QWidget):
     # --- the tab contract ---------------------------------------------------------------------
     def set_layer_map(self, layer_map) -> None:
         self.layer_map = layer_map
+        self.numerics.set_layer_map(layer_map)
         self._matrix_key = None
         self.validate()
 

@@ -42,7 +42,7 @@ def main(args: argparse.Namespace) -> int:
         mem_fraction=args.mem_fraction, load_format=args.load_format,
     )
     # Progress goes to stderr with --json, so stdout holds exactly one JSON document.
-    log = (lambda m: print(m, file=sys.stderr)) if args.json else print
+    log = (lambda m: print(m, file=sys.stderr, flush=True)) if args.json else (lambda m: print(m, flush=True))
     result = run_bench(settings, log=log)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))

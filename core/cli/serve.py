@@ -21,6 +21,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from bringup.core.client.engine_lifetime import watch_parent_pipe
+
+    watch_parent_pipe()  # started by the window: end with it, even if it is killed outright
     if not 0 <= args.port <= 65535:
         raise UserError(f"--port {args.port} is not a port; use 1-65535, or 0 for a free one")
     if args.mem_fraction is not None and not 0 < args.mem_fraction <= 1:

@@ -1,21 +1,28 @@
 """Stream a chat answer from an OpenAI-compatible server, timing it the way demo audiences compare:
-time to first token, overall tokens/s, and the decode rate after the first token ("2nd+ tok/s")."""
+time to first token, overall tokens/s, and the decode rate after the first token ("2nd+ tok/s").
+
+Tokens are the server's own count (`usage.completion_tokens`, asked for with
+`stream_options.include_usage`, which our engine and SGLang both honour): a stream chunk may carry
+several tokens, or none, so counting chunks reads low. A server that sends no usage leaves
+`tokens_counted_by` at "chunks", and the figures say so."""
 
 from __future__ import annotations
 
-import http.client
 import json
 import time
-import urllib.parse
 from dataclasses import dataclass
 from typing import Callable, Iterator
+
+from bringup.core.client.server_http import connection_for
 
 
 @dataclass
 class AnswerTiming:
-    tokens: int = 0
+    tokens: int = 0  # the server's completion_tokens when it reports usage, else text chunks
     ttft_s: float | None = None
     total_s: float = 0.0
+    chunks: int = 0
+    tokens_counted_by: str = "chunks"  # "server" once a usage block arrived
 
     @property
     def tok_s(self) -> float | None:
@@ -35,13 +42,15 @@ def stream_chat(base_url: str, messages: list[dict], *, model: str = "default", 
                 timeout: float = 120.0) -> Iterator[str]:
     """Yield text pieces as they arrive; fills `timing` as it goes. Raises OSError on HTTP errors."""
     timing = timing if timing is not None else AnswerTiming()
-    url = urllib.parse.urlsplit(base_url)
     body = {"model": model, "messages": messages, "max_tokens": max_tokens, "temperature": temperature,
-            "top_p": top_p, "stream": True}
+            "top_p": top_p, "stream": True, "stream_options": {"include_usage": True}}
     headers = {"Content-Type": "application/json"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
-    conn = http.client.HTTPConnection(url.hostname, url.port or 80, timeout=timeout)
+    try:
+        conn = connection_for(base_url, timeout)
+    except ValueError as err:
+        raise OSError(str(err)) from None
     start = time.monotonic()
     try:
         conn.request("POST", "/v1/chat/completions", body=json.dumps(body).encode(), headers=headers)
@@ -64,13 +73,18 @@ def stream_chat(base_url: str, messages: list[dict], *, model: str = "default", 
                 continue
             if "error" in chunk:
                 raise OSError(str(chunk["error"]))
+            usage = chunk.get("usage") or {}
+            if isinstance(usage.get("completion_tokens"), int):
+                timing.tokens, timing.tokens_counted_by = usage["completion_tokens"], "server"
             for choice in chunk.get("choices", []):
                 piece = (choice.get("delta") or {}).get("content") or ""
                 if piece:
                     now = time.monotonic() - start
                     if timing.ttft_s is None:
                         timing.ttft_s = now
-                    timing.tokens += 1
+                    timing.chunks += 1
+                    if timing.tokens_counted_by == "chunks":
+                        timing.tokens = timing.chunks
                     timing.total_s = now
                     yield piece
     finally:

@@ -39,11 +39,15 @@ class DemoProfile:
 def load_profile(path: str | Path | None = None) -> DemoProfile:
     """Read and check a profile; every problem names the file and the field."""
     path = Path(path) if path else DEFAULT_PROFILE
+    bundled = DEFAULT_PROFILE.parent / f"{path.name}.json"
+    if not path.exists() and path.suffix == "" and path.name == str(path) and bundled.is_file():
+        path = bundled  # `--profile smollm2`: a profile that ships in resources/demo/
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
+        shipped = ", ".join(sorted(p.stem for p in DEFAULT_PROFILE.parent.glob("*.json")))
         raise UserError(f"demo profile {path} does not exist; pass --profile with a JSON file "
-                        f"like {DEFAULT_PROFILE.name} in the resources folder") from None
+                        f"like {DEFAULT_PROFILE.name} in the resources folder, or a bundled name ({shipped})") from None
     except ValueError as err:
         raise UserError(f"demo profile {path} is not valid JSON ({err}); fix the file") from None
     if not isinstance(data, dict):

@@ -1,7 +1,8 @@
 """An engine server as a child process: start on a free port, stream its log, stop its whole tree.
 
 Orphans keep device memory and ports, and make the next launch fail, so `stop()` ends every process
-the engine started (it runs in its own session) before returning.
+the engine started (it runs in its own session) before returning, and the child is tied to this
+process's life (core.client.engine_lifetime): it also ends when the window is killed outright.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from typing import Callable
 
 import psutil
 
+from bringup.core.client import engine_lifetime
+
 
 def free_port(host: str = "127.0.0.1") -> int:
     """A port the OS says is free now (another process may take it before we do; the engine then
@@ -30,8 +33,10 @@ class EngineProcess:
     """One engine child. `on_line` is called from a reader thread for each log line."""
 
     def __init__(self, argv: list[str], *, env: dict | None = None, cwd: str | None = None,
-                 on_line: Callable[[str], None] | None = None, keep_lines: int = 5000) -> None:
+                 on_line: Callable[[str], None] | None = None, keep_lines: int = 5000, url: str = "") -> None:
         self.argv = list(argv)
+        self.url = url  # for the pid file: what a later start names when it finds this engine left over
+        self._lifeline: int | None = None  # write end of the pipe the engine watches
         self.env = env
         self.cwd = cwd
         self.on_line = on_line
@@ -49,11 +54,23 @@ class EngineProcess:
             raise RuntimeError("engine process already started")
         env = dict(os.environ if self.env is None else self.env)
         env.setdefault("PYTHONUNBUFFERED", "1")
-        self.proc = subprocess.Popen(
-            self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            text=True, encoding="utf-8", errors="replace", bufsize=1, env=env, cwd=self.cwd,
-            start_new_session=True,  # its own process group: stop() can end the whole tree
-        )
+        # The lifeline: only the engine inherits the read end; our write end is close-on-exec, so
+        # it closes exactly when this process ends, however it ends.
+        read_end, self._lifeline = os.pipe()
+        env[engine_lifetime.PARENT_FD_ENV] = str(read_end)
+        try:
+            self.proc = subprocess.Popen(
+                self.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                text=True, encoding="utf-8", errors="replace", bufsize=1, env=env, cwd=self.cwd,
+                start_new_session=True,  # its own process group: stop() can end the whole tree
+                pass_fds=(read_end,), preexec_fn=engine_lifetime.parent_death_preexec(),
+            )
+        except BaseException:
+            self._close_lifeline()
+            raise
+        finally:
+            os.close(read_end)
+        engine_lifetime.record_engine(self.proc.pid, self.url, self.argv)
         self.started_at = time.monotonic()
         self._reader = threading.Thread(target=self._read, name="engine-log", daemon=True)
         self._reader.start()
@@ -90,6 +107,17 @@ class EngineProcess:
         live on as orphans holding device memory and ports."""
         if self.proc is not None and self.proc.poll() is not None:
             _signal_group(self.proc.pid, signal.SIGKILL)
+            self._forget()
+
+    def _close_lifeline(self) -> None:
+        if self._lifeline is not None:
+            os.close(self._lifeline)
+            self._lifeline = None
+
+    def _forget(self) -> None:
+        """The engine is gone: no pid file to find at the next start, no pipe to hold."""
+        self._close_lifeline()
+        engine_lifetime.forget_engine(self.pid)
 
     def stop(self, timeout: float = 5.0) -> int | None:
         """SIGTERM the whole tree, SIGKILL what is left after `timeout`; returns the exit code."""
@@ -108,6 +136,7 @@ class EngineProcess:
         _, alive = psutil.wait_procs(children, timeout=timeout)
         for p in alive:
             _quietly(p.kill)
+        self._forget()
         self.wait_log_drained()
         return code
 

@@ -15,6 +15,8 @@ import time
 import urllib.parse
 from dataclasses import dataclass
 
+from bringup.core.client.server_http import connection_for
+
 _WORDS = (
     "the model maps each layer to a mixer and a feed forward block while the state pool keeps one "
     "slot per request and the paged cache grows with every generated token on the device"
@@ -88,6 +90,7 @@ class LoadGenerator:
             "max_tokens": rng.randint(*s.output_tokens),
             "temperature": 0.8,
             "stream": True,
+            "stream_options": {"include_usage": True},  # the server's token count, not our chunk count
             "ignore_eos": True,  # understood by our engine and SGLang; keeps lengths as asked
         }
 
@@ -95,7 +98,7 @@ class LoadGenerator:
         rng = random.Random(self.settings.seed * 1000 + index)
         while not self._stop.is_set():
             body = json.dumps(self._request_body(rng)).encode()
-            conn = http.client.HTTPConnection(self.url.hostname, self.url.port or 80, timeout=60)
+            conn = connection_for(self.url.geturl(), timeout=60)
             with self._lock:
                 self._conns.add(conn)
                 self.stats.started += 1
@@ -107,13 +110,18 @@ class LoadGenerator:
                 resp = conn.getresponse()
                 if resp.status != 200:
                     raise OSError(f"HTTP {resp.status}: {resp.read(300).decode('utf-8', 'replace')}")
-                tokens = 0
+                tokens = chunks = 0
                 while not self._stop.is_set():
                     line = resp.readline()
                     if not line:
                         break
                     if line.startswith(b"data:") and b"[DONE]" not in line:
-                        tokens += 1
+                        usage = _usage_tokens(line[5:])
+                        if usage is not None:
+                            tokens = usage
+                        else:
+                            chunks += 1
+                tokens = tokens or chunks  # a server without usage: chunks are the best we have
                 with self._lock:
                     self.stats.tokens += tokens
                     if not self._stop.is_set():
@@ -128,3 +136,15 @@ class LoadGenerator:
                 conn.close()
                 with self._lock:
                     self._conns.discard(conn)
+
+
+def _usage_tokens(payload: bytes) -> int | None:
+    """completion_tokens of a usage chunk, else None (cheap test first: most chunks carry text)."""
+    if b'"usage"' not in payload:
+        return None
+    try:
+        usage = json.loads(payload).get("usage") or {}
+    except ValueError:
+        return None
+    value = usage.get("completion_tokens")
+    return value if isinstance(value, int) else None

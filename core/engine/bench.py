@@ -91,28 +91,46 @@ def make_workload(num_seqs: int, input_len: tuple[int, int], output_len: tuple[i
     return work
 
 
-def run_engine(engine, work) -> tuple[float, int]:
-    """(seconds, output tokens) for the whole workload submitted at once."""
+PROGRESS_EVERY_S = 5.0  # a long run says how far it is this often
+
+
+def run_engine(engine, work, progress=None) -> tuple[float, int]:
+    """(seconds, output tokens) for the whole workload submitted at once. `progress(done, total)`
+    (output tokens) is called every PROGRESS_EVERY_S while it runs."""
     from .sampling import SamplingParams
 
     params = [SamplingParams(max_new_tokens=n, temperature=0.0, ignore_eos=True) for _, n in work]
-    start = time.perf_counter()
-    outs = engine.generate([p for p, _ in work], params)
-    seconds = time.perf_counter() - start
-    produced = sum(len(o) for o in outs)
     expected = sum(n for _, n in work)
+    start = time.perf_counter()
+    ids = [engine.add_request(p, sp, detokenize=False) for (p, _), sp in zip(work, params)]
+    results: dict = {rid: [] for rid in ids}
+    pending, said = set(ids), start
+    while pending:  # Engine.generate's loop, with a progress line now and then
+        for out in engine.step():
+            if out.request_id in results:
+                results[out.request_id] += out.token_ids
+                if out.finished:
+                    pending.discard(out.request_id)
+        if progress is not None and time.perf_counter() - said >= PROGRESS_EVERY_S:
+            said = time.perf_counter()
+            progress(sum(len(r) for r in results.values()), expected)
+    seconds = time.perf_counter() - start
+    outs = [results[rid] for rid in ids]
+    produced = sum(len(o) for o in outs)
     if produced != expected:
         raise RuntimeError(f"the engine produced {produced} tokens, the workload asked for {expected}")
     return seconds, produced
 
 
-def run_transformers(model, work, batch_size: int, pad_id: int, device) -> float:
-    """Seconds for the workload in left-padded batches of `batch_size`."""
+def run_transformers(model, work, batch_size: int, pad_id: int, device, progress=None) -> float:
+    """Seconds for the workload in left-padded batches of `batch_size`; `progress(batch, batches)`
+    after each batch."""
     import torch
 
     from . import device as devices
 
     start = time.perf_counter()
+    batches = (len(work) + batch_size - 1) // batch_size
     for i in range(0, len(work), batch_size):
         batch = work[i:i + batch_size]
         width = max(len(p) for p, _ in batch)
@@ -127,6 +145,8 @@ def run_transformers(model, work, batch_size: int, pad_id: int, device) -> float
                                  min_new_tokens=new, do_sample=False, pad_token_id=pad_id)
         if out.shape[1] != width + new:
             raise RuntimeError(f"transformers generated {out.shape[1] - width} tokens, asked for {new}")
+        if progress is not None:
+            progress(i // batch_size + 1, batches)
     devices.synchronize(device)
     return time.perf_counter() - start
 
@@ -139,6 +159,14 @@ def _load_transformers(folder, device, dtype_name: str):
     # The loading bar is noise in a benchmark's output; transformers' notices about its own kernel
     # fallbacks stay, because they say what the baseline ran.
     hf_logging.disable_progress_bar()
+    from pathlib import Path
+
+    from bringup.core.sources.gguf_file import is_gguf_path
+
+    if is_gguf_path(folder):  # transformers dequantises the same file (its GGUF path needs accelerate)
+        path = Path(folder)
+        model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=getattr(torch, dtype_name))
+        return model.to(device).eval()
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, dtype_name))
     return model.to(device).eval()
 
@@ -154,6 +182,7 @@ def run_bench(settings: BenchSettings, log=print) -> BenchResult:
     source = resolve_default(settings.source) or model_source(settings.source, settings.load_format)[0]
     if settings.baseline not in (None, "transformers"):
         raise UserError(f"--baseline {settings.baseline!r} is not known; use transformers or none")
+    log(f"bench: loading {settings.source} for the engine…")
     engine = Engine(source, device=settings.device, dtype=settings.dtype, mem_fraction=settings.mem_fraction,
                     max_running_requests=settings.max_running_requests, log=lambda m: None,
                     load_format=settings.load_format)
@@ -171,7 +200,10 @@ def run_bench(settings: BenchSettings, log=print) -> BenchResult:
         f"batch {batch_size}")
 
     engine.generate([work[0][0][:8]] * 2, SamplingParams(max_new_tokens=4, temperature=0.0, ignore_eos=True))
-    engine_s, out_tokens = run_engine(engine, work)
+    started = time.perf_counter()
+    log(f"  engine: running {settings.num_seqs} requests ({sum(n for _, n in work)} output tokens)…")
+    engine_s, out_tokens = run_engine(engine, work, progress=lambda done, total: log(
+        f"  engine: {done}/{total} output tokens, {time.perf_counter() - started:.0f} s"))
     engine.check_pools()
     result = BenchResult(settings, model_name, batch_size, out_tokens, sum(len(p) for p, _ in work), engine_s,
                          out_tokens / engine_s)
@@ -202,9 +234,12 @@ def run_bench(settings: BenchSettings, log=print) -> BenchResult:
         elif folder is None:
             raise UserError(f"{settings.source!r} has no checkpoint folder for transformers to load")
         else:
+            log("  transformers: loading the same checkpoint for the baseline…")
             model = _load_transformers(folder, device, dtype_name)
         run_transformers(model, [(p[:8], 4) for p, _ in work[:batch_size]], batch_size, pad_id, device)  # warm-up
-        base_s = run_transformers(model, work, batch_size, pad_id, device)
+        started = time.perf_counter()
+        base_s = run_transformers(model, work, batch_size, pad_id, device, progress=lambda b, n: log(
+            f"  transformers: batch {b}/{n} done, {time.perf_counter() - started:.0f} s"))
         result.baseline_seconds, result.baseline_tok_s = base_s, out_tokens / base_s
         log(f"  transformers  {out_tokens} output tokens in {base_s:.2f} s = {result.baseline_tok_s:.1f} tok/s "
             f"(left-padded batches of {batch_size})")

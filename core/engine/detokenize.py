@@ -5,6 +5,12 @@ neighbours, so (like vLLM) we decode a short window twice, the tokens already sh
 plus the new ones, and emit the difference once it no longer ends in a partial character. Text
 that could be the start of a stop string is held back until it is known not to be one, so a
 stream never shows a stop string; the stop string itself is trimmed from the output.
+
+A byte-level vocabulary spells an emoji or a CJK character as several byte tokens, each decoding
+alone to U+FFFD: those are held back while the character may still complete, so a stream never
+shows a replacement character for an unfinished piece. When the request ends (`take(final=True)`)
+what is still held is flushed as it decodes, so the whole answer always equals decode(output ids),
+as transformers and SGLang give it (bytes that never formed a character then show as U+FFFD).
 """
 
 from __future__ import annotations
@@ -54,8 +60,23 @@ class IncrementalDetokenizer:
         self.stopped_by = best[1]
         return True
 
+    def _flush(self) -> None:
+        """At the end: the held-back tail of tokens (an unfinished character) as it decodes."""
+        if self.stopped_by is not None or self.read_offset >= len(self.ids):
+            return
+        prefix = self._decode(self.ids[self.prefix_offset:self.read_offset])
+        full = self._decode(self.ids[self.prefix_offset:])
+        if len(full) > len(prefix):
+            old_len = len(self.text)
+            self.text += full[len(prefix):]
+            self._find_stop(old_len)
+        self.prefix_offset = self.read_offset = len(self.ids)
+
     def take(self, final: bool = False) -> str:
-        """New text to hand out; holds back a possible stop-string prefix unless `final`."""
+        """New text to hand out; holds back a possible stop-string prefix (and an unfinished
+        character) unless `final`."""
+        if final:
+            self._flush()
         end = len(self.text) if final or self.stopped_by else max(self.sent, len(self.text) - self.hold)
         out = self.text[self.sent:end]
         self.sent = end

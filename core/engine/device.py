@@ -42,7 +42,17 @@ def resolve_device(spec: str | torch.device | None) -> torch.device:
     if device.index is not None and device.index >= backend.device_count():
         raise UserError(f"device {text!r} does not exist: this machine has {backend.device_count()} {device.type} device(s)")
     if device.type == "xpu" and importlib.util.find_spec("intel_extension_for_pytorch") is not None:
-        import intel_extension_for_pytorch  # noqa: F401  (optional optimisations for XPU)
+        from importlib.metadata import version
+
+        from bringup.core.probe.ipex_compat import ipex_mismatch
+
+        mismatch = ipex_mismatch(version("intel-extension-for-pytorch"), torch.__version__)
+        if mismatch:  # a stale IPEX must not stop an engine that does not need it
+            import logging
+
+            logging.getLogger("bringup.engine").warning("not loading IPEX: %s", mismatch)
+        else:
+            import intel_extension_for_pytorch  # noqa: F401  (optional optimisations for XPU)
     return device
 
 

@@ -22,6 +22,11 @@ MODEL_CLASSES: dict[str, str] = {
     "qwen2": "llama:LlamaForCausalLM",
     "qwen3": "llama:LlamaForCausalLM",
     "qwen3_moe": "llama:LlamaForCausalLM",
+    "granitemoehybrid": "granite_hybrid:GraniteMoeHybridForCausalLM",
+    "bamba": "granite_hybrid:BambaForCausalLM",
+    "falcon_h1": "falcon_h1:FalconH1ForCausalLM",
+    "zamba2": "zamba2:Zamba2ForCausalLM",
+    "jamba": "jamba:JambaForCausalLM",
 }
 
 DEVICES = ("cpu", "cuda", "xpu")  # torch's own device APIs (core/engine/device.py); "auto" picks one

@@ -1,10 +1,11 @@
-"""Loading a model for the embedded engine: checkpoint folder (or hub id) -> our model + tokenizer.
+"""Loading a model for the embedded engine: checkpoint folder, GGUF file (or hub id) -> our model + tokenizer.
 
 Weights come from the folder's safetensors files (one file, or shards listed in
 model.safetensors.index.json) under the names transformers saves; each model maps those names to
 its parameters (`CausalLM.map_weight_name`). The model is built on the meta device first, so no
 time or memory goes into random initialisation, then allocated once on the target device and
-filled tensor by tensor.
+filled tensor by tensor. A GGUF file (core/sources/gguf_file.py) stands in for the folder: its
+metadata gives the config, its tensors (dequantised) the weights under the same names.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import torch
 
 from bringup.core.sources.config_file import read_config_file
 from bringup.core.errors import UserError
+from bringup.core.sources.gguf_file import is_gguf_path, iter_gguf_weights, load_gguf_tokenizer, read_gguf_config
 from bringup.kernels.dispatch import ops_for
 
 from .models import CausalLM, UnsupportedModelError, WeightLoadError, model_class_for
@@ -57,6 +59,8 @@ def resolve_checkpoint(source: str | os.PathLike, *, progress: Progress | None =
     if not text:
         raise UserError("no model given; pass a checkpoint folder or a hub id (owner/name)")
     path = Path(text).expanduser()
+    if path.is_file() and is_gguf_path(path):
+        return path  # a GGUF file is its own checkpoint: config, tokenizer and weights in one
     if path.is_file() and path.name == "config.json":
         path = path.parent
     if path.is_dir():
@@ -64,7 +68,13 @@ def resolve_checkpoint(source: str | os.PathLike, *, progress: Progress | None =
             raise UserError(f"{path} has no config.json; point at a Hugging Face checkpoint folder")
         return path
     if path.exists():
-        raise UserError(f"{path} is a file; the engine needs the checkpoint folder (config.json + *.safetensors)")
+        raise UserError(f"{path} is a file; the engine needs the checkpoint folder (config.json + *.safetensors) "
+                        "or a .gguf file")
+    if "/" not in text:  # `smollm2`: a model the package index ships, once fetched
+        from bringup.core.sources.packaged import find_package, packaged_checkpoint
+
+        if find_package(text) is not None:
+            return packaged_checkpoint(text)
     from bringup.core.sources.hub import looks_like_hub_id
 
     if text.startswith((".", "/", "~")) or not looks_like_hub_id(text):
@@ -141,6 +151,8 @@ def _decode_special_floats(value):
 
 
 def read_model_config(folder: Path) -> dict:
+    if is_gguf_path(folder):
+        return read_gguf_config(folder)
     return _decode_special_floats(read_config_file(Path(folder) / "config.json"))
 
 
@@ -166,6 +178,9 @@ def safetensors_files(folder: Path) -> list[Path]:
 
 
 def iter_checkpoint(folder: Path) -> Iterator[tuple[str, torch.Tensor]]:
+    if is_gguf_path(folder):
+        yield from iter_gguf_weights(folder)
+        return
     from safetensors import safe_open
 
     for path in safetensors_files(folder):
@@ -254,6 +269,8 @@ def load_model(source, *, device="cpu", dtype="auto", progress: Progress | None 
 
 def load_tokenizer(folder: Path):
     """The checkpoint's tokenizer through transformers (chat template included)."""
+    if is_gguf_path(folder):
+        return load_gguf_tokenizer(folder)
     from transformers import AutoTokenizer
 
     vocab_files = ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json")

@@ -17,6 +17,14 @@ def model_path(lm: LayerMap) -> str:
     from bringup.core.sources.catalogue import find
 
     source = lm.source or lm.name
+    if source.lower().endswith(".gguf") and os.path.isfile(source):
+        return source  # a GGUF file is the whole checkpoint (SGLang and vLLM load it by path too)
+    if "/" not in source:
+        from bringup.core.sources.packaged import cached_path
+
+        fetched = cached_path(source)  # `smollm2` once fetched: the GGUF file it names
+        if fetched is not None:
+            return str(fetched)
     folder = source if os.path.isdir(source) else os.path.dirname(source) if os.path.isfile(source) else None
     if folder and any(f.endswith(".safetensors") for f in os.listdir(folder)):
         return folder

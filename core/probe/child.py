@@ -125,6 +125,11 @@ def step_ipex():
     version = _version("intel-extension-for-pytorch")
     if version is None:
         raise Absent("intel-extension-for-pytorch is not installed (upstream torch carries XPU support itself)")
+    from bringup.core.probe.ipex_compat import ipex_mismatch
+
+    mismatch = ipex_mismatch(version, _version("torch"))
+    if mismatch:  # its own import error would only say "undefined symbol" or "needs torch 2.8"
+        return "failed", {"version": version}, mismatch
     module = importlib.import_module("intel_extension_for_pytorch")
     loaded = getattr(module, "__version__", version)
     return "ok", {"version": loaded}, f"intel-extension-for-pytorch {loaded} imports"

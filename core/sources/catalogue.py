@@ -24,6 +24,8 @@ class CatalogueEntry:
     family: str  # architecture family, as the UI groups them
     why: str  # one line: why this model matters for bring-up
     facts: dict = field(compare=False, hash=False)  # config fields, HF names
+    # Where the package index ships real weights (a GGUF file): see core/sources/packaged.py.
+    package: dict | None = field(default=None, compare=False, hash=False)
 
     def config(self) -> dict:
         """A config dict built from the facts (a fresh copy: callers may mutate it)."""
@@ -43,7 +45,8 @@ def _catalogue_path() -> Path:
 def entries() -> tuple[CatalogueEntry, ...]:
     data = json.loads(_catalogue_path().read_text(encoding="utf-8"))
     return tuple(
-        CatalogueEntry(name=m["name"], hub_id=m["hub_id"], family=m["family"], why=m["why"], facts=m["facts"])
+        CatalogueEntry(name=m["name"], hub_id=m["hub_id"], family=m["family"], why=m["why"], facts=m["facts"],
+                       package=m.get("package"))
         for m in data["models"]
     )
 

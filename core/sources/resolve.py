@@ -1,7 +1,8 @@
 """Where a model's config comes from: a config.json, a model folder, the catalogue, or the hub.
 
 `load_config(source)` resolves what the user typed, in this order: `default` (the bundled
-checkpoint the engine serves), an existing file, an existing folder, a catalogue name, a hub id
+checkpoint the engine serves), an existing file (a config.json, or a llama.cpp `.gguf` whose
+metadata stands in for it), an existing folder, a catalogue name, a hub id
 (owner/name[@revision]). A hub id that cannot be fetched but is
 in the catalogue falls back to the catalogue's offline facts, with a note. `progress(message)` is
 called at each step and `cancel()` is polled between steps, for the GUI's background loading.
@@ -33,8 +34,8 @@ class LoadedConfig:
     config: dict  # the raw config.json (wrappers and all)
     name: str  # what to call the model
     source: str  # what the user gave
-    kind: str  # file | folder | catalogue | hub
-    path: Path | None  # the folder holding config.json, or None for the catalogue
+    kind: str  # file | folder | catalogue | hub | gguf
+    path: Path | None  # the folder holding config.json, or None for the catalogue and a GGUF file
     notes: list[str] = field(default_factory=list)
 
 
@@ -62,6 +63,21 @@ def _from_file(path: Path, source: str) -> LoadedConfig:
         # Files named owner__name.json (as copies of hub configs often are) name the model.
         name = path.stem.replace("__", "/", 1) if "__" in path.stem else path.stem
     return LoadedConfig(config, name, source, "file", path.parent)
+
+
+def _from_gguf(path: Path, source: str) -> LoadedConfig:
+    from bringup.core.sources.gguf_file import model_name, read_gguf_config
+
+    config = read_gguf_config(path)
+    facts = config.get("gguf", {})
+    # No folder: the planner sizes the weights from the parameter count at the engine's dtype,
+    # which is what the engine holds after dequantising.
+    loaded = LoadedConfig(config, model_name(path), source, "gguf", None)
+    loaded.notes.append(f"GGUF file ({facts.get('architecture')}, weights {facts.get('quantisation')}): "
+                        "config and tokenizer from its metadata; the engine dequantises the weights to its dtype")
+    if facts.get("note"):
+        loaded.notes.append(f"GGUF: {facts['note']}")
+    return loaded
 
 
 def _from_folder(folder: Path, source: str) -> LoadedConfig:
@@ -93,7 +109,7 @@ def _local(text: str) -> tuple[Path | None, str | None]:
 
 
 def _looks_like_path(text: str) -> bool:
-    return text.startswith((".", "~", "/")) or text.endswith(".json") or "/" in text or os.sep in text
+    return text.startswith((".", "~", "/")) or text.endswith((".json", ".gguf")) or "/" in text or os.sep in text
 
 
 def _hub_id_shape(text: str) -> bool:
@@ -115,10 +131,23 @@ def load_config(source: str | os.PathLike, *, progress: Progress | None = None, 
     path, kind = _local(text)
     if kind == "file":
         _step(progress, cancel, f"reading {path}", text)
-        return _from_file(path, text)
+        from bringup.core.sources.gguf_file import is_gguf_path
+
+        return _from_gguf(path, text) if is_gguf_path(path) else _from_file(path, text)
     if kind == "folder":
         _step(progress, cancel, f"reading {path / 'config.json'}", text)
         return _from_folder(path, text)
+    from bringup.core.sources.packaged import cached_path, find_package
+
+    package = find_package(text) if "/" not in text else None
+    if package is not None:  # real weights from the package index: the fetched GGUF, else the facts
+        path = cached_path(text)
+        if path is not None:
+            _step(progress, cancel, f"reading {path}", text)
+            return _from_gguf(path, text)
+        loaded = _from_catalogue(package.entry, text)
+        loaded.notes.append(f"its weights are not fetched yet: `bringup models fetch {package.alias}`")
+        return loaded
     entry = catalogue.find(text)
     if entry is not None and entry.name.lower() == text.lower():
         return _from_catalogue(entry, text)

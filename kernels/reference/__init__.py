@@ -22,6 +22,7 @@ from .paged_attention_decode import paged_attention_decode
 from .paged_attention_prefill import paged_attention_prefill
 from .rms_norm import rms_norm
 from .rotary import apply_rotary
+from .selective_scan import selective_scan_varlen, selective_state_update
 
 OPS = {
     "add_rms_norm": add_rms_norm,
@@ -43,6 +44,8 @@ OPS = {
     "paged_attention_decode": paged_attention_decode,
     "paged_attention_prefill": paged_attention_prefill,
     "rms_norm": rms_norm,
+    "selective_scan_varlen": selective_scan_varlen,
+    "selective_state_update": selective_state_update,
 }
 
 __all__ = sorted(OPS) + ["OPS"]

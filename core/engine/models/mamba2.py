@@ -79,8 +79,14 @@ def _state_plan(batch, device) -> _StatePlan:
 
 
 class Mamba2Mixer(nn.Module):
+    # How the SSM output meets the gate z: "norm_gated" y = norm(y * silu(z)) (NemotronH, Bamba,
+    # Granite, Zamba2); "gated_norm" y = norm(y) * silu(z); "gate" y * silu(z) with no norm (Falcon-H1
+    # without mamba_rms_norm). The norm is group-wise over `norm_groups` groups.
+    GATES = ("norm_gated", "gated_norm", "gate")
+
     def __init__(self, hidden_size: int, layer, ops, *, chunk_size: int, eps: float, dt_limit: tuple[float, float],
-                 proj_bias: bool, conv_bias: bool):
+                 proj_bias: bool, conv_bias: bool, out_bias: bool | None = None, gate: str = "norm_gated",
+                 norm_groups: int | None = None):
         super().__init__()
         a = layer.attrs
         self.layer_id, self.ops = layer.index, ops
@@ -100,8 +106,13 @@ class Mamba2Mixer(nn.Module):
         self.dt_bias = nn.Parameter(torch.zeros(self.num_heads), requires_grad=False)
         self.A_log = nn.Parameter(torch.zeros(self.num_heads), requires_grad=False)
         self.D = nn.Parameter(torch.ones(self.num_heads), requires_grad=False)
-        self.norm = RMSNormWeight(self.intermediate, self.eps)
-        self.out_proj = linear(self.intermediate, hidden_size, proj_bias)
+        if gate not in self.GATES:
+            raise ValueError(f"Mamba2 gate {gate!r}: expected one of {self.GATES}")
+        self.gate = gate
+        self.norm_group_size = self.intermediate // int(norm_groups or self.n_groups)
+        if gate != "gate":
+            self.norm = RMSNormWeight(self.intermediate, self.eps)
+        self.out_proj = linear(self.intermediate, hidden_size, proj_bias if out_bias is None else out_bias)
 
     @property
     def conv_shape(self) -> tuple[int, int]:
@@ -161,6 +172,10 @@ class Mamba2Mixer(nn.Module):
                                                         self.D, self.dt_bias, ssm0, True, self.dt_limit)
             ssm_states[slots] = ssm_final.to(ssm_states.dtype)
             y[rows] = ys
-        y = ops.gated_rms_norm(y.reshape(hidden.shape[0], self.intermediate), z, self.norm.weight, self.eps,
-                               self.intermediate // self.n_groups, norm_before_gate=False)
+        y = y.reshape(hidden.shape[0], self.intermediate)
+        if self.gate == "gate":
+            y = y * torch.nn.functional.silu(z)
+        else:
+            y = ops.gated_rms_norm(y, z, self.norm.weight, self.eps, self.norm_group_size,
+                                   norm_before_gate=self.gate == "gated_norm")
         return self.out_proj(y.to(hidden.dtype))

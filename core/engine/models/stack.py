@@ -156,13 +156,19 @@ class StackedCausalLM(CausalLM):
     checkpoint names (`map_weight_name`)."""
 
     parts: Parts
+    layer_class: type[DecoderLayer] = DecoderLayer  # a family with its own wiring subclasses DecoderLayer
+    embed_scale = 1.0  # muP-style multipliers (Granite, Falcon-H1): embeddings times this,
+    logit_scale = 1.0  # logits times this
+    # Called after each block as hook(layer, hidden) -> hidden when set (core/numerics captures each
+    # block's output and injects faults with it); None costs one attribute test per block.
+    block_hook: Callable | None = None
 
     def __init__(self, config: dict, ops, layer_map):
         super().__init__(config, ops, layer_map)
         cfg, lay = self.config, self.parts.layout
         decoder = nn.Module()
         decoder.add_module(lay.embed, nn.Embedding(cfg.vocab_size, cfg.hidden_size).requires_grad_(False))
-        decoder.layers = nn.ModuleList(DecoderLayer(cfg, layer, self.parts, ops) for layer in layer_map.layers)
+        decoder.layers = nn.ModuleList(self.layer_class(cfg, layer, self.parts, ops) for layer in layer_map.layers)
         decoder.add_module(lay.final_norm, RMSNormWeight(cfg.hidden_size, norm_eps(cfg, lay)))
         self.add_module(lay.root, decoder)
         self.lm_head = linear(cfg.hidden_size, cfg.vocab_size, False)
@@ -194,22 +200,34 @@ class StackedCausalLM(CausalLM):
     def begin(self, batch) -> None:
         """Hook before the layers run: put values every layer shares into `batch.memo` (e.g. RoPE)."""
 
+    def embed(self, batch) -> torch.Tensor:
+        """The token embeddings the first layer reads (Zamba2 keeps them for its shared blocks)."""
+        hidden = self.input_embedding(batch.input_ids)
+        return hidden * self.embed_scale if self.embed_scale != 1.0 else hidden
+
     def forward(self, batch) -> torch.Tensor:
         # Each part's residual add is done together with the next part's norm, in one op
         # (ops.add_rms_norm: one kernel on a GPU where the unfused pair takes several).
         self.begin(batch)
-        ops, f32 = self.ops, self.parts.layout.norm_in_float32
-        hidden = self.input_embedding(batch.input_ids)
-        delta = None
-        for layer in self.decoder.layers:
-            for norm, part, takes_batch in layer.parts_in_order():
-                hidden, x = ops.add_rms_norm(hidden, delta, norm.weight, norm.eps, multiply_in_float32=f32)
-                delta = part(x, batch) if takes_batch else part(x)
+        hidden = self.embed(batch)
+        if self.block_hook is not None:  # a hook sees each layer's full output: the unfused loop
+            for layer in self.decoder.layers:
+                hidden = self.block_hook(layer, layer(hidden, batch))
+            delta = None
+        else:
+            ops, f32 = self.ops, self.parts.layout.norm_in_float32
+            delta = None
+            for layer in self.decoder.layers:
+                for norm, part, takes_batch in layer.parts_in_order():
+                    hidden, x = ops.add_rms_norm(hidden, delta, norm.weight, norm.eps, multiply_in_float32=f32)
+                    delta = part(x, batch) if takes_batch else part(x)
         last = batch.last_token_hidden(hidden)
         if isinstance(delta, tuple):
             delta = tuple(batch.last_token_hidden(d) for d in delta)
         elif delta is not None:
             delta = batch.last_token_hidden(delta)
         norm = getattr(self.decoder, self.parts.layout.final_norm)
-        _, last = ops.add_rms_norm(last, delta, norm.weight, norm.eps, multiply_in_float32=f32)
-        return self.lm_head(last).float()
+        _, last = self.ops.add_rms_norm(last, delta, norm.weight, norm.eps,
+                                        multiply_in_float32=self.parts.layout.norm_in_float32)
+        logits = self.lm_head(last).float()
+        return logits * self.logit_scale if self.logit_scale != 1.0 else logits

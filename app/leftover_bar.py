@@ -1,0 +1,60 @@
+"""Found at start: engines an earlier window left running (it was killed in a way no guard caught).
+The bar names them and offers to end them; nothing is ended without the user's word."""
+
+from __future__ import annotations
+
+from html import escape
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QWidget
+
+from bringup.core.client.engine_lifetime import EngineRecord, end_leftover, leftover_engines
+
+
+class LeftoverEnginesBar(QFrame):
+    cleaned = Signal(int)  # how many were ended
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("leftoverBar")
+        self.records: list[EngineRecord] = []
+        self.label = QLabel()
+        self.label.setWordWrap(True)
+        self.label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Minimum)
+        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.end_button = QPushButton("End them")
+        self.end_button.clicked.connect(self.end_all)
+        self.keep_button = QPushButton("Leave running")
+        self.keep_button.clicked.connect(self.hide)
+        row = QHBoxLayout(self)
+        row.setContentsMargins(10, 6, 6, 6)
+        row.addWidget(self.label, 1)
+        row.addWidget(self.end_button)
+        row.addWidget(self.keep_button)
+        self.hide()
+
+    def check(self) -> list[EngineRecord]:
+        self.records = leftover_engines()
+        if not self.records:
+            self.hide()
+            return []
+        n = len(self.records)
+        self.end_button.setText("End it" if n == 1 else "End them")
+        items = "; ".join(escape(r.describe()) for r in self.records)
+        self.label.setText(f"<b>{'An engine' if n == 1 else f'{n} engines'} from an earlier session "
+                           f"{'is' if n == 1 else 'are'} still running</b> (its window is gone), holding "
+                           f"{'its port' if n == 1 else 'their ports'} and memory: {items}.")
+        self.show()
+        return self.records
+
+    def end_all(self) -> int:
+        ended = [r for r in self.records if end_leftover(r)]
+        left = [r for r in self.records if r not in ended]
+        self.records = left
+        if left:
+            self.label.setText("Could not end " + "; ".join(escape(r.describe()) for r in left)
+                               + " (another user's process?). End it from a terminal: kill PID.")
+        else:
+            self.hide()
+        self.cleaned.emit(len(ended))
+        return len(ended)
