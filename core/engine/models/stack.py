@@ -210,9 +210,13 @@ class StackedCausalLM(CausalLM):
         # (ops.add_rms_norm: one kernel on a GPU where the unfused pair takes several).
         self.begin(batch)
         hidden = self.embed(batch)
-        if self.block_hook is not None:  # a hook sees each layer's full output: the unfused loop
+        # A block hook sees each layer's full output, and a family's own layer class (Granite's scaled
+        # residual, ...) has its own residual: those keep the unfused loop.
+        if self.block_hook is not None or any(type(layer) is not DecoderLayer for layer in self.decoder.layers):
             for layer in self.decoder.layers:
-                hidden = self.block_hook(layer, layer(hidden, batch))
+                hidden = layer(hidden, batch)
+                if self.block_hook is not None:
+                    hidden = self.block_hook(layer, hidden)
             delta = None
         else:
             ops, f32 = self.ops, self.parts.layout.norm_in_float32
