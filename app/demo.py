@@ -166,14 +166,18 @@ class DemoWindow(QWidget):
         self._update_sub()
 
     def _on_info(self, info: dict) -> None:
+        from bringup.core.client.running_label import running_label
+
         self.device_text = _device_text(info) or self.device_text
+        self.running = running_label(info)  # what really runs, random weights labelled as such
         # An attention-only model (SmolLM2, Llama) keeps no recurrent state: say so rather than
         # show the per-request slots the engine books for it as a Mamba2 pool.
         self.no_state_layers = info.get("state_layers") == []
         self._update_sub()
 
     def _update_sub(self) -> None:
-        parts = [f"model: {self.profile.model}", f"device: {self.device_text}"]
+        running = getattr(self, "running", "")
+        parts = [f"model: {self.profile.model}", running or f"device: {self.device_text}"]
         if "kv_tokens" in self.figures:
             parts.append(f"KV pool {self.figures['kv_tokens']:,} tokens")
         if "state_slots" in self.figures:
@@ -257,10 +261,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="seconds before the screenshot (default 30)")
     parser.add_argument("--windowed", action="store_true",
                         help="a 1600x900 window (or smaller, to fit the screen) instead of full screen")
+    parser.add_argument("--load-format", choices=("auto", "dummy"), default=None,
+                        help="dummy: the profile's model at full size with seeded random weights (speed, not text)")
 
 
 def main(args: argparse.Namespace) -> int:
     profile = load_profile(args.profile)  # a bad profile fails here, before any window or engine
+    if getattr(args, "load_format", None):
+        profile.settings["load-format"] = args.load_format
     if args.screenshot and args.after <= 0:
         from bringup.core.errors import UserError
 

@@ -108,4 +108,10 @@ def ops_for(device=None) -> SimpleNamespace:
             fn = getattr(sys.modules.get(getattr(chosen[op], "__module__", ""), None), inplace, None)
             if fn is not None:
                 chosen[inplace], names[inplace] = fn, names[op]
-    return SimpleNamespace(**chosen, implementations=names, device_type=dtype)
+    extras = {}
+    if names["moe_experts"] != "reference":
+        # A fused MoE may leave the sum over k to the model's next residual add (one kernel less).
+        fn = getattr(sys.modules.get(getattr(chosen["moe_experts"], "__module__", ""), None), "moe_experts_unsummed", None)
+        if fn is not None:
+            extras["moe_experts_unsummed"] = fn
+    return SimpleNamespace(**chosen, **extras, implementations=names, device_type=dtype)

@@ -1,4 +1,4 @@
-"""CUDA-graph decode (off by default), tested on the CPU: the bucketing and padding, and the engine
+"""Decode graphs (on by default where the device has them, eager on the CPU), tested on the CPU: the bucketing and padding, and the engine
 end to end with a stand-in for the graph that re-runs the captured call on the static inputs, so
 padding rows, the reserved scratch page/slot and the copies into the static batch are all checked
 (the real torch.cuda.CUDAGraph capture has not been run here: no GPU)."""
@@ -60,8 +60,8 @@ def test_engine_with_graph_decode_gives_the_same_tokens(build, tmp_path):
     plain = Engine(str(folder), device="cpu", log=lambda m: None, max_running_requests=4)
     expected = plain.generate(prompts, params)
 
-    graphed = Engine(str(folder), device="cpu", log=lambda m: None, max_running_requests=4)
-    graphed.capture_decode_graphs(graph_factory=ReplayStandIn)
+    graphed = Engine(str(folder), device="cpu", log=lambda m: None, max_running_requests=4, cuda_graphs=True,
+                     graph_factory=ReplayStandIn)
     assert graphed.decode_graphs.buckets == (1, 2, 4)
     before = ReplayStandIn.replays
     assert graphed.generate(prompts, params) == expected
@@ -69,6 +69,36 @@ def test_engine_with_graph_decode_gives_the_same_tokens(build, tmp_path):
     graphed.check_pools()  # the scratch page and slot are known, nothing else is held
     pages, slots = graphed.scheduler.owners()
     assert list(pages) == [PADDING_OWNER] and list(slots) == [PADDING_OWNER]
+
+
+def test_one_running_request_with_graphs_runs_and_every_request_finishes(tmp_path):
+    """The padding rows' slot used to be one of the plan's: at --max-running-requests 1 no request
+    could ever start (with N, only N-1 ran). The slot is now allocated beyond the plan."""
+    folder = tiny_nemotron_h(tmp_path / "ckpt")
+    engine = Engine(str(folder), device="cpu", log=lambda m: None, max_running_requests=1, cuda_graphs=True,
+                    graph_factory=ReplayStandIn)
+    assert engine.decode_graphs.buckets == (1,)
+    assert engine.state_pool.num_free_slots == 1  # the plan's one slot, free for the request
+    prompts = prompts_of_lengths([4, 6, 3], 400, seed=1)
+    params = SamplingParams(max_new_tokens=3, temperature=0, ignore_eos=True)
+    running = []
+    for p in prompts:
+        engine.add_request(p, params, detokenize=False)
+    done, steps = 0, 0
+    while engine.has_unfinished() and steps < 100:
+        done += sum(o.finished for o in engine.step())
+        running.append(len(engine.scheduler.running))
+        steps += 1
+    assert done == 3, f"only {done} of 3 requests finished in {steps} steps (deadlock)"
+    assert max(running) == 1
+    engine.check_pools()
+
+
+def test_capturing_late_without_a_spare_slot_is_refused(tmp_path):
+    folder = tiny_nemotron_h(tmp_path / "ckpt")
+    engine = Engine(str(folder), device="cpu", log=lambda m: None, max_running_requests=1, cuda_graphs=False)
+    with pytest.raises(UserError, match="padding slot"):
+        engine.capture_decode_graphs(graph_factory=ReplayStandIn)
 
 
 def test_cuda_graphs_on_a_cpu_engine_is_a_user_error(tmp_path, monkeypatch):

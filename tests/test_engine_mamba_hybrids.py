@@ -39,8 +39,8 @@ def test_engine_greedy_with_graph_decode_equals_transformers(name, tokenizer, tm
     prompts = [torch.randint(3, len(tokenizer), (n,), generator=g).tolist() for n in (13, 3, 9, 1)]
     expected = [hf_greedy(hf, p, NEW - 1)[0] for p in prompts]
 
-    engine = Engine(str(tmp_path), device="cpu", log=lambda m: None, max_running_requests=3, chunked_prefill_size=8)
-    engine.capture_decode_graphs(graph_factory=ReplayStandIn)
+    engine = Engine(str(tmp_path), device="cpu", log=lambda m: None, max_running_requests=3, chunked_prefill_size=8,
+                    cuda_graphs=True, graph_factory=ReplayStandIn)  # captured at start-up: its own padding slot
     before = ReplayStandIn.replays
     assert engine.generate(prompts, SamplingParams(max_new_tokens=NEW, temperature=0, ignore_eos=True)) == expected
     assert ReplayStandIn.replays > before  # decode steps went through the graph path

@@ -67,6 +67,11 @@ class RunTab(QWidget):
         self.available_devices: set[str] | None = None  # from the probe; None until it reports
         self._device_picked = False  # chosen here by the user, not carried over from Validate
         self.device.activated.connect(lambda _i: setattr(self, "_device_picked", True))
+        self.weights = QComboBox()  # --load-format of our engine
+        self.weights.addItems(["checkpoint", "dummy"])
+        self.weights.setToolTip("checkpoint: the model's own weights. dummy: the model's real architecture and size "
+                                "with seeded random weights made on the device (works from a catalogue name or a "
+                                "config.json alone; its text is noise)")
         self.url_field = QLineEdit("http://127.0.0.1:30000")
         self.url_field.setToolTip("A running server (http:// or https://): ours, or SGLang started with --enable-metrics")
         self.key_field = ApiKeyField()
@@ -83,7 +88,8 @@ class RunTab(QWidget):
         self._launch_fields: list[QWidget] = []  # shown for a launch
         self._attach_fields: list[QWidget] = []  # shown for an attach
         for label, w, stretch, group in (("Engine", self.engine, 0, None), ("Model", self.model_field, 2, "launch"),
-                                         ("Device", self.device, 0, "launch"), ("URL", self.url_field, 2, "attach"),
+                                         ("Device", self.device, 0, "launch"), ("Weights", self.weights, 0, "launch"),
+                                         ("URL", self.url_field, 2, "attach"),
                                          ("Key", self.key_field, 1, "attach")):
             lab = QLabel(label)
             lab.setBuddy(w)
@@ -244,7 +250,10 @@ class RunTab(QWidget):
                 self.controller.attach(url, self.key_field.key())
                 self.key_field.keep_for(url)
             else:
-                self.controller.start(self.next_launch())
+                launch = self.next_launch()
+                if launch.engine == "embedded" and self.weights.currentText() == "dummy":
+                    launch = launch.with_(extra=launch.extra + ("--load-format", "dummy"))
+                self.controller.start(launch)
         except (OSError, RuntimeError) as err:
             self.stage.setText("<span style='color:#C62828'>Could not start</span>")
             self._set_reason(str(err))
@@ -314,9 +323,11 @@ class RunTab(QWidget):
     def _on_info(self, info: dict) -> None:
         from bringup.app.run.engine_controller import device_text
 
-        device = device_text(info)
-        if device and device not in self.stage.text():
-            self.stage.setText(self.stage.text() + f" · {device}")
+        from bringup.core.client.running_label import running_label
+
+        label = running_label(info) or device_text(info)  # what really runs: architecture, weights, device
+        if label and label not in self.stage.text():
+            self.stage.setText(self.stage.text() + f" · {label}")
 
     def _on_crash(self, code: int, tail: list[str]) -> None:
         self.load.set_server(None)

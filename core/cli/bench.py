@@ -39,7 +39,7 @@ def main(args: argparse.Namespace) -> int:
         source=args.source, device=args.device, dtype=args.dtype, num_seqs=args.num_seqs,
         input_len=parse_range(args.input_len, "--input-len"), output_len=parse_range(args.output_len, "--output-len"),
         seed=args.seed, baseline=baseline, max_running_requests=args.max_running_requests,
-        mem_fraction=args.mem_fraction,
+        mem_fraction=args.mem_fraction, load_format=args.load_format,
     )
     # Progress goes to stderr with --json, so stdout holds exactly one JSON document.
     log = (lambda m: print(m, file=sys.stderr, flush=True)) if args.json else (lambda m: print(m, flush=True))

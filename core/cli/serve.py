@@ -53,7 +53,7 @@ def main(args: argparse.Namespace) -> int:
                  mem_fraction=args.mem_fraction, max_running_requests=args.max_running_requests,
                  api_key=api_key, served_model_name=args.served_model_name,
                  chunked_prefill_size=args.chunked_prefill_size, limits=limits, allowed_hosts=hosts,
-                 model_aliases=_names(args.model_aliases))
+                 model_aliases=_names(args.model_aliases), load_format=args.load_format)
 
 
 def _names(text: str | None) -> tuple[str, ...]:

@@ -33,6 +33,7 @@ class BenchSettings:
     baseline: str | None = "transformers"
     max_running_requests: int | None = None
     mem_fraction: float | None = None
+    load_format: str = "auto"
 
 
 @dataclass
@@ -176,16 +177,21 @@ def run_bench(settings: BenchSettings, log=print) -> BenchResult:
     from .engine import Engine
     from .sampling import SamplingParams
 
-    source = resolve_default(settings.source) or settings.source
+    from .launch import model_source
+
+    source = resolve_default(settings.source) or model_source(settings.source, settings.load_format)[0]
     if settings.baseline not in (None, "transformers"):
         raise UserError(f"--baseline {settings.baseline!r} is not known; use transformers or none")
     log(f"bench: loading {settings.source} for the engine…")
     engine = Engine(source, device=settings.device, dtype=settings.dtype, mem_fraction=settings.mem_fraction,
-                    max_running_requests=settings.max_running_requests, log=lambda m: None)
+                    max_running_requests=settings.max_running_requests, log=lambda m: None,
+                    load_format=settings.load_format)
     device = engine.device
     dtype_name = str(engine.dtype).removeprefix("torch.")
     folder = engine.folder
-    model_name = DEFAULT_CHECKPOINT_NAME if source != settings.source else engine.model_name
+    model_name = DEFAULT_CHECKPOINT_NAME if resolve_default(settings.source) else engine.model_name
+    if engine.load_format == "dummy":
+        model_name += " (dummy weights)"
     vocab = int(engine.vocab_size or len(engine.tokenizer))
     work = make_workload(settings.num_seqs, settings.input_len, settings.output_len, settings.seed, vocab)
     batch_size = min(engine.max_running_requests, settings.num_seqs)
@@ -203,15 +209,33 @@ def run_bench(settings: BenchSettings, log=print) -> BenchResult:
                          out_tokens / engine_s)
     log(f"  engine        {out_tokens} output tokens in {engine_s:.2f} s = {result.engine_tok_s:.1f} tok/s")
     pad_id = int(engine.config.get("pad_token_id") or 0)
-    del engine
+    engine_format_dummy = engine.load_format == "dummy"
+    twin = None
+    if engine_format_dummy and settings.baseline == "transformers":
+        # Random weights exist only in the engine: free its pools, then copy them into transformers.
+        from .hf_twin import transformers_twin
+
+        model_only, config = engine.model, engine.config
+        del engine
+        gc.collect()
+        devices.empty_cache(device)
+        import torch
+
+        twin = transformers_twin(model_only, config, device, getattr(torch, dtype_name))
+        del model_only
+    else:
+        del engine
     gc.collect()
     devices.empty_cache(device)
 
     if settings.baseline == "transformers":
-        if folder is None:
+        if twin is not None:
+            model, twin = twin, None
+        elif folder is None:
             raise UserError(f"{settings.source!r} has no checkpoint folder for transformers to load")
-        log("  transformers: loading the same checkpoint for the baseline…")
-        model = _load_transformers(folder, device, dtype_name)
+        else:
+            log("  transformers: loading the same checkpoint for the baseline…")
+            model = _load_transformers(folder, device, dtype_name)
         run_transformers(model, [(p[:8], 4) for p, _ in work[:batch_size]], batch_size, pad_id, device)  # warm-up
         started = time.perf_counter()
         base_s = run_transformers(model, work, batch_size, pad_id, device, progress=lambda b, n: log(

@@ -1,5 +1,6 @@
-"""Decode steps replayed from CUDA graphs: off by default (`Engine(..., cuda_graphs=True)` or
-BRINGUP_CUDA_GRAPHS=1 in the environment, e.g. for `bringup bench` / `bringup serve`).
+"""Decode steps replayed from device graphs: on by default where the device has them (CUDA graphs;
+XPU graphs where torch has torch.xpu.XPUGraph), eager elsewhere (CPU); BRINGUP_CUDA_GRAPHS=0 turns
+them off.
 
 A decode-only step of n requests is padded to the smallest captured batch size (bucket) >= n and
 replayed from that bucket's graph, so the host launches one graph instead of hundreds of kernels.
@@ -8,12 +9,14 @@ request's cache is never touched); their logits are dropped. Each bucket keeps o
 ForwardBatch whose tensors the graph reads; a step's values are uploaded in one copy and copied
 into it on the device. This needs a decode step with no host reads (tests/test_engine_host_syncs.py).
 
-Not yet run on a GPU: the padding and the static-buffer plumbing are tested on the CPU with a
-stand-in for the graph that re-runs the captured call.
+The padding and the static-buffer plumbing are tested on the CPU with a stand-in for the graph
+that re-runs the captured call; the padding page and slot are allocated beyond the plan's pools
+(Engine), so all N of N running requests run.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -72,20 +75,37 @@ def pad_decode(tokens: Sequence[int], prefix_lens: Sequence[int], block_tables: 
     )
 
 
-class _CudaGraph:
-    """torch.cuda.CUDAGraph behind the two calls the runner needs (the CPU tests pass a stand-in)."""
+def _graph_api(device_type: str):
+    """(backend module, graph class, graph context manager) for a device type, or None."""
+    backend = getattr(torch, device_type, None)
+    if device_type == "cuda" and backend is not None and backend.is_available():
+        return backend, backend.CUDAGraph, backend.graph
+    if device_type == "xpu" and backend is not None and hasattr(backend, "XPUGraph") and hasattr(backend, "graph"):
+        return backend, backend.XPUGraph, backend.graph
+    return None
+
+
+def graphs_supported(device) -> bool:
+    return _graph_api(torch.device(device).type) is not None
+
+
+class _DeviceGraph:
+    """torch.cuda.CUDAGraph (or torch.xpu.XPUGraph) behind the two calls the runner needs (the CPU
+    tests pass a stand-in)."""
 
     def __init__(self, device, pool):
-        self.graph, self.device, self.pool = torch.cuda.CUDAGraph(), device, pool
+        self.backend, graph_cls, self.graph_ctx = _graph_api(device.type)
+        self.graph, self.device, self.pool = graph_cls(), device, pool
 
     def capture(self, fn: Callable[[], torch.Tensor]) -> torch.Tensor:
-        side = torch.cuda.Stream(self.device)
-        side.wait_stream(torch.cuda.current_stream(self.device))
-        with torch.cuda.stream(side):  # warm up (Triton compiles, allocator settles) off the capture
+        b = self.backend
+        side = b.Stream(self.device)
+        side.wait_stream(b.current_stream(self.device))
+        with b.stream(side):  # warm up (Triton compiles, allocator settles) off the capture
             for _ in range(2):
                 fn()
-        torch.cuda.current_stream(self.device).wait_stream(side)
-        with torch.cuda.graph(self.graph, pool=self.pool):
+        b.current_stream(self.device).wait_stream(side)
+        with self.graph_ctx(self.graph, pool=self.pool):
             return fn()
 
     def replay(self) -> None:
@@ -106,8 +126,9 @@ class DecodeGraphs:
         self.scratch_page, self.scratch_slot = scratch_page, scratch_slot
         self.device = torch.device(device)
         if graph_factory is None:
-            pool = torch.cuda.graph_pool_handle()
-            graph_factory = lambda: _CudaGraph(self.device, pool)  # noqa: E731 - one shared memory pool
+            pool = _graph_api(self.device.type)[0].graph_pool_handle()
+            graph_factory = lambda: _DeviceGraph(self.device, pool)  # noqa: E731 - one shared memory pool
+        started = time.monotonic()
         self._graphs: dict[int, tuple[object, ForwardBatch, torch.Tensor]] = {}
         with torch.inference_mode():
             for bucket in reversed(self.buckets):  # largest first: smaller graphs reuse its memory
@@ -118,6 +139,7 @@ class DecodeGraphs:
                 graph = graph_factory()
                 logits = graph.capture(lambda static=static: self.model(static))
                 self._graphs[bucket] = (graph, static, logits)
+        self.capture_seconds = time.monotonic() - started
 
     def _batch(self, padded: PaddedDecode) -> ForwardBatch:
         return ForwardBatch.build(

@@ -35,7 +35,9 @@ from .sampling import SamplingParams, make_generator
 from .scheduler import Scheduler
 
 GB = 1024**3
-CUDA_GRAPHS_ENV = "BRINGUP_CUDA_GRAPHS"  # "1": decode steps from CUDA graphs (opt-in, see decode_graphs.py)
+# Decode graphs are on by default where the device has them (decode_graphs.graphs_supported);
+# BRINGUP_CUDA_GRAPHS=0 turns them off, =1 insists on them (an error where the device has none).
+CUDA_GRAPHS_ENV = "BRINGUP_CUDA_GRAPHS"
 STRATEGY = ("embedded: paged KV pool over full-attention layers, an SWA pool holding only the window of "
             "sliding-window layers, one state slot per request, no radix cache")
 
@@ -49,7 +51,10 @@ class Engine:
                  page_size: int = 16, ssm_dtype="float32", conv_dtype=None, kv_dtype=None,
                  chunked_prefill_size: int | None = 2048, max_total_tokens: int | None = None,
                  context_length: int | None = None, decode_log_interval: int = 40, log=None,
-                 cuda_graphs: bool | None = None):
+                 cuda_graphs: bool | None = None, graph_factory=None, load_format: str = "auto"):
+        """`load_format` "dummy": the source's config at full size with seeded random weights
+        (dummy_weights.py). `cuda_graphs` None: on where the device supports graphs (env
+        BRINGUP_CUDA_GRAPHS=0/1 overrides); `graph_factory` stands in for the device graph (tests)."""
         self.log = log or default_log
         self.device = devices.resolve_device(device)
         devices.set_current(self.device)
@@ -58,12 +63,18 @@ class Engine:
         started = time.monotonic()
         free_before = devices.free_memory(self.device)
         self.log(f"Load weight begin. avail mem={free_before / GB:.2f} GB")
+        from .dummy_weights import check_load_format, dummy_tokenizer
         from .loader import load_model, load_tokenizer, weights_bytes
 
-        loaded = load_model(model, device=self.device, dtype=dtype)
+        self.load_format = check_load_format(load_format)
+        loaded = load_model(model, device=self.device, dtype=dtype, load_format=self.load_format)
         self.model, self.config, self.folder = loaded.model, loaded.config, loaded.folder
         self.model_name = loaded.name
-        self.tokenizer = load_tokenizer(loaded.folder)
+        if self.load_format == "dummy":
+            self.tokenizer, self.tokenizer_source = dummy_tokenizer(loaded.folder, self.config.get("vocab_size"))
+            self.log(f"Dummy weights: seeded random values (text is noise); tokenizer: {self.tokenizer_source}")
+        else:
+            self.tokenizer, self.tokenizer_source = load_tokenizer(loaded.folder), str(loaded.folder)
         self.dtype = loaded.dtype
         self.weights_bytes = weights_bytes(self.model) + sum(b.numel() * b.element_size() for b in self.model.buffers())
         self.architecture = (self.config.get("architectures") or [type(self.model).__name__])[0]
@@ -89,6 +100,13 @@ class Engine:
         self.max_running_requests = max(1, int(self.plan.max_running_requests))
         num_slots = int(self.plan.state_slots) if spec.state_layer_ids else self.max_running_requests
         swa_pages = self._swa_pages(page_size, chunked_prefill_size)
+        graphs = self._graphs_wanted(cuda_graphs, graph_factory)
+        if graphs and swa_pages:
+            self.log("Decode graphs are off: they do not carry the SWA pool's block tables yet")
+            graphs = False
+        if graphs:  # the graphs' padding rows get a page and a slot of their own, beyond the plan's
+            num_slots += 1
+            num_pages += 1 if spec.kv_layer_ids else 0
 
         self.runner = ModelRunner(self.model, device=self.device, num_pages=num_pages, page_size=page_size,
                                   num_slots=num_slots, kv_dtype=self.kv_dtype, conv_dtype=self.conv_dtype,
@@ -106,13 +124,8 @@ class Engine:
         self.batch_log = BatchLog(self.log, interval=decode_log_interval, device_type=self.device.type,
                                   hybrid=bool(spec.state_layer_ids))
         self._totals = {"requests": 0, "steps": 0}
-        if cuda_graphs is None:  # off unless asked for (not yet run on a GPU): BRINGUP_CUDA_GRAPHS=1
-            cuda_graphs = os.environ.get(CUDA_GRAPHS_ENV, "").strip() == "1"
-        if cuda_graphs and self.swa_pool is not None:
-            self.log("CUDA graphs are off: the decode graphs do not carry the SWA pool's block tables yet")
-            cuda_graphs = False
-        if cuda_graphs:
-            self.capture_decode_graphs()
+        if graphs:
+            self.capture_decode_graphs(graph_factory)
         free_after = devices.free_memory(self.device)
         self.log(f"Memory pool end. avail mem={free_after / GB:.2f} GB")
         # The server prints SGLang's max_total_num_tokens=... summary line from server_info().
@@ -122,18 +135,38 @@ class Engine:
         """The captured decode graphs, or None when decode steps run eagerly."""
         return self.runner.decode_graphs
 
+    def _graphs_wanted(self, cuda_graphs, graph_factory) -> bool:
+        from .decode_graphs import graphs_supported
+
+        env = os.environ.get(CUDA_GRAPHS_ENV, "").strip()
+        if cuda_graphs is None:
+            cuda_graphs = env == "1" if env in ("0", "1") else graphs_supported(self.device)
+        if cuda_graphs and graph_factory is None and not graphs_supported(self.device):
+            raise UserError(f"CUDA graphs need a CUDA device (or an XPU with torch.xpu graphs), not {self.device}; "
+                            f"leave cuda_graphs off (unset {CUDA_GRAPHS_ENV})")
+        return bool(cuda_graphs)
+
     def capture_decode_graphs(self, graph_factory=None):
-        """Opt-in (not yet run on a GPU): decode steps replayed from CUDA graphs, one per batch-size
-        bucket, padding rows in one reserved KV page and state slot (see decode_graphs.py)."""
+        """Decode steps replayed from device graphs, one per batch-size bucket, padding rows in one
+        reserved KV page and state slot (see decode_graphs.py). Done at start-up, where the pools
+        were given that page and slot beyond the plan: taking them from the plan's own would leave
+        room for only N-1 of N running requests (and none at --max-running-requests 1)."""
         from .decode_graphs import PADDING_OWNER
 
-        if graph_factory is None and self.device.type != "cuda":
-            raise UserError(f"CUDA graphs need a CUDA device, not {self.device}; leave cuda_graphs off "
-                            f"(unset {CUDA_GRAPHS_ENV})")
+        if self.state_pool.layer_ids and self.state_pool.num_free_slots - 1 < self.scheduler.max_running:
+            raise UserError("the decode graphs' padding slot would leave fewer state slots than "
+                            f"max_running_requests={self.scheduler.max_running}; capture them at start-up "
+                            "(Engine(..., cuda_graphs=True)), which allocates the slot beyond the plan")
         pages, (slot,) = self.scheduler.reserve(PADDING_OWNER, 1 if self.scheduler.uses_kv else 0, 1)
-        return self.runner.capture_decode_graphs(max_batch=self.scheduler.max_running, max_context=self.max_context,
-                                                 scratch_page=pages[0] if pages else 0, scratch_slot=slot,
-                                                 graph_factory=graph_factory)
+        before = devices.free_memory(self.device)
+        graphs = self.runner.capture_decode_graphs(max_batch=self.scheduler.max_running,
+                                                   max_context=self.max_context,
+                                                   scratch_page=pages[0] if pages else 0, scratch_slot=slot,
+                                                   graph_factory=graph_factory)
+        self.graph_memory_bytes = max(0, before - devices.free_memory(self.device))
+        self.log(f"Decode graphs: {len(graphs.buckets)} batch sizes up to {graphs.buckets[-1]}, "
+                 f"captured in {graphs.capture_seconds:.2f} s, graph memory {self.graph_memory_bytes / GB:.2f} GB")
+        return graphs
 
     def _swa_pages(self, page_size: int, chunked_prefill_size: int | None) -> int:
         """SWA pages: the plan's tokens, and at least what one request's first chunk and window need."""
@@ -275,6 +308,13 @@ class Engine:
             "model_path": str(self.folder) if self.folder else None,
             "architecture": self.architecture,
             "model_type": self.config.get("model_type"),
+            "load_format": self.load_format,
+            # What the weights are: the checkpoint's, or seeded random values at the real size.
+            "weights_source": "dummy (seeded random)" if self.load_format == "dummy" else "checkpoint",
+            "tokenizer_source": self.tokenizer_source,
+            "params": sum(p.numel() for p in {id(p): p for p in self.model.parameters()}.values()),
+            "decode_graphs": list(self.decode_graphs.buckets) if self.decode_graphs is not None else None,
+            "graph_memory_bytes": getattr(self, "graph_memory_bytes", 0),
             "device": str(self.device),
             "device_name": devices.device_name(self.device),
             "dtype": _name(self.dtype),

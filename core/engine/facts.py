@@ -80,6 +80,10 @@ class ServeOption:
 SERVE_OPTIONS: tuple[ServeOption, ...] = (
     ServeOption("--device", str, "auto", "auto (an accelerator if there is one, else cpu), cpu, cuda, cuda:N, xpu or xpu:N"),
     ServeOption("--dtype", str, "auto", "auto (the checkpoint's), float32, bfloat16 or float16"),
+    ServeOption("--load-format", str, "auto",
+                "auto: the checkpoint's weights; dummy: the source's config (catalogue name, config.json, folder, "
+                "hub id) at full size with seeded random weights made on the device (nothing downloaded or "
+                "written; the text is noise)"),
     ServeOption("--host", str, "127.0.0.1", "address to listen on (default 127.0.0.1: this machine only)"),
     ServeOption("--port", int, 30000, "port (default 30000; 0 picks a free one)"),
     ServeOption("--mem-fraction", float, None, "share of device memory for weights and pools (default: the planner's choice)"),
@@ -102,7 +106,7 @@ SERVE_OPTIONS: tuple[ServeOption, ...] = (
     ServeOption("--drain-grace", float, None, "on SIGTERM/SIGINT, seconds running requests get to finish (default 30)"),
 )
 # Options shared by every command that runs the engine (`serve`, `bench`): what it loads and where.
-MODEL_OPTIONS = ("--device", "--dtype")
+MODEL_OPTIONS = ("--device", "--dtype", "--load-format")
 
 
 def serve_option(flag: str) -> ServeOption:

@@ -70,15 +70,23 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def model_source(source: str | None) -> tuple[str, str]:
-    """(what the engine loads, the served model name)."""
+def model_source(source: str | None, load_format: str = "auto") -> tuple[str, str]:
+    """(what the engine loads, the served model name). A catalogue name loads its hub repository
+    (auto) or its config facts (dummy); either way it is served under the catalogue name."""
     if is_default(source) and not is_complete(checkpoint_dir()):
         log.info("Generating the default model (first run only) into %s", checkpoint_dir())
     default = resolve_default(source)
     if default is not None:
         return default, DEFAULT_CHECKPOINT_NAME
     path = Path(source)
-    return source, (path.name if path.exists() else source)
+    if path.exists():
+        return source, path.name
+    from bringup.core.sources import catalogue
+
+    entry = catalogue.find(source)
+    if entry is not None and entry.name.lower() == source.strip().lower():
+        return (entry.name if load_format == "dummy" else entry.hub_id), entry.name
+    return source, source
 
 
 def summary_line(info: dict, device_type: str, free_bytes: int | None) -> str:
@@ -98,11 +106,11 @@ def serve(source: str | None, *, device: str = "auto", dtype: str = "auto", host
           port: int = DEFAULT_PORT, mem_fraction: float | None = None, max_running_requests: int | None = None,
           api_key: str | None = None, served_model_name: str | None = None,
           chunked_prefill_size: int | None = None, limits: dict | None = None,
-          allowed_hosts: tuple[str, ...] = (), model_aliases: tuple[str, ...] = ()) -> int:
+          allowed_hosts: tuple[str, ...] = (), model_aliases: tuple[str, ...] = (), load_format: str = "auto") -> int:
     """`limits`: overrides for api_limits.default_limits (max_body_bytes, max_prompts, max_queued_requests,
     max_queued_tokens, drain_grace_s); None values keep the defaults."""
     setup_logging()
-    model, name = model_source(source)
+    model, name = model_source(source, load_format)
     sock = bind_socket(host, port)
     port = sock.getsockname()[1]
     if host not in ("127.0.0.1", "localhost", "::1") and not api_key:
@@ -111,7 +119,7 @@ def serve(source: str | None, *, device: str = "auto", dtype: str = "auto", host
     from .engine import Engine
 
     kwargs = {"device": device, "dtype": dtype, "mem_fraction": mem_fraction,
-              "max_running_requests": max_running_requests, "log": log.info}
+              "max_running_requests": max_running_requests, "log": log.info, "load_format": load_format}
     if chunked_prefill_size is not None:
         kwargs["chunked_prefill_size"] = chunked_prefill_size
     engine = Engine(model, **kwargs)  # logs the weight and pool lines itself

@@ -242,7 +242,13 @@ def build_model(config: dict, *, device="cpu", dtype=torch.float32, ops=None, na
     return model.eval()
 
 
-def load_model(source, *, device="cpu", dtype="auto", progress: Progress | None = None) -> LoadedModel:
+def load_model(source, *, device="cpu", dtype="auto", progress: Progress | None = None,
+               load_format: str = "auto") -> LoadedModel:
+    """`load_format` "dummy": the config's model at full size with seeded random weights (dummy_weights.py)."""
+    from .dummy_weights import check_load_format, load_dummy_model
+
+    if check_load_format(load_format) == "dummy":
+        return load_dummy_model(source, device=device, dtype=dtype, progress=progress)
     started = time.monotonic()
     folder = resolve_checkpoint(source, progress=progress)
     config = read_model_config(folder)

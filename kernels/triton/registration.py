@@ -19,6 +19,12 @@ FAST_OPS: dict[str, tuple[str, str, bool]] = {
     "mamba_state_update": ("triton", "triton.mamba_state_update", False),
     "causal_conv1d_update": ("triton", "triton.causal_conv1d_update", False),
     "paged_attention_decode": ("triton", "triton.paged_attention_decode", False),
+    "paged_attention_prefill": ("sdpa", "sdpa.paged_attention_prefill", False),
+    "moe_experts": ("triton", "triton.fused_moe", False),
+    "route_sigmoid_grouped": ("triton", "triton.fused_moe", False),
+    "mlp": ("triton", "triton.fused_moe", False),
+    "add_rms_norm": ("triton", "triton.norms", False),
+    "gated_rms_norm": ("triton", "triton.norms", False),
 }
 
 # device type -> {op: why the reference stays}, filled by register_fast_ops (for logs and tests)

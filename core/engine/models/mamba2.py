@@ -136,6 +136,13 @@ class Mamba2Mixer(nn.Module):
         return self.ops.mamba_state_update_inplace(ssm_states, slots, xs, dt, A, Bs, Cs, self.D, self.dt_bias,
                                                    True, self.dt_limit)
 
+    def _A(self) -> torch.Tensor:
+        """-exp(A_log) in float32, recomputed only when A_log changes (three kernels less per step)."""
+        key = (self.A_log.data_ptr(), self.A_log._version)
+        if getattr(self, "_A_key", None) != key:
+            self._A_cache, self._A_key = -torch.exp(self.A_log.float()), key
+        return self._A_cache
+
     def forward(self, hidden: torch.Tensor, batch) -> torch.Tensor:
         ops = self.ops
         if batch.state_pool is None:
@@ -143,7 +150,7 @@ class Mamba2Mixer(nn.Module):
         conv_states = batch.state_pool.conv(self.layer_id)  # [slots, conv_dim, K-1]
         ssm_states = batch.state_pool.ssm(self.layer_id)  # [slots, H, P, N]
         z, xbc, dt = self.in_proj(hidden).split([self.intermediate, self.conv_dim, self.num_heads], dim=-1)
-        A = -torch.exp(self.A_log.float())
+        A = self._A()
         w, b = self.conv1d.weight[:, 0, :], self.conv1d.bias
         plan = _state_plan(batch, hidden.device)
         if plan.all_rows_step:  # decode only: no gather of rows, the states updated where they lie

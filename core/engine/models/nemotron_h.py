@@ -113,15 +113,22 @@ class MoE(nn.Module):
         else:
             self.fc1_latent_proj = self.fc2_latent_proj = None
 
-    def forward(self, hidden: torch.Tensor, batch=None) -> torch.Tensor:
+    def forward(self, hidden: torch.Tensor, batch=None):
+        """The shared expert's output [T, H] and the routed sum: [T, H], or, from a fused MoE that
+        leaves the sum over k to the next residual add (`ops.moe_experts_unsummed`), [T, k, H].
+        The model's residual add takes the pair (stack.py, ops.add_rms_norm)."""
         logits = F.linear(hidden.float(), self.gate.weight.float())
         weights, ids = self.ops.route_sigmoid_grouped(logits, self.gate.e_score_correction_bias, self.top_k,
                                                       self.n_group, self.topk_group, self.norm_topk_prob, self.scaling)
         x = hidden if self.fc1_latent_proj is None else self.fc1_latent_proj(hidden)
-        routed = self.ops.moe_experts(x, weights, ids, self.experts.up_proj, self.experts.down_proj, None, self.act)
+        unsummed = getattr(self.ops, "moe_experts_unsummed", None)
+        if unsummed is not None and self.fc2_latent_proj is None:
+            routed = unsummed(x, weights, ids, self.experts.up_proj, self.experts.down_proj, None, self.act)
+        else:
+            routed = self.ops.moe_experts(x, weights, ids, self.experts.up_proj, self.experts.down_proj, None, self.act)
         if self.fc2_latent_proj is not None:
             routed = self.fc2_latent_proj(routed)
-        return routed + self.shared_experts(hidden)
+        return (self.shared_experts(hidden), routed)
 
 
 _EXPERT = re.compile(r"^(backbone\.layers\.\d+\.mixer\.experts)\.(\d+)\.(up_proj|down_proj)\.weight$")

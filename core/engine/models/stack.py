@@ -128,10 +128,27 @@ class DecoderLayer(nn.Module):
 
     def forward(self, hidden: torch.Tensor, batch) -> torch.Tensor:
         if self.mixer_name is not None:
-            hidden = hidden + self.mixer_module(self._norm(hidden, self.mixer_norm), batch)
+            hidden = hidden + total(self.mixer_module(self._norm(hidden, self.mixer_norm), batch))
         if self.ffn_name is not None:
-            hidden = hidden + self.ffn_module(self._norm(hidden, self.ffn_norm))
+            hidden = hidden + total(self.ffn_module(self._norm(hidden, self.ffn_norm)))
         return hidden
+
+    def parts_in_order(self):
+        """(norm module, part module, takes the batch) for the mixer then the FFN, those present."""
+        out = []
+        if self.mixer_name is not None:
+            out.append((getattr(self, self.mixer_norm), self.mixer_module, True))
+        if self.ffn_name is not None:
+            out.append((getattr(self, self.ffn_norm), self.ffn_module, False))
+        return out
+
+
+def total(delta):
+    """A part's output as one [T, H] tensor: a MoE may give (shared, routed [T, H] or [T, k, H])."""
+    if isinstance(delta, tuple):
+        shared, routed = delta
+        return shared + (routed.sum(1) if routed.dim() == 3 else routed)
+    return delta
 
 
 class StackedCausalLM(CausalLM):
@@ -194,17 +211,32 @@ class StackedCausalLM(CausalLM):
         return hidden * self.embed_scale if self.embed_scale != 1.0 else hidden
 
     def forward(self, batch) -> torch.Tensor:
+        # Each part's residual add is done together with the next part's norm, in one op
+        # (ops.add_rms_norm: one kernel on a GPU where the unfused pair takes several).
         self.begin(batch)
         hidden = self.embed(batch)
-        for layer in self.decoder.layers:
-            hidden = layer(hidden, batch)
-            if self.block_hook is not None:
-                hidden = self.block_hook(layer, hidden)
-        last = batch.last_token_hidden(hidden)
-        norm = getattr(self.decoder, self.parts.layout.final_norm)
-        if self.parts.layout.norm_in_float32:
-            last = self.ops.rms_norm(last, norm.weight, norm.eps, multiply_in_float32=True)
+        # A block hook sees each layer's full output, and a family's own layer class (Granite's scaled
+        # residual, ...) has its own residual: those keep the unfused loop.
+        if self.block_hook is not None or any(type(layer) is not DecoderLayer for layer in self.decoder.layers):
+            for layer in self.decoder.layers:
+                hidden = layer(hidden, batch)
+                if self.block_hook is not None:
+                    hidden = self.block_hook(layer, hidden)
+            delta = None
         else:
-            last = self.ops.rms_norm(last, norm.weight, norm.eps)
+            ops, f32 = self.ops, self.parts.layout.norm_in_float32
+            delta = None
+            for layer in self.decoder.layers:
+                for norm, part, takes_batch in layer.parts_in_order():
+                    hidden, x = ops.add_rms_norm(hidden, delta, norm.weight, norm.eps, multiply_in_float32=f32)
+                    delta = part(x, batch) if takes_batch else part(x)
+        last = batch.last_token_hidden(hidden)
+        if isinstance(delta, tuple):
+            delta = tuple(batch.last_token_hidden(d) for d in delta)
+        elif delta is not None:
+            delta = batch.last_token_hidden(delta)
+        norm = getattr(self.decoder, self.parts.layout.final_norm)
+        _, last = self.ops.add_rms_norm(last, delta, norm.weight, norm.eps,
+                                        multiply_in_float32=self.parts.layout.norm_in_float32)
         logits = self.lm_head(last).float()
         return logits * self.logit_scale if self.logit_scale != 1.0 else logits

@@ -1,0 +1,349 @@
+"""The real Nemotron-3-Nano-30B-A3B (all 128 experts, 52 blocks, bf16) with dummy weights on one GPU:
+the engine against transformers' `generate` with the same weights and workload, and each figure
+against the device's bandwidth limit, in one run.
+
+    python bench/nano_full.py CONFIG.json [--batches 1,8,32,256] [--out results.json]
+
+CONFIG is the model's config.json (e.g. ../shared/models/nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B.json)
+or a catalogue name. Nothing is read from or written to disk but the JSON of results.
+
+Per batch size B (B requests submitted at once, greedy, ignore_eos):
+- engine: output tok/s over the whole run (prefill included), decode ms/step (steps where every
+  request decodes), kernels per decode step and GPU busy share (torch.profiler over eager decode
+  steps: the same kernels the graphs replay), the decode tok/s from graphs;
+- the bandwidth limit: bytes one decode step must read (the non-expert weights, the experts that B
+  tokens route to on average (uniform routing), each request's Mamba states read and written and its
+  KV read) over the copy bandwidth measured here; each figure's share of it;
+- transformers: `generate` on the same weights (copied from the engine's) and prompts, left-padded
+  batch of B, `--hf-new-tokens` tokens (its Mamba and MoE paths are plain torch: it is slow).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def copy_bandwidth(device, gib: float = 4.0) -> float:
+    """Bytes per second of a device-to-device copy, counting bytes read plus bytes written."""
+    n = int(gib * 2**30) // 2
+    a = torch.empty(n, dtype=torch.bfloat16, device=device).normal_()
+    b = torch.empty_like(a)
+    for _ in range(3):
+        b.copy_(a)
+    torch.cuda.synchronize(device)
+    times = []
+    for _ in range(10):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        b.copy_(a)
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e) / 1e3)
+    del a, b
+    torch.cuda.empty_cache()
+    times.sort()
+    return 2 * n * 2 / times[len(times) // 2]
+
+
+def step_bytes(model, config, batch: int, context: int, kv_dtype_bytes: int = 2, ssm_bytes: int = 4) -> dict:
+    """Bytes one decode step of `batch` requests with `context` tokens each must move."""
+    from bringup.core.engine.models.nemotron_h import Experts
+
+    expert_total = 0
+    other = 0
+    moe_layers = 0
+    per_expert = 0
+    for name, p in model.named_parameters():
+        size = p.numel() * p.element_size()
+        if ".experts." in name:
+            expert_total += size
+        elif "embeddings" in name:
+            other += batch * p.shape[1] * p.element_size()  # only the rows looked up
+        else:
+            other += size
+    for m in model.modules():
+        if isinstance(m, Experts):
+            moe_layers += 1
+            per_expert = (m.up_proj[0].numel() + m.down_proj[0].numel()) * m.up_proj.element_size()
+    E, k = int(config["n_routed_experts"]), int(config["num_experts_per_tok"])
+    touched = E * (1 - (1 - k / E) ** batch)  # distinct experts B tokens route to (uniform routing)
+    experts = moe_layers * touched * per_expert
+    spec = model.cache_spec
+    conv = spec.conv_shape[0] * spec.conv_shape[1] * 2 if spec.conv_shape else 0
+    ssm = spec.ssm_shape[0] * spec.ssm_shape[1] * spec.ssm_shape[2] * ssm_bytes if spec.ssm_shape else 0
+    state = batch * len(spec.state_layer_ids) * 2 * (conv + ssm)  # read and written
+    kv = batch * context * len(spec.kv_layer_ids) * 2 * spec.num_kv_heads * spec.head_dim * kv_dtype_bytes
+    return {"weights": other, "experts": experts, "experts_touched": touched, "state": state, "kv": kv,
+            "total": other + experts + state + kv}
+
+
+def profile_decode(engine, steps: int = 3) -> tuple[float, float]:
+    """(kernels per decode step, GPU busy share) over eager decode steps (graphs set aside)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    graphs, engine.runner.decode_graphs = engine.runner.decode_graphs, None
+    try:
+        engine.step()  # warm
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            t = time.perf_counter()
+            for _ in range(steps):
+                engine.step()
+            torch.cuda.synchronize()
+            wall = time.perf_counter() - t
+    finally:
+        engine.runner.decode_graphs = graphs
+    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
+               and "memcpy" not in e.name.lower() and "memset" not in e.name.lower()]
+    busy = sum(e.device_time for e in kernels) / 1e6  # device_time is in microseconds
+    return len(kernels) / steps, busy / wall
+
+
+def sweep_moe_tiles(device) -> list[dict]:
+    """The fused MoE (align + up + down) at the real shapes, per batch size and GEMM tile: time and
+    the bandwidth over the experts' bytes it must read."""
+    import triton.testing
+
+    from bringup.kernels.triton import fused_moe as fm
+
+    E, k, H, I = 128, 6, 2688, 1856
+    up = torch.randn(E, I, H, device=device, dtype=torch.bfloat16) * 0.02
+    down = torch.randn(E, H, I, device=device, dtype=torch.bfloat16) * 0.02
+    tiles = [(32, 128, 4, 3), (32, 128, 2, 4), (16, 128, 2, 5), (32, 64, 2, 6), (16, 64, 1, 6), (64, 128, 4, 3),
+             (64, 64, 4, 4), (128, 64, 8, 3), (128, 64, 4, 4)]
+    rows = []
+    for T in (1, 8, 32, 256, 8192):
+        x = torch.randn(T, H, device=device, dtype=torch.bfloat16)
+        ids = torch.stack([torch.randperm(E, device=device)[:k] for _ in range(T)])
+        w = torch.rand(T, k, device=device)
+        touched = len(set(ids.flatten().tolist()))
+        bytes_ = touched * 2 * I * H * 2
+        best = None
+        for tile in tiles:
+            fm.TILE_OVERRIDE["all"] = tile
+            try:
+                ms = triton.testing.do_bench(lambda: fm.moe_experts(x, w, ids, up, down), warmup=5, rep=20,
+                                             return_mode="median")
+            except Exception as err:  # noqa: BLE001 - a tile that does not compile is skipped
+                print(f"  tile {tile}: {type(err).__name__}", flush=True)
+                continue
+            row = {"T": T, "tile": tile, "ms": ms, "tb_s": bytes_ / ms / 1e9}
+            rows.append(row)
+            if best is None or ms < best["ms"]:
+                best = row
+        fm.TILE_OVERRIDE.clear()
+        default = triton.testing.do_bench(lambda: fm.moe_experts(x, w, ids, up, down), warmup=5, rep=20,
+                                          return_mode="median")
+        print(f"moe T={T:>4}: default {default:.3f} ms = {bytes_ / default / 1e9:.2f} TB/s; best {best['tile']} "
+              f"{best['ms']:.3f} ms = {best['tb_s']:.2f} TB/s ({touched} experts)", flush=True)
+    del up, down
+    torch.cuda.empty_cache()
+    return rows
+
+
+def graph_replay_ms(engine, bucket: int) -> float:
+    """GPU time of one captured decode step (the graph replayed alone, no host work between)."""
+    graph = engine.runner.decode_graphs._graphs[bucket][0]
+    for _ in range(3):
+        graph.replay()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(20):
+        graph.replay()
+    e.record()
+    e.synchronize()
+    return s.elapsed_time(e) / 20
+
+
+def top_kernels(engine, n: int = 14, prefill_tokens: int = 0) -> str:
+    """torch.profiler's table of the top device kernels over one eager step (decode, or a prefill
+    of `prefill_tokens` prompt tokens)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    graphs, engine.runner.decode_graphs = engine.runner.decode_graphs, None
+    try:
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            engine.step()
+            torch.cuda.synchronize()
+    finally:
+        engine.runner.decode_graphs = graphs
+    return prof.key_averages().table(sort_by="device_time_total", row_limit=n, max_name_column_width=60)
+
+
+def run_engine_batch(engine, B: int, in_len: int, out_len: int, vocab: int, seed: int) -> dict:
+    from bringup.core.engine.bench import make_workload
+    from bringup.core.engine.sampling import SamplingParams
+
+    work = make_workload(B, (in_len, in_len), (out_len, out_len), seed, vocab)
+    params = SamplingParams(max_new_tokens=out_len, temperature=0.0, ignore_eos=True)
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    ids = [engine.add_request(p, params, detokenize=False) for p, _ in work]
+    produced = {rid: 0 for rid in ids}
+    decode_times, steps = [], 0
+    while engine.has_unfinished():
+        all_decoding = (len(engine.scheduler.running) == B and not engine.scheduler.waiting
+                        and all(r.num_computed >= len(r.prompt_ids) for r in engine.scheduler.running))
+        t = time.perf_counter()
+        outs = engine.step()
+        if all_decoding and all(not o.finished for o in outs):
+            decode_times.append(time.perf_counter() - t)
+        for o in outs:
+            produced[o.request_id] += len(o.token_ids)
+        steps += 1
+    seconds = time.perf_counter() - start
+    total = sum(produced.values())
+    assert total == B * out_len, f"engine produced {total} tokens, expected {B * out_len}"
+    decode_times.sort()
+    ms = 1e3 * decode_times[len(decode_times) // 2] if decode_times else float("nan")
+    return {"batch": B, "input_len": in_len, "output_len": out_len, "seconds": seconds, "tok_s": total / seconds,
+            "decode_ms_step": ms, "decode_tok_s": B / ms * 1e3 if decode_times else None, "work": work}
+
+
+def run_hf(model, work, B: int, new_tokens: int, pad_id: int, device) -> dict:
+    from bringup.core.engine.bench import run_transformers
+
+    short = [(p, new_tokens) for p, _ in work[:B]]
+    run_transformers(model, [(p[:8], 2) for p, _ in short], B, pad_id, device)  # warm-up
+    seconds = run_transformers(model, short, B, pad_id, device)
+    return {"hf_seconds": seconds, "hf_tok_s": B * new_tokens / seconds, "hf_new_tokens": new_tokens}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("config")
+    ap.add_argument("--batches", default="1,8,32,256")
+    ap.add_argument("--in-len", type=int, default=128, help="prompt tokens (batches below 256)")
+    ap.add_argument("--out-len", type=int, default=128, help="output tokens (batches below 256)")
+    ap.add_argument("--big-in-len", type=int, default=1024, help="prompt tokens at batch >= 256")
+    ap.add_argument("--big-out-len", type=int, default=256, help="output tokens at batch >= 256")
+    ap.add_argument("--hf-new-tokens", type=int, default=16)
+    ap.add_argument("--hf-max-batch", type=int, default=32, help="largest batch the transformers baseline runs")
+    ap.add_argument("--mem-fraction", type=float, default=0.88)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--budget-s", type=float, default=520, help="skip what would start after this many seconds")
+    ap.add_argument("--chunked-prefill-size", type=int, default=8192)
+    ap.add_argument("--sweep", action="store_true", help="sweep the fused MoE's GEMM tiles first")
+    ap.add_argument("--profile-dir", default=None, help="write top-kernel tables (decode B=1, prefill) here")
+    args = ap.parse_args()
+    began = time.perf_counter()
+    batches = [int(b) for b in args.batches.split(",")]
+    device = torch.device("cuda")
+    from bringup.core.engine.engine import Engine
+
+    bw = copy_bandwidth(device)
+    print(f"copy bandwidth (read + write): {bw / 1e12:.2f} TB/s", flush=True)
+    sweep = sweep_moe_tiles(device) if args.sweep else []
+    t = time.perf_counter()
+    engine = Engine(args.config, device="cuda", dtype="bfloat16", load_format="dummy",
+                    max_running_requests=max(batches), mem_fraction=args.mem_fraction, context_length=4096,
+                    chunked_prefill_size=args.chunked_prefill_size,
+                    log=lambda m: print(f"  [engine] {m}", flush=True))
+    info = engine.server_info()
+    print(f"engine ready in {time.perf_counter() - t:.1f} s: {info['architecture']}, {info['params'] / 1e9:.2f} B params, "
+          f"{info['dtype']}, graphs {info['decode_graphs']}, kernels: "
+          f"{ {k: v for k, v in engine.model.ops.implementations.items() if v != 'reference'} }", flush=True)
+    vocab = int(engine.vocab_size)
+    rows = []
+    for B in batches:
+        if time.perf_counter() - began > args.budget_s:
+            print(f"batch {B}: skipped (time budget)", flush=True)
+            continue
+        big = B >= 256
+        in_len, out_len = (args.big_in_len, args.big_out_len) if big else (args.in_len, args.out_len)
+        run_engine_batch(engine, min(B, 2), 16, 4, vocab, seed=99)  # warm (compiles at new shapes)
+        row = run_engine_batch(engine, B, in_len, out_len, vocab, seed=B)
+        # Kernels and busy share: B requests decoding, eager.
+        from bringup.core.engine.sampling import SamplingParams
+
+        for p, _ in row["work"]:
+            engine.add_request(p[:16], SamplingParams(max_new_tokens=8, temperature=0.0, ignore_eos=True),
+                               detokenize=False)
+        sch = engine.scheduler
+        while sch.waiting or any(r.num_computed < len(r.prompt_ids) for r in sch.running):
+            engine.step()  # prompts in: the profiled steps decode only
+        row["kernels_per_step"], row["busy_eager"] = profile_decode(engine)
+        if engine.decode_graphs is not None and B in engine.decode_graphs.buckets:
+            row["graph_replay_ms"] = graph_replay_ms(engine, B)
+        if args.profile_dir and B == 1:
+            Path(args.profile_dir, "decode_b1.txt").write_text(top_kernels(engine))
+        while engine.has_unfinished():
+            engine.step()
+        sb = step_bytes(engine.model, engine.config, B, in_len + out_len // 2)
+        row["bytes_per_step"] = sb
+        row["limit_ms"] = sb["total"] / bw * 1e3
+        row["limit_tok_s"] = B / (sb["total"] / bw)
+        row["share_of_limit"] = (row["decode_tok_s"] or 0) / row["limit_tok_s"]
+        rows.append(row)
+        print(f"batch {B:>4}: engine {row['tok_s']:8.1f} tok/s overall, decode {row['decode_ms_step']:.2f} ms/step "
+              f"= {row['decode_tok_s'] or 0:8.1f} tok/s ({row['share_of_limit']:.0%} of the {row['limit_tok_s']:.0f} "
+              f"tok/s limit: {sb['total'] / 1e9:.2f} GB/step, {sb['experts_touched']:.1f} experts/layer), "
+              f"{row['kernels_per_step']:.0f} kernels/step, GPU busy {row['busy_eager']:.0%} (eager), "
+              f"graph replay alone {row.get('graph_replay_ms', float('nan')):.2f} ms", flush=True)
+    if args.profile_dir and time.perf_counter() - began < args.budget_s:
+        from bringup.core.engine.sampling import SamplingParams
+
+        import random
+
+        rng = random.Random(5)
+        for _ in range(4):
+            engine.add_request([rng.randint(3, vocab - 1) for _ in range(2048)],
+                               SamplingParams(max_new_tokens=1, temperature=0.0, ignore_eos=True), detokenize=False)
+        Path(args.profile_dir, "prefill_8k.txt").write_text(top_kernels(engine, n=20))
+        while engine.has_unfinished():
+            engine.step()
+    pad_id = int(engine.config.get("pad_token_id") or 0)
+    # transformers with the same weights
+    hf_batches = [r for r in rows if r["batch"] <= args.hf_max_batch]
+    if hf_batches and time.perf_counter() - began < args.budget_s:
+        from bringup.core.engine import device as devices
+        from bringup.core.engine.hf_twin import transformers_twin
+
+        model, config = engine.model, engine.config
+        del engine
+        gc.collect()
+        devices.empty_cache(device)
+        try:
+            twin = transformers_twin(model, config, device, torch.bfloat16)
+            del model
+            gc.collect()
+            for row in hf_batches:
+                if time.perf_counter() - began > args.budget_s:
+                    print(f"transformers batch {row['batch']}: skipped (time budget)", flush=True)
+                    continue
+                row.update(run_hf(twin, row["work"], row["batch"], args.hf_new_tokens, pad_id, device))
+                print(f"batch {row['batch']:>4}: transformers {row['hf_tok_s']:8.1f} tok/s "
+                      f"({args.hf_new_tokens} new tokens, left-padded batch) -> engine decode "
+                      f"{(row['decode_tok_s'] or 0) / row['hf_tok_s']:.1f}x, overall {row['tok_s'] / row['hf_tok_s']:.1f}x",
+                      flush=True)
+        except Exception as err:  # noqa: BLE001 - the engine's figures stand without the baseline
+            print(f"transformers baseline failed: {type(err).__name__}: {str(err)[:300]}", flush=True)
+    print("\n| batch | in/out | engine tok/s (overall) | decode ms/step | graph replay ms | decode tok/s | limit tok/s | "
+          "share | kernels/step | GPU busy (eager) | transformers tok/s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        hf = f"{r['hf_tok_s']:.1f}" if "hf_tok_s" in r else "not run"
+        print(f"| {r['batch']} | {r['input_len']}/{r['output_len']} | {r['tok_s']:.1f} | {r['decode_ms_step']:.2f} | "
+              f"{r.get('graph_replay_ms', float('nan')):.2f} | "
+              f"{r['decode_tok_s'] or 0:.1f} | {r['limit_tok_s']:.0f} | {r['share_of_limit']:.0%} | "
+              f"{r['kernels_per_step']:.0f} | {r['busy_eager']:.0%} | {hf} |")
+    print(f"copy bandwidth {bw / 1e12:.2f} TB/s; total {time.perf_counter() - began:.0f} s")
+    if args.out:
+        for r in rows:
+            r.pop("work", None)
+        Path(args.out).write_text(json.dumps({"bandwidth": bw, "rows": rows, "moe_sweep": sweep}, indent=2,
+                                             default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

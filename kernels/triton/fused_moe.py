@@ -1,0 +1,268 @@
+"""Fused MoE in Triton: only the routed experts' weights are read, at every batch size.
+
+Three kernels, each with its plain reference in kernels/reference/:
+- `moe_align` (reference/moe_align.py): one program sorts the T*k (token, expert) assignments into
+  per-expert runs padded to blocks of BLOCK_M rows, all on the device (no read back, graph-safe).
+- `moe_grouped_gemm` (reference/moe_grouped_gemm.py): each block of sorted rows times its own
+  expert's matrix; the activation (relu2 for NemotronH) or the routing weight is applied in the
+  epilogue, and each row lands at its assignment's place.
+- `route_sigmoid_grouped` (reference/moe_routing.py, one group): sigmoid, correction bias, top-k,
+  renormalisation and scaling for one token per program.
+`moe_experts` chains align -> up GEMM (+act) -> down GEMM (x routing weight) -> sum over k; it has
+the reference `moe_experts`'s signature. Experts with a gate (SwiGLU) use the reference.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ..reference.moe_align import padded_rows
+from ..reference import moe_experts as _reference_moe
+from ..reference import route_sigmoid_grouped as _reference_route
+from .launch import next_pow2, num_warps
+
+# Activations the GEMM epilogue can apply (0: none).
+_ACT = {None: 0, "relu2": 1, "relu": 2, "silu": 3}
+
+
+@triton.jit
+def _align_kernel(ids_ptr, sorted_ptr, block_expert_ptr, used_ptr, n, R,
+                  E: tl.constexpr, E_POW2: tl.constexpr, BLOCK: tl.constexpr, CHUNK: tl.constexpr):
+    experts = tl.arange(0, E_POW2)
+    # 1. per-expert counts
+    counts = tl.zeros([E_POW2], dtype=tl.int32)
+    for start in range(0, n, CHUNK):
+        offs = start + tl.arange(0, CHUNK)
+        e = tl.load(ids_ptr + offs, mask=offs < n, other=-1).to(tl.int32)
+        counts += tl.sum((e[:, None] == experts[None, :]).to(tl.int32), axis=0)
+    padded = (counts + BLOCK - 1) // BLOCK * BLOCK
+    ends = tl.cumsum(padded, axis=0)
+    starts = ends - padded
+    # 2. padding rows first (index n: skipped by the GEMM), then every assignment to its row
+    for start in range(0, R, CHUNK):
+        offs = start + tl.arange(0, CHUNK)
+        tl.store(sorted_ptr + offs, tl.zeros([CHUNK], dtype=tl.int32) + n, mask=offs < R)
+    tl.debug_barrier()
+    before = tl.zeros([E_POW2], dtype=tl.int32)  # assignments of each expert in earlier chunks
+    rows = tl.arange(0, CHUNK)
+    for start in range(0, n, CHUNK):
+        offs = start + rows
+        e = tl.load(ids_ptr + offs, mask=offs < n, other=-1).to(tl.int32)
+        onehot = (e[:, None] == experts[None, :]).to(tl.int32)  # [CHUNK, E]
+        same_earlier = (e[:, None] == e[None, :]) & (rows[None, :] < rows[:, None])
+        rank = tl.sum(same_earlier.to(tl.int32), axis=1) + tl.sum(onehot * (starts + before)[None, :], axis=1)
+        tl.store(sorted_ptr + rank, offs.to(tl.int32), mask=offs < n)
+        before += tl.sum(onehot, axis=0)
+    # 3. expert of each block (-1 past the last expert's run)
+    for start in range(0, R // BLOCK, CHUNK):
+        b = start + tl.arange(0, CHUNK)
+        first_row = b * BLOCK
+        which = tl.sum((ends[None, :] <= first_row[:, None]).to(tl.int32) * (experts[None, :] < E).to(tl.int32),
+                       axis=1)
+        tl.store(block_expert_ptr + b, tl.where(which < E, which, -1), mask=b < R // BLOCK)
+    tl.store(used_ptr, tl.max(tl.where(experts < E, ends, 0), axis=0))
+
+
+# One program sorts up to this many assignments quickly (decode); prefill's tens of thousands go
+# through the reference's device sort (a dozen launches, no host read).
+ALIGN_MAX_ONE_PROGRAM = 4096
+
+
+def moe_align(ids: torch.Tensor, num_experts: int, block: int):
+    """Same results as kernels.reference.moe_align.moe_align, in one launch."""
+    n = ids.numel()
+    if n > ALIGN_MAX_ONE_PROGRAM:
+        from ..reference.moe_align import moe_align as reference_align
+
+        return reference_align(ids, num_experts, block)
+    R = padded_rows(n, num_experts, block)
+    flat = ids.reshape(-1).contiguous()
+    sorted_ids = torch.empty(R, dtype=torch.int32, device=ids.device)
+    block_expert = torch.empty(R // block, dtype=torch.int32, device=ids.device)
+    used = torch.empty(1, dtype=torch.int32, device=ids.device)
+    e_pow2 = next_pow2(num_experts, 16)
+    chunk = 64 if e_pow2 <= 128 else 32
+    _align_kernel[(1,)](flat, sorted_ids, block_expert, used, n, R, E=num_experts, E_POW2=e_pow2, BLOCK=block,
+                        CHUNK=chunk, num_warps=num_warps(ids.device.type, 4))
+    return sorted_ids, block_expert, used
+
+
+@triton.jit
+def _grouped_gemm_kernel(x_ptr, w_ptr, out_ptr, sorted_ptr, block_expert_ptr, weights_ptr,
+                         N, K, num_assignments, rows_per_token,
+                         s_xm, s_xk, s_we, s_wn, s_wk, s_om, s_on,
+                         ACT: tl.constexpr, HAS_WEIGHTS: tl.constexpr,
+                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    expert = tl.load(block_expert_ptr + pid_m)
+    if expert < 0:
+        return
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    a = tl.load(sorted_ptr + rows)
+    valid = a < num_assignments
+    token = (a // rows_per_token).to(tl.int64)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_ok = cols < N
+    ks = tl.arange(0, BLOCK_K)
+    x_rows = x_ptr + token[:, None] * s_xm
+    w_cols = w_ptr + expert.to(tl.int64) * s_we + cols[None, :] * s_wn
+    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        k = k0 + ks
+        k_ok = k < K
+        xt = tl.load(x_rows + k[None, :] * s_xk, mask=valid[:, None] & k_ok[None, :], other=0.0)
+        wt = tl.load(w_cols + k[:, None] * s_wk, mask=k_ok[:, None] & col_ok[None, :], other=0.0)
+        acc = tl.dot(xt, wt, acc)
+    if ACT == 1:
+        acc = tl.maximum(acc, 0.0)
+        acc = acc * acc
+    elif ACT == 2:
+        acc = tl.maximum(acc, 0.0)
+    elif ACT == 3:
+        acc = acc * tl.sigmoid(acc)
+    if HAS_WEIGHTS:
+        rw = tl.load(weights_ptr + a, mask=valid, other=0.0).to(tl.float32)
+        acc = acc * rw[:, None]
+    dest = out_ptr + a.to(tl.int64)[:, None] * s_om + cols[None, :] * s_on
+    tl.store(dest, acc.to(out_ptr.dtype.element_ty), mask=valid[:, None] & col_ok[None, :])
+
+
+# (BLOCK_N, BLOCK_K, warps, stages) by rows: few rows (decode) want narrow column tiles, so that
+# enough programs stream the weights; `TILE_OVERRIDE` lets bench/nano_full.py sweep them.
+TILES = ((64, (32, 128, 2, 4)), (4096, (64, 128, 4, 3)), (1 << 30, (128, 64, 8, 3)))
+TILE_OVERRIDE: dict = {}
+
+
+def tile_for(num_assignments: int, N: int, K: int) -> tuple[int, int, int, int]:
+    if "all" in TILE_OVERRIDE:
+        return TILE_OVERRIDE["all"]
+    for limit, tile in TILES:
+        if num_assignments <= limit:
+            bn, bk, w, st = tile
+            return (bn if N >= bn else 32), (bk if K >= bk else 32), w, st
+    return 64, 64, 4, 3
+
+
+def moe_grouped_gemm(x, w, sorted_ids, block_expert, block: int, num_assignments: int, rows_per_token: int,
+                     act: str | None = None, weights: torch.Tensor | None = None, out: torch.Tensor | None = None):
+    """Same results as kernels.reference.moe_grouped_gemm (padding rows never written)."""
+    if act not in _ACT:
+        raise ValueError(f"fused MoE: activation {act!r} is not fused; use one of {sorted(k for k in _ACT if k)}")
+    E, N, K = w.shape
+    if out is None:
+        out = torch.empty(num_assignments, N, dtype=x.dtype, device=x.device)
+    block_n, block_k, warps, stages = tile_for(num_assignments, N, K)
+    grid = (block_expert.numel(), triton.cdiv(N, block_n))
+    wts = weights.reshape(-1) if weights is not None else x
+    _grouped_gemm_kernel[grid](x, w, out, sorted_ids, block_expert, wts, N, K, num_assignments, rows_per_token,
+                               x.stride(0), x.stride(1), w.stride(0), w.stride(1), w.stride(2),
+                               out.stride(0), out.stride(1), ACT=_ACT[act], HAS_WEIGHTS=weights is not None,
+                               BLOCK_M=block, BLOCK_N=block_n, BLOCK_K=block_k,
+                               num_warps=num_warps(x.device.type, warps), num_stages=stages)
+    return out
+
+
+def block_m_for(num_assignments: int, num_experts: int) -> int:
+    """Rows per block: 16 when few rows reach each expert (decode), larger for prefill."""
+    per_expert = num_assignments / max(1, num_experts)
+    return 16 if per_expert <= 16 else (32 if per_expert <= 64 else 64)
+
+
+def moe_experts(x, weights, ids, up, down, gate=None, act="relu2", strategy=None):
+    """Same arguments and result as kernels.reference.moe_experts (`strategy` is ignored: this
+    form reads only the routed experts at every size)."""
+    if gate is not None or act not in _ACT or x.shape[0] == 0:
+        return _reference_moe(x, weights, ids, up, down, gate, act, strategy)
+    return moe_experts_unsummed(x, weights, ids, up, down, gate, act).sum(1)
+
+
+def moe_experts_unsummed(x, weights, ids, up, down, gate=None, act="relu2", strategy=None):
+    """[T, k, H]: each assignment's weighted expert output; the sum over k is left to the caller
+    (the model's next residual add + norm does it in its own kernel)."""
+    if gate is not None or act not in _ACT or x.shape[0] == 0:
+        return _reference_moe(x, weights, ids, up, down, gate, act, strategy)[:, None, :]
+    T, k = ids.shape
+    E = up.shape[0]
+    n = T * k
+    block = block_m_for(n, E)
+    sorted_ids, block_expert, _used = moe_align(ids, E, block)
+    h = moe_grouped_gemm(x, up, sorted_ids, block_expert, block, n, k, act=act)
+    y = moe_grouped_gemm(h, down, sorted_ids, block_expert, block, n, 1, act=None, weights=weights)
+    return y.view(T, k, -1)
+
+
+_DENSE_ROWS: dict = {}
+DENSE_MLP_MAX_TOKENS = 512  # above this (prefill), cuBLAS through the reference is as good
+
+
+def _dense_rows(T: int, block: int, device):
+    """Sorted ids and block experts of T tokens all going to one expert (cached per shape: no
+    launches in a step, and safe in graph capture once warmed)."""
+    key = (T, block, str(device))
+    if key not in _DENSE_ROWS:
+        R = -(-T // block) * block
+        rows = torch.arange(R, device=device, dtype=torch.int32).clamp_(max=T)
+        _DENSE_ROWS[key] = (rows, torch.zeros(R // block, dtype=torch.int32, device=device))
+    return _DENSE_ROWS[key]
+
+
+def mlp(x, up, down, gate=None, act="relu2", up_bias=None, down_bias=None, gate_bias=None):
+    """Same arguments and result as kernels.reference.mlp; a relu2 (or relu, silu) MLP without gate
+    or biases on a decode-sized batch runs as two GEMMs with the activation fused."""
+    from ..reference import mlp as _reference_mlp
+
+    T = x.shape[0]
+    if (gate is not None or up_bias is not None or down_bias is not None or act not in _ACT or T == 0
+            or T > DENSE_MLP_MAX_TOKENS or x.dim() != 2):
+        return _reference_mlp(x, up, down, gate, act, up_bias, down_bias, gate_bias)
+    block = 16 if T <= 16 else (32 if T <= 64 else 64)
+    rows, experts = _dense_rows(T, block, x.device)
+    h = moe_grouped_gemm(x, up[None], rows, experts, block, T, 1, act=act)
+    return moe_grouped_gemm(h, down[None], rows, experts, block, T, 1)
+
+
+@triton.jit
+def _route_kernel(logits_ptr, bias_ptr, weights_ptr, ids_ptr, E, s_l, scaling,
+                  TOP_K: tl.constexpr, K_POW2: tl.constexpr, E_POW2: tl.constexpr, HAS_BIAS: tl.constexpr, NORM: tl.constexpr):
+    t = tl.program_id(0).to(tl.int64)
+    e = tl.arange(0, E_POW2)
+    ok = e < E
+    logit = tl.load(logits_ptr + t * s_l + e, mask=ok, other=0.0).to(tl.float32)
+    score = tl.sigmoid(logit)
+    choice = score
+    if HAS_BIAS:
+        choice = choice + tl.load(bias_ptr + e, mask=ok, other=0.0).to(tl.float32)
+    choice = tl.where(ok, choice, float("-inf"))
+    lanes = tl.arange(0, K_POW2)
+    picked = tl.zeros([K_POW2], dtype=tl.float32)
+    for j in tl.static_range(TOP_K):
+        best = tl.argmax(choice, axis=0)
+        w = tl.sum(tl.where(e == best, score, 0.0), axis=0)
+        picked = tl.where(lanes == j, w, picked)
+        tl.store(ids_ptr + t * TOP_K + j, best.to(tl.int64))
+        choice = tl.where(e == best, float("-inf"), choice)
+    if NORM:
+        picked = picked * (scaling / (tl.sum(picked, axis=0) + 1e-20))
+    else:
+        picked = picked * scaling
+    tl.store(weights_ptr + t * TOP_K + lanes, picked, mask=lanes < TOP_K)
+
+
+def route_sigmoid_grouped(router_logits, correction_bias, top_k, n_group=1, topk_group=1, norm_topk_prob=True,
+                          routed_scaling_factor=1.0):
+    """Same results as the reference router; one group only (more groups use the reference)."""
+    T, E = router_logits.shape
+    if n_group > 1 or T == 0 or top_k > 64:
+        return _reference_route(router_logits, correction_bias, top_k, n_group, topk_group, norm_topk_prob,
+                                routed_scaling_factor)
+    logits = router_logits if router_logits.stride(1) == 1 else router_logits.contiguous()
+    weights = torch.empty(T, top_k, dtype=torch.float32, device=logits.device)
+    ids = torch.empty(T, top_k, dtype=torch.int64, device=logits.device)
+    _route_kernel[(T,)](logits, correction_bias if correction_bias is not None else logits, weights, ids, E,
+                        logits.stride(0), float(routed_scaling_factor), TOP_K=top_k, K_POW2=next_pow2(top_k), E_POW2=next_pow2(E, 16),
+                        HAS_BIAS=correction_bias is not None, NORM=bool(norm_topk_prob),
+                        num_warps=num_warps(logits.device.type, 1))
+    return weights, ids

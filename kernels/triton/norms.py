@@ -1,0 +1,102 @@
+"""RMSNorms in one Triton kernel each (the references take 6 to 10 torch kernels apiece):
+`add_rms_norm` (residual add + the next block's norm) and `gated_rms_norm` (Mamba2's group-wise
+norm gated by silu(z)). Statistics in float32; results match the references' rounding order."""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from .launch import next_pow2, num_warps
+
+
+@triton.jit
+def _add_rms_norm_kernel(h_ptr, d_ptr, r_ptr, w_ptr, h_out_ptr, y_ptr, H, eps, s_h, s_d, s_r, s_rk, s_ho, s_y,
+                         HAS_DELTA: tl.constexpr, ROUTED_K: tl.constexpr, F32_MUL: tl.constexpr,
+                         BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK)
+    ok = offs < H
+    h = tl.load(h_ptr + row * s_h + offs, mask=ok, other=0.0)
+    if HAS_DELTA:
+        d = tl.load(d_ptr + row * s_d + offs, mask=ok, other=0.0)
+        if ROUTED_K > 0:  # a MoE's parts: shared + (routed summed over k), each sum rounded as unfused
+            r = tl.zeros([BLOCK], dtype=tl.float32)
+            for j in tl.static_range(ROUTED_K):
+                r += tl.load(r_ptr + row * s_r + j * s_rk + offs, mask=ok, other=0.0).to(tl.float32)
+            r = r.to(h_out_ptr.dtype.element_ty)
+            d = (d.to(tl.float32) + r.to(tl.float32)).to(h_out_ptr.dtype.element_ty)
+        h = (h.to(tl.float32) + d.to(tl.float32))
+        h = h.to(h_out_ptr.dtype.element_ty)
+        tl.store(h_out_ptr + row * s_ho + offs, h, mask=ok)
+    hf = h.to(tl.float32)
+    inv = 1.0 / tl.sqrt(tl.sum(hf * hf, axis=0) / H + eps)
+    w = tl.load(w_ptr + offs, mask=ok, other=0.0)
+    if F32_MUL:
+        y = w.to(tl.float32) * (hf * inv)
+    else:
+        y = w.to(tl.float32) * (hf * inv).to(y_ptr.dtype.element_ty).to(tl.float32)
+    tl.store(y_ptr + row * s_y + offs, y.to(y_ptr.dtype.element_ty), mask=ok)
+
+
+def add_rms_norm(hidden, delta, weight, eps, *, multiply_in_float32=True):
+    """Same arguments and results as kernels.reference.add_rms_norm."""
+    T, H = hidden.shape
+    y = torch.empty_like(hidden)
+    h_out = torch.empty_like(hidden) if delta is not None else hidden
+    routed, k = hidden, 0
+    if isinstance(delta, tuple):
+        delta, routed = delta
+        if routed.dim() == 2:
+            routed = routed[:, None, :]
+        k = routed.shape[1]
+    if T:
+        d = delta if delta is not None else hidden
+        r3 = routed if k else hidden[:, None, :]
+        _add_rms_norm_kernel[(T,)](hidden, d, r3, weight, h_out, y, H, float(eps), hidden.stride(0), d.stride(0),
+                                   r3.stride(0), r3.stride(1), h_out.stride(0), y.stride(0),
+                                   HAS_DELTA=delta is not None, ROUTED_K=k,
+                                   F32_MUL=bool(multiply_in_float32), BLOCK=next_pow2(H),
+                                   num_warps=num_warps(hidden.device.type, 8 if H >= 2048 else 4))
+    return h_out, y
+
+
+@triton.jit
+def _gated_rms_norm_kernel(x_ptr, z_ptr, w_ptr, y_ptr, G, eps, s_x, s_z, s_y,
+                           BEFORE: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    grp = tl.program_id(1)
+    offs = tl.arange(0, BLOCK)
+    ok = offs < G
+    cols = grp * G + offs
+    x = tl.load(x_ptr + row * s_x + cols, mask=ok, other=0.0).to(tl.float32)
+    z = tl.load(z_ptr + row * s_z + cols, mask=ok, other=0.0).to(tl.float32)
+    g = z * tl.sigmoid(z)
+    if not BEFORE:
+        x = x * g
+    inv = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / G + eps)
+    w = tl.load(w_ptr + cols, mask=ok, other=0.0)
+    n = (x * inv).to(y_ptr.dtype.element_ty).to(tl.float32)
+    y = (w.to(tl.float32) * n).to(y_ptr.dtype.element_ty)
+    if BEFORE:
+        y = (y.to(tl.float32) * g.to(y_ptr.dtype.element_ty).to(tl.float32)).to(y_ptr.dtype.element_ty)
+    tl.store(y_ptr + row * s_y + cols, y, mask=ok)
+
+
+def gated_rms_norm(x, gate, weight, eps, group_size, *, norm_before_gate=False):
+    """Same arguments and results as kernels.reference.gated_rms_norm (2-D x and gate)."""
+    if x.dim() != 2:
+        from ..reference import gated_rms_norm as ref
+
+        return ref(x, gate, weight, eps, group_size, norm_before_gate=norm_before_gate)
+    T, W = x.shape
+    if W % group_size:
+        raise ValueError(f"gated_rms_norm: width {W} is not a multiple of group size {group_size}")
+    y = torch.empty_like(x)
+    if T:
+        _gated_rms_norm_kernel[(T, W // group_size)](x, gate, weight, y, group_size, float(eps), x.stride(0),
+                                                     gate.stride(0), y.stride(0), BEFORE=bool(norm_before_gate),
+                                                     BLOCK=next_pow2(group_size),
+                                                     num_warps=num_warps(x.device.type, 4))
+    return y
