@@ -46,7 +46,7 @@ def test_every_kernel_of_a_hybrid_model_is_checked_on_cpu_and_a_crash_is_a_findi
 def test_a_wrong_kernel_fails_its_check():
     ops = ops_for("cpu")
     calls, undo = record_calls(ops)
-    x = torch.randn(6, 32, dtype=torch.bfloat16)
+    x = torch.randn(6, 32, generator=torch.Generator().manual_seed(0)).to(torch.bfloat16)
     try:
         ops.rms_norm(x, torch.ones(32, dtype=torch.bfloat16), 1e-6)
         ops.rms_norm(x, torch.ones(32, dtype=torch.bfloat16), 1e-6)
@@ -56,7 +56,8 @@ def test_a_wrong_kernel_fails_its_check():
     good = replay(calls[0], OPS["rms_norm"], OPS["rms_norm"], "cpu")
     assert good["ok"] and good["dtype"] == "bfloat16" and good["shape"] == [6, 32]
     bad = replay(calls[0], lambda x, w, eps: OPS["rms_norm"](x, w, eps) * 1.1, OPS["rms_norm"], "cpu")
-    assert not bad["ok"] and bad["max_rel_err"] == pytest.approx(0.1, rel=0.1)
+    # 10 % off everywhere: far beyond bf16's tolerance (the exact figure moves with bf16 rounding of the inputs).
+    assert not bad["ok"] and bad["max_rel_err"] > 2 * bad["tolerance"]
 
 
 def test_an_in_place_kernel_is_judged_by_what_it_wrote():
@@ -71,3 +72,19 @@ def test_an_in_place_kernel_is_judged_by_what_it_wrote():
 
     assert not replay(call, writes_nothing, writes_slot, "cpu")["ok"]
     assert replay(call, writes_slot, writes_slot, "cpu")["ok"]
+
+
+def test_a_fused_moe_called_unsummed_is_checked_as_moe_experts():
+    # On a GPU the model calls the fused MoE's unsummed form (dispatch's extra op, outside
+    # `implementations`); the check must still see it, as moe_experts with the same arguments.
+    ops = ops_for("cpu")
+    ops.moe_experts_unsummed = lambda *args, **kwargs: OPS["moe_experts"](*args, **kwargs)
+    calls, undo = record_calls(ops)
+    x, up, down = torch.randn(3, 8), torch.randn(4, 16, 8), torch.randn(4, 8, 16)
+    weights, ids = torch.rand(3, 2), torch.tensor([[0, 1], [2, 3], [1, 2]])
+    try:
+        ops.moe_experts_unsummed(x, weights, ids, up, down, None, "relu2")
+    finally:
+        undo()
+    assert [c.op for c in calls] == ["moe_experts"]
+    assert replay(calls[0], OPS["moe_experts"], OPS["moe_experts"], "cpu")["ok"]

@@ -64,6 +64,21 @@ def record_calls(ops, ops_used: set[str] | None = None) -> tuple[list[KernelCall
             return _fn(*args, **kwargs)
 
         setattr(ops, op, wrapper)
+    unsummed = getattr(ops, "moe_experts_unsummed", None)
+    if unsummed is not None:
+        # A fused MoE's unsummed form (the model sums over k in its next residual add) takes
+        # moe_experts' arguments: recorded as moe_experts, so the check replays the summed op.
+        originals["moe_experts_unsummed"] = unsummed
+
+        def unsummed_wrapper(*args, **kwargs):
+            if "moe_experts" not in seen:
+                seen.add("moe_experts")
+                calls.append(KernelCall("moe_experts", ops.implementations["moe_experts"],
+                                        _map(args, lambda t: t.detach().cpu().clone()),
+                                        _map(kwargs, lambda t: t.detach().cpu().clone())))
+            return unsummed(*args, **kwargs)
+
+        ops.moe_experts_unsummed = unsummed_wrapper
 
     def undo():
         for op, fn in originals.items():

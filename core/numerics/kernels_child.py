@@ -42,6 +42,7 @@ def main(argv=None) -> int:
         source = resolve_default(args.source) or args.source
         # Small pools: the check needs one short request (on the CPU the shapes are capped by the prompt).
         engine = Engine(source, device=args.device, dtype=args.dtype, max_running_requests=1, max_total_tokens=256,
+                        cuda_graphs=False,  # replayed graphs call no ops: decode kernels must run eagerly to be seen
                         log=lambda m: print(m, file=sys.stderr, flush=True))
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
