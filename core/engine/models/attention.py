@@ -29,3 +29,8 @@ def paged_attention(ops, batch, layer_id: int, q: torch.Tensor, k: torch.Tensor,
                                           sliding_window, **extra)
     return ops.paged_attention_prefill(q, k_cache, v_cache, tables, batch.query_lens_list,
                                        batch.context_lens_list, scale, sliding_window, **extra)
+
+
+def head_geometry(layer) -> tuple[int, int, int]:
+    """(query heads, KV heads, head dim) of an attention layer, as its layer-map entry states them."""
+    return int(layer.attrs["heads"]), int(layer.attrs["kv_heads"]), int(layer.attrs["head_dim"])

@@ -22,7 +22,7 @@ import re
 import torch
 from torch import nn
 
-from .attention import paged_attention
+from .attention import head_geometry, paged_attention
 from .base import Config, RMSNormWeight, linear
 from .rope import inv_freq_for
 from .stack import Layout, Parts, StackedCausalLM
@@ -63,9 +63,7 @@ class GemmaAttention(nn.Module):
         super().__init__()
         self.layer_id, self.ops, self.kind = layer.index, ops, layer.mixer
         self.window = layer.attrs.get("window") if layer.mixer == "sliding_attention" else None
-        self.num_heads = int(layer.attrs["heads"])
-        self.num_kv_heads = int(layer.attrs["kv_heads"])
-        self.head_dim = int(layer.attrs["head_dim"])
+        self.num_heads, self.num_kv_heads, self.head_dim = head_geometry(layer)
         self.scale = float(cfg.get("query_pre_attn_scalar", self.head_dim)) ** -0.5
         self.softcap = cfg.get("attn_logit_softcapping")
         bias = bool(cfg.get("attention_bias", False))

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import paged_attention
+from .attention import head_geometry, paged_attention
 from .base import linear
 from .rope import attention_factor, inv_freq_for
 from .stack import Layout, Parts, StackedCausalLM
@@ -30,9 +30,7 @@ class GptOssAttention(nn.Module):
         super().__init__()
         self.layer_id, self.ops = layer.index, ops
         self.window = layer.attrs.get("window") if layer.mixer == "sliding_attention" else None
-        self.num_heads = int(layer.attrs["heads"])
-        self.num_kv_heads = int(layer.attrs["kv_heads"])
-        self.head_dim = int(layer.attrs["head_dim"])
+        self.num_heads, self.num_kv_heads, self.head_dim = head_geometry(layer)
         self.scale = self.head_dim ** -0.5
         self.rope_scaling = attention_factor(cfg)
         bias = bool(cfg.get("attention_bias", True))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .attention import paged_attention
+from .attention import head_geometry, paged_attention
 from .base import linear
 from .rope import inv_freq_for
 
@@ -21,9 +21,7 @@ class HybridAttention(nn.Module):
     def __init__(self, cfg, layer, ops, *, scale: float | None = None, rope: bool = True, in_dim: int | None = None):
         super().__init__()
         self.layer_id, self.ops = layer.index, ops
-        self.num_heads = int(layer.attrs["heads"])
-        self.num_kv_heads = int(layer.attrs["kv_heads"])
-        self.head_dim = int(layer.attrs["head_dim"])
+        self.num_heads, self.num_kv_heads, self.head_dim = head_geometry(layer)
         self.scale = self.head_dim ** -0.5 if scale is None else float(scale)
         self.rope = rope
         d_in = in_dim or cfg.hidden_size

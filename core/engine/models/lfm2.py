@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .attention import paged_attention
+from .attention import head_geometry, paged_attention
 from .base import RMSNormWeight, linear
 from .rope import inv_freq_for
 from .short_conv import ShortConv
@@ -25,9 +25,7 @@ class Lfm2Attention(nn.Module):
     def __init__(self, cfg, layer, ops):
         super().__init__()
         self.layer_id, self.ops = layer.index, ops
-        self.num_heads = int(layer.attrs["heads"])
-        self.num_kv_heads = int(layer.attrs["kv_heads"])
-        self.head_dim = int(layer.attrs["head_dim"])
+        self.num_heads, self.num_kv_heads, self.head_dim = head_geometry(layer)
         self.scale = self.head_dim ** -0.5
         H, D = self.num_heads, self.head_dim
         self.q_proj = linear(cfg.hidden_size, H * D, False)

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import paged_attention
+from .attention import head_geometry, paged_attention
 from .base import linear
 from .lightning_attention import LightningAttention
 from .rope import inv_freq_for
@@ -32,9 +32,7 @@ class MiniMaxAttention(nn.Module):
     def __init__(self, cfg, layer, ops):
         super().__init__()
         self.layer_id, self.ops = layer.index, ops
-        self.num_heads = int(layer.attrs["heads"])
-        self.num_kv_heads = int(layer.attrs["kv_heads"])
-        self.head_dim = int(layer.attrs["head_dim"])
+        self.num_heads, self.num_kv_heads, self.head_dim = head_geometry(layer)
         self.scale = self.head_dim ** -0.5
         self.window = cfg.get("sliding_window")
         H, D = self.num_heads, self.head_dim

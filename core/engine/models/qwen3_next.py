@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import paged_attention
+from .attention import head_geometry, paged_attention
 from .base import RMSNormWeight, linear
 from .gated_delta_net import GatedDeltaNet
 from .rope import inv_freq_for
@@ -42,9 +42,7 @@ class GatedAttention(nn.Module):
     def __init__(self, cfg, layer, ops):
         super().__init__()
         self.layer_id, self.ops = layer.index, ops
-        self.num_heads = int(layer.attrs["heads"])
-        self.num_kv_heads = int(layer.attrs["kv_heads"])
-        self.head_dim = int(layer.attrs["head_dim"])
+        self.num_heads, self.num_kv_heads, self.head_dim = head_geometry(layer)
         self.scale = self.head_dim ** -0.5
         bias = bool(cfg.get("attention_bias", False))
         H, D = self.num_heads, self.head_dim
