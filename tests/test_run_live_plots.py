@@ -22,8 +22,14 @@ def test_idle_engine_plots_start_at_zero(qtbot):
 def test_swa_pool_panel_shows_only_when_the_engine_has_one(qtbot):
     plots = LivePlots()
     qtbot.addWidget(plots)
+    plots.show()
+    swa = plots._plots[[title for title, *_ in PANELS].index("SWA pool")]
     plots.add_sample(EngineSample(t=0.0, kv_used=0, kv_total=64))
-    assert not plots.panel_has_data("SWA pool")
+    plots.redraw()
+    assert not plots.panel_has_data("SWA pool") and not swa.isVisible()
     plots.add_sample(EngineSample(t=1.0, kv_used=8, kv_total=64, swa_used=12, swa_total=48, swa_token_usage=0.25))
-    assert plots.panel_has_data("SWA pool")
+    plots.redraw()
+    assert plots.panel_has_data("SWA pool") and swa.isVisible()
     assert plots.history.values("swa_token_usage")[-1] == 0.25
+    plots.clear()
+    assert not swa.isVisible()

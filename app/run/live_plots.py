@@ -28,10 +28,11 @@ PANELS = [
     ("Throughput", "tok/s", [("gen_tok_s", "generation", "#3E9C8F", False), ("prompt_tok_s", "prompt", "#8C7BC4", False)], 1.0),
     ("Requests", "", [("running", "running", "#1F2A44", False), ("queued", "queued", "#C77700", False)], 1.0),
     ("Latency", "ms", [("ttft_s", "time to first token", "#A77AA6", False), ("itl_s", "inter-token", "#6FB7C9", False)], 1000.0),
-    # Last, so the six panels above keep their places; "no data" for a model without an SWA pool.
+    # Last, so the six panels above keep their places; hidden while the engine reports no SWA pool.
     ("SWA pool", "tokens", [("swa_used", "used", "#E0B04A", False), ("swa_total", "total", "#A07A1E", True)], 1.0),
 ]
 SERIES = [name for _, _, lines, _ in PANELS for name, *_ in lines]
+OPTIONAL_PANELS = {"SWA pool"}  # shown only once their series carry data (most models have no SWA pool)
 POINT_SERIES = {"ttft_s", "itl_s"}
 
 
@@ -84,6 +85,7 @@ class LivePlots(QWidget):
             item.addItem(text, ignoreBounds=True)
             self._no_data.append((text, [n for n, *_ in lines], item))
             self._plots.append(w)
+            w.setVisible(title not in OPTIONAL_PANELS)
             grid.addWidget(w, i // 3, i % 3)
         self._timer = QTimer(self)
         self._timer.setInterval(250)
@@ -120,8 +122,10 @@ class LivePlots(QWidget):
                 curve.setData(t[keep], y[keep])
             else:
                 curve.setData(t, y)
-        for text, names, item in self._no_data:
+        for (text, names, item), widget, (title, *_rest) in zip(self._no_data, self._plots, PANELS):
             has = any(self.history.has_data(n) for n in names)
+            if title in OPTIONAL_PANELS:
+                widget.setVisible(has)
             text.setVisible(not has)
             if not has:
                 (x0, x1), (y0, y1) = item.viewRange()
