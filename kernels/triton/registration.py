@@ -16,6 +16,8 @@ FAST_OPS: dict[str, tuple[str, str, bool]] = {
     "mamba_chunk_scan": ("fla", "fla.mamba_chunk_scan", True),
     "gated_delta_rule_chunk": ("fla", "fla.gated_delta_rule", True),
     "gated_delta_rule_recurrent_inplace": ("fla", "fla.gated_delta_rule", True),
+    "kda_chunk": ("fla", "fla.kda", True),
+    "kda_recurrent_inplace": ("fla", "fla.kda", True),
     "mamba_state_update": ("triton", "triton.mamba_state_update", False),
     "causal_conv1d_update": ("triton", "triton.causal_conv1d_update", False),
     "paged_attention_decode": ("triton", "triton.paged_attention_decode", False),
