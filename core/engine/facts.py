@@ -37,6 +37,7 @@ MODEL_CLASSES: dict[str, str] = {
     "minimax": "minimax:MiniMaxForCausalLM",
     "minimax_m1": "minimax:MiniMaxForCausalLM",
     "minimax_text_01": "minimax:MiniMaxForCausalLM",
+    "kimi_linear": "kimi_linear:KimiLinearForCausalLM",
 }
 
 DEVICES = ("cpu", "cuda", "xpu")  # torch's own device APIs (core/engine/device.py); "auto" picks one
