@@ -34,7 +34,16 @@ def transformers_twin(model, config: dict, device, dtype: torch.dtype):
     twin.to_empty(device=device)
     params = dict(model.named_parameters())
     persistent = twin.state_dict()
+    # A model whose in-memory transformers names differ from its checkpoint's (fused experts, norms
+    # stored another way) says what each such tensor holds.
+    own = getattr(model, "twin_tensor", None)
     for name, dest in persistent.items():
+        value = own(name) if own is not None else None
+        if value is not None:
+            if tuple(value.shape) != tuple(dest.shape):
+                raise UserError(f"transformers' {name} is {list(dest.shape)}, the engine's {list(value.shape)}")
+            dest.copy_(value)
+            continue
         target = model.map_weight_name(name)
         if target is None:
             if name == "lm_head.weight" and model.tied:
@@ -50,8 +59,29 @@ def transformers_twin(model, config: dict, device, dtype: torch.dtype):
         if tuple(src.shape) != tuple(dest.shape):
             raise UserError(f"transformers' {name} is {list(dest.shape)}, the engine's {pname} {list(src.shape)}")
         dest.copy_(src)
-    stray = [n for n, _ in twin.named_buffers() if n not in persistent]
+    rebuilt = _rebuild_stray_buffers(twin, persistent, device)
+    stray = [n for n, _ in twin.named_buffers() if n not in persistent and n not in rebuilt]
     if stray:  # non-persistent buffers (rotary tables) would be garbage after to_empty
         raise UserError(f"transformers' model has buffers that are not in its state dict ({stray[:3]}); "
                         "the twin cannot be built from the meta device")
     return twin.eval()
+
+
+def _rebuild_stray_buffers(twin, persistent, device) -> set[str]:
+    """Non-persistent buffers (rotary tables) hold garbage after to_empty: a module holding them is
+    built again from its config on the CPU (they are computed, not learnt) and its buffers copied in.
+    Returns the names of the buffers so restored."""
+    done: set[str] = set()
+    for mod_name, module in twin.named_modules():
+        prefix = f"{mod_name}." if mod_name else ""
+        own = [n for n, _ in module.named_buffers(recurse=False) if prefix + n not in persistent]
+        if not own or getattr(module, "config", None) is None:
+            continue
+        try:
+            fresh = type(module)(module.config)
+        except Exception:  # noqa: BLE001 - not rebuildable this way: the check after names the buffers
+            continue
+        for n in own:
+            getattr(module, n).copy_(getattr(fresh, n).to(device))
+            done.add(prefix + n)
+    return done

@@ -86,6 +86,7 @@ def latent_attention(cfg, layer, ops) -> LatentAttention:
 
 
 _EXPERT = re.compile(r"^(model\.layers\.\d+\.mlp\.experts)\.(\d+)\.(w1|w2|w3)\.weight$")
+_TWIN_EXPERTS = re.compile(r"^(model\.layers\.\d+\.mlp)\.experts\.(gate_up_proj|down_proj)$")
 _EXPERT_PARAM = {"w1": "gate_proj", "w3": "up_proj", "w2": "down_proj"}
 
 
@@ -108,6 +109,24 @@ class KimiLinearForCausalLM(StackedCausalLM):
             return spec
         attn = self.decoder.layers[spec.kv_layer_ids[0]].mixer_module
         return dataclasses.replace(spec, latent_kv=True, v_head_dim=attn.rank)
+
+    def twin_tensor(self, name: str):
+        """What transformers' in-memory tensor `name` holds (hf_twin.py) where its names are not the
+        checkpoint's: the three short convs stacked (conv1d), the forget gate's own module, experts
+        fused per layer (gate_up_proj [E, 2I, H], gate first; down_proj). None: the checkpoint's name."""
+        params = dict(self.named_parameters())
+        m = _TWIN_EXPERTS.match(name)
+        if m:
+            prefix = f"{m.group(1)}.experts."
+            if m.group(2) == "down_proj":
+                return params[prefix + "down_proj"]
+            return torch.cat([params[prefix + "gate_proj"], params[prefix + "up_proj"]], dim=1)
+        if name.endswith(".self_attn.conv1d.weight"):
+            prefix = name[: -len("conv1d.weight")]
+            return torch.cat([params[f"{prefix}{p}_conv1d.weight"] for p in "qkv"])
+        if ".self_attn.forget_gate." in name:
+            return params[name.replace(".forget_gate.", ".")]
+        return None
 
     def map_weight_name(self, name: str):
         if self.tied and name == "lm_head.weight":
