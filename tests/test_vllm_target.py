@@ -128,12 +128,15 @@ def test_tp_rules_in_vllms_words(nano_layer_map):
     assert "TP_NOT_DIVIDING_MAMBA_HEADS" in [f.code for f in diagnose(heads.engine_message).findings]
 
 
-def test_vllm_serve_command(qwen_next):
+def test_vllm_serve_command(qwen_next, tmp_path):
     result = validate(qwen_next, "vllm==0.33.0", LaunchSettings(device="cuda", tp=4, page_size=64))
     assert result.command == ("vllm serve Qwen/Qwen3-Next-80B-A3B-Instruct --block-size 64 "
                               "--tensor-parallel-size 4")
-    argv = result.launch.argv(endpoint=Endpoint("127.0.0.1", 8123), python="/py")
-    assert argv[:5] == ["/py", "-m", "vllm.entrypoints.cli.main", "serve", "Qwen/Qwen3-Next-80B-A3B-Instruct"]
+    from fake_vllm import install
+
+    vllm = install(tmp_path / "bin")  # the `vllm` command of the environment that runs the launch
+    argv = result.launch.argv(endpoint=Endpoint("127.0.0.1", 8123), python=str(tmp_path / "bin" / "python"))
+    assert argv[:3] == [str(vllm), "serve", "Qwen/Qwen3-Next-80B-A3B-Instruct"]
     assert argv[-4:] == ["--host", "127.0.0.1", "--port", "8123"]
 
 
