@@ -98,13 +98,6 @@ def test_max_num_seqs_above_the_mamba_blocks(nano_layer_map):
     assert roomy.ok and "PLAN_FITS" in _codes(roomy)
 
 
-def test_plan_says_where_vllm_is_checked(qwen_next):
-    from bringup.core.planner import plan_memory
-
-    with pytest.raises(UserError, match="bringup validate --target vllm"):
-        plan_memory(qwen_next, device_memory=parse_size("64GiB"), target="vllm==0.33.0")
-
-
 def test_one_request_of_the_max_model_len_must_fit(shared_models):
     lfm2 = load_layer_map(str(shared_models / "LiquidAI__LFM2-2.6B.json"))  # 128,000-token context
     result = validate(lfm2, "vllm==0.33.0", LaunchSettings(device="xpu"), device_memory=parse_size("6GiB"))

@@ -105,3 +105,25 @@ def group_size(counts: list[int]) -> int:
         return 0
     low, high = min(counts), max(counts)
     return high if high < low * 1.5 else low
+
+# --- the block pool's sizing (the planner, core/planner/vllm.py) -----------------------------------
+# vLLM asks for ceil(total memory x gpu_memory_utilization) and keeps for the cache what the profiling
+# run leaves of it: requested - (weights + peak activations + non-torch memory) - the CUDA-graph
+# estimate (only with VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS).
+REQUESTED_MEMORY_SOURCE = "vllm/v1/worker/utils.py:724-726 (request_memory)"
+AVAILABLE_KV_SOURCE = "vllm/v1/worker/gpu_worker.py:753-757 (available_kv_cache_memory_bytes)"
+# One pool of blocks: bytes per block = the largest group's pages (page x group size); every group
+# draws its block ids from the same pool.
+NUM_BLOCKS_SOURCE = "vllm/v1/core/kv_cache_planning.py:574-593, :678-681 (num_blocks = available // bytes_per_block)"
+# A request of L tokens holds cdiv(L, block) blocks in each attention group and, in each Mamba group,
+# 2 blocks with mamba_cache_mode align, 1 with none (plus speculative / prefill-checkpoint blocks, 0
+# by default).
+ATTENTION_BLOCKS_SOURCE = "vllm/v1/kv_cache_interface.py:643-648 (AttentionSpec.max_memory_usage_bytes)"
+MAMBA_BLOCKS_PER_REQUEST = Fact({"align": 2, "none": 1}, "vllm/v1/kv_cache_interface.py:1135-1141 "
+                                                           "(MambaSpec.max_memory_usage_bytes)")
+# "GPU KV cache size: N tokens, Maximum concurrency for L tokens per request: X": X = num_blocks / the
+# blocks one request of max_model_len holds over all groups; N = int(X x max_model_len).
+CAPACITY_SOURCE = "vllm/v1/core/kv_cache_utils.py:1061-1093 (get_max_concurrency_for_kv_cache_config), :1120-1128, :1147-1154"
+# With mamba_cache_mode align, Mamba states are cached at the attention block's boundaries.
+MAMBA_BLOCK_SIZE_SOURCE = "vllm/platforms/interface.py:1114-1115"
+MAX_MODEL_LEN_SOURCE = "vllm/config/model.py:2545 (_get_and_verify_max_len: the config's max_position_embeddings)"
