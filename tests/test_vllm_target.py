@@ -152,3 +152,19 @@ def test_vllm_metrics_are_graphed():
     assert first.requests_total == 7 and first.kv_total is None  # vLLM exports no pool sizes: no false zero
     second = reader.sample(VLLM_METRICS.format(running=4, prompt=300, gen=150, ttft_sum=2.0, ttft_count=4), t=2.0)
     assert second.prompt_tok_s == 100 and second.gen_tok_s == 50 and second.ttft_s == 0.5
+
+
+def test_pp_stage_without_attention_in_vllms_split(nano_layer_map):
+    from bringup.core.rules.vllm_facts import pp_ranges
+
+    assert pp_ranges(52, 8) == [(0, 6), (6, 12), (12, 18), (18, 25), (25, 32), (32, 39), (39, 46), (46, 52)]
+    result = validate(nano_layer_map, "vllm==0.33.0", LaunchSettings(device="cuda", pp=8))
+    found = [f for f in result.findings if f.code == "VLLM_PP_STAGE_WITHOUT_ATTENTION"]
+    assert [f.layers for f in found] == [(7, 9, 11), (46, 48, 50)]  # stages 1 and 7 hold only Mamba and MoE
+    block = result.resolved.page_size
+    assert all(f.severity == "warning" and f.fix.startswith(f"pass --block-size {block} ") for f in found)
+    assert [g.code for g in diagnose(found[0].engine_message).findings] == ["VLLM_BLOCK_SIZES_NOT_ALIGNED"]
+    aligned = validate(nano_layer_map, "vllm==0.33.0", LaunchSettings(device="cuda", pp=8, page_size=block))
+    assert all(f.severity == "info" for f in aligned.findings if f.code == "VLLM_PP_STAGE_WITHOUT_ATTENTION")
+    assert not [f for f in validate(nano_layer_map, "vllm==0.33.0", LaunchSettings(device="cuda", pp=2)).findings
+                if f.code == "VLLM_PP_STAGE_WITHOUT_ATTENTION"]

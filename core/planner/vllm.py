@@ -27,7 +27,7 @@ from bringup.core.layermap.vocabulary import LayerMap
 from bringup.core.rules import vllm_facts as F
 
 from . import geometry
-from .budget import config_context, stage_of_layers, stage_weight_shares
+from .budget import config_context, stage_weight_shares
 from .memory_plan import Capacity, MemoryPlan, Segment
 from .sizes import format_bytes
 
@@ -75,7 +75,7 @@ def plan_vllm(layer_map: LayerMap, *, version: tuple[int, ...], device: str, dev
         notes.append(f"vLLM's formulas were read from {'.'.join(map(str, F.READ_VERSION))}; {label} is planned with them")
 
     # What one rank holds: the busiest stage's layers and weights.
-    stages = stage_of_layers(layer_map, pp)
+    stages = [list(layer_map.layers[a:b]) for a, b in F.pp_ranges(layer_map.num_layers, pp)]  # vLLM's own split
     shares = stage_weight_shares(layer_map, stages)
     busiest = max(range(pp), key=lambda i: shares[i])
     layers = stages[busiest]

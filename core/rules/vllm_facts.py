@@ -127,3 +127,23 @@ CAPACITY_SOURCE = "vllm/v1/core/kv_cache_utils.py:1061-1093 (get_max_concurrency
 # With mamba_cache_mode align, Mamba states are cached at the attention block's boundaries.
 MAMBA_BLOCK_SIZE_SOURCE = "vllm/platforms/interface.py:1114-1115"
 MAX_MODEL_LEN_SOURCE = "vllm/config/model.py:2545 (_get_and_verify_max_len: the config's max_position_embeddings)"
+
+
+# --- pipeline parallelism --------------------------------------------------------------------------
+PP_SPLIT_SOURCE = "vllm/distributed/utils.py:198-240 (get_pp_indices; VLLM_PP_LAYER_PARTITION overrides it)"
+# A rank with no attention layer returns before the hybrid alignment: its Mamba groups keep the
+# default block (vllm issue #51752); the KV offloading connector then stops on the mismatch.
+PP_NO_ATTENTION_SOURCE = "vllm/platforms/interface.py:762-764 (update_block_size_for_backend); vllm issue #51752"
+PP_NO_ATTENTION_MESSAGE = ("AssertionError: tokens_per_block={block} not divisible by tokens_per_hash={hash}. Hybrid "
+                           "models (e.g. Mamba+Attention) need --enable-prefix-caching to align block sizes.")
+PP_NO_ATTENTION_MESSAGE_SOURCE = "vllm/distributed/kv_transfer/kv_connector/v1/offloading/config.py:113-118"
+
+
+def pp_ranges(num_layers: int, pp: int) -> list[tuple[int, int]]:
+    """[start, end) of each PP rank's layers, as vLLM splits them: even, and the remainder one layer each
+    to the stages before the last, from the second-to-last backwards (not SGLang's split)."""
+    partitions = [num_layers // pp] * pp
+    for i in range(2, num_layers % pp + 2):
+        partitions[-i] += 1
+    starts = [sum(partitions[:r]) for r in range(pp)]
+    return [(a, a + n) for a, n in zip(starts, partitions)]
