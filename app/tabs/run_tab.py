@@ -79,7 +79,7 @@ class RunTab(QWidget):
                                 "with seeded random weights made on the device (works from a catalogue name or a "
                                 "config.json alone; its text is noise)")
         self.url_field = QLineEdit("http://127.0.0.1:30000")
-        self.url_field.setToolTip("A running server (http:// or https://): ours, or SGLang started with --enable-metrics")
+        self.url_field.setToolTip("A running server (http:// or https://): ours, SGLang started with --enable-metrics, or vLLM")
         self.key_field = ApiKeyField()
         self.start_button = QPushButton("Start")
         self.start_button.setDefault(True)
