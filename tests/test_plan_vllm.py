@@ -111,3 +111,16 @@ def test_cli(capsys, shared_models):
     doc = json.loads(capsys.readouterr().out)
     assert code == 0 and doc["target"] == "vllm==0.33.0" and doc["strategy"] == "align"
     assert doc["assumed"]["gpu_memory_utilization"].startswith("0.92 ")
+
+
+def test_releases_differ_where_their_source_does(nano_layer_map):
+    """Read from each wheel (tools/vllm_facts.py): 0.9 until 0.19, 0.92 from 0.20; the max_num_seqs check from
+    0.20; mamba_cache_mode from 0.15 (before it, one Mamba block per request)."""
+    old = _plan(nano_layer_map, "72GiB", target="vllm==0.19.1")
+    assert old.mem_fraction == 0.9 and "0.19.0" in old.assumed["gpu_memory_utilization"]
+    assert not any("max_num_seqs" in p for p in old.problems)  # 0.19 has no such check: it starts
+    assert _plan(nano_layer_map, "72GiB", target="vllm==0.20.0").mem_fraction == 0.92
+    older = _plan(nano_layer_map, "72GiB", target="vllm==0.14.0")
+    assert older.strategy == "none" and older.state_slots_per_request == 4
+    result = validate(nano_layer_map, "vllm==0.19.1", LaunchSettings(device="cuda"), device_memory=parse_size("72GiB"))
+    assert "VLLM_MAX_SEQS_ABOVE_MAMBA_BLOCKS" not in [f.code for f in result.findings]

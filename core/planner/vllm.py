@@ -83,9 +83,10 @@ def plan_vllm(layer_map: LayerMap, *, version: tuple[int, ...], device: str, dev
     state_layers = [l for l in layers if l.is_state]
     weights = int(weights_bytes * shares[busiest] / tp)
 
-    fraction = mem_fraction if mem_fraction is not None else F.GPU_MEMORY_UTILIZATION.value
+    default_fraction, fraction_source = F.by_release(F.GPU_MEMORY_UTILIZATION_BY_RELEASE, version)
+    fraction = mem_fraction if mem_fraction is not None else default_fraction
     if mem_fraction is None:
-        assumed["gpu_memory_utilization"] = f"{fraction} (vLLM's default; {F.GPU_MEMORY_UTILIZATION.source})"
+        assumed["gpu_memory_utilization"] = f"{fraction} (vLLM {label}'s default; {fraction_source})"
     requested = ceil(device_memory * fraction)
     available = requested - weights
     kv_name = r.kv_dtype if r.kv_dtype not in (None, "auto") else kv_dtype  # the rules resolve it for hybrids
@@ -149,7 +150,7 @@ def plan_vllm(layer_map: LayerMap, *, version: tuple[int, ...], device: str, dev
             problems.append(f"one request of the model's {max_len:,} tokens needs {format_bytes(need)} of cache, "
                             f"more than the {format_bytes(available)} left: vLLM stops at start-up ({F.NEEDED_SOURCE}); "
                             "pass a smaller --max-model-len")
-        if state_layers and seqs > blocks:
+        if state_layers and seqs > blocks and tuple(version) >= F.MAX_SEQS_CHECK_SINCE.value:
             text = (f"max_num_seqs {seqs} is above the {blocks:,} Mamba cache blocks ({F.MAX_SEQS_SOURCE}); pass "
                     f"--max-num-seqs {blocks} or fewer")
             if device == "xpu":

@@ -84,6 +84,11 @@ def _attention_backend(c: Check) -> None:
 
 def _mamba_cache_mode(c: Check) -> None:
     r = c.r
+    if F.version_tuple(c.derived.get("version")) < F.MAMBA_CACHE_MODE_SINCE.value:
+        r.mamba_strategy = "none"
+        r.why["mamba_strategy"] = (f"vLLM {c.derived['version']} predates mamba_cache_mode "
+                                   f"({F.MAMBA_CACHE_MODE_SINCE.source}): one Mamba block per request")
+        return
     r.mamba_strategy = "align" if r.radix_cache else "none"
     r.why["mamba_strategy"] = ("prefix caching is on by default, so mamba_cache_mode becomes align (Mamba states "
                                "cached at block boundaries; needs chunked prefill)" if r.radix_cache else

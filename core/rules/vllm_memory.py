@@ -79,7 +79,7 @@ def memory_findings(c: Check, layer_map: LayerMap, device_memory: int, how: str 
     available = requested - plan.weights_bytes
     base = (f"on {s.device} with {format_bytes(device_memory)}{where}: weights {format_bytes(plan.weights_bytes)} per "
             f"device (parameters x {plan.dtype}), budget {format_bytes(requested)} (--gpu-memory-utilization "
-            f"{plan.mem_fraction}, {F.GPU_MEMORY_UTILIZATION.source})")
+            f"{plan.assumed.get('gpu_memory_utilization', plan.mem_fraction)})")
     if available <= 0:
         bigger = _bigger_tp(c, layer_map, device_memory)
         return [Finding.check("PLAN_WEIGHTS_DO_NOT_FIT", "error", f"The weights do not fit this device: {base}.",
@@ -109,7 +109,7 @@ def memory_findings(c: Check, layer_map: LayerMap, device_memory: int, how: str 
                               engine_message="ValueError: No available memory for the cache blocks.", layers=layers,
                               source="vllm/v1/core/kv_cache_planning.py:56-64", stage=STAGE)], plan
     seqs = default_max_num_seqs(device_memory)
-    if seqs > blocks:
+    if seqs > blocks and F.version_tuple(c.derived.get("version")) >= F.MAX_SEQS_CHECK_SINCE.value:
         graphs = s.device != "xpu"  # XPU graphs only with a torch that supports them (platforms/xpu.py:383-390)
         return [Finding.check(
             "VLLM_MAX_SEQS_ABOVE_MAMBA_BLOCKS", "error" if graphs else "warning",
