@@ -121,7 +121,7 @@ def plan_vllm(layer_map: LayerMap, *, version: tuple[int, ...], device: str, dev
         assumed["mamba_cache_mode"] = f"{mode} ({r.why.get('mamba_strategy', F.MAMBA_CACHE_MODE_SOURCE)})"
     seqs = max_running_requests or default_max_num_seqs(device_memory)
     if max_running_requests is None:
-        assumed["max_num_seqs"] = (f"{seqs} (`vllm serve`'s default for a device of {format_bytes(device_memory)}; "
+        assumed["max_num_seqs"] = (f"{seqs} (vllm serve's default for a device of {format_bytes(device_memory)}; "
                                    f"{F.MAX_NUM_SEQS_SERVE.source}; 256 on an A100 whatever its memory)")
     per_max = blocks_per_request(max_len)
     concurrency = blocks / per_max if per_max else 0.0
@@ -171,7 +171,7 @@ def plan_vllm(layer_map: LayerMap, *, version: tuple[int, ...], device: str, dev
     pool = blocks * bytes_per_block
     breakdown = [
         Segment("weights", weights, f"weights {format_bytes(weights)}"),
-        Segment("kv_pool", pool, f"block pool {blocks:,} blocks of {block} tokens (attention and Mamba share it)"),
+        Segment("block_pool", pool, f"{blocks:,} blocks of {block} tokens, one pool for attention and Mamba"),
         Segment("reserve", device_memory - requested, f"not requested ({1 - fraction:.1%}: --gpu-memory-utilization)"),
         Segment("free", max(0, requested - weights - pool), "activations, graphs and the rest of a block"),
     ]
