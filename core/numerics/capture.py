@@ -94,6 +94,7 @@ def capture(source, *, device, dtype, prompt: str | None = None, sequences: list
         "blocks": {i: torch.cat(parts) for i, parts in blocks.items()},
         "embedding": torch.cat(embedding) if embedding else None,
         "routing": routing.result(),
+        "routing_details": routing.details(),
         "routing_flips": dict(routing.flips) if forced else None,
         "sequences": [len(s) for s in sequences],
         "layers": [(l.index, l.mixer, l.ffn) for l in engine.layer_map.layers],

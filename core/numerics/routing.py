@@ -67,6 +67,8 @@ class RoutingRecorder:
         self.model, self.forced = model, forced or {}
         self.current: int | None = None
         self.routing: dict[int, list[torch.Tensor]] = {}
+        self.weights: dict[int, list[torch.Tensor]] = {}
+        self.logits: dict[int, list[torch.Tensor]] = {}
         self.flips: dict[int, int] = {}
         self.offset: dict[int, int] = {}
         self.unforceable: set[str] = set()
@@ -107,9 +109,19 @@ class RoutingRecorder:
                     weights = forced_weights(op, args, kwargs, forced).to(weights.dtype)
                     ids = forced.to(ids.device, ids.dtype)
             self.routing.setdefault(layer, []).append(ids.detach().cpu())
+            self.weights.setdefault(layer, []).append(weights.detach().float().cpu())
+            logits = args[0] if args else kwargs.get("router_logits")
+            if isinstance(logits, torch.Tensor):
+                self.logits.setdefault(layer, []).append(logits.detach().float().cpu())
             return weights, ids
 
         return route
 
     def result(self) -> dict[int, torch.Tensor]:
+        """Expert ids per MoE block, [tokens, k]."""
         return {layer: torch.cat(parts) for layer, parts in self.routing.items()}
+
+    def details(self) -> dict[int, tuple[torch.Tensor, torch.Tensor | None]]:
+        """(weights [tokens, k], router logits [tokens, experts]) per MoE block."""
+        return {layer: (torch.cat(w), torch.cat(self.logits[layer]) if layer in self.logits else None)
+                for layer, w in self.weights.items()}
