@@ -182,8 +182,10 @@ class NumericsPanel(QWidget):
         self._fill(rows)
         findings = doc.get("findings") or []
         where = f"{doc['device']}: " if doc.get("source_file") else ""
-        self.status.setText(where + ("  ·  ".join(f["message"] for f in findings) if findings
-                                     else f"no block exceeds {tol:.0e}"))
+        said = [f["message"] for f in findings]
+        if doc.get("first_divergent_layer") is None:
+            said.insert(0, f"no block exceeds {tol:.0e}")
+        self.status.setText(where + "  ·  ".join(said))
         self.highlight_requested.emit(compare_highlight(doc))
 
     def _show_kernels(self, doc: dict) -> None:
