@@ -60,6 +60,18 @@ def test_the_blocks_are_read_from_the_pre_norms_residuals(dumps):
     assert sorted(some.blocks) == [2, 3, 6]
 
 
+def test_a_top_level_module_renamed_by_the_environment_is_followed(dumps, tmp_path):
+    # TENSOR_DUMP_TOP_LEVEL_MODULE_NAME=backbone: every key starts with "backbone." instead of "model."
+    [rank] = [p for p in dumps["clean"].iterdir()]
+    tensors = torch.load(rank / "Pass00000.pt")
+    renamed = tmp_path / rank.name
+    renamed.mkdir()
+    torch.save({"backbone" + k[len("model"):]: v for k, v in tensors.items()}, renamed / "Pass00000.pt")
+    dump = read_pass(tmp_path, 7)
+    assert sorted(dump.blocks) == list(range(7)) and sorted(dump.routing) == [2, 6]
+    assert dump.sequences == dumps["sequences"]
+
+
 def test_a_clean_batched_dump_has_no_divergent_block_and_reports_routing_flips_apart(dumps, capsys, no_orphans):
     code, doc = _compare(capsys, str(dumps["ckpt"]), "--sglang-dump", str(dumps["clean"]))
     assert code == 0, doc

@@ -39,7 +39,16 @@ PASS_FILE = re.compile(r"^Pass(\d+)\.pt$")
 TOP = "model"  # SGLang's default TENSOR_DUMP_TOP_LEVEL_MODULE_NAME
 BLOCK_NORMS = ("norm", "input_layernorm")  # the first norm of a block, by family
 FINAL_NORMS = ("norm_f", "norm", "final_layernorm")
-BATCH_INFO = f"{TOP}.forward_batch_info"
+BATCH_INFO = ".forward_batch_info"
+
+
+def top_level(tensors: dict) -> str:
+    """The top-level module's name: the prefix of its batch info (`model`, or what
+    TENSOR_DUMP_TOP_LEVEL_MODULE_NAME named)."""
+    for key in tensors:
+        if key.endswith(f"{BATCH_INFO}.input_ids"):
+            return key[: -len(f"{BATCH_INFO}.input_ids")]
+    return TOP
 
 
 @dataclass
@@ -99,10 +108,11 @@ def _tensor_list(value) -> list:
 def sequences_of(tensors: dict, where: str) -> list[list[int]] | None:
     """The pass's requests as token-id lists when each is read whole from its first token (a full
     prefill); None for a decode pass or an extend that continues a cached prefix."""
+    info = top_level(tensors) + BATCH_INFO
     try:
-        ids = tensors[f"{BATCH_INFO}.input_ids"].long().tolist()
-        seq_lens = tensors[f"{BATCH_INFO}.seq_lens"].long().tolist()
-        positions = tensors[f"{BATCH_INFO}.positions"].long().tolist()
+        ids = tensors[f"{info}.input_ids"].long().tolist()
+        seq_lens = tensors[f"{info}.seq_lens"].long().tolist()
+        positions = tensors[f"{info}.positions"].long().tolist()
     except KeyError as missing:
         raise UserError(f"{where} has no {missing.args[0]}: not a file SGLang's tensor dump wrote") from None
     if sum(seq_lens) != len(ids) or len(positions) != len(ids):
@@ -138,12 +148,12 @@ def _residual(value):
 def blocks_from(tensors: dict, num_layers: int) -> dict[int, object]:
     """Block outputs from the pre-norms: block N is the residual that `layers.{N+1}`'s first norm
     (or, for the last block, the final norm) was given."""
-    out = {}
+    out, top = {}, top_level(tensors)
     for n in range(num_layers):
         if n + 1 < num_layers:
-            keys = [f"{TOP}.layers.{n + 1}.{name}" for name in BLOCK_NORMS]
+            keys = [f"{top}.layers.{n + 1}.{name}" for name in BLOCK_NORMS]
         else:
-            keys = [f"{TOP}.{name}" for name in FINAL_NORMS]
+            keys = [f"{top}.{name}" for name in FINAL_NORMS]
         for key in keys:
             if key in tensors and (res := _residual(tensors[key])) is not None:
                 out[n] = res
@@ -152,9 +162,9 @@ def blocks_from(tensors: dict, num_layers: int) -> dict[int, object]:
 
 
 def routing_from(tensors: dict, num_layers: int) -> dict[int, object]:
-    out = {}
+    out, top = {}, top_level(tensors)
     for n in range(num_layers):
-        value = tensors.get(f"{TOP}.layers.{n}.mixer.topk", tensors.get(f"{TOP}.layers.{n}.mlp.topk"))
+        value = tensors.get(f"{top}.layers.{n}.mixer.topk", tensors.get(f"{top}.layers.{n}.mlp.topk"))
         parts = _tensor_list(value) if value is not None else []
         if len(parts) >= 2 and not parts[1].is_floating_point():  # [weights, ids, router logits]
             out[n] = parts[1].long()
@@ -191,8 +201,8 @@ def read_pass(folder, num_layers: int, pass_index: int | None = None) -> DumpPas
             continue
         blocks = blocks_from(tensors, num_layers)
         if not blocks:
-            raise UserError(f"{files[0]}: no block outputs found (no model.layers.N.norm / input_layernorm pair and no "
-                            "final norm): is this a model whose decoder SGLang names model.layers?")
+            raise UserError(f"{files[0]}: no block outputs found (no {top_level(tensors)}.layers.N.norm / input_layernorm "
+                            "pair and no final norm): is this a model whose decoder SGLang names model.layers?")
         dtype = str(next(iter(blocks.values())).dtype).removeprefix("torch.")
         return DumpPass(Path(folder), files, n, seqs, {i: t.float() for i, t in blocks.items()},
                         routing_from(tensors, num_layers), dtype)
