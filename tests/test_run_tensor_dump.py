@@ -53,3 +53,16 @@ def test_an_sglang_too_old_for_dumps_is_said_at_start(qtbot, monkeypatch):
     tab.start()  # refused while building the command: no process is started
     assert not tab.controller.busy
     assert "SGLang 0.5.4 writes no per-layer tensor dumps" in tab.reason.text()
+
+
+def test_the_dump_folder_is_handed_to_validates_numerics_page(qtbot, monkeypatch, tmp_path):
+    from gui_helpers import window_on_nano
+
+    w = window_on_nano(qtbot, monkeypatch, "bringup.app.tabs.validate_tab:ValidateTab", "bringup.app.tabs.run_tab:RunTab")
+    run, validate = w.tab("Run"), w.tab("Validate")
+    run.engine.setCurrentIndex(1)
+    run.dump_option.enabled.setChecked(True)
+    run.dump_option.folder.setText(str(tmp_path / "dump"))
+    monkeypatch.setattr(run.controller, "start", lambda launch: None)
+    run.start()
+    assert validate.numerics.dump_folder.text() == str(tmp_path / "dump")  # one click from "Compare dump"

@@ -44,6 +44,7 @@ class RunTab(QWidget):
     title = "Run"
     highlight_requested = Signal(object)
     crash_log = Signal(str)  # the crashed engine's log, for the Diagnose tab
+    tensor_dump_started = Signal(str)  # SGLang started dumping its layers into this folder (Numerics compares it)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -259,6 +260,8 @@ class RunTab(QWidget):
                 if launch.engine == "sglang" and self.dump_option.chosen_folder():
                     launch = launch.with_(tensor_dump=self.dump_option.chosen_folder())
                 self.controller.start(launch)
+                if launch.tensor_dump:
+                    self.tensor_dump_started.emit(launch.tensor_dump)
         except (OSError, RuntimeError) as err:
             self.stage.setText("<span style='color:#C62828'>Could not start</span>")
             self._set_reason(str(err))
