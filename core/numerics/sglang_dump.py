@@ -17,7 +17,9 @@ What SGLang writes (sglang/srt/debug_utils/tensor_dump_forward_hook.py, the same
 So a file holds no decoder-layer outputs as such. It holds the pre-norms' outputs: SGLang's
 NemotronH (models/nemotron_h.py) runs each block as `hidden, residual = norm(hidden, residual)`
 (0.5.17 :398, :575, :753 via nemotron_h_utils.input_norm_maybe_fuse_allreduce :85-106; 0.5.23 via
-layers/layer_boundary/residual/add_norm.py :186-190, :419) and the final `norm_f` the same way
+layers/layer_boundary/residual/add_norm.py: NormQuantReadout.update_and_read :355-371 -> _norm_quant_kernel
+:257-268 -> _update_and_read_residual_plain :185-190, and NormReadout :419; ROCm aiter kernels there bypass
+the norm module, so such runs dump no pairs) and the final `norm_f` the same way
 (0.5.17 :867; 0.5.23 residual/access.py :51). RMSNorm with a residual returns (normed, x + residual)
 (layers/layernorm.py forward_native :644-661), so `model.layers.{N+1}.norm` holds
 [normed, residual stream after block N] and `model.norm_f` holds [normed, the last block's output]:
