@@ -8,7 +8,7 @@ from .add_rms_norm import add_rms_norm
 from .causal_conv1d import causal_conv1d
 from .causal_conv1d_update import causal_conv1d_update
 from .causal_conv1d_update_inplace import causal_conv1d_update_inplace
-from .causal_conv1d_varlen import causal_conv1d_varlen
+from .causal_conv1d_varlen import causal_conv1d_varlen, causal_conv1d_varlen_inplace
 from .gated_delta_rule import gated_delta_rule_chunk, gated_delta_rule_recurrent_inplace
 from .gated_rms_norm import gated_rms_norm
 from .kv_cache_write import kv_cache_write
@@ -33,6 +33,7 @@ OPS = {
     "causal_conv1d_update": causal_conv1d_update,
     "causal_conv1d_update_inplace": causal_conv1d_update_inplace,
     "causal_conv1d_varlen": causal_conv1d_varlen,
+    "causal_conv1d_varlen_inplace": causal_conv1d_varlen_inplace,
     "gated_delta_rule_chunk": gated_delta_rule_chunk,
     "gated_delta_rule_recurrent_inplace": gated_delta_rule_recurrent_inplace,
     "gated_rms_norm": gated_rms_norm,
