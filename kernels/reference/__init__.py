@@ -19,7 +19,7 @@ from .mamba_state_update import mamba_state_update
 from .mamba_state_update_inplace import mamba_state_update_inplace
 from .mlp import mlp
 from .moe_experts import moe_experts
-from .moe_routing import route_sigmoid_grouped, route_softmax
+from .moe_routing import route_sigmoid_grouped, route_softmax, router_logits
 from .paged_attention_decode import paged_attention_decode
 from .paged_attention_prefill import paged_attention_prefill
 from .rms_norm import rms_norm
@@ -48,6 +48,7 @@ OPS = {
     "moe_experts": moe_experts,
     "route_sigmoid_grouped": route_sigmoid_grouped,
     "route_softmax": route_softmax,
+    "router_logits": router_logits,
     "paged_attention_decode": paged_attention_decode,
     "paged_attention_prefill": paged_attention_prefill,
     "rms_norm": rms_norm,

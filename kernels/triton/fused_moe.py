@@ -21,6 +21,7 @@ import triton.language as tl
 from ..reference.moe_align import padded_rows
 from ..reference import moe_experts as _reference_moe
 from ..reference import route_sigmoid_grouped as _reference_route
+from ..reference import router_logits as _reference_router_logits
 from .launch import next_pow2, num_warps
 
 # Activations the GEMM epilogue can apply (0: none).
@@ -266,3 +267,128 @@ def route_sigmoid_grouped(router_logits, correction_bias, top_k, n_group=1, topk
                         HAS_BIAS=correction_bias is not None, NORM=bool(norm_topk_prob),
                         num_warps=num_warps(logits.device.type, 1))
     return weights, ids
+
+
+# Decode-sized MoE: one program per (assignment, column block), no sorting ------------------------
+#
+# At a handful of tokens the sorted form's blocks hold one real row of 16 and its align kernel is a
+# launch of its own. Here each assignment (token, slot) multiplies its token's row by its expert's
+# matrix directly (a GEMV: multiply and sum in float32, no tensor cores: the layer is bound by
+# reading the weights). The shared expert rides along as S extra slots per token, its matrices cut
+# in S slices of the experts' width (kernels/reference/moe_shared.py), so one up and one down launch
+# do the whole layer. Reference: kernels/reference/moe_shared.py.
+
+@triton.jit
+def _moe_gemv_kernel(x_ptr, w_ptr, ws_ptr, out_ptr, ids_ptr, weights_ptr, N, K,
+                     s_xm, s_xk, s_we, s_wn, s_wk, s_se, s_sn, s_sk, s_om, s_on,
+                     TOP_K: tl.constexpr, SLOTS: tl.constexpr, X_PER_TOKEN: tl.constexpr, ACT: tl.constexpr,
+                     HAS_WEIGHTS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    a = tl.program_id(0)  # assignment: token * SLOTS + slot
+    token = a // SLOTS
+    j = a % SLOTS
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_ok = cols < N
+    if X_PER_TOKEN:
+        x_row = x_ptr + token.to(tl.int64) * s_xm
+    else:
+        x_row = x_ptr + a.to(tl.int64) * s_xm
+    if j < TOP_K:
+        e = tl.load(ids_ptr + token * TOP_K + j).to(tl.int64)
+        w_base = w_ptr + e * s_we
+        sn = s_wn
+        sk = s_wk
+    else:
+        w_base = ws_ptr + (j - TOP_K).to(tl.int64) * s_se
+        sn = s_sn
+        sk = s_sk
+    ks = tl.arange(0, BLOCK_K)
+    acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        k = k0 + ks
+        k_ok = k < K
+        xv = tl.load(x_row + k * s_xk, mask=k_ok, other=0.0).to(tl.float32)
+        wv = tl.load(w_base + cols[:, None] * sn + k[None, :] * sk, mask=col_ok[:, None] & k_ok[None, :], other=0.0)
+        acc += tl.sum(wv.to(tl.float32) * xv[None, :], axis=1)
+    if ACT == 1:
+        acc = tl.maximum(acc, 0.0)
+        acc = acc * acc
+    elif ACT == 2:
+        acc = tl.maximum(acc, 0.0)
+    elif ACT == 3:
+        acc = acc * tl.sigmoid(acc)
+    if HAS_WEIGHTS:
+        if j < TOP_K:
+            acc = acc * tl.load(weights_ptr + token * TOP_K + j).to(tl.float32)
+    tl.store(out_ptr + a.to(tl.int64) * s_om + cols * s_on, acc.to(out_ptr.dtype.element_ty), mask=col_ok)
+
+
+# Up to this many tokens the GEMV form runs (bench/nano_full.py --sweep compares it with the sorted
+# form); (BLOCK_N, BLOCK_K, warps) of its launches.
+GEMV_MAX_TOKENS = 8
+GEMV_TILE = (16, 256, 4)
+
+
+def _moe_gemv(x, w, ws, ids, weights, slots, x_per_token, act):
+    T, top_k = ids.shape
+    N, K = w.shape[1], w.shape[2]
+    out = torch.empty(T * slots, N, dtype=x.dtype, device=x.device)
+    block_n, block_k, warps = GEMV_TILE
+    _moe_gemv_kernel[(T * slots, triton.cdiv(N, block_n))](
+        x, w, ws, out, ids, weights if weights is not None else x, N, K, x.stride(0), x.stride(1),
+        w.stride(0), w.stride(1), w.stride(2), ws.stride(0), ws.stride(1), ws.stride(2), out.stride(0), out.stride(1),
+        TOP_K=top_k, SLOTS=slots, X_PER_TOKEN=x_per_token, ACT=_ACT[act], HAS_WEIGHTS=weights is not None,
+        BLOCK_N=block_n, BLOCK_K=block_k, num_warps=num_warps(x.device.type, warps))
+    return out
+
+
+def moe_experts_shared_unsummed(x, weights, ids, up, down, shared_up, shared_down, act="relu2"):
+    """Same arguments and results as kernels.reference.moe_shared.moe_experts_shared_unsummed:
+    (shared [T, H] or parts [T, S, H], routed [T, k, H]). Up to GEMV_MAX_TOKENS tokens: two launches
+    for the shared and routed experts together; above, the shared expert through `mlp` and the routed
+    ones through the sorted grouped GEMMs."""
+    from ..reference.moe_shared import shared_slices
+
+    T, k = ids.shape
+    sliced = shared_slices(shared_up, shared_down, up.shape[1]) if act in _ACT else None
+    if T == 0 or T > GEMV_MAX_TOKENS or sliced is None or up.shape[1:] != down.shape[:0:-1]:
+        return mlp(x, shared_up, shared_down, None, act), moe_experts_unsummed(x, weights, ids, up, down, None, act)
+    su, sd = sliced
+    S = su.shape[0]
+    h = _moe_gemv(x, up, su, ids, None, k + S, True, act)
+    y = _moe_gemv(h, down, sd, ids, weights, k + S, False, None).view(T, k + S, -1)
+    return y[:, k:], y[:, :k]
+
+
+@triton.jit
+def _router_logits_kernel(x_ptr, w_ptr, out_ptr, E, H, s_x, s_we, s_o,
+                          BLOCK_E: tl.constexpr, BLOCK_K: tl.constexpr):
+    t = tl.program_id(0).to(tl.int64)
+    e = tl.program_id(1) * BLOCK_E + tl.arange(0, BLOCK_E)
+    e_ok = e < E
+    ks = tl.arange(0, BLOCK_K)
+    acc = tl.zeros([BLOCK_E], dtype=tl.float32)
+    for k0 in range(0, H, BLOCK_K):
+        k = k0 + ks
+        k_ok = k < H
+        xv = tl.load(x_ptr + t * s_x + k, mask=k_ok, other=0.0).to(tl.float32)
+        wv = tl.load(w_ptr + e[:, None] * s_we + k[None, :], mask=e_ok[:, None] & k_ok[None, :], other=0.0)
+        acc += tl.sum(wv.to(tl.float32) * xv[None, :], axis=1)
+    tl.store(out_ptr + t * s_o + e, acc, mask=e_ok)
+
+
+ROUTER_MAX_TOKENS = 64  # above, the float32 copy of the rows and cuBLAS are as good
+
+
+def router_logits(hidden, weight):
+    """Same as kernels.reference.router_logits ([T, E] float32): at decode sizes one kernel reads
+    the rows in their own dtype (no float32 copy of them first)."""
+    T, H = hidden.shape
+    if T == 0 or T > ROUTER_MAX_TOKENS or hidden.stride(1) != 1 or weight.stride(1) != 1:
+        return _reference_router_logits(hidden, weight)
+    E = weight.shape[0]
+    out = torch.empty(T, E, dtype=torch.float32, device=hidden.device)
+    block_e = 4
+    _router_logits_kernel[(T, triton.cdiv(E, block_e))](hidden, weight, out, E, H, hidden.stride(0),
+                                                        weight.stride(0), out.stride(0), BLOCK_E=block_e,
+                                                        BLOCK_K=512, num_warps=num_warps(hidden.device.type, 4))
+    return out

@@ -24,6 +24,7 @@ FAST_OPS: dict[str, tuple[str, str, bool]] = {
     "paged_attention_prefill": ("sdpa", "sdpa.paged_attention_prefill", False),
     "moe_experts": ("triton", "triton.fused_moe", False),
     "route_sigmoid_grouped": ("triton", "triton.fused_moe", False),
+    "router_logits": ("triton", "triton.fused_moe", False),
     "mlp": ("triton", "triton.fused_moe", False),
     "add_rms_norm": ("triton", "triton.norms", False),
     "gated_rms_norm": ("triton", "triton.norms", False),
