@@ -168,8 +168,13 @@ def moe_grouped_gemm(x, w, sorted_ids, block_expert, block: int, num_assignments
 
 def block_m_for(num_assignments: int, num_experts: int) -> int:
     """Rows per block: 16 when few rows reach each expert (decode), larger for prefill."""
+    if "block_m" in TILE_OVERRIDE:
+        return TILE_OVERRIDE["block_m"]
     per_expert = num_assignments / max(1, num_experts)
-    return 16 if per_expert <= 16 else (32 if per_expert <= 64 else 64)
+    return 16 if per_expert <= 16 else (32 if per_expert <= 64 else LARGE_BLOCK_M)
+
+
+LARGE_BLOCK_M = 64  # rows per block when many rows reach each expert (prefill)
 
 
 def moe_experts(x, weights, ids, up, down, gate=None, act="relu2", strategy=None):
