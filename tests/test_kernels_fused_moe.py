@@ -118,7 +118,7 @@ def test_triton_align_matches_reference(T, k, E, block):
 
 
 @needs_gpu
-@pytest.mark.parametrize("T", [1, 8, 64, 300])
+@pytest.mark.parametrize("T", [1, 8, 64, 300, 2048])
 def test_triton_moe_experts_matches_reference(T):
     from bringup.kernels.triton.fused_moe import moe_experts as fast
 

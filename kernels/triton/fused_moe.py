@@ -155,7 +155,10 @@ def moe_grouped_gemm(x, w, sorted_ids, block_expert, block: int, num_assignments
     E, N, K = w.shape
     if out is None:
         out = torch.empty(num_assignments, N, dtype=x.dtype, device=x.device)
-    block_n, block_k, warps, stages = tile_for(num_assignments, N, K)
+    if block == LARGE_BLOCK_M and "all" not in TILE_OVERRIDE and N >= LARGE_TILE[0] and K >= LARGE_TILE[1]:
+        block_n, block_k, warps, stages = LARGE_TILE
+    else:
+        block_n, block_k, warps, stages = tile_for(num_assignments, N, K)
     grid = (block_expert.numel(), triton.cdiv(N, block_n))
     wts = weights.reshape(-1) if weights is not None else x
     _grouped_gemm_kernel[grid](x, w, out, sorted_ids, block_expert, wts, N, K, num_assignments, rows_per_token,
@@ -174,7 +177,10 @@ def block_m_for(num_assignments: int, num_experts: int) -> int:
     return 16 if per_expert <= 16 else (32 if per_expert <= 64 else LARGE_BLOCK_M)
 
 
-LARGE_BLOCK_M = 64  # rows per block when many rows reach each expert (prefill)
+# Rows per block when many rows reach each expert (prefill), and that block's tile: on the H200 at
+# 8192 tokens 128 x (256, 64, 8 warps, 4 stages) gave 442 TFLOP/s against 337 for 64 x (128, 64, 8, 3).
+LARGE_BLOCK_M = 128
+LARGE_TILE = (256, 64, 8, 4)
 
 
 def moe_experts(x, weights, ids, up, down, gate=None, act="relu2", strategy=None):
@@ -329,8 +335,10 @@ def _moe_gemv_kernel(x_ptr, w_ptr, ws_ptr, out_ptr, ids_ptr, weights_ptr, N, K,
 
 # Up to this many tokens the GEMV form runs (bench/nano_full.py --sweep compares it with the sorted
 # form); (BLOCK_N, BLOCK_K, warps) of its launches.
-GEMV_MAX_TOKENS = 8
-GEMV_TILE = (16, 256, 4)
+# H200, real Nano shapes (bench/nano_full.py --sweep): (8, 256, 2) fastest at 1 token (75 us for the
+# six experts and the shared one against 400 us sorted); the sorted form wins from 8 tokens on.
+GEMV_MAX_TOKENS = 4
+GEMV_TILE = (8, 256, 2)
 
 
 def _moe_gemv(x, w, ws, ids, weights, slots, x_per_token, act):
@@ -365,20 +373,16 @@ def moe_experts_shared_unsummed(x, weights, ids, up, down, shared_up, shared_dow
 
 
 @triton.jit
-def _router_logits_kernel(x_ptr, w_ptr, out_ptr, E, H, s_x, s_we, s_o,
-                          BLOCK_E: tl.constexpr, BLOCK_K: tl.constexpr):
+def _router_logits_kernel(x_ptr, w_ptr, out_ptr, E, H, s_x, s_we, s_o, BLOCK_K: tl.constexpr):
+    # One program per (token, expert): the whole row in one load (H <= BLOCK_K), so each program is
+    # one memory round trip and T * E programs keep the device busy.
     t = tl.program_id(0).to(tl.int64)
-    e = tl.program_id(1) * BLOCK_E + tl.arange(0, BLOCK_E)
-    e_ok = e < E
-    ks = tl.arange(0, BLOCK_K)
-    acc = tl.zeros([BLOCK_E], dtype=tl.float32)
-    for k0 in range(0, H, BLOCK_K):
-        k = k0 + ks
-        k_ok = k < H
-        xv = tl.load(x_ptr + t * s_x + k, mask=k_ok, other=0.0).to(tl.float32)
-        wv = tl.load(w_ptr + e[:, None] * s_we + k[None, :], mask=e_ok[:, None] & k_ok[None, :], other=0.0)
-        acc += tl.sum(wv.to(tl.float32) * xv[None, :], axis=1)
-    tl.store(out_ptr + t * s_o + e, acc, mask=e_ok)
+    e = tl.program_id(1).to(tl.int64)
+    k = tl.arange(0, BLOCK_K)
+    ok = k < H
+    xv = tl.load(x_ptr + t * s_x + k, mask=ok, other=0.0).to(tl.float32)
+    wv = tl.load(w_ptr + e * s_we + k, mask=ok, other=0.0).to(tl.float32)
+    tl.store(out_ptr + t * s_o + e, tl.sum(xv * wv, axis=0))
 
 
 ROUTER_MAX_TOKENS = 64  # above, the float32 copy of the rows and cuBLAS are as good
@@ -388,12 +392,10 @@ def router_logits(hidden, weight):
     """Same as kernels.reference.router_logits ([T, E] float32): at decode sizes one kernel reads
     the rows in their own dtype (no float32 copy of them first)."""
     T, H = hidden.shape
-    if T == 0 or T > ROUTER_MAX_TOKENS or hidden.stride(1) != 1 or weight.stride(1) != 1:
+    if T == 0 or T > ROUTER_MAX_TOKENS or H > 8192 or hidden.stride(1) != 1 or weight.stride(1) != 1:
         return _reference_router_logits(hidden, weight)
     E = weight.shape[0]
     out = torch.empty(T, E, dtype=torch.float32, device=hidden.device)
-    block_e = 4
-    _router_logits_kernel[(T, triton.cdiv(E, block_e))](hidden, weight, out, E, H, hidden.stride(0),
-                                                        weight.stride(0), out.stride(0), BLOCK_E=block_e,
-                                                        BLOCK_K=512, num_warps=num_warps(hidden.device.type, 4))
+    _router_logits_kernel[(T, E)](hidden, weight, out, E, H, hidden.stride(0), weight.stride(0), out.stride(0),
+                                  BLOCK_K=next_pow2(H), num_warps=num_warps(hidden.device.type, 4))
     return out
