@@ -5,8 +5,9 @@ order the tokens). Routing: top-k of the softmax over all experts, weights not r
 Weights as transformers saves them: `model.layers.N.mamba...`, `model.layers.N.self_attn...`,
 `model.layers.N.feed_forward.experts.E.{gate,up,down}_proj.weight`, `...feed_forward.router.weight`.
 
-The Mamba scan runs the reference selective scan (kernels/reference/selective_scan.py) on every
-device until a fast one is registered.
+Prompts scan with the chunked selective scan (kernels/reference/selective_scan.py: a cumulative sum
+per chunk of tokens, no step per token), decode steps with one batched state update; no Triton
+version is registered yet.
 """
 
 from __future__ import annotations
