@@ -258,6 +258,36 @@ def test_triton_paged_decode_matches_reference(lengths, Hq, Hkv, D, page_size, w
     assert_close_rel(out, expected, tol_for(dtype), "attention output")
 
 
+SOFTCAP_SINK_CASES = [
+    # lengths, Hq, Hkv, D, page_size, window, softcap, sinks, dtype: Gemma 2's soft-cap, gpt-oss's sinks
+    pytest.param((5, 37, 300), 8, 4, 256, 16, None, 50.0, False, torch.bfloat16, id="gemma2-softcap-D256-bf16"),
+    pytest.param((50, 7, 130), 64, 8, 64, 16, 128, None, True, torch.bfloat16, id="gpt-oss-sinks-window-bf16"),
+    pytest.param((3000, 40), 12, 4, 80, 8, 300, 5.0, True, torch.float32, id="split-softcap-sinks-window300-fp32"),
+    pytest.param((1, 2500), 8, 2, 64, 16, None, None, True, torch.float32, id="split-sinks-fp32"),
+]
+
+
+@needs_triton
+@pytest.mark.parametrize("lengths,Hq,Hkv,D,page_size,window,softcap,with_sinks,dtype", SOFTCAP_SINK_CASES)
+def test_triton_paged_decode_softcap_and_sinks_match_reference(lengths, Hq, Hkv, D, page_size, window, softcap,
+                                                               with_sinks, dtype):
+    from bringup.kernels.triton.paged_attention_decode import paged_attention_decode
+
+    batch = len(lengths)
+    max_pages = max(-(-n // page_size) for n in lengths)
+    num_pages = batch * max_pages + 3
+    k_cache = torch.randn(num_pages, page_size, Hkv, D, device=GPU).to(dtype)
+    v_cache = torch.randn(num_pages, page_size, Hkv, D, device=GPU).to(dtype)
+    tables = torch.randperm(num_pages, device=GPU)[: batch * max_pages].view(batch, max_pages).int()
+    ctx = torch.tensor(lengths, device=GPU, dtype=torch.int32)
+    q = (3 * torch.randn(batch, Hq, D, device=GPU)).to(dtype)  # scores large enough for the cap to bite
+    sinks = torch.linspace(-2.0, 6.0, Hq, device=GPU) if with_sinks else None  # some outweigh every key
+    expected = ref.paged_attention_decode(q, k_cache, v_cache, tables, ctx, D**-0.5, window, softcap, sinks)
+    poison_allocator()
+    out = paged_attention_decode(q, k_cache, v_cache, tables, ctx, D**-0.5, window, softcap, sinks)
+    assert_close_rel(out, expected, tol_for(dtype), "attention output")
+
+
 # Dispatch ----------------------------------------------------------------------------------------
 
 @needs_triton
