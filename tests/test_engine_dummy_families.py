@@ -2,7 +2,8 @@
 variants of Granite-4.0-H with and without experts, Bamba, Falcon-H1, Zamba2, Jamba, Gemma 2,
 Gemma 3 text, gpt-oss) starts an engine with seeded random weights, whatever the family derives
 after loading (RoPE tables, Falcon-H1's folded multipliers, Gemma's 1 + w norms) included, and
-generates: the same greedy ids batched as one at a time, every id in the vocabulary, pools empty."""
+generates: the same greedy ids batched as one at a time, every id in the vocabulary, pools empty.
+The embedded target's rules (read from the engine's registry) pass the same config."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from bringup.core.engine.dummy_weights import DEFAULT_SEED, fill_dummy_
 from bringup.core.engine.engine import Engine
 from bringup.core.engine.loader import build_model
 from bringup.core.engine.sampling import SamplingParams
+from bringup.core.rules import LaunchSettings, validate
+from bringup.core.sources.resolve import load_layer_map
 
 from engine_helpers import prompts_of_lengths
 from family_checkpoints import FAMILIES, family_config
@@ -26,6 +29,8 @@ VOCAB = 300  # wider than the bundled tokenizer: the dummy tokenizer must cover 
 def test_each_family_generates_on_dummy_weights(name, tmp_path):
     config = family_config(name, VOCAB)
     config.save_pretrained(str(tmp_path))  # config.json only: no weights, no tokenizer
+    rules = validate(load_layer_map(str(tmp_path)), "embedded", LaunchSettings(device="cpu"))
+    assert rules.ok, [f.code for f in rules.findings if f.severity == "error"]
     engine = Engine(str(tmp_path), device="cpu", dtype="float32", load_format="dummy", log=lambda m: None,
                     max_running_requests=4, chunked_prefill_size=8)
     info = engine.server_info()
