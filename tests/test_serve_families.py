@@ -31,6 +31,32 @@ def tokenizer():
     return build_tokenizer(256)
 
 
+@pytest.fixture(scope="module")
+def served(tokenizer, tmp_path_factory):
+    """name -> (transformers' model, its launched server). The next family's server starts while this
+    one is tested (two tiny servers at a time), so start-ups overlap the requests and references."""
+    launched = {}
+
+    def launch(name):
+        folder = tmp_path_factory.mktemp(name)
+        hf = family_checkpoint(name, folder, tokenizer)
+        launched[name] = hf, launch_server(folder, "--device", "cpu", "--dtype", "float32",
+                                           "--max-running-requests", "4", "--chunked-prefill-size", "8")
+
+    def take(name):
+        if name not in launched:
+            launch(name)
+        hf, server = launched.pop(name)
+        following = FAMILIES[FAMILIES.index(name) + 1:]
+        if following and following[0] not in launched:
+            launch(following[0])
+        return hf, server
+
+    yield take
+    for _, server in launched.values():  # launched ahead but not tested (a -k selection)
+        server.process.stop()
+
+
 def _generate(client, ids):
     r = client.post("/generate", json={"input_ids": ids, "sampling_params": {
         "max_new_tokens": NEW, "temperature": 0, "ignore_eos": True}})
@@ -39,10 +65,8 @@ def _generate(client, ids):
 
 
 @pytest.mark.parametrize("name", FAMILIES)
-def test_serve_gives_transformers_greedy_ids_and_empties_the_pools(name, tokenizer, tmp_path, qtbot):
-    hf = family_checkpoint(name, tmp_path, tokenizer)
-    server = launch_server(tmp_path, "--device", "cpu", "--dtype", "float32", "--max-running-requests", "4",
-                           "--chunked-prefill-size", "8")
+def test_serve_gives_transformers_greedy_ids_and_empties_the_pools(name, served, tokenizer, qtbot):
+    hf, server = served(name)
     try:
         g = torch.Generator().manual_seed(9)
         prompts = [torch.randint(3, len(tokenizer), (n,), generator=g).tolist() for n in LENGTHS]
