@@ -53,3 +53,19 @@ def test_each_family_generates_on_dummy_weights(name, tmp_path):
     engine.check_pools()
     stats = engine.stats()
     assert stats["kv_tokens_used"] == stats["swa_tokens_used"] == stats["state_slots_used"] == 0
+
+
+@pytest.mark.parametrize("name", ["gemma3_text", "jamba"])  # transformers-derived buffers; fused experts
+def test_bench_on_dummy_weights_has_a_transformers_baseline_for_families_the_twin_cannot_copy(name, tmp_path, capsys):
+    import json
+
+    from bringup.cli import main
+
+    family_config(name, VOCAB).save_pretrained(str(tmp_path))
+    code = main(["bench", str(tmp_path), "--load-format", "dummy", "--device", "cpu", "--num-seqs", "2",
+                 "--input-len", "6", "--output-len", "3", "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    result = json.loads(captured.out)
+    assert result["output_tokens"] == 6 and result["baseline_tok_s"] > 0
+    assert "the baseline runs transformers' own random weights of the same shapes" in captured.err
