@@ -288,6 +288,40 @@ def test_triton_paged_decode_softcap_and_sinks_match_reference(lengths, Hq, Hkv,
     assert_close_rel(out, expected, tol_for(dtype), "attention output")
 
 
+# Mamba (v1) selective scan (Triton): Jamba's prompt scan --------------------------------------------
+
+SELECTIVE_CASES = [
+    # prompt lengths, channels, d_state, initial states, dtype
+    pytest.param((1,), 64, 16, False, torch.float32, id="T1-fp32"),
+    pytest.param((37, 1, 300), 200, 16, True, torch.float32, id="varlen-init-fp32"),
+    pytest.param((517, 64), 8192, 16, True, torch.bfloat16, id="jamba-mini-width-bf16"),
+]
+
+
+@needs_triton
+@pytest.mark.parametrize("lengths,width,N,with_init,dtype", SELECTIVE_CASES)
+def test_triton_selective_scan_matches_the_stepwise_recurrence(lengths, width, N, with_init, dtype):
+    from bringup.kernels.reference.selective_scan import selective_scan_stepwise
+    from bringup.kernels.triton.selective_scan import selective_scan_varlen
+
+    T = sum(lengths)
+    starts = [0]
+    for n in lengths:
+        starts.append(starts[-1] + n)
+    dt0 = torch.exp(torch.empty(width, device=GPU).uniform_(-6.9, -2.3))  # Jamba's dt init, [1e-3, 0.1]
+    x, z = torch.randn(T, width, device=GPU).to(dtype), torch.randn(T, width, device=GPU).to(dtype)
+    dt = (0.3 * torch.randn(T, width, device=GPU)).to(dtype)
+    A = -torch.arange(1, N + 1, device=GPU).float().repeat(width, 1)
+    B, C = torch.randn(T, N, device=GPU).to(dtype), torch.randn(T, N, device=GPU).to(dtype)
+    D, dt_bias = torch.randn(width, device=GPU), dt0 + torch.log(-torch.expm1(-dt0))
+    h0 = torch.randn(len(lengths), width, N, device=GPU) if with_init else None
+    y0, h_0 = selective_scan_stepwise(x, dt, A, B, C, starts, D, z, dt_bias, h0)
+    poison_allocator()
+    y, h = selective_scan_varlen(x, dt, A, B, C, starts, D, z, dt_bias, h0)
+    assert_close_rel(y, y0, tol_for(dtype), "y")
+    assert_close_rel(h, h_0, tol_for(dtype), "final states")
+
+
 # Dispatch ----------------------------------------------------------------------------------------
 
 @needs_triton
@@ -297,6 +331,7 @@ def test_dispatch_picks_fast_ops_on_the_gpu_and_reference_on_request(monkeypatch
     assert names["mamba_state_update"] == "triton"
     assert names["causal_conv1d_update"] == "triton"
     assert names["paged_attention_decode"] == "triton"
+    assert names["selective_scan_varlen"] == "triton"
     assert names["mamba_chunk_scan"] == ("fla" if availability.fla_reason(GPU) is None else "reference")
     assert set(dispatch.ops_for("cpu").implementations.values()) == {"reference"}
     monkeypatch.setenv(dispatch.ENV_VAR, "reference")
