@@ -17,6 +17,7 @@ from bringup.app.layermap.highlight import Highlight
 from bringup.app.run.api_key_field import ApiKeyField
 from bringup.app.run.chat_panel import ChatPanel
 from bringup.app.run.engine_controller import EngineController, sglang_installed, vllm_installed
+from bringup.app.run.tensor_dump_option import TensorDumpOption
 from bringup.app.run.load_panel import LoadPanel
 from bringup.app.run.log_console import LogConsole
 from bringup.app.run.serve_source import serve_source_for
@@ -44,6 +45,7 @@ class RunTab(QWidget):
     title = "Run"
     highlight_requested = Signal(object)
     crash_log = Signal(str)  # the crashed engine's log, for the Diagnose tab
+    tensor_dump_started = Signal(str)  # SGLang started dumping its layers into this folder (Numerics compares it)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -78,6 +80,7 @@ class RunTab(QWidget):
         self.weights.setToolTip("checkpoint: the model's own weights. dummy: the model's real architecture and size "
                                 "with seeded random weights made on the device (works from a catalogue name or a "
                                 "config.json alone; its text is noise)")
+        self.dump_option = TensorDumpOption()  # SGLang only: its per-layer tensor dumps
         self.url_field = QLineEdit("http://127.0.0.1:30000")
         self.url_field.setToolTip("A running server (http:// or https://): ours, SGLang started with --enable-metrics, or vLLM")
         self.key_field = ApiKeyField()
@@ -103,6 +106,7 @@ class RunTab(QWidget):
             bar.addWidget(w, stretch)
             if group:
                 (self._launch_fields if group == "launch" else self._attach_fields).extend([lab, w])
+        bar.addWidget(self.dump_option, 1)
         for b in (self.start_button, self.stop_button, self.demo_button, self.report_button):
             bar.addWidget(b)
 
@@ -265,7 +269,11 @@ class RunTab(QWidget):
                 launch = self.next_launch()
                 if launch.engine == "embedded" and self.weights.currentText() == "dummy":
                     launch = launch.with_(extra=launch.extra + ("--load-format", "dummy"))
+                if launch.engine == "sglang" and self.dump_option.chosen_folder():
+                    launch = launch.with_(tensor_dump=self.dump_option.chosen_folder())
                 self.controller.start(launch)
+                if launch.tensor_dump:
+                    self.tensor_dump_started.emit(launch.tensor_dump)
         except (OSError, RuntimeError) as err:
             self.stage.setText("<span style='color:#C62828'>Could not start</span>")
             self._set_reason(str(err))
@@ -423,6 +431,7 @@ class RunTab(QWidget):
             w.setVisible(attach)
         for w in self._launch_fields:
             w.setVisible(not attach)
+        self.dump_option.setVisible(self.engine_key() == "sglang")
 
     def _sync_buttons(self, *_args) -> None:
         busy = self.controller.busy

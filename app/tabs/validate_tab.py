@@ -344,10 +344,11 @@ class ValidateTab(QWidget):
         self.launch_validated.emit(report["launch"])
 
     def report_section(self) -> dict:
-        """For the session report: this launch's findings."""
-        if self.report is None:
-            return {}
-        return {"findings": [as_dict(f) for f in self.report["findings"]] + self._probe_findings()}
+        """For the session report: this launch's findings, and the Numerics page's check and comparison."""
+        section = {"numerics": self.numerics.report_section()}
+        if self.report is not None:
+            section["findings"] = [as_dict(f) for f in self.report["findings"]] + self._probe_findings()
+        return section
 
     def _probe_findings(self) -> list[dict]:
         """A probe step that crashed, hung or failed concerns any launch on this machine."""
