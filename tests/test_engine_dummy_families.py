@@ -69,3 +69,10 @@ def test_bench_on_dummy_weights_has_a_transformers_baseline_for_families_the_twi
     result = json.loads(captured.out)
     assert result["output_tokens"] == 6 and result["baseline_tok_s"] > 0
     assert "the baseline runs transformers' own random weights of the same shapes" in captured.err
+
+
+def test_gemma_dummy_norms_scale_by_one_as_gemma_initialises_them(tmp_path):
+    family_config("gemma3_text", VOCAB).save_pretrained(str(tmp_path))
+    model = Engine(str(tmp_path), device="cpu", dtype="float32", load_format="dummy", log=lambda m: None).model
+    norms = {n: p for n, p in model.named_parameters() if "norm" in n}
+    assert norms and all(torch.equal(p, torch.ones_like(p)) for p in norms.values())  # stored 1 + w, w = 0
