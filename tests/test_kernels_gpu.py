@@ -322,6 +322,32 @@ def test_triton_selective_scan_matches_the_stepwise_recurrence(lengths, width, N
     assert_close_rel(h, h_0, tol_for(dtype), "final states")
 
 
+@needs_triton
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_triton_selective_decode_step_matches_reference_and_updates_pool_slots_in_place(dtype):
+    from bringup.kernels.triton import selective_scan as tri
+
+    batch, width, N, num_slots = 5, 8192, 16, 9
+    dt0 = torch.exp(torch.empty(width, device=GPU).uniform_(-6.9, -2.3))
+    args = dict(x=torch.randn(batch, width, device=GPU).to(dtype), dt=(0.3 * torch.randn(batch, width, device=GPU)).to(dtype),
+                A=-torch.arange(1, N + 1, device=GPU).float().repeat(width, 1),
+                B=torch.randn(batch, N, device=GPU).to(dtype), C=torch.randn(batch, N, device=GPU).to(dtype),
+                D=torch.randn(width, device=GPU), z=torch.randn(batch, width, device=GPU).to(dtype),
+                dt_bias=dt0 + torch.log(-torch.expm1(-dt0)))
+    pool = torch.randn(num_slots, width, N, device=GPU)
+    slots = torch.tensor([7, 0, 3, 8, 2], device=GPU)
+    expected_pool = pool.clone()
+    y_ref = ref.selective_state_update_inplace(expected_pool, slots, **args)
+    y_step, new_state = tri.selective_state_update(pool[slots], **args)
+    assert_close_rel(y_step, y_ref, tol_for(dtype), "y (step)")
+    assert_close_rel(new_state, expected_pool[slots], tol_for(dtype), "state (step)")
+    untouched = pool[[1, 4, 5, 6]].clone()
+    y = tri.selective_state_update_inplace(pool, slots, **args)
+    assert_close_rel(y, y_ref, tol_for(dtype), "y (in place)")
+    assert_close_rel(pool, expected_pool, tol_for(dtype), "state pool")
+    assert torch.equal(pool[[1, 4, 5, 6]], untouched)
+
+
 # Dispatch ----------------------------------------------------------------------------------------
 
 @needs_triton
@@ -332,6 +358,7 @@ def test_dispatch_picks_fast_ops_on_the_gpu_and_reference_on_request(monkeypatch
     assert names["causal_conv1d_update"] == "triton"
     assert names["paged_attention_decode"] == "triton"
     assert names["selective_scan_varlen"] == "triton"
+    assert names["selective_state_update"] == names["selective_state_update_inplace"] == "triton"
     assert names["mamba_chunk_scan"] == ("fla" if availability.fla_reason(GPU) is None else "reference")
     assert set(dispatch.ops_for("cpu").implementations.values()) == {"reference"}
     monkeypatch.setenv(dispatch.ENV_VAR, "reference")

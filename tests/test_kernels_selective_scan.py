@@ -107,3 +107,17 @@ def test_chunks_span_many_tokens_at_jamba_decays_and_end_early_at_large_ones():
     assert torch.isfinite(y).all() and torch.isfinite(finals).all()
     torch.testing.assert_close(y, y0, atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(finals, finals0, atol=1e-5, rtol=1e-4)
+
+
+def test_in_place_step_on_a_pool_equals_gather_step_scatter():
+    from bringup.kernels.reference.selective_scan import selective_state_update_inplace
+
+    a = _inputs(2, seed=4)
+    pool = torch.randn(5, W, N)
+    slots = torch.tensor([3, 0])
+    expected_pool = pool.clone()
+    args = (a["x"], a["dt"], a["A"], a["B"], a["C"], a["D"], a["z"], a["dt_bias"])
+    y_ref, new = selective_state_update(expected_pool[slots], *args)
+    expected_pool[slots] = new
+    y = selective_state_update_inplace(pool, slots, *args)
+    assert torch.equal(y, y_ref) and torch.equal(pool, expected_pool)

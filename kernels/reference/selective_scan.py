@@ -58,6 +58,27 @@ def selective_state_update(
     return y.to(x.dtype), state
 
 
+
+def selective_state_update_inplace(
+    ssm_states: torch.Tensor,
+    slots: torch.Tensor,
+    x: torch.Tensor,
+    dt: torch.Tensor,
+    A: torch.Tensor,
+    B: torch.Tensor,
+    C: torch.Tensor,
+    D: torch.Tensor | None = None,
+    z: torch.Tensor | None = None,
+    dt_bias: torch.Tensor | None = None,
+    dt_softplus: bool = True,
+) -> torch.Tensor:
+    """One step on a state pool: ssm_states [num_slots, D, N] (updated in place), slots [b] int64 on its
+    device, the rest as `selective_state_update`. Returns y [b, D]. This form gathers and scatters; a
+    fast one updates the slots where they lie (same signature, so the model has one code path)."""
+    y, state = selective_state_update(ssm_states[slots], x, dt, A, B, C, D, z, dt_bias, dt_softplus)
+    ssm_states[slots] = state.to(ssm_states.dtype)
+    return y
+
 def selective_scan_stepwise(
     x: torch.Tensor,
     dt: torch.Tensor,

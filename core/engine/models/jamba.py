@@ -7,7 +7,8 @@ Weights as transformers saves them: `model.layers.N.mamba...`, `model.layers.N.s
 
 Prompts scan with `selective_scan_varlen`: on CUDA/XPU the Triton kernel (kernels/triton/selective_scan.py,
 the state held in registers across the prompt), elsewhere the chunked plain-torch op (a cumulative sum
-per chunk of tokens, no step per token); decode steps with one batched state update.
+per chunk of tokens, no step per token); decode steps with one batched state update on the pool's
+slots (`selective_state_update_inplace`: in place in Triton, gather/scatter in the reference).
 """
 
 from __future__ import annotations
