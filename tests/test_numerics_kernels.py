@@ -29,7 +29,7 @@ def test_every_kernel_of_a_hybrid_model_is_checked_on_cpu_and_a_crash_is_a_findi
     assert not report["ok"] and report["device"] == "cpu"
     kernels = {k["name"]: k for k in report["kernels"]}
     # prefill and decode of Mamba2, attention, MoE, MLP and the norms: what the engine really called
-    assert {"mamba_chunk_scan_varlen", "causal_conv1d_varlen", "mamba_state_update_inplace",
+    assert {"mamba_chunk_scan_varlen", "causal_conv1d_varlen_inplace", "mamba_state_update_inplace",
             "causal_conv1d_update_inplace", "paged_attention_prefill", "paged_attention_decode", "kv_cache_write",
             "moe_experts", "route_sigmoid_grouped", "mlp", "add_rms_norm", "gated_rms_norm"} <= set(kernels)
     assert kernels["moe_experts"]["verdict"] == "crashed" and not kernels["moe_experts"]["ok"]
