@@ -99,3 +99,16 @@ def _rebuild_buffers(twin, names: set[str], device) -> set[str]:
             getattr(module, n).copy_(getattr(fresh, n).to(device))
             done.add(prefix + n)
     return done
+
+
+@torch.no_grad()
+def transformers_same_shapes(config: dict, device, dtype: torch.dtype):
+    """The transformers CausalLM of `config` on `device` with transformers' own random weights: the same
+    work as the engine's model, not the same function. For families the twin cannot copy (the engine
+    fuses, shares or rescales their checkpoint tensors at load, or transformers derives buffers the
+    meta device cannot hold)."""
+    from transformers import AutoModelForCausalLM
+
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(transformers_config(config), dtype=dtype)
+    return model.eval()

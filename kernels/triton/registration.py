@@ -20,6 +20,8 @@ FAST_OPS: dict[str, tuple[str, str, bool]] = {
     "kda_chunk": ("fla", "fla.kda", True),
     "kda_recurrent_inplace": ("fla", "fla.kda", True),
     "mamba_state_update": ("triton", "triton.mamba_state_update", False),
+    "selective_scan_varlen": ("triton", "triton.selective_scan", False),
+    "selective_state_update": ("triton", "triton.selective_scan", False),
     "causal_conv1d_update": ("triton", "triton.causal_conv1d_update", False),
     "causal_conv1d_varlen": ("triton", "triton.causal_conv1d_varlen", False),
     "paged_attention_decode": ("triton", "triton.paged_attention_decode", False),
