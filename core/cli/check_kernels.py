@@ -20,12 +20,14 @@ def _num(value, fmt: str) -> str:
 
 
 def render(report) -> str:
+    from bringup.core.numerics.kernel_rows import row_label
+
     lines = [f"check-kernels on {report.device}: {'all pass' if report.ok else 'FAILED'}",
-             f"{'kernel':<30} {'impl':<22} {'dtype':<9} {'shape':<16} {'max abs':>9} {'max rel':>9} {'tol':>7} "
+             f"{'kernel (phase) [variant]':<44} {'impl':<22} {'dtype':<9} {'shape':<16} {'max abs':>9} {'max rel':>9} {'tol':>7} "
              f"{'ms':>8} {'ref ms':>8}  verdict"]
     for k in report.kernels:
         verdict = k.get("verdict") or ("ok" if k["ok"] else "WRONG")
-        lines.append(f"{k['name']:<30} {k['implementation']:<22} {k['dtype']:<9} {'x'.join(map(str, k['shape'])):<16} "
+        lines.append(f"{row_label(k):<44} {k['implementation']:<22} {k['dtype']:<9} {'x'.join(map(str, k['shape'])):<16} "
                      f"{_num(k['max_abs_err'], '9.2e')} {_num(k['max_rel_err'], '9.2e')} {_num(k['tolerance'], '7.0e')} "
                      f"{_num(k['ms'], '8.3f')} {_num(k['reference_ms'], '8.3f')}  {verdict}")
     for f in report.findings:

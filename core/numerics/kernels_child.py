@@ -1,10 +1,12 @@
 """The child of `bringup check-kernels`: record the kernel calls of one prompt and one decode step,
 then replay each against the reference; one JSON line per kernel on stdout, as each finishes.
 
-    python -m bringup.core.numerics.kernels_child SOURCE --device D [--dtype T] [--skip OP,OP]
+    python -m bringup.core.numerics.kernels_child SOURCE --device D [--dtype T] [--skip KEY ...]
 
-Before each kernel it prints "start OP" on stderr, so that the parent can name the kernel that
-crashed or hung the process (and start a fresh child that skips it).
+Each kind of call is one row (kernel_calls.KernelCall.key: `op@phase[:variant]`), so an op checked
+at prefill size and at decode size is two rows. Before each it prints "start KEY" on stderr, so
+that the parent can name the kernel that crashed or hung the process (and start a fresh child that
+skips it). A kernel the engine called that has no reference is a row too ("no reference").
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import signal
 import sys
 
 PROMPT = "Check every kernel at this model's shapes."
-# Names one op whose check kills the child with SIGSEGV: how tests (and users) see a crash become a finding.
+# Names one op (or one call's key) whose check kills the child with SIGSEGV: how tests (and users) see a crash become a finding.
 CRASH_ENV = "BRINGUP_KERNEL_CHECK_CRASH"
 
 
@@ -25,20 +27,14 @@ def main(argv=None) -> int:
     parser.add_argument("source")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="auto")
-    parser.add_argument("--skip", default="")
+    parser.add_argument("--skip", action="append", default=[], help="a call's key; repeat for several")
     parser.add_argument("--load-format", default="auto")
     args = parser.parse_args(argv)
-    import torch
-
     from bringup.core.engine.default_model import resolve_default
     from bringup.core.engine.engine import Engine
-    from bringup.core.engine.sampling import SamplingParams
     from bringup.core.errors import UserError
-    from bringup.kernels.reference import OPS as REFERENCE_OPS
 
-    from .kernel_calls import record_calls, replay
-
-    skip = {s for s in args.skip.split(",") if s}
+    skip = set(args.skip)
     try:
         source = resolve_default(args.source) or args.source
         # Small pools: the check needs one short request (on the CPU the shapes are capped by the prompt).
@@ -48,23 +44,44 @@ def main(argv=None) -> int:
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    for row in check_engine(engine, skip, crash=os.environ.get(CRASH_ENV)):
+        print(json.dumps(row), flush=True)
+    return 0
+
+
+def check_engine(engine, skip=(), crash=None):
+    """Record one prompt and one decode step of `engine`, then yield one result per kind of call
+    (in the order first called), each replayed against its reference. `crash`: an op or key whose
+    check kills the process (tests)."""
+    import torch
+
+    from bringup.core.engine.sampling import SamplingParams
+
+    from .kernel_calls import PhaseTracker, describe, record_calls, reference_for, replay
+
     ops = engine.model.ops
-    calls, undo = record_calls(ops)
+    phase = PhaseTracker()
+    hook = engine.model.register_forward_pre_hook(phase.hook)
+    calls, undo = record_calls(ops, lambda: phase.phase)
     try:
         with torch.inference_mode():
             engine.generate([engine.tokenizer.encode(PROMPT)], SamplingParams(max_new_tokens=2, temperature=0.0))
     finally:
         undo()
+        hook.remove()
     for call in calls:
-        if call.op in skip:
+        if call.key in skip:
             continue
-        print(f"start {call.op}", file=sys.stderr, flush=True)
-        if os.environ.get(CRASH_ENV) == call.op:
+        print(f"start {call.key}", file=sys.stderr, flush=True)
+        if crash in (call.op, call.key):
             os.kill(os.getpid(), signal.SIGSEGV)
+        reference = reference_for(call.op)
+        if reference is None:
+            yield {**describe(call), "max_abs_err": None, "max_rel_err": None, "tolerance": None, "ok": False,
+                   "ms": None, "reference_ms": None, "verdict": "no reference"}
+            continue
         with torch.inference_mode():
-            result = replay(call, getattr(ops, call.op), REFERENCE_OPS[call.op], engine.device)
-        print(json.dumps(result), flush=True)
-    return 0
+            yield replay(call, getattr(ops, call.op), reference[0], engine.device, combine=reference[1])
 
 
 if __name__ == "__main__":

@@ -72,6 +72,14 @@ def moe_experts(
     return (per_assignment.view(T, k, -1).float() * weights[..., None].float()).sum(1).to(x.dtype)
 
 
+def moe_experts_unsummed(x, weights, ids, up, down, gate=None, act="relu2", strategy=None) -> torch.Tensor:
+    """[T, k, H] in x's dtype: each assignment's weighted expert output, the sum over k left to the
+    caller (the reference of the fused MoE's unsummed form, which dispatch hands out beside it)."""
+    T, k = ids.shape  # (`strategy` is accepted and ignored: one form is enough for a reference)
+    per_assignment = _gathered(x, ids, up, down, gate, act)
+    return (per_assignment.view(T, k, -1).float() * weights[..., None].float()).to(x.dtype)
+
+
 def _sorted(x, ids, up, down, gate, act) -> torch.Tensor:
     """[T * k, H]: the T*k (token, expert) assignments sorted by expert, so each expert runs once on
     one contiguous block of its tokens; results go back to their (token, slot) places, no scatter-add."""
