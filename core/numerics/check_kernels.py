@@ -58,6 +58,7 @@ def run_check(source, *, device="cpu", dtype="auto", load_format: str | None = N
             raise UserError(child.stderr.strip().splitlines()[-1].removeprefix("error: "))
         done = [json.loads(line) for line in child.stdout.splitlines() if line.startswith("{")]
         kernels += done
+        skip += [k["key"] for k in done]  # a fresh child checks only what is left
         if child.returncode == 0:
             break
         culprit = _started(child.stderr)
@@ -81,6 +82,12 @@ def run_check(source, *, device="cpu", dtype="auto", load_format: str | None = N
             f"kernel {row_label(kernels[-1])} on {device}: the process {how}", stage="first forward",
             fix=f"BRINGUP_KERNELS=reference runs the plain reference of {op} instead; report it with this output"))
         skip.append(culprit)
+    return KernelReport(device, kernels, findings + result_findings(kernels, device))
+
+
+def result_findings(kernels: list[dict], device: str) -> list[Finding]:
+    """A finding for each row that ran and was wrong, or that could not be checked (no reference)."""
+    findings = []
     for k in kernels:
         if k.get("verdict") == "no reference":
             findings.append(Finding.check(
@@ -94,4 +101,4 @@ def run_check(source, *, device="cpu", dtype="auto", load_format: str | None = N
                 f"kernel {row_label(k)} ({k['implementation']}) on {device} in {k['dtype']}: max relative error "
                 f"{k['max_rel_err']:.1e} exceeds {k['tolerance']:.0e} (max abs {k['max_abs_err']:.2e})",
                 fix=f"BRINGUP_KERNELS=reference runs the plain reference of {k['name']} instead", stage="first forward"))
-    return KernelReport(device, kernels, findings)
+    return findings
