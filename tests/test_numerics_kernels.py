@@ -2,33 +2,41 @@
 
 from __future__ import annotations
 
+import contextlib
 import html
+import io
 import json
+from pathlib import Path
 
 import pytest
 import torch
 
 from bringup.cli import main
+from bringup.core.engine.default_model import resolve_default
 from bringup.core.numerics.kernel_calls import KernelCall, record_calls, replay
 from bringup.core.numerics.kernel_rows import row_label
 from bringup.kernels.dispatch import ops_for
 from bringup.kernels.reference import OPS
 
-from engine_helpers import tiny_nemotron_h
+from kernel_check_helpers import engine_for, kernels_the_engine_calls
 
 
 @pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    return tiny_nemotron_h(tmp_path_factory.mktemp("kernels") / "tiny")
+def bundled_check():
+    """`bringup check-kernels default --json` (the bundled model, bfloat16, CPU) with one kernel call
+    (the prompt's MoE) made to kill its child: (exit code, JSON document)."""
+    out = io.StringIO()
+    with pytest.MonkeyPatch.context() as env, contextlib.redirect_stdout(out):
+        env.setenv("BRINGUP_KERNEL_CHECK_CRASH", "moe_experts@prefill")
+        code = main(["check-kernels", "default", "--device", "cpu", "--dtype", "bfloat16", "--json"])
+    return code, json.loads(out.getvalue())
 
 
-def test_every_kernel_of_a_hybrid_model_is_checked_on_cpu_and_a_crash_is_a_finding(checkpoint, capsys, monkeypatch,
-                                                                                 no_orphans):
-    # One kernel call (the prompt's MoE) is made to kill the child: it becomes a finding, and a fresh
-    # child checks the rest without it, the decode step's MoE included.
-    monkeypatch.setenv("BRINGUP_KERNEL_CHECK_CRASH", "moe_experts@prefill")
-    assert main(["check-kernels", str(checkpoint), "--device", "cpu", "--dtype", "bfloat16", "--json"]) == 1
-    report = json.loads(capsys.readouterr().out)
+def test_every_kernel_of_a_hybrid_model_is_checked_on_cpu_and_a_crash_is_a_finding(bundled_check, no_orphans):
+    # The crashed call becomes a finding, and a fresh child checks the rest without it, the decode
+    # step's MoE included.
+    code, report = bundled_check
+    assert code == 1
     assert not report["ok"] and report["device"] == "cpu"
     kernels = {(k["name"], k["phase"]): k for k in report["kernels"]}
     assert len(kernels) == len(report["kernels"])  # every layer calls an op alike: one row per op and phase
@@ -48,7 +56,7 @@ def test_every_kernel_of_a_hybrid_model_is_checked_on_cpu_and_a_crash_is_a_findi
     assert [f["code"] for f in report["findings"]] == ["KERNEL_CRASHED"]
     assert "kernel moe_experts (prefill) on cpu: the process was killed by SIGSEGV" in report["findings"][0]["message"]
     attention = kernels["paged_attention_prefill", "prefill"]
-    config = json.loads((checkpoint / "config.json").read_text())
+    config = json.loads((Path(resolve_default("default")) / "config.json").read_text())
     assert attention["dtype"] == "bfloat16"
     assert attention["shape"][1:] == [config["num_attention_heads"], config["head_dim"]]  # the model's own shapes
     assert 0 < attention["max_rel_err"] <= attention["tolerance"]  # bfloat16 against float32: close, not equal
@@ -63,6 +71,32 @@ def test_every_kernel_of_a_hybrid_model_is_checked_on_cpu_and_a_crash_is_a_findi
     assert "<td>route_sigmoid_grouped (decode) [routed_scaling_factor=2.5]</td>" in page
     assert page.count(f"background:{ERROR_COLORS['beyond']}") == 1 and "KERNEL_CRASHED" not in page
     assert "the process was killed by SIGSEGV" in page
+
+
+def test_check_kernels_leaves_out_no_kernel_the_engine_calls_for_the_bundled_model(bundled_check):
+    # Every op of the dispatch namespace the engine calls for the bundled model, in each phase, is a
+    # row of check-kernels' result (a new op, or an extra form such as a fused MoE's, that the
+    # recorder missed fails here); the crashed call is a row too, with its finding.
+    _, report = bundled_check
+    checked = {(k["name"], k["phase"]) for k in report["kernels"]}
+    called = kernels_the_engine_calls(engine_for(resolve_default("default"), "bfloat16", device="cpu"))
+    assert called and called <= checked, f"called but not checked: {sorted(called - checked)}"
+    assert {phase for _, phase in called} == {"prefill", "decode"}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (its namespace has the fused MoE forms)")
+def test_on_a_gpu_check_kernels_checks_what_the_gpu_engine_calls(no_orphans):
+    # There the model calls moe_experts_shared_unsummed (the GEMV kernel at decode, the sorted GEMMs
+    # at prefill), router_logits' kernel, the in-place conv...: each op and phase must be a row.
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["check-kernels", "default", "--device", "cuda", "--dtype", "bfloat16", "--json"])
+    report = json.loads(out.getvalue())
+    assert code == 0 and report["ok"], report["findings"]
+    checked = {(k["name"], k["phase"]) for k in report["kernels"]}
+    called = kernels_the_engine_calls(engine_for(resolve_default("default"), "bfloat16", device="cuda"))
+    assert called <= checked, f"called but not checked: {sorted(called - checked)}"
+    assert {("moe_experts_shared_unsummed", "decode"), ("moe_experts_shared_unsummed", "prefill")} <= checked
 
 
 def test_a_wrong_kernel_fails_its_check():
