@@ -35,13 +35,15 @@ def test_the_fused_moe_with_its_shared_expert_is_checked_at_prefill_and_decode_s
     # sorted GEMMs above); the model then calls it instead of moe_experts + mlp. Given here in the
     # layout of the GPU's prefill path, it is checked as itself, in both phases, against the reference
     # in slices (compared as the model sums the parts).
+    # A long prompt (on a GPU by default) adds the sizes where the kernels take their large-batch forms.
     engine = engine_for(nemotron)
     engine.model.ops.moe_experts_shared_unsummed = _shared_whole
-    rows = {row["key"]: row for row in check_engine(engine)}
-    fused = {key: row for key, row in rows.items() if row["name"] == "moe_experts_shared_unsummed"}
-    assert {row["phase"] for row in fused.values()} == {"prefill", "decode"}
+    rows = {row["key"]: row for row in check_engine(engine, long_prefill=40)}
+    fused = {row["phase"]: row for row in rows.values() if row["name"] == "moe_experts_shared_unsummed"}
+    assert set(fused) == {"prefill", "decode", "long prefill"} and len(fused) == 3
     assert all(row["ok"] and row["max_rel_err"] < 1e-5 for row in fused.values())
-    assert sorted(row["shape"][0] for row in fused.values())[0] == 1  # the decode step: one token
+    assert fused["decode"]["shape"][0] == 1 and 1 < fused["prefill"]["shape"][0] < 40
+    assert fused["long prefill"]["shape"][0] == 40
     assert not any(row["name"] == "moe_experts" for row in rows.values())  # not what the model called
 
     # An extra form the check has no reference for is a row and a finding, not a gap.

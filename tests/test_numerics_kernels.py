@@ -99,6 +99,11 @@ def test_on_a_gpu_check_kernels_checks_what_the_gpu_engine_calls(no_orphans):
     assert {("moe_experts_shared_unsummed", "decode"), ("moe_experts_shared_unsummed", "prefill")} <= checked
 
 
+def test_a_negative_long_prompt_is_refused_before_any_child(capsys):
+    assert main(["check-kernels", "default", "--prefill-tokens", "-5"]) == 2
+    assert "--prefill-tokens -5 must be 0 or more" in capsys.readouterr().err
+
+
 def test_a_wrong_kernel_fails_its_check():
     ops = ops_for("cpu")
     calls, undo = record_calls(ops)

@@ -40,7 +40,8 @@ def _started(stderr: str) -> str | None:
 
 
 def run_check(source, *, device="cpu", dtype="auto", load_format: str | None = None,
-              timeout: float = 600) -> KernelReport:
+              timeout: float = 600, prefill_tokens: int | None = None) -> KernelReport:
+    """`prefill_tokens`: the long prompt's length (0: none); left out, 2048 on an accelerator, none on the CPU."""
     from bringup.core.errors import UserError
     from bringup.core.exit_status import exit_text, likely_cause
 
@@ -51,6 +52,8 @@ def run_check(source, *, device="cpu", dtype="auto", load_format: str | None = N
         args = [source or "default", "--device", device, "--dtype", dtype]
         if load_format:
             args += ["--load-format", load_format]
+        if prefill_tokens is not None:
+            args += ["--prefill-tokens", str(prefill_tokens)]
         for key in skip:
             args += ["--skip", key]
         child = run_child("bringup.core.numerics.kernels_child", args, timeout=timeout)

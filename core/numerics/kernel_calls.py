@@ -26,6 +26,7 @@ import torch
 # Error allowed, relative to the output's largest magnitude, by the dtype the kernel ran in.
 TOLERANCES = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 3e-2}
 PREFILL, DECODE = "prefill", "decode"
+LONG_PREFILL = "long prefill"  # a serving-sized prompt chunk: the large-batch tiles and sorts
 
 
 def _parts_summed(out):
@@ -61,7 +62,7 @@ class KernelCall:
     implementation: str
     args: tuple
     kwargs: dict
-    phase: str = PREFILL  # "decode": every request brought one token (the decode-sized path)
+    phase: str = PREFILL  # "decode": every request brought one token (the decode-sized path); or LONG_PREFILL
     variant: str = ""  # the options this call set that a plain call leaves out, e.g. "sliding_window=8 sinks"
 
     @property
@@ -126,14 +127,15 @@ def kernel_functions(ops) -> list[str]:
 
 class PhaseTracker:
     """Tells the recorder whether the model's current forward is a decode step (a forward pre-hook
-    on the model reads the batch's own `is_decode_only`)."""
+    on the model reads the batch's own `is_decode_only`), else which prompt is running (`prefill`:
+    the name the workload gives its current prompt)."""
 
     def __init__(self):
-        self.phase = PREFILL
+        self.phase = self.prefill = PREFILL
 
     def hook(self, module, args):
         batch = args[0] if args else None
-        self.phase = DECODE if getattr(batch, "is_decode_only", False) else PREFILL
+        self.phase = DECODE if getattr(batch, "is_decode_only", False) else self.prefill
 
 
 def record_calls(ops, phase_of=None) -> tuple[list[KernelCall], callable]:

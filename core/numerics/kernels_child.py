@@ -1,12 +1,17 @@
 """The child of `bringup check-kernels`: record the kernel calls of one prompt and one decode step,
 then replay each against the reference; one JSON line per kernel on stdout, as each finishes.
 
-    python -m bringup.core.numerics.kernels_child SOURCE --device D [--dtype T] [--skip KEY ...]
+    python -m bringup.core.numerics.kernels_child SOURCE --device D [--dtype T] [--prefill-tokens N] [--skip KEY ...]
 
 Each kind of call is one row (kernel_calls.KernelCall.key: `op@phase[:variant]`), so an op checked
 at prefill size and at decode size is two rows. Before each it prints "start KEY" on stderr, so
 that the parent can name the kernel that crashed or hung the process (and start a fresh child that
 skips it). A kernel the engine called that has no reference is a row too ("no reference").
+
+The workload: a short prompt (phase "prefill"), one decode step ("decode"), then on an accelerator
+a prompt of LONG_PREFILL_TOKENS ("long prefill"), where the fast kernels switch to their
+large-batch forms (the MoE's 128-row blocks and wide tile, the multi-program sort; the router and
+dense MLP kernels hand over to cuBLAS).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import sys
 PROMPT = "Check every kernel at this model's shapes."
 # Names one op (or one call's key) whose check kills the child with SIGSEGV: how tests (and users) see a crash become a finding.
 CRASH_ENV = "BRINGUP_KERNEL_CHECK_CRASH"
+LONG_PREFILL_TOKENS = 2048  # the engine's default prefill chunk
 
 
 def main(argv=None) -> int:
@@ -29,43 +35,58 @@ def main(argv=None) -> int:
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--skip", action="append", default=[], help="a call's key; repeat for several")
     parser.add_argument("--load-format", default="auto")
+    parser.add_argument("--prefill-tokens", type=int, default=None,
+                        help=f"tokens of the long prompt (0: none; default {LONG_PREFILL_TOKENS} on an accelerator, 0 on cpu)")
     args = parser.parse_args(argv)
     from bringup.core.engine.default_model import resolve_default
+    from bringup.core.engine.device import resolve_device
     from bringup.core.engine.engine import Engine
     from bringup.core.errors import UserError
 
     skip = set(args.skip)
     try:
         source = resolve_default(args.source) or args.source
-        # Small pools: the check needs one short request (on the CPU the shapes are capped by the prompt).
-        engine = Engine(source, device=args.device, dtype=args.dtype, max_running_requests=1, max_total_tokens=256,
+        long = args.prefill_tokens
+        if long is None:
+            long = 0 if resolve_device(args.device).type == "cpu" else LONG_PREFILL_TOKENS
+        if long < 0:
+            raise UserError(f"--prefill-tokens {long} must be 0 or more")
+        # Small pools: the check needs one request at a time (on the CPU the shapes are capped by the prompt).
+        engine = Engine(source, device=args.device, dtype=args.dtype, max_running_requests=1,
+                        max_total_tokens=max(256, long + 64), chunked_prefill_size=max(2048, long),
                         cuda_graphs=False, load_format=args.load_format,  # replayed graphs call no ops: decode kernels must run eagerly to be seen
                         log=lambda m: print(m, file=sys.stderr, flush=True))
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    for row in check_engine(engine, skip, crash=os.environ.get(CRASH_ENV)):
+    for row in check_engine(engine, skip, crash=os.environ.get(CRASH_ENV), long_prefill=long):
         print(json.dumps(row), flush=True)
     return 0
 
 
-def check_engine(engine, skip=(), crash=None):
-    """Record one prompt and one decode step of `engine`, then yield one result per kind of call
-    (in the order first called), each replayed against its reference. `crash`: an op or key whose
-    check kills the process (tests)."""
+def check_engine(engine, skip=(), crash=None, long_prefill: int = 0):
+    """Record one prompt and one decode step of `engine` (and a prompt of `long_prefill` tokens),
+    then yield one result per kind of call (in the order first called), each replayed against its
+    reference. `crash`: an op or key whose check kills the process (tests)."""
     import torch
 
     from bringup.core.engine.sampling import SamplingParams
 
-    from .kernel_calls import PhaseTracker, describe, record_calls, reference_for, replay
+    from .kernel_calls import LONG_PREFILL, PhaseTracker, describe, record_calls, reference_for, replay
 
     ops = engine.model.ops
     phase = PhaseTracker()
     hook = engine.model.register_forward_pre_hook(phase.hook)
     calls, undo = record_calls(ops, lambda: phase.phase)
     try:
+        prompt = engine.tokenizer.encode(PROMPT)
         with torch.inference_mode():
-            engine.generate([engine.tokenizer.encode(PROMPT)], SamplingParams(max_new_tokens=2, temperature=0.0))
+            engine.generate([prompt], SamplingParams(max_new_tokens=2, temperature=0.0))
+            long_prefill = min(long_prefill, (getattr(engine, "max_context", None) or long_prefill + 2) - 2)
+            if long_prefill > len(prompt):
+                phase.prefill = LONG_PREFILL
+                engine.generate([(prompt * (long_prefill // len(prompt) + 1))[:long_prefill]],
+                                SamplingParams(max_new_tokens=1, temperature=0.0))
     finally:
         undo()
         hook.remove()
