@@ -9,16 +9,14 @@ import torch
 
 from bringup.core.engine.default_model import build_tokenizer
 from bringup.core.engine.engine import Engine
-from bringup.core.engine.sampling import SamplingParams
-from bringup.core.numerics.kernels_child import PROMPT
+from bringup.core.numerics.kernels_child import engine_settings, run_workload
 
 DEVICE = os.environ.get("BRINGUP_TEST_DEVICE", "cpu")
 
 
-def engine_for(folder, dtype="float32", device=DEVICE) -> Engine:
+def engine_for(folder, dtype="float32", device=DEVICE, long_prefill=0) -> Engine:
     """An engine as check-kernels' child builds one (small pools, eager decode: graphs call no ops)."""
-    return Engine(str(folder), device=device, dtype=dtype, max_running_requests=1, max_total_tokens=256,
-                  cuda_graphs=False)
+    return Engine(str(folder), device=device, dtype=dtype, **engine_settings(long_prefill))
 
 
 def kernels_the_engine_calls(engine) -> set[tuple[str, str]]:
@@ -38,8 +36,7 @@ def kernels_the_engine_calls(engine) -> set[tuple[str, str]]:
     for name, fn in originals.items():
         setattr(ops, name, counted(name, fn))
     try:
-        with torch.inference_mode():
-            engine.generate([engine.tokenizer.encode(PROMPT)], SamplingParams(max_new_tokens=2, temperature=0.0))
+        run_workload(engine)  # the check's requests (its short prompt and decode step)
     finally:
         for name, fn in originals.items():
             setattr(ops, name, fn)

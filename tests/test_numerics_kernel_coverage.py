@@ -35,15 +35,18 @@ def test_the_fused_moe_with_its_shared_expert_is_checked_at_prefill_and_decode_s
     # sorted GEMMs above); the model then calls it instead of moe_experts + mlp. Given here in the
     # layout of the GPU's prefill path, it is checked as itself, in both phases, against the reference
     # in slices (compared as the model sums the parts).
-    # A long prompt (on a GPU by default) adds the sizes where the kernels take their large-batch forms.
-    engine = engine_for(nemotron)
+    # A batch of prompts (on a GPU by default) adds the sizes where the kernels take their large-batch
+    # forms: 8 prompts of 40 tokens in all in one forward, then 8 tokens per decode step.
+    engine = engine_for(nemotron, long_prefill=40)
     engine.model.ops.moe_experts_shared_unsummed = _shared_whole
     rows = {row["key"]: row for row in check_engine(engine, long_prefill=40)}
     fused = {row["phase"]: row for row in rows.values() if row["name"] == "moe_experts_shared_unsummed"}
-    assert set(fused) == {"prefill", "decode", "long prefill"} and len(fused) == 3
+    assert set(fused) == {"prefill", "decode", "long prefill", "batch decode"} and len(fused) == 4
     assert all(row["ok"] and row["max_rel_err"] < 1e-5 for row in fused.values())
     assert fused["decode"]["shape"][0] == 1 and 1 < fused["prefill"]["shape"][0] < 40
-    assert fused["long prefill"]["shape"][0] == 40
+    assert fused["long prefill"]["shape"][0] == 40 and fused["batch decode"]["shape"][0] == 8
+    scan = [row for row in rows.values() if row["name"] == "mamba_chunk_scan_varlen" and row["phase"] == "long prefill"]
+    assert scan and scan[0]["shape"][0] == 40  # one varlen scan over the 8 prompts
     assert not any(row["name"] == "moe_experts" for row in rows.values())  # not what the model called
 
     # An extra form the check has no reference for is a row and a finding, not a gap.

@@ -13,8 +13,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser)
     parser.add_argument("--timeout", type=float, default=600, help="seconds the check may take (default 600)")
     parser.add_argument("--prefill-tokens", type=int, default=None,
-                        help="also check the kernels of a prompt this long, where fast kernels take their large-batch "
-                             "forms (0: none; default 2048 on an accelerator, none on cpu, whose kernels are the references)")
+                        help="also check the kernels of 8 prompts of this many tokens in all, prefilled in one forward "
+                             "and decoded together, where fast kernels take their large-batch forms (0: none; default "
+                             "2048 on an accelerator, none on cpu, whose kernels are the references)")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
 
 

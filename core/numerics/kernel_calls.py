@@ -26,7 +26,9 @@ import torch
 # Error allowed, relative to the output's largest magnitude, by the dtype the kernel ran in.
 TOLERANCES = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 3e-2}
 PREFILL, DECODE = "prefill", "decode"
-LONG_PREFILL = "long prefill"  # a serving-sized prompt chunk: the large-batch tiles and sorts
+# A serving-sized batch: several prompts in one forward (varlen over several sequences, the large-batch
+# tiles and sorts), then their decode steps together (above the GEMV MoE's 4 tokens).
+LONG_PREFILL, BATCH_DECODE = "long prefill", "batch decode"
 
 
 def _parts_summed(out):
@@ -62,7 +64,7 @@ class KernelCall:
     implementation: str
     args: tuple
     kwargs: dict
-    phase: str = PREFILL  # "decode": every request brought one token (the decode-sized path); or LONG_PREFILL
+    phase: str = PREFILL  # "decode": every request brought one token (the decode-sized path); LONG_PREFILL, BATCH_DECODE
     variant: str = ""  # the options this call set that a plain call leaves out, e.g. "sliding_window=8 sinks"
 
     @property
@@ -126,16 +128,16 @@ def kernel_functions(ops) -> list[str]:
 
 
 class PhaseTracker:
-    """Tells the recorder whether the model's current forward is a decode step (a forward pre-hook
-    on the model reads the batch's own `is_decode_only`), else which prompt is running (`prefill`:
-    the name the workload gives its current prompt)."""
+    """Tells the recorder the phase of the model's current forward: a forward pre-hook on the model
+    reads the batch's own `is_decode_only`; the workload names its prompts' and decodes' phases."""
 
     def __init__(self):
         self.phase = self.prefill = PREFILL
+        self.decode = DECODE
 
     def hook(self, module, args):
         batch = args[0] if args else None
-        self.phase = DECODE if getattr(batch, "is_decode_only", False) else self.prefill
+        self.phase = self.decode if getattr(batch, "is_decode_only", False) else self.prefill
 
 
 def record_calls(ops, phase_of=None) -> tuple[list[KernelCall], callable]:
