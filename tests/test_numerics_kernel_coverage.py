@@ -7,7 +7,6 @@ silent gap."""
 from __future__ import annotations
 
 import pytest
-import torch
 
 from bringup.core.numerics import kernel_calls
 from bringup.core.numerics.check_kernels import result_findings
