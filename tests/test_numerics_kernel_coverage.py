@@ -19,6 +19,7 @@ from kernel_check_helpers import DEVICE, engine_for, kernels_the_engine_calls, t
 
 pytestmark = pytest.mark.slow  # starts real engines
 
+
 @pytest.fixture(scope="module")
 def nemotron(tmp_path_factory):
     return tiny_nemotron_h(tmp_path_factory.mktemp("nemotron") / "tiny")
