@@ -1,5 +1,5 @@
 """Helpers of the check-kernels coverage tests: an engine as the check builds it, an independent
-census of the kernels it calls, and two tiny checkpoints the engine helpers do not build."""
+census of the kernels it calls, and tiny checkpoints the engine helpers do not build."""
 
 from __future__ import annotations
 
@@ -69,3 +69,10 @@ def tiny_gemma2(folder):
     return _tiny(folder, "Gemma2Config", "Gemma2ForCausalLM", hidden_size=32, num_hidden_layers=2,
                  num_attention_heads=4, num_key_value_heads=2, head_dim=8, intermediate_size=48, sliding_window=8,
                  attn_logit_softcapping=5.0, final_logit_softcapping=8.0, max_position_embeddings=256)
+
+
+def tiny_jamba(folder):
+    from hybrid_configs import VARIANTS
+
+    config_name, model_name, config = VARIANTS["jamba"]
+    return _tiny(folder, config_name, model_name, **{k: v for k, v in config.items() if k != "vocab_size"})
