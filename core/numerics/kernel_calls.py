@@ -69,7 +69,7 @@ class KernelCall:
 
     @property
     def key(self) -> str:
-        """One name per kind of call: `op@phase` or `op@phase:variant` (no comma: a CLI list takes it)."""
+        """One name per kind of call: `op@phase` or `op@phase:variant` (kernel_rows.split_key reads it back)."""
         return f"{self.op}@{self.phase}" + (f":{self.variant}" if self.variant else "")
 
 
@@ -107,7 +107,11 @@ def variant_of(reference, args, kwargs) -> str:
         if name not in bound.arguments or param.default is inspect.Parameter.empty:
             continue
         value = bound.arguments[name]
-        if value is None or (not isinstance(value, torch.Tensor) and value == param.default):
+        try:  # (a tuple of tensors compares elementwise: not a default, then)
+            default = not isinstance(value, torch.Tensor) and bool(value == param.default)
+        except (RuntimeError, TypeError, ValueError):
+            default = False
+        if value is None or default:
             continue
         said.append(f"{name}={value}" if isinstance(value, (bool, int, float, str)) else name)
     return " ".join(said)

@@ -1,5 +1,5 @@
-"""The child of `bringup check-kernels`: record the kernel calls of one prompt and one decode step,
-then replay each against the reference; one JSON line per kernel on stdout, as each finishes.
+"""The child of `bringup check-kernels`: record the kernel calls of a few requests (below), then
+replay each against the reference; one JSON line per kind of call on stdout, as each finishes.
 
     python -m bringup.core.numerics.kernels_child SOURCE --device D [--dtype T] [--prefill-tokens N] [--skip KEY ...]
 
@@ -25,7 +25,8 @@ import signal
 import sys
 
 PROMPT = "Check every kernel at this model's shapes."
-# Names one op (or one call's key) whose check kills the child with SIGSEGV: how tests (and users) see a crash become a finding.
+# Names one op (or one call's key) whose check kills the child with SIGSEGV: how tests (and users)
+# see a crash become a finding.
 CRASH_ENV = "BRINGUP_KERNEL_CHECK_CRASH"
 LONG_PREFILL_TOKENS = 2048  # the engine's default prefill chunk
 BATCH_PROMPTS = 8
@@ -102,9 +103,9 @@ def run_workload(engine, long_prefill: int = 0, phase=None) -> None:
 
 
 def check_engine(engine, skip=(), crash=None, long_prefill: int = 0):
-    """Record one prompt and one decode step of `engine` (and a batch of prompts of `long_prefill`
-    tokens in all, with their decode step), then yield one result per kind of call (in the order first called), each replayed against its
-    reference. `crash`: an op or key whose check kills the process (tests)."""
+    """Record `run_workload`'s kernel calls, then yield one result per kind of call (in the order
+    first called), each replayed against its reference. `crash`: an op or key whose check kills the
+    process (tests)."""
     import torch
 
     from .kernel_calls import PhaseTracker, describe, record_calls, reference_for, replay
