@@ -76,3 +76,13 @@ def tiny_jamba(folder):
 
     config_name, model_name, config = VARIANTS["jamba"]
     return _tiny(folder, config_name, model_name, **{k: v for k, v in config.items() if k != "vocab_size"})
+
+
+def tiny_kimi_linear(folder):
+    """KDA, MLA, KDA: the short convs and KDA beside latent attention (as tests/test_models_kimi_linear.py)."""
+    linear = {"full_attn_layers": [2], "kda_layers": [1, 3], "num_heads": 2, "head_dim": 8, "short_conv_kernel_size": 4}
+    return _tiny(folder, "KimiLinearConfig", "KimiLinearForCausalLM", hidden_size=32, intermediate_size=48,
+                 moe_intermediate_size=16, num_hidden_layers=3, num_attention_heads=3, num_key_value_heads=3,
+                 kv_lora_rank=12, qk_nope_head_dim=8, qk_rope_head_dim=4, v_head_dim=6, num_experts=6,
+                 num_experts_per_token=2, num_expert_group=2, topk_group=1, routed_scaling_factor=1.7,
+                 linear_attn_config=linear, first_k_dense_replace=1)

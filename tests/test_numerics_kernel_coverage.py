@@ -15,7 +15,8 @@ from bringup.kernels.reference import OPS
 from bringup.kernels.reference.moe_experts import moe_experts_unsummed
 
 from engine_helpers import tiny_lfm2, tiny_nemotron_h, tiny_qwen3_next, tiny_sliding
-from kernel_check_helpers import DEVICE, engine_for, kernels_the_engine_calls, tiny_gemma2, tiny_jamba, tiny_minimax
+from kernel_check_helpers import (DEVICE, engine_for, kernels_the_engine_calls, tiny_gemma2, tiny_jamba,
+                                  tiny_kimi_linear, tiny_minimax)
 
 pytestmark = pytest.mark.slow  # starts real engines
 
@@ -61,11 +62,14 @@ def test_the_fused_moe_with_its_shared_expert_is_checked_at_prefill_and_decode_s
 
 # family -> (builder, rows that must be among its check's keys: `op@phase` stands for any variant of it)
 FAMILIES = {
-    "qwen3_next": (tiny_qwen3_next, {"gated_delta_rule_chunk@prefill", "causal_conv1d_varlen@prefill",
+    "qwen3_next": (tiny_qwen3_next, {"gated_delta_rule_chunk@prefill", "causal_conv1d_varlen_inplace@prefill",
                                      "gated_delta_rule_recurrent_inplace@decode",
                                      "causal_conv1d_update_inplace@decode", "moe_experts@prefill", "moe_experts@decode"}),
     "minimax": (tiny_minimax, {"lightning_attention_chunk@prefill", "lightning_attention_recurrent_inplace@decode"}),
     "jamba": (tiny_jamba, {"selective_scan_varlen@prefill", "selective_state_update_inplace@decode"}),
+    "kimi_linear": (tiny_kimi_linear, {"kda_chunk@prefill", "kda_recurrent_inplace@decode",
+                                       "causal_conv1d_varlen_inplace@prefill", "paged_attention_prefill@prefill",
+                                       "paged_attention_decode@decode"}),
     "lfm2": (tiny_lfm2, {"causal_conv1d_varlen@prefill", "causal_conv1d_update_inplace@decode"}),
     "gpt_oss": (lambda folder: tiny_sliding(folder, "gpt_oss", window=8), {
         "paged_attention_prefill@prefill:sliding_window=8 sinks", "paged_attention_prefill@prefill:sinks",
