@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from models_helpers import hf_greedy, randomize
+from models_helpers import gated_norm_reference_problem, hf_greedy, randomize
 from test_engine_decode_graphs import ReplayStandIn
 from hybrid_configs import VARIANTS
 
@@ -33,6 +33,8 @@ def test_engine_greedy_with_graph_decode_equals_transformers(name, tokenizer, tm
     torch.manual_seed(0)
     hf = getattr(transformers, model_cls)(config).eval()
     randomize(hf, seed=6)
+    if problem := gated_norm_reference_problem(hf):
+        pytest.skip(problem)
     hf.save_pretrained(str(tmp_path))
     tokenizer.save_pretrained(str(tmp_path))
     g = torch.Generator().manual_seed(2)

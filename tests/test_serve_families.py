@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from family_checkpoints import FAMILIES, SLIDING_FAMILIES, family_checkpoint
-from models_helpers import hf_greedy
+from models_helpers import gated_norm_reference_problem, hf_greedy
 from server_helpers import launch_server, wait_idle, wait_ready
 
 pytestmark = pytest.mark.slow  # starts a real server per family
@@ -68,6 +68,8 @@ def _generate(client, ids):
 def test_serve_gives_transformers_greedy_ids_and_empties_the_pools(name, served, tokenizer, qtbot):
     hf, server = served(name)
     try:
+        if problem := gated_norm_reference_problem(hf):
+            pytest.skip(problem)
         g = torch.Generator().manual_seed(9)
         prompts = [torch.randint(3, len(tokenizer), (n,), generator=g).tolist() for n in LENGTHS]
         expected = [hf_greedy(hf, p, NEW - 1)[0] for p in prompts]  # while the server starts

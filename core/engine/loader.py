@@ -24,6 +24,7 @@ from bringup.core.sources.config_file import read_config_file
 from bringup.core.errors import UserError
 from bringup.core.sources.gguf_file import is_gguf_path, iter_gguf_weights, load_gguf_tokenizer, read_gguf_config
 from bringup.kernels.dispatch import ops_for
+from bringup.kernels.precision import full_precision_fp32_dots
 
 from .models import CausalLM, UnsupportedModelError, WeightLoadError, decoder_config, model_class_for
 
@@ -231,6 +232,8 @@ def build_model(config: dict, *, device="cpu", dtype=torch.float32, ops=None, na
         raise UserError(str(err)) from None
     layer_map = build_layer_map(config, name=name, source=source)
     device = torch.device(device)
+    if dtype == torch.float32:  # before any kernel compiles: Triton's float32 dots default to tf32
+        full_precision_fp32_dots(device.type)
     with torch.device("meta"):
         try:
             model = cls(config, ops or ops_for(device), layer_map)
