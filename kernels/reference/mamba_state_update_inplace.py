@@ -36,7 +36,7 @@ def mamba_state_update_inplace(
     grouped.mul_(torch.exp(dt * A.float()).view(n, G, per_group, 1, 1))
     grouped.add_((dt[..., None] * x.float()).view(n, G, per_group, P, 1) * B.float().view(n, G, 1, 1, N))
     ssm_states.index_copy_(0, slots, state.to(ssm_states.dtype))
-    y = torch.matmul(grouped, C.float().view(n, G, 1, N, 1)).view(n, H, P)
+    y = (grouped * C.float().view(n, G, 1, 1, N)).sum(-1).view(n, H, P)
     if D is not None:
         y = y + D.float()[:, None] * x.float()
     return y.to(x.dtype)
