@@ -11,7 +11,7 @@ from torch import nn
 
 import bringup.kernels.reference as ref
 from bringup.core.engine import cpu_threads
-from bringup.core.engine.cpu_layout import store_linear_weights_transposed
+from bringup.core.engine.cpu_linears import prepare_linears_for_cpu
 from bringup.core.errors import UserError
 
 
@@ -47,7 +47,7 @@ def test_transposed_storage_keeps_values_shapes_and_products():
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     x = torch.randn(7, 6)
     y_before = F.linear(x, model.proj.weight, model.proj.bias), F.linear(x, model.experts.up_proj[1])
-    assert store_linear_weights_transposed(model) == 2  # proj and the expert stack; the tied head is left
+    assert prepare_linears_for_cpu(model) == 2  # proj and the expert stack; the tied head is left
     for n, p in model.named_parameters():
         assert p.shape == before[n].shape and torch.equal(p, before[n]), n
     assert model.proj.weight.stride() == (1, 5) and model.experts.up_proj.stride() == (24, 1, 4)

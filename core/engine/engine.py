@@ -85,9 +85,9 @@ class Engine:
             self.tokenizer, self.tokenizer_source = load_tokenizer(loaded.folder), str(loaded.folder)
         self.dtype = loaded.dtype
         if self.device.type == "cpu":
-            from .cpu_layout import store_linear_weights_transposed
+            from .cpu_linears import prepare_linears_for_cpu
 
-            store_linear_weights_transposed(self.model)  # same values; faster small-batch products (cpu_layout.py)
+            prepare_linears_for_cpu(self.model)  # same values; faster products on the CPU (cpu_linears.py)
         self.weights_bytes = weights_bytes(self.model) + sum(b.numel() * b.element_size() for b in self.model.buffers())
         self.architecture = (self.config.get("architectures") or [type(self.model).__name__])[0]
         devices.synchronize(self.device)
