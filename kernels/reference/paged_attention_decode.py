@@ -31,8 +31,9 @@ def paged_attention_decode(
     tables = block_tables.long().clamp(0, max(num_pages - 1, 0))  # unused entries may hold anything
     # Gathered head-major, [Hkv, B, max_pages * page_size, D], so both products are one bmm each over
     # (KV head, request) with no transposed copy of K or V (the CPU engine's decode runs this).
-    k = k_cache.permute(2, 0, 1, 3)[:, tables].reshape(Hkv * B, -1, D).float()
-    v = v_cache.permute(2, 0, 1, 3)[:, tables].reshape(Hkv * B, -1, D).float()
+    pages = tables.reshape(-1)
+    k = k_cache.index_select(0, pages).view(B, -1, Hkv, D).permute(2, 0, 1, 3).reshape(Hkv * B, -1, D).float()
+    v = v_cache.index_select(0, pages).view(B, -1, Hkv, D).permute(2, 0, 1, 3).reshape(Hkv * B, -1, D).float()
     qg = q.float().view(B, Hkv, rep, D).transpose(0, 1).reshape(Hkv * B, rep, D)
     scores = torch.bmm(qg, k.transpose(1, 2)).view(Hkv, B, rep, -1) * scale
     if softcap is not None:
