@@ -281,6 +281,8 @@ class MainWindow(QMainWindow):
                 lambda report: run.set_available_devices(report.available_devices() if report is not None else None))
         if run is not None and diagnose is not None and hasattr(run, "crash_log"):
             run.crash_log.connect(lambda text: diagnose.set_text(text, "engine log"))
+        if run is not None and validate is not None and hasattr(run, "tensor_dump_started") and hasattr(validate, "numerics"):
+            run.tensor_dump_started.connect(validate.numerics.dump_folder.setText)  # ready for "Compare dump"
 
     def add_tab(self, tab: QWidget) -> None:
         """Add a tab that follows the contract in `bringup.app.tabs`, and hand it the current model."""

@@ -108,9 +108,11 @@ def profile_decode(engine, steps: int = 3) -> tuple[float, float]:
     return len(kernels) / steps, busy / wall
 
 
-def sweep_moe_tiles(device) -> list[dict]:
-    """The fused MoE (align + up + down) at the real shapes, per batch size and GEMM tile: time and
-    the bandwidth over the experts' bytes it must read."""
+def sweep_moe_tiles(device) -> dict:
+    """The fused MoE at the real shapes (128 experts of 2688 x 1856, top 6, the 3712-wide shared
+    expert): at decode sizes the GEMV form (shared + routed experts in two launches) per tile against
+    the sorted grouped GEMMs + the shared expert apart; at prefill size (8192 tokens) the grouped
+    GEMM's rows per block and tiles. Prints each, applies the fastest to this run and returns them."""
     import triton.testing
 
     from bringup.kernels.triton import fused_moe as fm
@@ -118,36 +120,71 @@ def sweep_moe_tiles(device) -> list[dict]:
     E, k, H, I = 128, 6, 2688, 1856
     up = torch.randn(E, I, H, device=device, dtype=torch.bfloat16) * 0.02
     down = torch.randn(E, H, I, device=device, dtype=torch.bfloat16) * 0.02
-    tiles = [(32, 128, 4, 3), (32, 128, 2, 4), (16, 128, 2, 5), (32, 64, 2, 6), (16, 64, 1, 6), (64, 128, 4, 3),
-             (64, 64, 4, 4), (128, 64, 8, 3), (128, 64, 4, 4)]
-    rows = []
-    for T in (1, 8, 32, 256, 8192):
+    su = torch.randn(2 * I, H, device=device, dtype=torch.bfloat16) * 0.02
+    sd = torch.randn(H, 2 * I, device=device, dtype=torch.bfloat16) * 0.02
+    bench = lambda fn: triton.testing.do_bench(fn, warmup=5, rep=25, return_mode="median")  # noqa: E731
+    result = {"decode": [], "prefill": []}
+    gemv_tiles = [(16, 256, 4), (32, 256, 4), (8, 512, 4), (16, 512, 4), (32, 128, 4), (64, 128, 4), (16, 128, 2),
+                  (8, 256, 2)]
+    best_tile, gemv_max, keep_max = None, 0, fm.GEMV_MAX_TOKENS
+    for T in (1, 2, 4, 8, 16):
         x = torch.randn(T, H, device=device, dtype=torch.bfloat16)
         ids = torch.stack([torch.randperm(E, device=device)[:k] for _ in range(T)])
         w = torch.rand(T, k, device=device)
         touched = len(set(ids.flatten().tolist()))
-        bytes_ = touched * 2 * I * H * 2
-        best = None
-        for tile in tiles:
-            fm.TILE_OVERRIDE["all"] = tile
+        bytes_ = (touched + 2) * 2 * I * H * 2  # routed experts touched + the shared expert
+        fm.GEMV_MAX_TOKENS = 0
+        sorted_ms = bench(lambda: fm.moe_experts_shared_unsummed(x, w, ids, up, down, su, sd))
+        fm.GEMV_MAX_TOKENS = 64
+        times = {}
+        for tile in gemv_tiles:
+            fm.GEMV_TILE = tile
             try:
-                ms = triton.testing.do_bench(lambda: fm.moe_experts(x, w, ids, up, down), warmup=5, rep=20,
-                                             return_mode="median")
+                times[tile] = bench(lambda: fm.moe_experts_shared_unsummed(x, w, ids, up, down, su, sd))
             except Exception as err:  # noqa: BLE001 - a tile that does not compile is skipped
-                print(f"  tile {tile}: {type(err).__name__}", flush=True)
+                print(f"  gemv tile {tile}: {type(err).__name__}", flush=True)
+        tile, ms = min(times.items(), key=lambda kv: kv[1])
+        if T == 1:
+            best_tile = tile
+        if ms < sorted_ms and gemv_max == (T // 2 if T > 1 else 0):  # the GEMV form wins at every size up to T
+            gemv_max = T
+        row = {"T": T, "sorted_ms": sorted_ms, "gemv_best_tile": tile, "gemv_ms": ms,
+               "gemv_ms_by_tile": {str(t): v for t, v in times.items()}}
+        result["decode"].append(row)
+        print(f"moe+shared T={T:>3}: sorted+mlp {sorted_ms:.3f} ms = {bytes_ / sorted_ms / 1e9:.2f} TB/s; gemv best "
+              f"{tile} {ms:.3f} ms = {bytes_ / ms / 1e9:.2f} TB/s ({touched} experts + shared)", flush=True)
+    fm.GEMV_TILE, fm.GEMV_MAX_TOKENS = best_tile, gemv_max if gemv_max else keep_max
+    result["applied_gemv"] = {"tile": best_tile, "max_tokens": fm.GEMV_MAX_TOKENS}
+    print(f"applied: GEMV tile {best_tile} up to {fm.GEMV_MAX_TOKENS} tokens", flush=True)
+    T = 8192
+    x = torch.randn(T, H, device=device, dtype=torch.bfloat16)
+    ids = torch.stack([torch.randperm(E, device=device)[:k] for _ in range(T)])
+    w = torch.rand(T, k, device=device)
+    flops = T * k * 2 * 2 * I * H
+    best = None
+    for block_m in (64, 128):
+        for tile in [(128, 64, 8, 3), (128, 64, 4, 4), (256, 64, 8, 3), (128, 128, 8, 3), (64, 64, 4, 4),
+                     (256, 64, 8, 4)]:
+            fm.TILE_OVERRIDE.update({"all": tile, "block_m": block_m})
+            try:
+                ms = bench(lambda: fm.moe_experts_unsummed(x, w, ids, up, down))
+            except Exception as err:  # noqa: BLE001
+                print(f"  prefill block_m {block_m} tile {tile}: {type(err).__name__}", flush=True)
                 continue
-            row = {"T": T, "tile": tile, "ms": ms, "tb_s": bytes_ / ms / 1e9}
-            rows.append(row)
-            if best is None or ms < best["ms"]:
-                best = row
-        fm.TILE_OVERRIDE.clear()
-        default = triton.testing.do_bench(lambda: fm.moe_experts(x, w, ids, up, down), warmup=5, rep=20,
-                                          return_mode="median")
-        print(f"moe T={T:>4}: default {default:.3f} ms = {bytes_ / default / 1e9:.2f} TB/s; best {best['tile']} "
-              f"{best['ms']:.3f} ms = {best['tb_s']:.2f} TB/s ({touched} experts)", flush=True)
-    del up, down
+            result["prefill"].append({"block_m": block_m, "tile": tile, "ms": ms, "tflops": flops / ms / 1e9})
+            print(f"moe T=8192 block_m {block_m} tile {tile}: {ms:.2f} ms = {flops / ms / 1e9:.0f} TFLOP/s", flush=True)
+            if best is None or ms < best[2]:
+                best = (block_m, tile, ms)
+    fm.TILE_OVERRIDE.clear()
+    default = bench(lambda: fm.moe_experts_unsummed(x, w, ids, up, down))
+    print(f"moe T=8192 default: {default:.2f} ms = {flops / default / 1e9:.0f} TFLOP/s", flush=True)
+    if best is not None and best[2] < default:
+        fm.LARGE_BLOCK_M, fm.LARGE_TILE = best[0], best[1]
+        result["applied_prefill"] = {"block_m": best[0], "tile": best[1]}
+        print(f"applied: prefill block_m {best[0]}, tile {best[1]}", flush=True)
+    del up, down, su, sd
     torch.cuda.empty_cache()
-    return rows
+    return result
 
 
 def graph_replay_ms(engine, bucket: int) -> float:
@@ -190,11 +227,19 @@ def run_engine_batch(engine, B: int, in_len: int, out_len: int, vocab: int, seed
     ids = [engine.add_request(p, params, detokenize=False) for p, _ in work]
     produced = {rid: 0 for rid in ids}
     decode_times, steps = [], 0
+    mixed = {"steps": 0, "seconds": 0.0, "prompt_tokens": 0}  # steps that carry prompt tokens
     while engine.has_unfinished():
-        all_decoding = (len(engine.scheduler.running) == B and not engine.scheduler.waiting
-                        and all(r.num_computed >= len(r.prompt_ids) for r in engine.scheduler.running))
+        sch = engine.scheduler
+        all_decoding = (len(sch.running) == B and not sch.waiting
+                        and all(r.num_computed >= len(r.prompt_ids) for r in sch.running))
+        prompt_left = sum(max(0, len(r.prompt_ids) - r.num_computed) for r in list(sch.running) + list(sch.waiting))
         t = time.perf_counter()
         outs = engine.step()
+        if prompt_left:
+            left = sum(max(0, len(r.prompt_ids) - r.num_computed) for r in list(sch.running) + list(sch.waiting))
+            mixed["steps"] += 1
+            mixed["seconds"] += time.perf_counter() - t
+            mixed["prompt_tokens"] += prompt_left - left
         if all_decoding and all(not o.finished for o in outs):
             decode_times.append(time.perf_counter() - t)
         for o in outs:
@@ -206,7 +251,26 @@ def run_engine_batch(engine, B: int, in_len: int, out_len: int, vocab: int, seed
     decode_times.sort()
     ms = 1e3 * decode_times[len(decode_times) // 2] if decode_times else float("nan")
     return {"batch": B, "input_len": in_len, "output_len": out_len, "seconds": seconds, "tok_s": total / seconds,
+            "prefill_steps": mixed["steps"], "prefill_seconds": mixed["seconds"], "prefill_tokens": mixed["prompt_tokens"],
             "decode_ms_step": ms, "decode_tok_s": B / ms * 1e3 if decode_times else None, "work": work}
+
+
+def warm_mixed_steps(engine, vocab: int, seed: int = 98) -> None:
+    """Run prefill steps with decodes riding along, at prompt sizes whose token counts are divisible
+    by 16 and not (Triton compiles a kernel per such case) and large enough for the prefill MoE tile,
+    so that the measured run does not pay first-time compiles. Results are discarded."""
+    import random
+
+    from bringup.core.engine.sampling import SamplingParams
+
+    rng = random.Random(seed)
+    params = SamplingParams(max_new_tokens=4, temperature=0.0, ignore_eos=True)
+    for n, length in ((4, 400), (3, 455), (3, 457)):  # 1600 tokens alone, then 1365 / 1371 + decodes
+        for _ in range(n):
+            engine.add_request([rng.randint(3, vocab - 1) for _ in range(length)], params, detokenize=False)
+        engine.step()
+    while engine.has_unfinished():
+        engine.step()
 
 
 def run_hf(model, work, B: int, new_tokens: int, pad_id: int, device) -> dict:
@@ -231,7 +295,9 @@ def main() -> int:
     ap.add_argument("--mem-fraction", type=float, default=0.88)
     ap.add_argument("--out", default=None)
     ap.add_argument("--budget-s", type=float, default=520, help="skip what would start after this many seconds")
-    ap.add_argument("--chunked-prefill-size", type=int, default=8192)
+    ap.add_argument("--chunked-prefill-size", type=int, default=32768,
+                    help="prefill tokens per step (H200, 256 x 1024 prompts: 32768 gave 5,104 output tok/s, "
+                         "16384 4,144, 8192 3,752 before this work)")
     ap.add_argument("--sweep", action="store_true", help="sweep the fused MoE's GEMM tiles first")
     ap.add_argument("--profile-dir", default=None, help="write top-kernel tables (decode B=1, prefill) here")
     args = ap.parse_args()
@@ -242,7 +308,7 @@ def main() -> int:
 
     bw = copy_bandwidth(device)
     print(f"copy bandwidth (read + write): {bw / 1e12:.2f} TB/s", flush=True)
-    sweep = sweep_moe_tiles(device) if args.sweep else []
+    sweep = sweep_moe_tiles(device) if args.sweep else {}
     t = time.perf_counter()
     engine = Engine(args.config, device="cuda", dtype="bfloat16", load_format="dummy",
                     max_running_requests=max(batches), mem_fraction=args.mem_fraction, context_length=4096,
@@ -250,6 +316,7 @@ def main() -> int:
                     log=lambda m: print(f"  [engine] {m}", flush=True))
     info = engine.server_info()
     print(f"engine ready in {time.perf_counter() - t:.1f} s: {info['architecture']}, {info['params'] / 1e9:.2f} B params, "
+          f"weights: {info['weights_source']} (load_format {info['load_format']}), tokenizer: {info['tokenizer_source']}, "
           f"{info['dtype']}, graphs {info['decode_graphs']}, kernels: "
           f"{ {k: v for k, v in engine.model.ops.implementations.items() if v != 'reference'} }", flush=True)
     vocab = int(engine.vocab_size)
@@ -261,6 +328,8 @@ def main() -> int:
         big = B >= 256
         in_len, out_len = (args.big_in_len, args.big_out_len) if big else (args.in_len, args.out_len)
         run_engine_batch(engine, min(B, 2), 16, 4, vocab, seed=99)  # warm (compiles at new shapes)
+        if big:
+            warm_mixed_steps(engine, vocab)
         row = run_engine_batch(engine, B, in_len, out_len, vocab, seed=B)
         # Kernels and busy share: B requests decoding, eager.
         from bringup.core.engine.sampling import SamplingParams
@@ -288,7 +357,10 @@ def main() -> int:
               f"= {row['decode_tok_s'] or 0:8.1f} tok/s ({row['share_of_limit']:.0%} of the {row['limit_tok_s']:.0f} "
               f"tok/s limit: {sb['total'] / 1e9:.2f} GB/step, {sb['experts_touched']:.1f} experts/layer), "
               f"{row['kernels_per_step']:.0f} kernels/step, GPU busy {row['busy_eager']:.0%} (eager), "
-              f"graph replay alone {row.get('graph_replay_ms', float('nan')):.2f} ms", flush=True)
+              f"graph replay alone {row.get('graph_replay_ms', float('nan')):.2f} ms; steps with prompt tokens: "
+              f"{row['prefill_steps']} in {row['prefill_seconds']:.2f} s "
+              f"({row['prefill_tokens'] / max(row['prefill_seconds'], 1e-9):,.0f} prompt tok/s), the rest "
+              f"{row['seconds'] - row['prefill_seconds']:.2f} s", flush=True)
     if args.profile_dir and time.perf_counter() - began < args.budget_s:
         from bringup.core.engine.sampling import SamplingParams
 
@@ -327,7 +399,9 @@ def main() -> int:
                       flush=True)
         except Exception as err:  # noqa: BLE001 - the engine's figures stand without the baseline
             print(f"transformers baseline failed: {type(err).__name__}: {str(err)[:300]}", flush=True)
-    print("\n| batch | in/out | engine tok/s (overall) | decode ms/step | graph replay ms | decode tok/s | limit tok/s | "
+    print(f"\nmodel: {info['architecture']}, {info['params'] / 1e9:.2f} B params, weights: {info['weights_source']}, "
+          f"{info['dtype']}, {info['device_name']}")
+    print("| batch | in/out | engine tok/s (overall) | decode ms/step | graph replay ms | decode tok/s | limit tok/s | "
           "share | kernels/step | GPU busy (eager) | transformers tok/s |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
@@ -340,7 +414,10 @@ def main() -> int:
     if args.out:
         for r in rows:
             r.pop("work", None)
-        Path(args.out).write_text(json.dumps({"bandwidth": bw, "rows": rows, "moe_sweep": sweep}, indent=2,
+        model_info = {key: info.get(key) for key in ("architecture", "params", "load_format", "weights_source",
+                                                     "tokenizer_source", "dtype", "device_name", "decode_graphs")}
+        Path(args.out).write_text(json.dumps({"model": model_info, "bandwidth": bw, "rows": rows, "moe_sweep": sweep},
+                                             indent=2,
                                              default=str))
     return 0
 

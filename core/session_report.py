@@ -25,6 +25,7 @@ class SessionRecord:
     startup: dict = field(default_factory=dict)  # figures parsed from the engine's start-up log
     chats: list[dict] = field(default_factory=list)  # prompt, answer, ttft_s, tok_s
     log_tail: list[str] = field(default_factory=list)
+    numerics: dict = field(default_factory=dict)  # "kernels": check-kernels JSON, "compare": compare JSON
     title: str = "Bring-up session"
 
 
@@ -72,6 +73,10 @@ def render_html(record: SessionRecord) -> str:
                 f"<td>{e(str(f.get('message') or f.get('title') or ''))}</td><td>{e(str(f.get('fix', '')))}</td>"
                 f"<td>{e(_fmt(f.get('layers') or []))}</td></tr>")
         parts.append("</table>")
+    if record.numerics.get("kernels"):
+        parts += _kernels_html(record.numerics["kernels"])
+    if record.numerics.get("compare"):
+        parts += _compare_html(record.numerics["compare"])
     if record.plan:
         parts += ["<h2>Memory plan</h2>", _table(record.plan)]
     if record.startup:
@@ -86,6 +91,60 @@ def render_html(record: SessionRecord) -> str:
         parts += ["<h2>Engine log (last lines)</h2>", f"<pre>{e(chr(10).join(record.log_tail))}</pre>"]
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def _num(value, fmt: str = ".2e") -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def _banded(rel, tol) -> str:
+    from bringup.core.numerics.error_bands import ERROR_COLORS, error_band
+
+    return f"<td style='background:{ERROR_COLORS[error_band(rel, tol)]}'>{html.escape(_num(rel))}</td>"
+
+
+def _finding_lines(doc: dict) -> list[str]:
+    e = html.escape
+    return [f"<p class='{e(str(f.get('severity', 'info')))}'>{e(str(f.get('message', '')))}</p>"
+            + (f"<p class='muted'>fix: {e(str(f['fix']))}</p>" if f.get("fix") else "")
+            for f in doc.get("findings") or []]
+
+
+def _kernels_html(doc: dict) -> list[str]:
+    """`bringup check-kernels --json`: one row per kernel, its error coloured against its tolerance."""
+    e = html.escape
+    verdict = "all pass" if doc.get("ok") else "FAILED"
+    rows = ["<h2>Kernel check</h2>", f"<p>{e(str(doc.get('device', '')))}: {verdict}</p>",
+            "<table><tr><th>kernel</th><th>implementation</th><th>dtype</th><th>shape</th><th>max abs</th>"
+            "<th>max rel</th><th>tolerance</th><th>ms</th><th>reference ms</th><th>verdict</th></tr>"]
+    for k in doc.get("kernels") or []:
+        rel = k.get("max_rel_err") if k.get("max_rel_err") is not None else float("nan")
+        rows.append(f"<tr><td>{e(str(k.get('name')))}</td><td>{e(str(k.get('implementation') or ''))}</td>"
+                    f"<td>{e(str(k.get('dtype')))}</td><td>{e('x'.join(map(str, k.get('shape') or [])))}</td>"
+                    f"<td>{_num(k.get('max_abs_err'))}</td>{_banded(rel, k.get('tolerance') or 0.0)}"
+                    f"<td>{_num(k.get('tolerance'), '.0e')}</td><td>{_num(k.get('ms'), '.3f')}</td>"
+                    f"<td>{_num(k.get('reference_ms'), '.3f')}</td>"
+                    f"<td>{e(str(k.get('verdict') or ('ok' if k.get('ok') else 'WRONG')))}</td></tr>")
+    return rows + ["</table>"] + _finding_lines(doc)
+
+
+def _compare_html(doc: dict) -> list[str]:
+    """`bringup compare --json`: each block's relative error against the reference, coloured."""
+    e = html.escape
+    tol = doc.get("tolerance")
+    first = doc.get("first_divergent_layer")
+    where = f" ({doc['source_file']})" if doc.get("source_file") else ""
+    head = (f"{doc.get('device', '')}{where} {doc.get('dtype', '')} against {doc.get('reference', 'the reference')}, "
+            f"{doc.get('num_tokens', 0)} tokens, tolerance {_num(tol, '.0e')}: "
+            + (f"block {first} first exceeds the tolerance" if first is not None else "no block exceeds the tolerance"))
+    rows = ["<h2>Block comparison</h2>", f"<p>{e(head)}</p>",
+            "<table><tr><th>block</th><th>mixer</th><th>ffn</th><th>rel err</th><th>max abs</th>"
+            "<th>routing flips</th></tr>"]
+    for l in doc.get("layers") or []:
+        flips = "" if l.get("routing_flips") is None else str(l["routing_flips"])
+        rows.append(f"<tr><td>{l['index']}</td><td>{e(l['mixer'])}</td><td>{e(l['ffn'])}</td>"
+                    f"{_banded(l.get('rel_err'), tol)}<td>{_num(l.get('max_abs_err'))}</td><td>{flips}</td></tr>")
+    return rows + ["</table>"] + _finding_lines(doc)
 
 
 def write_report(record: SessionRecord, path: str | Path) -> Path:

@@ -111,7 +111,9 @@ def ops_for(device=None) -> SimpleNamespace:
     extras = {}
     if names["moe_experts"] != "reference":
         # A fused MoE may leave the sum over k to the model's next residual add (one kernel less).
-        fn = getattr(sys.modules.get(getattr(chosen["moe_experts"], "__module__", ""), None), "moe_experts_unsummed", None)
-        if fn is not None:
-            extras["moe_experts_unsummed"] = fn
+        module = sys.modules.get(getattr(chosen["moe_experts"], "__module__", ""), None)
+        for extra in ("moe_experts_unsummed", "moe_experts_shared_unsummed"):  # (the latter: shared expert too)
+            fn = getattr(module, extra, None)
+            if fn is not None:
+                extras[extra] = fn
     return SimpleNamespace(**chosen, **extras, implementations=names, device_type=dtype)

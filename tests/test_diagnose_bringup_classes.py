@@ -94,6 +94,15 @@ LOGS = {
         "one Mamba cache block, so CUDA graph capture cannot proceed. Please lower max_num_seqs to at most 97 or "
         "increase gpu_memory_utilization.",
     ),
+    # a PP rank with no attention layer never aligns its Mamba block (vllm #51752, reproduced on 0.27.0)
+    "VLLM_BLOCK_SIZES_NOT_ALIGNED": vllm(
+        "WorkerProc failed to start.",
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3.12/site-packages/vllm/distributed/kv_transfer/kv_connector/v1/offloading/'
+        'config.py", line 114, in build_offloading_config',
+        "    assert tokens_per_block % tokens_per_hash == 0, (",
+        "AssertionError: tokens_per_block=16 not divisible by tokens_per_hash=512. Hybrid models (e.g. "
+        "Mamba+Attention) need --enable-prefix-caching to align block sizes.", prefix=W),
     "VLLM_BLOCK_SIZE_RAISED": "\n".join([
         "(EngineCore_DP0 pid=4410) INFO 09-10 18:21:40 [interface.py:1109] Setting attention block size to 544 "
         "tokens to ensure that attention page size is >= mamba page size.",
@@ -268,3 +277,14 @@ def test_a_silent_state_cap_is_named_with_the_real_cap(nano_layer_map):
                   "(max_mamba_cache_size=128, 3 state slots per request)")
     codes = [f.code for f in diagnose(said).findings]
     assert "MAX_RUNNING_CAPPED_BY_STATE" in codes and "STATE_CAPS_RUNNING" not in codes
+
+
+def test_a_layer_the_traceback_names_is_marked_on_a_recognised_finding(nano_layer_map):
+    """`layer ids outside a stage`: the PP stage asked its KV pool for layer 0 (get_value_buffer(0))."""
+    log = (SGLANG_TB + '  File "/opt/sglang/srt/layers/attention/triton_backend.py", line 97, in __init__\n'
+           "    self.v_head_dim = model_runner.token_to_kv_pool.get_value_buffer(0).shape[-1]\n"
+           '  File "/opt/sglang/srt/mem_cache/memory_pool.py", line 741, in get_value_buffer\n'
+           "    return self.v_buffer[layer_id - self.start_layer]\n"
+           "IndexError: list index out of range")
+    (f,) = diagnose(log, nano_layer_map).findings
+    assert f.code == "PP_VALUE_BUFFER_INDEX" and f.layers == (0,) and "names layer 0" in f.explanation

@@ -94,6 +94,40 @@ def test_one_running_request_with_graphs_runs_and_every_request_finishes(tmp_pat
     engine.check_pools()
 
 
+def test_static_block_tables_follow_requests_that_come_go_and_grow(tmp_path):
+    """A decode step writes only the block-table entries that changed (new pages, a new request in a
+    row, a row turned padding): after every step each live row holds its request's pages and each
+    padding row starts at the scratch page, as a full rewrite would leave them."""
+    folder = tiny_nemotron_h(tmp_path / "ckpt")
+    engine = Engine(str(folder), device="cpu", log=lambda m: None, max_running_requests=4, cuda_graphs=True,
+                    graph_factory=ReplayStandIn, page_size=4)
+    graphs = engine.decode_graphs
+    prompts = prompts_of_lengths([3, 9, 5, 14, 2, 7], 400, seed=4)
+    for i, p in enumerate(prompts):  # different lengths: requests leave at different steps, others take their rows
+        engine.add_request(p, SamplingParams(max_new_tokens=3 + 4 * (i % 3), temperature=0, ignore_eos=True),
+                           detokenize=False)
+    checked = []
+    run = graphs.run
+
+    def run_and_check(tokens, prefix_lens, block_tables, state_slots):
+        logits = run(tokens, prefix_lens, block_tables, state_slots)
+        bucket = next(b for b in graphs.buckets if b >= len(tokens))
+        table = graphs._graphs[bucket][1].block_tables
+        for row, pages in enumerate(block_tables):
+            assert table[row, : len(pages)].tolist() == list(pages), f"row {row} of bucket {bucket}"
+        for row in range(len(tokens), bucket):
+            assert int(table[row, 0]) == graphs.scratch_page
+        checked.append(len(tokens))
+        return logits
+
+    graphs.run = run_and_check
+    while engine.has_unfinished():
+        engine.step()
+    checked = len(checked)
+    assert checked >= 10
+    engine.check_pools()
+
+
 def test_capturing_late_without_a_spare_slot_is_refused(tmp_path):
     folder = tiny_nemotron_h(tmp_path / "ckpt")
     engine = Engine(str(folder), device="cpu", log=lambda m: None, max_running_requests=1, cuda_graphs=False)

@@ -52,6 +52,21 @@ def test_batched_greedy_equals_transformers(checkpoint):
     assert any(l.startswith("Mamba Cache is allocated. max_mamba_cache_size: ") for l in lines) == (kind == "nemotron_h")
 
 
+def test_fused_qkv_projection_gives_the_same_tokens(checkpoint, monkeypatch):
+    """On accelerators NemotronH's attention runs q, k and v as one GEMM over their concatenated
+    weights; forced on here (the CPU keeps three), the tokens stay transformers'."""
+    kind, folder, prompts, expected = checkpoint
+    if kind != "nemotron_h":
+        pytest.skip("NemotronH's attention fuses q/k/v")
+    from bringup.core.engine.models.nemotron_h import Attention
+
+    monkeypatch.setattr(Attention, "fuse_qkv", True)
+    engine, _ = quiet_engine(folder, chunked_prefill_size=16)
+    assert engine.generate(prompts, GREEDY) == expected
+    fused = [m for m in engine.model.modules() if isinstance(m, Attention)]
+    assert fused and all(getattr(m, "_qkv", None) is not None for m in fused)
+
+
 def test_preemption_recomputes_to_the_same_tokens(checkpoint):
     kind, folder, prompts, expected = checkpoint
     # 12 pages of 4 tokens: the first three prompts are admitted together (10 pages) and outgrow

@@ -70,6 +70,36 @@ def test_add_rms_norm_is_add_then_norm():
     assert same is h and torch.equal(y0, ref.rms_norm(h, w, 1e-5, multiply_in_float32=True))
 
 
+def test_shared_expert_in_slices_is_the_shared_expert():
+    """The shared expert cut in S slices of the experts' width, run as S extra experts, sums to the
+    shared expert; the routed parts sum to the routed experts; the residual add takes both."""
+    from bringup.kernels.reference.moe_shared import moe_experts_shared_unsummed, shared_slices
+
+    torch.manual_seed(0)
+    T, k, E, H, I = 5, 2, 6, 16, 12
+    x = torch.randn(T, H, dtype=torch.float64)
+    up, down = torch.randn(E, I, H, dtype=torch.float64), torch.randn(E, H, I, dtype=torch.float64)
+    su, sd = torch.randn(2 * I, H, dtype=torch.float64), torch.randn(H, 2 * I, dtype=torch.float64)
+    ids, w = _routing(T, k, E, seed=1), torch.rand(T, k, dtype=torch.float64)
+    shared, routed = moe_experts_shared_unsummed(x, w, ids, up, down, su, sd, "relu2")
+    assert shared.shape == (T, 2, H) and routed.shape == (T, k, H)
+    torch.testing.assert_close(shared.sum(1), ref.mlp(x, su, sd, None, "relu2"))
+    torch.testing.assert_close(routed.sum(1), ref.moe_experts(x, w, ids, up, down, None, "relu2", strategy="gather"),
+                               rtol=1e-5, atol=1e-4)  # the reference sums in float32
+    assert shared_slices(su[:-1], sd[:, :-1], I) is None  # not a multiple of the experts' width
+    h = torch.randn(T, H, dtype=torch.float64)
+    new, _ = ref.add_rms_norm(h, (shared, routed), torch.ones(H, dtype=torch.float64), 1e-5)
+    torch.testing.assert_close(new, h + shared.sum(1) + routed.sum(1))
+
+
+def test_router_logits_are_float32_whatever_the_rows():
+    x = torch.randn(3, 16, dtype=torch.bfloat16)
+    w = torch.randn(8, 16)
+    logits = ref.router_logits(x, w)
+    assert logits.dtype == torch.float32
+    torch.testing.assert_close(logits, x.float() @ w.T)
+
+
 # GPU: the Triton kernels against the references ------------------------------------------------
 
 def _rel(a, b):
@@ -88,7 +118,7 @@ def test_triton_align_matches_reference(T, k, E, block):
 
 
 @needs_gpu
-@pytest.mark.parametrize("T", [1, 8, 64, 300])
+@pytest.mark.parametrize("T", [1, 8, 64, 300, 2048])
 def test_triton_moe_experts_matches_reference(T):
     from bringup.kernels.triton.fused_moe import moe_experts as fast
 
@@ -143,3 +173,53 @@ def test_triton_gated_rms_norm_matches_reference(before):
     got = fast(x, z, w, 1e-5, 512, norm_before_gate=before)
     want = ref.gated_rms_norm(x, z, w, 1e-5, 512, norm_before_gate=before)
     assert _rel(got, want) < 1e-2
+
+
+@needs_gpu
+@pytest.mark.parametrize("T", [1, 3, 8, 9])
+def test_triton_moe_with_shared_expert_matches_reference(T):
+    """Decode sizes run the shared and routed experts in two GEMV launches; above GEMV_MAX_TOKENS
+    the shared expert goes through mlp and the routed ones through the grouped GEMMs."""
+    from bringup.kernels.reference.moe_shared import moe_experts_shared_unsummed as reference
+    from bringup.kernels.triton.fused_moe import moe_experts_shared_unsummed as fast
+
+    torch.manual_seed(T)
+    E, k, H, I = 32, 6, 256, 192
+    x = torch.randn(T, H, device=GPU, dtype=torch.bfloat16)
+    up = torch.randn(E, I, H, device=GPU, dtype=torch.bfloat16) / H**0.5
+    down = torch.randn(E, H, I, device=GPU, dtype=torch.bfloat16) / I**0.5
+    su = torch.randn(2 * I, H, device=GPU, dtype=torch.bfloat16) / H**0.5
+    sd = torch.randn(H, 2 * I, device=GPU, dtype=torch.bfloat16) / I**0.5
+    ids = _routing(T, k, E, seed=T).to(GPU)
+    w = torch.rand(T, k, device=GPU)
+    shared, routed = fast(x, w, ids, up, down, su, sd, "relu2")
+    s_ref, r_ref = reference(x.double(), w.double(), ids, up.double(), down.double(), su.double(), sd.double(), "relu2")
+    assert shared.dtype == routed.dtype == x.dtype and torch.isfinite(routed).all() and torch.isfinite(shared).all()
+    got_shared = shared.float().sum(1) if shared.dim() == 3 else shared.float()
+    assert _rel(got_shared, s_ref.sum(1)) < 1e-2
+    assert _rel(routed.float().sum(1), r_ref.sum(1)) < 1e-2
+
+
+@needs_gpu
+@pytest.mark.parametrize("T", [1, 7, 100])
+def test_triton_router_logits_match_reference(T):
+    from bringup.kernels.triton.fused_moe import router_logits as fast
+
+    x = torch.randn(T, 2688, device=GPU, dtype=torch.bfloat16)
+    w = torch.randn(128, 2688, device=GPU) * 0.02
+    got, want = fast(x, w), ref.router_logits(x, w)
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+@needs_gpu
+def test_triton_add_rms_norm_takes_shared_slices():
+    from bringup.kernels.triton.norms import add_rms_norm as fast
+
+    h = torch.randn(3, 2688, device=GPU, dtype=torch.bfloat16)
+    parts = torch.randn(3, 8, 2688, device=GPU, dtype=torch.bfloat16)
+    delta = (parts[:, 6:], parts[:, :6])  # views of one buffer, as the fused MoE returns them
+    w = torch.randn(2688, device=GPU, dtype=torch.bfloat16)
+    new, y = fast(h, delta, w, 1e-5)
+    new_ref, y_ref = ref.add_rms_norm(h, delta, w, 1e-5)
+    assert _rel(new, new_ref) < 1e-2 and _rel(y, y_ref) < 1e-2

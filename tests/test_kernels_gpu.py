@@ -126,6 +126,52 @@ def test_fla_chunk_scan_in_two_chunks_equals_one():
     assert_close_rel(s2, s_all, 3e-2, "final state in two pieces")
 
 
+@needs_fla
+@pytest.mark.parametrize("with_init", [False, True])
+def test_fla_varlen_scan_matches_reference(with_init):
+    """Several prompts of different lengths in one fla call (cu_seqlens), each from its own state."""
+    from bringup.kernels.fla.mamba_chunk_scan import mamba_chunk_scan_varlen
+
+    starts = [0, 1, 130, 200, 457]
+    inputs = _scan_inputs(starts[-1], 8, 2, 64, 128, False, torch.bfloat16)
+    inputs.pop("initial_state")
+    states = torch.randn(len(starts) - 1, 8, 64, 128, device=GPU) if with_init else None
+    y_ref, s_ref = ref.mamba_chunk_scan_varlen(seq_starts=starts, chunk_size=128, initial_states=states, **inputs)
+    poison_allocator()
+    y, s = mamba_chunk_scan_varlen(seq_starts=starts, chunk_size=128, initial_states=states, **inputs)
+    assert_close_rel(y, y_ref, 3e-2, "y")
+    assert_close_rel(s, s_ref, 3e-2, "final states")
+
+
+@needs_triton
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_triton_conv_varlen_matches_reference(dtype):
+    """A prefill chunk: prompts of 1 to 300 tokens (shorter than the kernel too), x a strided view
+    of the in_proj output, states from a pool in place (fresh prompts from zeros)."""
+    from bringup.kernels.triton.causal_conv1d_varlen import causal_conv1d_varlen, causal_conv1d_varlen_inplace
+
+    starts, C, K = [0, 1, 3, 303, 340], 384, 4
+    wide = torch.randn(starts[-1], C + 64, device=GPU).to(dtype)
+    x = wide[:, 32:32 + C]
+    w, b = torch.randn(C, K, device=GPU).to(dtype), torch.randn(C, device=GPU).to(dtype)
+    init = torch.randn(4, C, K - 1, device=GPU).to(dtype)
+    for initial in (None, init):
+        y_ref, f_ref = ref.causal_conv1d_varlen(x, starts, w, b, initial, "silu")
+        poison_allocator()
+        y, f = causal_conv1d_varlen(x, starts, w, b, initial, "silu")
+        assert_close_rel(y, y_ref, tol_for(dtype), "y")
+        assert_close_rel(f, f_ref, 0, "final states")
+    pool = torch.full((7, C, K - 1), float("nan"), device=GPU).to(dtype)
+    slots, has = torch.tensor([5, 0, 2, 6], device=GPU), torch.tensor([True, False, True, False], device=GPU)
+    pool[slots[has]] = init[has]
+    expected = pool.clone()
+    y_ref = ref.causal_conv1d_varlen_inplace(x, starts, w, b, expected, slots, has, "silu")
+    y = causal_conv1d_varlen_inplace(x, starts, w, b, pool, slots, has, "silu")
+    assert_close_rel(y, y_ref, tol_for(dtype), "y in place")
+    assert torch.equal(pool[slots], expected[slots]), "final states in the pool"
+    assert torch.isnan(pool[[1, 3, 4]]).all(), "slots of no request are untouched"
+
+
 # Mamba2 decode step (Triton) ---------------------------------------------------------------------
 
 STEP_CASES = [

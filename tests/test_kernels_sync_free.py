@@ -44,6 +44,28 @@ def test_causal_conv1d_update_inplace_equals_gather_step_scatter():
     assert torch.equal(y, y_ref) and torch.equal(pool, expected_pool)
 
 
+def test_causal_conv1d_varlen_inplace_equals_gather_conv_scatter():
+    """A prefill chunk of several prompts: each starts from its slot's state only where it has one
+    (a fresh prompt starts from zeros whatever its slot holds) and leaves its last K-1 inputs there;
+    other slots are untouched."""
+    g = torch.Generator().manual_seed(2)
+    C, K, starts = 6, 4, [0, 1, 3, 9]
+    pool = torch.randn(5, C, K - 1, generator=g)
+    slots, has = torch.tensor([3, 0, 4]), torch.tensor([True, False, True])
+    x, w, b = torch.randn(9, C, generator=g), torch.randn(C, K, generator=g), torch.randn(C, generator=g)
+    initial = pool[slots].clone()
+    initial[1] = 0
+    y_ref, final = ref.causal_conv1d_varlen(x, starts, w, b, initial, "silu")
+    expected_pool = pool.clone()
+    expected_pool[slots] = final
+    original = pool.clone()
+    y = ref.causal_conv1d_varlen_inplace(x, starts, w, b, pool, slots, has, "silu")
+    assert torch.equal(y, y_ref) and torch.equal(pool, expected_pool)
+    assert torch.equal(pool[[1, 2]], original[[1, 2]])
+    # the one-token prompt keeps two of its slot's old inputs and adds its own
+    assert torch.equal(pool[3, :, :2], original[3, :, 1:]) and torch.equal(pool[3, :, 2], x[0])
+
+
 def test_cpu_ops_carry_the_reference_inplace_forms():
     ops = dispatch.ops_for("cpu")
     assert ops.mamba_state_update_inplace is ref.mamba_state_update_inplace

@@ -52,3 +52,9 @@ def test_perturbation_is_relative_to_the_block_and_repeatable():
     assert torch.equal(a, b)
     rel = ((a - hidden).norm() / hidden.norm()).item()
     assert 0.05 < rel < 0.2
+
+
+def test_dummy_weights_on_two_device_types_are_refused_before_any_run(capsys):
+    # Seeded per device type: a CPU reference would hold other random weights than the GPU run.
+    assert main(["compare", "default", "--device", "cuda", "--load-format", "dummy"]) == 2
+    assert "seeds its random weights per device type" in capsys.readouterr().err

@@ -29,7 +29,7 @@ def test_every_kernel_of_a_hybrid_model_is_checked_on_cpu_and_a_crash_is_a_findi
     assert not report["ok"] and report["device"] == "cpu"
     kernels = {k["name"]: k for k in report["kernels"]}
     # prefill and decode of Mamba2, attention, MoE, MLP and the norms: what the engine really called
-    assert {"mamba_chunk_scan_varlen", "causal_conv1d_varlen", "mamba_state_update_inplace",
+    assert {"mamba_chunk_scan_varlen", "causal_conv1d_varlen_inplace", "mamba_state_update_inplace",
             "causal_conv1d_update_inplace", "paged_attention_prefill", "paged_attention_decode", "kv_cache_write",
             "moe_experts", "route_sigmoid_grouped", "mlp", "add_rms_norm", "gated_rms_norm"} <= set(kernels)
     assert kernels["moe_experts"]["verdict"] == "crashed" and not kernels["moe_experts"]["ok"]
@@ -41,6 +41,16 @@ def test_every_kernel_of_a_hybrid_model_is_checked_on_cpu_and_a_crash_is_a_findi
     assert attention["dtype"] == "bfloat16"
     assert attention["shape"][1:] == [config["num_attention_heads"], config["head_dim"]]  # the model's own shapes
     assert 0 < attention["max_rel_err"] <= attention["tolerance"]  # bfloat16 against float32: close, not equal
+
+    # The exported session report shows the check: every kernel a row, the crashed one red, with its finding.
+    from bringup.core.numerics.error_bands import ERROR_COLORS
+    from bringup.core.session_report import SessionRecord, render_html
+
+    page = render_html(SessionRecord(numerics={"kernels": report}))
+    assert "<h2>Kernel check</h2>" in page and "cpu: FAILED" in page
+    assert all(f"<td>{name}</td>" in page for name in kernels)
+    assert page.count(f"background:{ERROR_COLORS['beyond']}") == 1 and "KERNEL_CRASHED" not in page
+    assert "the process was killed by SIGSEGV" in page
 
 
 def test_a_wrong_kernel_fails_its_check():

@@ -70,7 +70,7 @@ def test_does_not_fit_exits_1(capsys):
 @pytest.mark.parametrize("argv, words", [
     (["--device-memory", "12XB"], "cannot read the size"),
     (["--target", "tgi==1.0", "--device-memory", "80G"], "unknown target"),
-    (["--target", "vllm==0.33.0", "--device-memory", "80G"], "bringup validate --target vllm"),
+    (["--target", "vllm==0.33.0", "--device-memory", "80G", "--mamba-strategy", "no_buffer"], "mamba_cache_mode"),
     (["--device-memory", "80G", "--mamba-strategy", "no_buffer"], "sglang==X.Y.Z only"),
     (["--device-memory", "80G", "--tp", "2"], "one device"),
     (["--device-memory", "80G", "--kv-dtype", "int3"], "unknown KV cache dtype"),

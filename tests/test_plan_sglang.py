@@ -123,7 +123,7 @@ def test_qwen3_next_gdn_state():
 
 def test_bad_target_and_strategy():
     with pytest.raises(UserError, match="sglang==X.Y.Z"):
-        plan_memory(nano_map(), device_memory=GIB, target="vllm")
+        plan_memory(nano_map(), device_memory=GIB, target="tgi==1.0")
     with pytest.raises(UserError, match="mamba strategy"):
         plan_memory(nano_map(), device_memory=GIB, target=SG, mamba_strategy="fast")
 

@@ -30,7 +30,7 @@ def _generated_tokens(base_url: str) -> float:
 def _attach_tab(qtbot, url: str, key: str = "") -> RunTab:
     tab = RunTab()
     qtbot.addWidget(tab)
-    tab.engine.setCurrentIndex(2)
+    tab.select_engine("attach")
     tab.url_field.setText(url)
     tab.key_field.setText(key)
     return tab

@@ -65,7 +65,7 @@ def test_attach_to_a_dead_port_is_never_ready(qtbot):
     tab = RunTab()
     qtbot.addWidget(tab)
     tab.ensure_plots()
-    tab.engine.setCurrentIndex(2)
+    tab.select_engine("attach")
     tab.url_field.setText(f"http://127.0.0.1:{free_port()}")  # nothing listens there
     states, readies = [], []
     tab.controller.state_changed.connect(states.append)
@@ -159,13 +159,13 @@ def test_validated_launch_is_the_next_start(qtbot):
     qtbot.addWidget(tab)
     tab.model_field.setText("default")
     tab.apply_launch(Launch("embedded", "default", LaunchSettings(device="cpu", dtype="float32")))
-    assert tab.engine.currentIndex() == 0 and tab.device.currentText() == "cpu"
+    assert tab.engine_key() == "embedded" and tab.device.currentText() == "cpu"
     assert tab.next_launch().argv() == ["bringup", "serve", "default", "--device", "cpu", "--dtype", "float32"]
     settings = LaunchSettings(device="xpu", attention_backend="intel_xpu", page_size=128, tp=2, disable_radix_cache=True,
                               linear_attn_backend="triton")
     tab.apply_launch(Launch("sglang", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B", settings))
     assert tab.device.currentText() == "xpu"
-    tab.engine.setCurrentIndex(1)  # (disabled in the list when SGLang is not installed, but settable)
+    tab.select_engine("sglang")  # (disabled in the list when SGLang is not installed, but settable)
     tab.model_field.setText("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B")
     argv = tab.next_launch().argv(endpoint=Endpoint("127.0.0.1", 30001), python=sys.executable)
     assert argv[1:3] == ["-m", "sglang.launch_server"] and argv[-5:] == ["--host", "127.0.0.1", "--port", "30001",

@@ -90,8 +90,12 @@ def test_sigterm_under_load_drains_and_ends_every_stream_properly(servers):
     queued = [Stream(srv.base_url, 2000) for _ in range(2)]  # two slots are busy: these wait
     for s in queued:
         s.start()
+    # All four requests have reached the engine (the two late ones queued, or admitted if the short
+    # stream already ended on a slow machine): both kinds must still finish after SIGTERM.
+    deadline = time.monotonic() + 60
     with httpx.Client(base_url=srv.base_url, headers=HEADERS, timeout=10) as c:
-        while c.get("/server_info").json()["stats"]["num_queued"] < 2:
+        while (stats := c.get("/server_info").json()["stats"])["requests_total"] < 4:
+            assert time.monotonic() < deadline, stats
             time.sleep(0.01)
     srv.process.proc.send_signal(signal.SIGTERM)
     time.sleep(0.2)

@@ -174,3 +174,15 @@ def test_sglang_defaults_shown_and_the_users_values_win(tab, qtbot):
     assert tab.plan.mem_fraction < auto  # a larger chunk reserves more activation memory
     tab.target.setCurrentText("embedded")
     assert not tab.chunked_prefill.isEnabled() and not tab.graph_max_bs.isEnabled()
+
+
+def test_vllm_target_plans_with_vllms_formulas(tab, qtbot):
+    tab.target.setCurrentText("vllm==0.33.0")
+    assert tab.tp.isEnabled() and not tab.strategy.isEnabled() and tab.disable_radix.isEnabled()
+    qtbot.waitUntil(lambda: tab.plan is not None and tab.plan.target == "vllm==0.33.0", timeout=2000)
+    expected = plan_memory(layer_map(NEMOTRON_NANO), **tab.settings())
+    assert tab.plan.to_json()["state_slots"] == expected.state_slots and tab.plan.mem_fraction == 0.92
+    assert tab.plan.state_slots_per_request == 8  # 4 Mamba groups x 2 blocks (mamba_cache_mode align)
+    tab.disable_radix.setChecked(True)
+    qtbot.waitUntil(lambda: tab.plan.strategy == "none", timeout=2000)
+    assert tab.plan.state_slots_per_request == 4

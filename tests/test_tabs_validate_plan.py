@@ -40,3 +40,14 @@ def test_a_device_that_fits_shows_the_plans_numbers(tab):
     assert _plan_codes(tab) == ["PLAN_FITS"]
     assert tab.report["plan"]["max_running_requests"] > 0
     assert "nvidia-smi" in tab.memory.itemData(tab.memory.currentIndex(), Qt.ItemDataRole.ToolTipRole)  # its source
+
+
+def test_vllm_is_a_target_with_its_own_plan(tab):
+    assert "vllm==0.33.0" in [tab.target.itemText(i) for i in range(tab.target.count())]
+    assert tab.target.currentText().startswith("sglang")  # the default stays the newest SGLang
+    tab.set_settings(target="vllm==0.33.0", device="cuda", device_memory=preset("h200").memory_bytes)
+    tab.validate()
+    assert not tab.strategy.isEnabled() and tab.disable_radix.isEnabled()  # vLLM: prefix caching sets the mode
+    assert _plan_codes(tab) == ["PLAN_FITS"]
+    plan = tab.report["plan"]
+    assert plan["target"] == "vllm==0.33.0" and plan["strategy"] == "align" and plan["max_running_requests"] > 0

@@ -98,13 +98,6 @@ def test_max_num_seqs_above_the_mamba_blocks(nano_layer_map):
     assert roomy.ok and "PLAN_FITS" in _codes(roomy)
 
 
-def test_plan_says_where_vllm_is_checked(qwen_next):
-    from bringup.core.planner import plan_memory
-
-    with pytest.raises(UserError, match="bringup validate --target vllm"):
-        plan_memory(qwen_next, device_memory=parse_size("64GiB"), target="vllm==0.33.0")
-
-
 def test_one_request_of_the_max_model_len_must_fit(shared_models):
     lfm2 = load_layer_map(str(shared_models / "LiquidAI__LFM2-2.6B.json"))  # 128,000-token context
     result = validate(lfm2, "vllm==0.33.0", LaunchSettings(device="xpu"), device_memory=parse_size("6GiB"))
@@ -128,12 +121,15 @@ def test_tp_rules_in_vllms_words(nano_layer_map):
     assert "TP_NOT_DIVIDING_MAMBA_HEADS" in [f.code for f in diagnose(heads.engine_message).findings]
 
 
-def test_vllm_serve_command(qwen_next):
+def test_vllm_serve_command(qwen_next, tmp_path):
     result = validate(qwen_next, "vllm==0.33.0", LaunchSettings(device="cuda", tp=4, page_size=64))
     assert result.command == ("vllm serve Qwen/Qwen3-Next-80B-A3B-Instruct --block-size 64 "
                               "--tensor-parallel-size 4")
-    argv = result.launch.argv(endpoint=Endpoint("127.0.0.1", 8123), python="/py")
-    assert argv[:5] == ["/py", "-m", "vllm.entrypoints.cli.main", "serve", "Qwen/Qwen3-Next-80B-A3B-Instruct"]
+    from fake_vllm import install
+
+    vllm = install(tmp_path / "bin")  # the `vllm` command of the environment that runs the launch
+    argv = result.launch.argv(endpoint=Endpoint("127.0.0.1", 8123), python=str(tmp_path / "bin" / "python"))
+    assert argv[:3] == [str(vllm), "serve", "Qwen/Qwen3-Next-80B-A3B-Instruct"]
     assert argv[-4:] == ["--host", "127.0.0.1", "--port", "8123"]
 
 
@@ -156,3 +152,19 @@ def test_vllm_metrics_are_graphed():
     assert first.requests_total == 7 and first.kv_total is None  # vLLM exports no pool sizes: no false zero
     second = reader.sample(VLLM_METRICS.format(running=4, prompt=300, gen=150, ttft_sum=2.0, ttft_count=4), t=2.0)
     assert second.prompt_tok_s == 100 and second.gen_tok_s == 50 and second.ttft_s == 0.5
+
+
+def test_pp_stage_without_attention_in_vllms_split(nano_layer_map):
+    from bringup.core.rules.vllm_facts import pp_ranges
+
+    assert pp_ranges(52, 8) == [(0, 6), (6, 12), (12, 18), (18, 25), (25, 32), (32, 39), (39, 46), (46, 52)]
+    result = validate(nano_layer_map, "vllm==0.33.0", LaunchSettings(device="cuda", pp=8))
+    found = [f for f in result.findings if f.code == "VLLM_PP_STAGE_WITHOUT_ATTENTION"]
+    assert [f.layers for f in found] == [(7, 9, 11), (46, 48, 50)]  # stages 1 and 7 hold only Mamba and MoE
+    block = result.resolved.page_size
+    assert all(f.severity == "warning" and f.fix.startswith(f"pass --block-size {block} ") for f in found)
+    assert [g.code for g in diagnose(found[0].engine_message).findings] == ["VLLM_BLOCK_SIZES_NOT_ALIGNED"]
+    aligned = validate(nano_layer_map, "vllm==0.33.0", LaunchSettings(device="cuda", pp=8, page_size=block))
+    assert all(f.severity == "info" for f in aligned.findings if f.code == "VLLM_PP_STAGE_WITHOUT_ATTENTION")
+    assert not [f for f in validate(nano_layer_map, "vllm==0.33.0", LaunchSettings(device="cuda", pp=2)).findings
+                if f.code == "VLLM_PP_STAGE_WITHOUT_ATTENTION"]

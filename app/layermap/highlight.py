@@ -17,12 +17,26 @@ class Highlight:
     `requested`: the layers a finding names (drawn red, e.g. layer 0 of the PR #32227 crash);
     `related`: the layers that would have been valid (outlined, e.g. the six attention layers);
     `message`: the callout text shown under the map; `severity`: error | warning | info.
+    `errors`: a comparison's relative error per block ((index, rel_err or None when not compared)),
+    with its `tolerance`: the map then fills each block with its error's colour (style.error_colour).
     """
 
     requested: list[int] = field(default_factory=list)
     related: list[int] = field(default_factory=list)
     message: str = ""
     severity: str = "error"
+    errors: tuple[tuple[int, float | None], ...] = ()
+    tolerance: float | None = None
+
+    def error_of(self, indices) -> tuple[bool, float | None]:
+        """(compared, worst relative error) over the blocks `indices` (a folded cell stands for several);
+        NaN is the worst."""
+        known = dict(self.errors)
+        values = [known[i] for i in indices if known.get(i) is not None]
+        if not values:
+            return False, None
+        nan = [v for v in values if v != v]
+        return True, nan[0] if nan else max(values)
 
     def __post_init__(self) -> None:
         if self.severity not in SEVERITIES:

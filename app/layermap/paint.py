@@ -106,23 +106,36 @@ def _empty_cell(painter: QPainter, rect: QRectF) -> None:
     painter.drawRoundedRect(rect, RADIUS, RADIUS)
 
 
-def _draw_cell(painter: QPainter, cell: CellBox, letters: bool) -> None:
+def _draw_cell(painter: QPainter, cell: CellBox, letters: bool, error: QColor | None = None) -> None:
+    """A layer's mixer and FFN in their kinds' colours; with `error` (a comparison on the map) the parts
+    the block has are filled with its error's colour instead, the mixer's letter still naming the kind."""
     layer = cell.layer
+    mixer_colour = st.mixer_color if error is None else (lambda _kind: error)
+    ffn_colour = st.ffn_color if error is None else (lambda _kind: error)
     if layer.mixer == "none":
         _empty_cell(painter, cell.mixer_rect)
     else:
-        _cell_fill(painter, cell.mixer_rect, layer.mixer, st.mixer_color)
+        _cell_fill(painter, cell.mixer_rect, layer.mixer if error is None else "error", mixer_colour)
         if layer.kv_shared_from is not None:
-            _shared_kv_hatch(painter, cell.mixer_rect, st.mixer_color(layer.mixer))
+            _shared_kv_hatch(painter, cell.mixer_rect, mixer_colour(layer.mixer))
         letter = MIXER_LETTERS.get(layer.mixer)
         if letters and letter:
-            painter.setPen(st.text_on(st.mixer_color(layer.mixer)))
+            painter.setPen(st.text_on(mixer_colour(layer.mixer)))
             painter.setFont(st.font(8.5, bold=True))
             painter.drawText(cell.mixer_rect, Qt.AlignmentFlag.AlignCenter, letter)
     if layer.ffn == "none":
         _empty_cell(painter, cell.ffn_rect)
     else:
-        _cell_fill(painter, cell.ffn_rect, layer.ffn, st.ffn_color)
+        _cell_fill(painter, cell.ffn_rect, layer.ffn if error is None else "error", ffn_colour)
+
+
+def cell_error_colour(cell: CellBox, state: LayerMapState) -> QColor | None:
+    """The error colour of a decoder-layer cell while a comparison is on the map (None otherwise)."""
+    h = state.highlight
+    if h is None or not h.errors or cell.key[0] != "layer":
+        return None
+    compared, worst = h.error_of(cell.represents)
+    return st.error_colour(worst if compared else None, h.tolerance)
 
 
 def _outline(painter: QPainter, rect: QRectF, colour: QColor, width: float, style=Qt.PenStyle.SolidLine) -> None:
@@ -207,7 +220,7 @@ def paint_map(painter: QPainter, layout: MapLayout, layer_map: LayerMap | None, 
     _paint_halos(painter, layout, state)
     letters = layout.cell_w >= 15
     for cell in layout.cells:
-        _draw_cell(painter, cell, letters)
+        _draw_cell(painter, cell, letters, cell_error_colour(cell, state))
 
     # Indices under the cells, full-attention tags above them.
     selected_cell = layout.cell_of(state.selected) if state.selected else None
@@ -294,8 +307,21 @@ def _paint_callout(painter: QPainter, layout: MapLayout, layer_map: LayerMap, st
                      metrics.elidedText(text, Qt.TextElideMode.ElideRight, rect.width()))
 
 
+def _error_legend(state: LayerMapState) -> list[tuple[str, str, str]]:
+    h = state.highlight
+    tol = h.tolerance or 0.0
+    entries = [("error", "ok", f"rel err < {tol / 2:.2g}"), ("error", "near", f"< {tol:.2g}"),
+               ("error", "beyond", f"> {tol:.2g} or NaN")]
+    if any(v is None for _, v in h.errors):
+        entries.append(("error", "none", "not compared"))
+    return entries
+
+
 def _legend_entries(layer_map: LayerMap, state: LayerMapState) -> list[tuple[str, str, str]]:
-    """(kind, key, text): kind is mixer | ffn | mark."""
+    """(kind, key, text): kind is mixer | ffn | mark | error. A comparison on the map shows its error
+    scale instead of the kinds (the mixer letters still name them)."""
+    if state.highlight is not None and state.highlight.errors:
+        return _error_legend(state) + [("mark", "requested", "named by a finding")] * bool(state.highlight.requested)
     all_layers = list(layer_map.layers) + list(layer_map.mtp_layers)
     mixers = [m for m in (*st.MIXER_NAMES,) if any(l.mixer == m for l in all_layers)]
     ffns = [f for f in st.FFN_NAMES if any(l.ffn == f for l in all_layers)]
@@ -329,6 +355,8 @@ def _paint_legend(painter: QPainter, layout: MapLayout, layer_map: LayerMap, sta
             painter.setPen(QPen(colour, 2.0 if key == "requested" else 1.5, style))
             painter.setBrush(Qt.BrushStyle.NoBrush)
             painter.drawRoundedRect(swatch.adjusted(1, 1, -1, -1), 2, 2)
+        elif kind == "error":
+            _cell_fill(painter, swatch, "error", lambda _k, key=key: QColor(st.ERROR_COLORS[key]))
         elif kind == "shared_kv":
             _cell_fill(painter, swatch, key, st.mixer_color)
             _shared_kv_hatch(painter, swatch, st.mixer_color(key))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from PySide6.QtGui import QColor, QFont
 
+from bringup.core.numerics.error_bands import ERROR_COLORS, error_band  # noqa: F401 (the map's legend reads both)
+
 # Mixer colours: attention families warm (they hold the KV cache), recurrent families cool
 # (they hold per-request state). Red is never a mixer colour: it means "named by a finding".
 MIXER_COLORS = {
@@ -67,6 +69,11 @@ def text_on(background: QColor) -> QColor:
     """White or dark text, whichever reads better on `background`."""
     white = QColor("#FFFFFF")
     return white if contrast(white, background) >= contrast(TEXT, background) else TEXT
+
+
+def error_colour(rel_err: float | None, tolerance: float | None) -> QColor:
+    """A comparison's per-block relative error against its tolerance (the Numerics page and the map alike)."""
+    return QColor(ERROR_COLORS[error_band(rel_err, tolerance)])
 
 
 def mixer_color(mixer: str) -> QColor:

@@ -34,6 +34,13 @@ def sglang_installed() -> bool:
     return importlib.util.find_spec("sglang") is not None
 
 
+def vllm_installed() -> bool:
+    """A `vllm` command in this environment or on PATH (core/launch/vllm.py: what Run would start)."""
+    from bringup.core.launch.vllm import installed
+
+    return installed()
+
+
 class EngineController(QObject):
     log_line = Signal(str)
     stage_changed = Signal(str, float)  # stage, progress 0..1
@@ -81,7 +88,7 @@ class EngineController(QObject):
     def start(self, launch: Launch, *, host: str = "127.0.0.1") -> Endpoint:
         """Start `launch` (as Validate showed it) on a free port of `host`, with this interpreter."""
         endpoint = Endpoint(host, free_port(host))
-        self.launch(launch.argv(endpoint=endpoint, python=sys.executable), endpoint.url)
+        self.launch(launch.argv(endpoint=endpoint, python=sys.executable), endpoint.url, engine=launch.engine)
         return endpoint
 
     def launch_embedded(self, source: str, *, device: str = "cpu", host: str = "127.0.0.1",
@@ -92,10 +99,11 @@ class EngineController(QObject):
         launch = Launch("embedded", source, LaunchSettings(device="cpu"), device=device, extra=tuple(extra or ()))
         return self.start(launch, host=host).port
 
-    def launch(self, argv: list[str], base_url: str) -> None:
+    def launch(self, argv: list[str], base_url: str, *, engine: str = "embedded") -> None:
+        """Start `argv`; `engine` says whose start-up lines to follow (vLLM logs its own)."""
         if self.busy:
             raise RuntimeError("an engine is already running; stop it first")
-        self.startup = StartupState()
+        self.startup = StartupState(engine=engine)
         self.base_url = base_url
         self.process = EngineProcess(argv, on_line=self.log_line.emit, url=base_url)  # emitted from the reader thread
         self._set_state("starting")

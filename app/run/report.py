@@ -51,6 +51,7 @@ def collect_session(run_tab) -> SessionExport:
                 part = section() or {}
                 record.findings += part.get("findings", [])
                 record.plan.update(part.get("plan", {}))
+                record.numerics.update(part.get("numerics", {}))
     record.findings += run_tab.crash_findings
     if run_tab.plots is not None and len(run_tab.plots.history):
         record.images["Live metrics"] = _png(run_tab.plots)

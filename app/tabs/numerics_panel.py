@@ -2,8 +2,10 @@
 
 Both run `bringup compare --json` / `bringup check-kernels --json` as child processes, waited on from
 a plain thread (the window never imports torch and never freezes); results come back through queued
-signals. The comparison's table is coloured by relative error against the tolerance, and its finding
-(the first block beyond tolerance) is sent to the layer map as a Highlight.
+signals. "Compare dump" compares the folder an SGLang server dumped its layers into
+(`--debug-tensor-dump-output-folder`, offered by the Run tab) the same way. The comparison's table and
+the layer map itself are coloured by relative error against the tolerance (a Highlight carrying every
+block's error), and its finding (the first block beyond tolerance) is marked on the map.
 """
 
 from __future__ import annotations
@@ -14,11 +16,11 @@ import sys
 import threading
 
 from PySide6.QtCore import QObject, Signal
-from PySide6.QtGui import QColor
-from PySide6.QtWidgets import (QHBoxLayout, QLabel, QLineEdit, QPushButton, QTableWidget, QTableWidgetItem,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel, QLineEdit, QPushButton, QTableWidget,
+                               QTableWidgetItem, QVBoxLayout, QWidget)
 
 from bringup.app.layermap.highlight import Highlight
+from bringup.app.layermap.style import error_colour
 
 
 class CommandRunner(QObject):
@@ -53,12 +55,15 @@ class CommandRunner(QObject):
             pass
 
 
-def error_colour(rel_err, tolerance) -> QColor:
-    """Green well within tolerance, through amber, to red beyond it (NaN: red)."""
-    if rel_err is None or tolerance is None or not rel_err <= tolerance:
-        return QColor("#e06666")
-    share = rel_err / tolerance if tolerance > 0 else 0.0
-    return QColor("#93c47d") if share < 0.5 else QColor("#ffd966")
+def compare_highlight(doc: dict) -> Highlight:
+    """The map's view of a comparison: every block's error (the cells' colours) and the first finding's marks."""
+    findings = doc.get("findings") or []
+    tol = doc.get("tolerance")
+    base = Highlight.of(findings[0]) if findings else None
+    message = findings[0]["message"] if findings else f"no block exceeds {tol:.0e}" if tol else ""
+    return Highlight(requested=base.requested if base else [], related=base.related if base else [], message=message,
+                     severity=base.severity if base else "info",
+                     errors=tuple((l["index"], l["rel_err"]) for l in doc.get("layers", [])), tolerance=tol)
 
 
 class NumericsPanel(QWidget):
@@ -74,13 +79,27 @@ class NumericsPanel(QWidget):
         self.compare_button = QPushButton("Compare")
         self.compare_button.setToolTip("each block's output on the device against the float32 CPU reference")
         self.kernels_button = QPushButton("Check kernels")
+        self.dump_folder = QLineEdit()
+        self.dump_folder.setPlaceholderText("SGLang dump folder")
+        self.dump_folder.setToolTip("The folder an SGLang server wrote with --debug-tensor-dump-output-folder (Run tab: "
+                                    "'Dump layers'); its first full prefill is compared with the reference, which must "
+                                    "be the checkpoint the server loaded")
+        self.browse_button = QPushButton("Browse…")
+        self.browse_button.clicked.connect(self._browse_dump)
+        self.dump_button = QPushButton("Compare dump")
+        self.dump_button.setToolTip("the dump's blocks against the float32 CPU reference on the same tokens")
+        self.last_compare: dict | None = None  # for the session report
+        self.last_kernels: dict | None = None
         self.status = QLabel("Compare each block's output with the float32 CPU reference, or check every kernel.")
         self.status.setWordWrap(True)
-        self.table = QTableWidget(0, 5)
-        self.table.setHorizontalHeaderLabels(["block / kernel", "kind", "rel err", "max abs", "ok"])
+        self.table = QTableWidget(0, 6)
+        self.table.setHorizontalHeaderLabels(["block / kernel", "kind", "rel err", "max abs", "ok", "flips"])
+        self.table.horizontalHeaderItem(5).setToolTip("MoE blocks: tokens whose experts differ from the reference's own "
+                                                      "choice (the reference follows the device's)")
         self.table.setMinimumWidth(0)  # a side page: it must not widen the window
         layout = QVBoxLayout(self)
-        for widgets in ((QLabel("Device"), self.device), (self.compare_button, self.kernels_button)):
+        for widgets in ((QLabel("Device"), self.device), (self.compare_button, self.kernels_button),
+                        (self.dump_folder, self.browse_button), (self.dump_button,)):
             row = QHBoxLayout()
             for w in widgets:
                 row.addWidget(w)
@@ -91,27 +110,52 @@ class NumericsPanel(QWidget):
         self.runner.finished.connect(self._done)
         self.compare_button.clicked.connect(lambda: self.start("compare"))
         self.kernels_button.clicked.connect(lambda: self.start("check-kernels"))
+        self.dump_button.clicked.connect(self.compare_dump)
+        self._buttons = (self.compare_button, self.kernels_button, self.dump_button)
 
     def set_layer_map(self, layer_map) -> None:
         self.source = getattr(layer_map, "source", None) if layer_map is not None else None
 
     def start(self, kind: str, extra: list[str] | None = None) -> bool:
         argv = [kind, self.source or "default", "--device", self.device.text().strip() or "cpu", *(extra or [])]
+        return self._start(kind, argv)
+
+    def compare_dump(self, folder: str | None = None) -> bool:
+        """Compare an SGLang dump folder (the field's, or `folder`) with the reference."""
+        folder = (folder or self.dump_folder.text()).strip()
+        if not folder:
+            self.status.setText("Give the folder SGLang dumped its layers into (--debug-tensor-dump-output-folder).")
+            return False
+        self.dump_folder.setText(folder)
+        return self._start("compare", ["compare", self.source or "default", "--sglang-dump", folder])
+
+    def _browse_dump(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "SGLang dump folder", self.dump_folder.text())
+        if folder:
+            self.dump_folder.setText(folder)
+
+    def _start(self, kind: str, argv: list[str]) -> bool:
         if not self.runner.start(kind, argv):
             return False
-        self.compare_button.setEnabled(False)
-        self.kernels_button.setEnabled(False)
+        for b in self._buttons:
+            b.setEnabled(False)
         self.status.setText(f"running bringup {' '.join(argv)} ...")
         return True
 
+    def report_section(self) -> dict:
+        """For the session report: the last comparison and kernel check, as their JSON documents."""
+        return {k: v for k, v in (("compare", self.last_compare), ("kernels", self.last_kernels)) if v is not None}
+
     def _done(self, kind: str, result) -> None:
-        self.compare_button.setEnabled(True)
-        self.kernels_button.setEnabled(True)
+        for b in self._buttons:
+            b.setEnabled(True)
         if isinstance(result, str):
             self.status.setText(f"{kind} failed: {result}")
         elif kind == "compare":
+            self.last_compare = result
             self._show_compare(result)
         else:
+            self.last_kernels = result
             self._show_kernels(result)
         (self.compare_finished if kind == "compare" else self.kernels_finished).emit(result)
 
@@ -128,16 +172,21 @@ class NumericsPanel(QWidget):
         tol = doc.get("tolerance")
         rows = []
         for l in doc.get("layers", []):
-            cells = [str(l["index"]), l["mixer"] if l["mixer"] != "none" else l["ffn"], f"{l['rel_err']:.2e}",
-                     f"{l['max_abs_err']:.2e}", "yes" if l["rel_err"] <= tol else "NO"]
-            rows.append((cells, error_colour(l["rel_err"], tol)))
+            rel = l["rel_err"]
+            cells = [str(l["index"]), l["mixer"] if l["mixer"] != "none" else l["ffn"],
+                     "-" if rel is None else f"{rel:.2e}",
+                     "-" if l["max_abs_err"] is None else f"{l['max_abs_err']:.2e}",
+                     "not in the dump" if rel is None else "yes" if rel <= tol else "NO",
+                     "" if l.get("routing_flips") is None else str(l["routing_flips"])]
+            rows.append((cells, error_colour(rel, tol)))
         self._fill(rows)
         findings = doc.get("findings") or []
-        self.status.setText(findings[0]["message"] if findings else f"no block exceeds {tol:.0e}")
-        highlight = Highlight.of(findings[0]) if findings else None
-        if highlight is not None:
-            highlight = Highlight(highlight.requested, highlight.related, findings[0]["message"], highlight.severity)
-        self.highlight_requested.emit(highlight)
+        where = f"{doc['device']}: " if doc.get("source_file") else ""
+        said = [f["message"] for f in findings]
+        if doc.get("first_divergent_layer") is None:
+            said.insert(0, f"no block exceeds {tol:.0e}")
+        self.status.setText(where + "  ·  ".join(said))
+        self.highlight_requested.emit(compare_highlight(doc))
 
     def _show_kernels(self, doc: dict) -> None:
         rows = []
@@ -146,7 +195,9 @@ class NumericsPanel(QWidget):
                      "-" if k["max_rel_err"] is None else f"{k['max_rel_err']:.2e}",
                      "-" if k["max_abs_err"] is None else f"{k['max_abs_err']:.2e}",
                      k.get("verdict") or ("yes" if k["ok"] else "NO")]
-            rows.append((cells, error_colour(k["max_rel_err"], k["tolerance"])))
+            # A kernel that crashed or hung has no error to show: red, as one beyond tolerance.
+            rel = k["max_rel_err"] if k["max_rel_err"] is not None else float("nan")
+            rows.append((cells + [""], error_colour(rel, k["tolerance"] if k["tolerance"] is not None else 0.0)))
         self._fill(rows)
         findings = doc.get("findings") or []
         self.status.setText(f"all {len(doc.get('kernels', []))} kernels pass on {doc.get('device')}" if doc.get("ok")

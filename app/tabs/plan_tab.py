@@ -107,11 +107,12 @@ class PlanTab(QWidget):
         self.memory.setSuffix(" GiB")
         self.device = QComboBox()
         self.device.addItems(DEVICES)
-        from bringup.core.rules.targets import known_targets
+        from bringup.core.rules.targets import known_targets, vllm_targets
 
         targets = known_targets()  # embedded, then SGLang's rule profiles oldest first
         self.target = QComboBox()
-        self.target.addItems([t for t in targets if t == "embedded"] + [t for t in reversed(targets) if t != "embedded"])
+        self.target.addItems([t for t in targets if t == "embedded"] + [t for t in reversed(targets) if t != "embedded"]
+                             + vllm_targets())
         self.auto_fraction = QCheckBox("auto")
         self.auto_fraction.setChecked(True)
         self.fraction = QDoubleSpinBox()
@@ -299,6 +300,10 @@ class PlanTab(QWidget):
         for widget in (self.strategy, self.disable_radix, self.chunked_prefill, self.graph_max_bs):
             widget.setEnabled(not single)
             widget.setToolTip("the embedded engine has no prefix cache: one state slot per request" if single else "")
+        if target.startswith("vllm"):  # vLLM sizes by --gpu-memory-utilization; prefix caching sets mamba_cache_mode
+            for widget in (self.strategy, self.chunked_prefill, self.graph_max_bs):
+                widget.setEnabled(False)
+                widget.setToolTip("SGLang only: vLLM's mamba_cache_mode is align with prefix caching, none without")
 
     def _memory_edited(self, _value) -> None:
         data = self.preset.currentData()
@@ -331,7 +336,8 @@ class PlanTab(QWidget):
             "kv_dtype": None if self.kv_dtype.currentText() == "auto" else self.kv_dtype.currentText(),
             "ssm_dtype": self.ssm_dtype.currentText(),
             "context": self.context.value() or None,
-            **({} if self.target.currentText() == "embedded" else {
+            **({} if self.target.currentText() == "embedded" else
+               {"disable_radix_cache": self.disable_radix.isChecked()} if self.target.currentText().startswith("vllm") else {
                 "mamba_strategy": self.strategy.currentText(),
                 "disable_radix_cache": self.disable_radix.isChecked(),
                 "chunked_prefill_size": self.chunked_prefill.value() or None,

@@ -11,12 +11,13 @@ from .plan_widgets import Segment, fmt_count
 
 # The plan's breakdown names -> what the bar calls them, and their colours.
 SEGMENT_NAMES = {"weights": "Weights", "kv_pool": "KV pool", "swa_pool": "SWA pool", "state_pool": "State pool",
-                 "reserve": "Reserve", "free": "Free"}
+                 "block_pool": "Block pool", "reserve": "Reserve", "free": "Free"}
 SEGMENT_COLOURS = {
     "weights": "#6B7A99",
     "kv_pool": "#E8913A",  # the layer map's attention colour: the KV pool serves the attention layers
     "swa_pool": "#E0B04A",  # as the Run tab's SWA graph: the sliding-window layers' window
     "state_pool": "#4F86B8",  # the layer map's Mamba2 colour: the state pool serves the recurrent layers
+    "block_pool": "#B07A8C",  # vLLM's one pool, attention and Mamba blocks alike: neither kind's colour
     "reserve": "#C9CED6",
     "free": "#EEF0F3",
 }
@@ -33,7 +34,8 @@ def plan_segments(plan: dict) -> list[Segment]:
     }
     return [
         Segment(SEGMENT_NAMES.get(seg["name"], seg["name"]), seg["bytes"],
-                SEGMENT_COLOURS.get(seg["name"], "#9aa3b2"), notes.get(seg["name"], ""))
+                SEGMENT_COLOURS.get(seg["name"], "#9aa3b2"),
+                notes.get(seg["name"], seg.get("label", "") if seg["name"] == "block_pool" else ""))
         for seg in plan.get("breakdown") or []
     ]
 

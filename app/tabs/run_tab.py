@@ -16,7 +16,8 @@ from bringup.app.elided_label import ElidedLabel
 from bringup.app.layermap.highlight import Highlight
 from bringup.app.run.api_key_field import ApiKeyField
 from bringup.app.run.chat_panel import ChatPanel
-from bringup.app.run.engine_controller import EngineController, sglang_installed
+from bringup.app.run.engine_controller import EngineController, sglang_installed, vllm_installed
+from bringup.app.run.tensor_dump_option import TensorDumpOption
 from bringup.app.run.load_panel import LoadPanel
 from bringup.app.run.log_console import LogConsole
 from bringup.app.run.serve_source import serve_source_for
@@ -24,7 +25,8 @@ from bringup.core.engine import facts as engine_facts
 from bringup.core.launch import Launch
 from bringup.core.layermap.vocabulary import LayerMap
 
-ENGINES = ("Embedded engine", "SGLang", "Attach to URL")
+# (label, key): the engines Run launches, then attaching to a server already running
+ENGINES = (("Embedded engine", "embedded"), ("SGLang", "sglang"), ("vLLM", "vllm"), ("Attach to URL", "attach"))
 
 
 def _traceback_end(lines: list[str], line: int) -> int:
@@ -43,6 +45,7 @@ class RunTab(QWidget):
     title = "Run"
     highlight_requested = Signal(object)
     crash_log = Signal(str)  # the crashed engine's log, for the Diagnose tab
+    tensor_dump_started = Signal(str)  # SGLang started dumping its layers into this folder (Numerics compares it)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -54,10 +57,15 @@ class RunTab(QWidget):
 
         # launch bar
         self.engine = QComboBox()
-        self.engine.addItems(ENGINES)
-        if not sglang_installed():
-            self.engine.model().item(1).setEnabled(False)
-            self.engine.setItemData(1, "SGLang is not installed in this environment", Qt.ItemDataRole.ToolTipRole)
+        for label, key in ENGINES:
+            self.engine.addItem(label, key)
+        for key, here, why in (("sglang", sglang_installed(), "SGLang is not installed in this environment"),
+                               ("vllm", vllm_installed(), "vLLM is not installed: no `vllm` command in this "
+                                                          "environment or on PATH")):
+            if not here:  # offered only where it can be launched
+                i = self.engine.findData(key)
+                self.engine.model().item(i).setEnabled(False)
+                self.engine.setItemData(i, why, Qt.ItemDataRole.ToolTipRole)
         self.engine.currentIndexChanged.connect(self._engine_changed)
         self.model_field = QLineEdit("default")
         self.model_field.setToolTip("What the engine serves: a checkpoint folder, a hub id, or 'default' "
@@ -72,8 +80,9 @@ class RunTab(QWidget):
         self.weights.setToolTip("checkpoint: the model's own weights. dummy: the model's real architecture and size "
                                 "with seeded random weights made on the device (works from a catalogue name or a "
                                 "config.json alone; its text is noise)")
+        self.dump_option = TensorDumpOption()  # SGLang only: its per-layer tensor dumps
         self.url_field = QLineEdit("http://127.0.0.1:30000")
-        self.url_field.setToolTip("A running server (http:// or https://): ours, or SGLang started with --enable-metrics")
+        self.url_field.setToolTip("A running server (http:// or https://): ours, SGLang started with --enable-metrics, or vLLM")
         self.key_field = ApiKeyField()
         self.start_button = QPushButton("Start")
         self.start_button.setDefault(True)
@@ -97,6 +106,7 @@ class RunTab(QWidget):
             bar.addWidget(w, stretch)
             if group:
                 (self._launch_fields if group == "launch" else self._attach_fields).extend([lab, w])
+        bar.addWidget(self.dump_option, 1)
         for b in (self.start_button, self.stop_button, self.demo_button, self.report_button):
             bar.addWidget(b)
 
@@ -193,19 +203,25 @@ class RunTab(QWidget):
         self.launch = launch
         if launch.run_device in DEVICES and self._runs_here(launch.run_device):
             self.device.setCurrentText(launch.run_device)
-        if launch.engine == "sglang":
-            if sglang_installed():
-                self.engine.setCurrentIndex(1)
-        else:
-            self.engine.setCurrentIndex(0)
+        if launch.engine == "embedded":
+            self.select_engine("embedded")
+        elif self.engine.model().item(self.engine.findData(launch.engine)).isEnabled():
+            self.select_engine(launch.engine)  # SGLang or vLLM, where it is installed
 
     def next_launch(self) -> Launch:
         """What Start launches: the validated launch (or plain settings) on this tab's engine, model and device."""
         from bringup.core.rules.settings import LaunchSettings
 
-        engine = "sglang" if self.engine.currentIndex() == 1 else "embedded"
+        engine = self.engine_key() if self.engine_key() in ("sglang", "vllm") else "embedded"
         settings = self.launch.settings if self.launch is not None else LaunchSettings(device="cpu")
         return Launch(engine, self.model_field.text().strip() or "default", settings, device=self.device.currentText())
+
+    def engine_key(self) -> str:
+        """embedded | sglang | vllm | attach: what Start does."""
+        return self.engine.currentData()
+
+    def select_engine(self, key: str) -> None:
+        self.engine.setCurrentIndex(self.engine.findData(key))
 
     def set_available_devices(self, devices: list[str] | None) -> None:
         """The probe's devices. Validate may check a launch for a device this machine lacks (an XPU
@@ -243,9 +259,9 @@ class RunTab(QWidget):
         self.crash_findings = []
         self.highlight_requested.emit(None)
         self._set_reason("")
-        kind = self.engine.currentIndex()
+        kind = self.engine_key()
         try:
-            if kind == 2:
+            if kind == "attach":
                 url = self.url_field.text().strip()
                 self.controller.attach(url, self.key_field.key())
                 self.key_field.keep_for(url)
@@ -253,12 +269,16 @@ class RunTab(QWidget):
                 launch = self.next_launch()
                 if launch.engine == "embedded" and self.weights.currentText() == "dummy":
                     launch = launch.with_(extra=launch.extra + ("--load-format", "dummy"))
+                if launch.engine == "sglang" and self.dump_option.chosen_folder():
+                    launch = launch.with_(tensor_dump=self.dump_option.chosen_folder())
                 self.controller.start(launch)
+                if launch.tensor_dump:
+                    self.tensor_dump_started.emit(launch.tensor_dump)
         except (OSError, RuntimeError) as err:
             self.stage.setText("<span style='color:#C62828'>Could not start</span>")
             self._set_reason(str(err))
             return
-        if self.controller.base_url and kind != 2:
+        if self.controller.base_url and kind != "attach":
             self.url_field.setText(self.controller.base_url)
 
     def stop(self) -> None:
@@ -406,11 +426,12 @@ class RunTab(QWidget):
             self.highlight_requested.emit(marks)
 
     def _engine_changed(self) -> None:
-        attach = self.engine.currentIndex() == 2
+        attach = self.engine_key() == "attach"
         for w in self._attach_fields:
             w.setVisible(attach)
         for w in self._launch_fields:
             w.setVisible(not attach)
+        self.dump_option.setVisible(self.engine_key() == "sglang")
 
     def _sync_buttons(self, *_args) -> None:
         busy = self.controller.busy

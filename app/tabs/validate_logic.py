@@ -47,10 +47,10 @@ def choices() -> dict[str, list[str]]:
     """What the settings form offers, from the rules' own vocabulary."""
     from bringup.core.rules import settings
     from bringup.core.rules.sglang_backends import ALL_BACKENDS
-    from bringup.core.rules.targets import known_targets
+    from bringup.core.rules.targets import known_targets, vllm_targets
 
     return {
-        "targets": list(known_targets()),
+        "targets": list(known_targets()) + vllm_targets(),  # embedded, SGLang's profiles oldest first, vLLM
         "devices": list(settings.DEVICES),
         "gpu_generations": list(settings.GPU_GENERATIONS),
         "attention_backends": list(ALL_BACKENDS),

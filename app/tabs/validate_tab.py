@@ -75,8 +75,8 @@ class ValidateTab(QWidget):
         self.target = QComboBox()
         self.target.addItems(choices["targets"])
         self.target.setEditable(True)
-        self.target.setToolTip("embedded (our engine) or sglang==X.Y.Z; a version between rule profiles "
-                               "uses the nearest earlier one")
+        self.target.setToolTip("embedded (our engine), sglang==X.Y.Z or vllm==X.Y.Z; a version between rule "
+                               "profiles uses the nearest earlier one")
         self.device = QComboBox()
         self.device.addItems(choices["devices"])
         self.gpu = QComboBox()
@@ -195,7 +195,7 @@ class ValidateTab(QWidget):
             combo.currentTextChanged.connect(self.schedule)
         self.device.currentTextChanged.connect(self._device_chosen)
         self.target.currentTextChanged.connect(self._target_chosen)
-        self.target.setCurrentText(choices["targets"][-1])  # the newest SGLang profile
+        self.target.setCurrentText([t for t in choices["targets"] if t.startswith("sglang")][-1])  # the newest SGLang
         self.device.setCurrentText("xpu" if "xpu" in choices["devices"] else choices["devices"][0])
         self._device_chosen(self.device.currentText())
         self._target_chosen()
@@ -286,6 +286,10 @@ class ValidateTab(QWidget):
             widget.setEnabled(not embedded)
             widget.setToolTip("SGLang only: the embedded engine picks its kernels per device and has no prefix cache"
                               if embedded else "")
+        if self.target.currentText().strip().lower().startswith("vllm"):  # its Mamba cache mode follows prefix caching
+            for widget in (self.strategy, self.disable_overlap):
+                widget.setEnabled(False)
+                widget.setToolTip("SGLang only: vLLM's mamba_cache_mode is align with prefix caching, none without")
         self.gpu.setEnabled(not embedded and self.device.currentText() == "cuda")
 
     def _device_chosen(self, device: str) -> None:
@@ -340,10 +344,11 @@ class ValidateTab(QWidget):
         self.launch_validated.emit(report["launch"])
 
     def report_section(self) -> dict:
-        """For the session report: this launch's findings."""
-        if self.report is None:
-            return {}
-        return {"findings": [as_dict(f) for f in self.report["findings"]] + self._probe_findings()}
+        """For the session report: this launch's findings, and the Numerics page's check and comparison."""
+        section = {"numerics": self.numerics.report_section()}
+        if self.report is not None:
+            section["findings"] = [as_dict(f) for f in self.report["findings"]] + self._probe_findings()
+        return section
 
     def _probe_findings(self) -> list[dict]:
         """A probe step that crashed, hung or failed concerns any launch on this machine."""

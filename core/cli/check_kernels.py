@@ -39,6 +39,7 @@ def main(args: argparse.Namespace) -> int:
 
     if args.timeout <= 0:
         raise UserError(f"--timeout {args.timeout} must be above 0")
-    report = run_check(args.source, device=args.device, dtype=args.dtype, timeout=args.timeout)
+    report = run_check(args.source, device=args.device, dtype=args.dtype, load_format=args.load_format,
+                       timeout=args.timeout)
     print(json.dumps(report.to_json(), indent=2) if args.json else render(report))
     return 0 if report.ok else 1

@@ -1,7 +1,7 @@
 """`bringup plan SOURCE [...] [--json]`: weights, KV and state pools, capacity and the bottleneck.
 
 `--target embedded` is our engine (the sizes it would allocate); `--target sglang==X.Y.Z` is
-SGLang's own arithmetic. Weights come from the checkpoint's safetensors headers when SOURCE is a
+SGLang's own arithmetic; `--target vllm==X.Y.Z` is vLLM's (core/planner/vllm.py). Weights come from the checkpoint's safetensors headers when SOURCE is a
 local folder that has them, else from the layer map's parameter count.
 """
 
@@ -30,7 +30,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="auto", choices=DEVICES,
                         help="device kind (XPU reserves 2 GB more); auto: the probed device with --device-memory auto, "
                              "else cuda for SGLang targets and cpu for the embedded engine")
-    parser.add_argument("--target", default="embedded", help="embedded (our engine, the default) or sglang==X.Y.Z (vLLM: bringup validate --target vllm==X.Y.Z --device-memory)")
+    parser.add_argument("--target", default="embedded", help="embedded (our engine, the default), sglang==X.Y.Z or vllm==X.Y.Z (vLLM's block pool, "
+                             "read from 0.33.0; --max-running-requests is its --max-num-seqs)")
     parser.add_argument("--mem-fraction", type=_fraction, metavar="F",
                         help="share of device memory for weights + pools (default: the target's own auto value)")
     parser.add_argument("--tp", type=int, default=1, metavar="N", help="tensor-parallel size")
@@ -120,7 +121,7 @@ def main(args: argparse.Namespace) -> int:
     log = _read_log(args.compare_log) if getattr(args, "compare_log", None) else None
     weights = {}
     if log is not None:
-        if kind == "embedded":
+        if kind != "sglang":
             raise UserError("--compare-log reads an SGLang start-up log; use it with --target sglang==X.Y.Z")
         if log.loaded_from is not None:
             options.setdefault("available_memory", log.loaded_from)

@@ -15,15 +15,17 @@ from dataclasses import dataclass, fields
 
 PREFIXES = ("bringup:", "sglang:", "vllm:")
 
-# vLLM's names for the same figures (vllm 0.33.0 v1/metrics/loggers.py: num_requests_running :528,
-# num_requests_waiting :538, kv_cache_usage_perc :620 (a 0..1 fraction despite the name), prompt_tokens
-# :748 and generation_tokens :799 (counters, exported with _total), request_success :809,
-# time_to_first_token_seconds :931, inter_token_latency_seconds :941). vLLM exports no pool sizes.
+# vLLM's names for the same figures, newest first (vllm 0.33.0 v1/metrics/loggers.py: num_requests_running
+# :528, num_requests_waiting :538, kv_cache_usage_perc :620 (a 0..1 fraction of the one block pool that
+# attention and Mamba share, despite the name), prompt_tokens :748 and generation_tokens :799 (counters,
+# exported with _total), request_success :809, time_to_first_token_seconds :931, inter_token_latency_seconds
+# :941). vllm 0.10.2 exports the older gpu_cache_usage_perc (loggers.py:212) beside kv_cache_usage_perc (:245);
+# releases before it only the older name. vLLM exports no pool sizes: those panels say "no data".
 VLLM_NAMES = {
-    "num_running_reqs": "num_requests_running",
-    "num_queue_reqs": "num_requests_waiting",
-    "token_usage": "kv_cache_usage_perc",
-    "num_requests_total": "request_success_total",
+    "num_running_reqs": ("num_requests_running",),
+    "num_queue_reqs": ("num_requests_waiting",),
+    "token_usage": ("kv_cache_usage_perc", "gpu_cache_usage_perc"),
+    "num_requests_total": ("request_success_total",),
 }
 
 # name (labels) value [timestamp]
@@ -90,9 +92,9 @@ class MetricsReader:
         self._prev: tuple[float, dict[str, float]] | None = None
 
     def _get(self, values: dict[str, float], *names: str) -> float | None:
+        if self.prefix == "vllm:":
+            names = tuple(n for name in names for n in VLLM_NAMES.get(name, (name,)))
         for name in names:
-            if self.prefix == "vllm:":
-                name = VLLM_NAMES.get(name, name)
             key = f"{self.prefix}{name}"
             if key in values:
                 return values[key]

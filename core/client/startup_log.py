@@ -8,6 +8,10 @@ Our engine prints SGLang-style lines on purpose, so one parser serves both (sgla
   max_total_num_tokens=N, chunked_prefill_size=..., max_running_requests=R, ...
   Uvicorn running on http://127.0.0.1:PORT
   The server is fired up and ready to roll!
+
+vLLM logs its start-up in words of its own (VLLM_STAGES, VLLM_FIGURES: file:line in vllm 0.33.0), and
+is ready when uvicorn says "Application startup complete." (uvicorn/lifespan/on.py): vLLM serves
+nothing before its engine core is up (v1/engine/core.py), so that line comes last.
 """
 
 from __future__ import annotations
@@ -43,6 +47,26 @@ _FIGURES: list[tuple[str, re.Pattern, type]] = [
     ("port", re.compile(r"Uvicorn running on https?://[^:\s]+:(\d+)"), int),
 ]
 
+VLLM_STAGES: list[tuple[str, float, re.Pattern]] = [
+    ("starting engine", 0.1, re.compile(r"Initializing a V1 LLM engine")),  # v1/engine/core.py:140
+    ("loading weights", 0.15, re.compile(r"Starting to load model")),  # v1/worker/gpu_model_runner.py:4979
+    ("weights loaded", 0.55, re.compile(r"Model loading took")),  # gpu_model_runner.py:5089
+    ("KV pool allocated", 0.7, re.compile(r"KV cache size: [\d,]+ tokens")),  # v1/core/kv_cache_utils.py:1147-1154
+    ("graphs captured", 0.8, re.compile(r"Graph capturing finished")),  # gpu_model_runner.py:6517
+    # entrypoints/launchers/api_server/entry.py:139; 0.10.2: "Starting vLLM API server %d on %s" (openai/api_server.py:1971)
+    ("serving", 0.9, re.compile(r"Starting vLLM (?:API )?server")),
+    ("ready", 1.0, re.compile(r"Application startup complete")),  # uvicorn/lifespan/on.py
+]
+
+VLLM_FIGURES: list[tuple[str, re.Pattern, type]] = [
+    ("weights_gb", re.compile(r"Model loading took ([\d.]+) GiB"), float),
+    ("weights_seconds", re.compile(r"Model loading took [\d.]+ GiB memory and ([\d.]+) seconds"), float),
+    ("kv_memory_gb", re.compile(r"Available KV cache memory: ([\d.]+) GiB"), float),  # v1/worker/gpu_worker.py:773
+    ("kv_tokens", re.compile(r"KV cache size: ([\d,]+) tokens"), lambda v: int(v.replace(",", ""))),
+    ("max_concurrency", re.compile(r"Maximum concurrency for [\d,]+ tokens per request: ([\d.]+)x"), float),
+    ("port", re.compile(r"Starting vLLM (?:API )?server(?: \d+)? on https?://[^\s]*:(\d+)"), int),
+]
+
 # `bringup serve: ...` is how our own commands report bad input before exiting 2 (bringup/cli.py).
 _ERROR = re.compile(r"Traceback \(most recent call last\)|^\s*\w*(Error|Exception)\b|\bERROR\b|\bFATAL\b|CRITICAL"
                     r"|^bringup [a-z]+: ")
@@ -63,6 +87,7 @@ class StartupState:
     stage: str = "starting"
     progress: float = 0.0
     figures: dict = field(default_factory=dict)
+    engine: str = "sglang"  # "vllm" reads vLLM's own lines; our engine and SGLang share SGLang's
 
     @property
     def ready(self) -> bool:
@@ -71,10 +96,11 @@ class StartupState:
     def feed(self, line: str) -> bool:
         """Read one log line; True when the stage or a figure changed."""
         changed = False
-        for stage, progress, pattern in STAGES:
+        vllm = self.engine == "vllm"
+        for stage, progress, pattern in (VLLM_STAGES if vllm else STAGES):
             if progress > self.progress and pattern.search(line):
                 self.stage, self.progress, changed = stage, progress, True
-        for key, pattern, kind in _FIGURES:
+        for key, pattern, kind in (VLLM_FIGURES if vllm else _FIGURES):
             m = pattern.search(line)
             if m:
                 self.figures[key] = kind(m.group(1))

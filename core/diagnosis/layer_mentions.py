@@ -1,5 +1,5 @@
 """Layer indices a traceback names in its own words (`layer_id=5`, `model.layers.20.linear_attn`,
-`layer 5`, `layer_idx: 5`), so an exception no pattern knows still marks its layer on the map."""
+`layer 5`, `layer_idx: 5`, `get_value_buffer(0)`), so an exception no pattern knows still marks its layer on the map."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ _MENTION = re.compile(
     r"|\blayers?\.(?P<b>\d+)\."
     r"|\blayers?\[(?P<c>\d+)\]"
     r"|\b[Ll]ayer (?P<d>\d+)\b"
+    r"|\bget_(?:key|value|kv)_buffers?\((?P<e>\d+)\)"  # a KV pool asked for one layer (SGLang memory_pool.py)
 )
 _FRAME = re.compile(r'^\s*File "')
 

@@ -89,8 +89,12 @@ def _finding(pattern: Pattern, match: re.Match, line_no: int, line: str, lines: 
             requested_info, infos, sentence = layer_context(layer_map, requested, valid, pool)
             valid_infos = tuple(infos)
             explanation += sentence
-    else:
-        layers = layers_named([line])
+    else:  # the line's own layer ids, else those its traceback names (e.g. get_value_buffer(0) on a PP stage)
+        layers = layers_named([line]) or (layers_named(_traceback_block(lines, line_no)) if pattern.severity == "error"
+                                          else ())
+        if layers:
+            explanation += (f" The traceback names layer{'s' if len(layers) > 1 else ''} "
+                            f"{', '.join(map(str, layers))}, marked on the map.")
     details = {k: v for k, v in groups.items() if v != "" and k not in ("layer", "valid")}
     printed_by = pattern.printed_by(line)
     if printed_by:

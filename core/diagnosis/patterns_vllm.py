@@ -114,4 +114,21 @@ VLLM: tuple[Pattern, ...] = (
         "Nothing to fix; it is the price of one block pool for all groups (bringup validate --target vllm shows the groups).",
         source="vllm 0.33.0 v1/core/kv_cache_planning.py:533-541",
     ),
+    Pattern(
+        "VLLM_BLOCK_SIZES_NOT_ALIGNED", "vllm", "error",
+        r"tokens_per_block=(?P<block>\d+) not divisible by tokens_per_hash=(?P<hash>\d+)",
+        "KV cache groups with block sizes that do not align ({block} and {hash} tokens)",
+        "The KV offloading connector needs every cache group's block to be a multiple of the hashing unit "
+        "({hash} tokens); one group kept {block}. The message blames prefix caching, and that is one cause (a "
+        "hybrid without it never aligns its blocks). The other cause is a pipeline stage that holds no attention "
+        "layer: vLLM aligns the Mamba page to the attention block only on ranks that have an attention layer "
+        "(update_block_size_for_backend returns early on the others), so that stage's Mamba groups keep the "
+        "default block.",
+        "Pass --block-size with the aligned attention block on every stage (bringup validate --target vllm==X "
+        "prints it as the resolved page size), or pick a --pipeline-parallel-size that leaves an attention layer "
+        "on every stage; keep --enable-prefix-caching on.",
+        source="vllm 0.33.0 distributed/kv_transfer/kv_connector/v1/offloading/config.py:113-118; "
+               "platforms/interface.py:762-764; vllm issue #51752 (reproduced on 0.27.0)",
+        supersedes=("UNRECOGNIZED_ERROR",),
+    ),
 )

@@ -22,7 +22,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from .forward_batch import ForwardBatch
+from .forward_batch import ForwardBatch, upload
 
 DEFAULT_BUCKETS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256)
 # Longest context a captured step serves (its block tables are this wide); longer requests run eagerly.
@@ -112,10 +112,6 @@ class _DeviceGraph:
         self.graph.replay()
 
 
-# Step values copied into the static batch before a replay (everything else is fixed at capture).
-_STEP_FIELDS = ("input_ids", "positions", "slot_mapping", "state_slots", "context_lens_device")
-
-
 class DecodeGraphs:
     """One captured decode step per bucket; `run` pads a decode step, replays, returns [n, vocab]."""
 
@@ -130,12 +126,16 @@ class DecodeGraphs:
             graph_factory = lambda: _DeviceGraph(self.device, pool)  # noqa: E731 - one shared memory pool
         started = time.monotonic()
         self._graphs: dict[int, tuple[object, ForwardBatch, torch.Tensor]] = {}
+        self._steps: dict[int, torch.Tensor] = {}  # bucket -> [4, bucket] int64 step values the graph reads
+        self._rows: dict[int, list] = {}  # bucket -> per row: (pages list, entries written) in the static table
         with torch.inference_mode():
             for bucket in reversed(self.buckets):  # largest first: smaller graphs reuse its memory
                 padded = pad_decode([], [], [], [], bucket=bucket, width=self.width, scratch_page=scratch_page,
                                     scratch_slot=scratch_slot)
                 padded.block_tables[:] = [[scratch_page] * self.width] * bucket  # the captured width
                 static = self._batch(padded)
+                self._steps[bucket] = self._step_buffer(static)
+                self._rows[bucket] = [None] * bucket
                 graph = graph_factory()
                 logits = graph.capture(lambda static=static: self.model(static))
                 self._graphs[bucket] = (graph, static, logits)
@@ -148,22 +148,66 @@ class DecodeGraphs:
             has_initial_state=[True] * len(padded.token_chunks), kv_pool=self.kv_pool, state_pool=self.state_pool,
             device=self.device)
 
+    @staticmethod
+    def _step_buffer(static: ForwardBatch) -> torch.Tensor:
+        """One [4, bucket] int64 buffer whose rows ARE the static batch's input_ids, positions,
+        slot_mapping and state_slots, so a step's values arrive in one copy."""
+        buf = torch.stack([static.input_ids, static.positions, static.slot_mapping, static.state_slots])
+        static.input_ids, static.positions, static.slot_mapping, static.state_slots = buf.unbind(0)
+        return buf
+
     def fits(self, n: int, block_tables: Sequence[Sequence[int]]) -> bool:
         return bucket_for(n, self.buckets) is not None and all(len(p) <= self.width for p in block_tables)
 
+    def _table_updates(self, bucket: int, block_tables) -> tuple[list[int], list[int]]:
+        """(flat indices, pages) of the static block table entries this step changes. A row keeps
+        the request's page list it was written from and how much of it: a request that stays in its
+        row sends only its new pages (one every page_size steps), a new one its whole row."""
+        rows, width = self._rows[bucket], self.width
+        index, pages = [], []
+        for i, table in enumerate(block_tables):
+            known = rows[i]
+            start = known[1] if known is not None and known[0] is table and known[1] <= len(table) else 0
+            if start < len(table):
+                index.extend(range(i * width + start, i * width + len(table)))
+                pages.extend(table[start:])
+                rows[i] = (table, len(table))
+        for i in range(len(block_tables), len(rows)):  # padding rows read the scratch page (column 0)
+            if rows[i] is not None:
+                index.append(i * width)
+                pages.append(self.scratch_page)
+                rows[i] = None
+        return index, pages
+
     def run(self, tokens, prefix_lens, block_tables, state_slots) -> torch.Tensor:
-        """Logits [n, vocab] of one decode step (one new token per request, each continuing its state)."""
+        """Logits [n, vocab] of one decode step (one new token per request, each continuing its state).
+        Host work is one pass over the requests and one upload: the static block table is updated
+        only where it changed (see _table_updates); padding rows bring token 0 at position 0 into the
+        scratch page and slot."""
         n = len(tokens)
         bucket = bucket_for(n, self.buckets)
         if bucket is None:
             raise ValueError(f"{n} requests exceed the largest captured decode batch ({self.buckets[-1]})")
+        too_wide = [len(p) for p in block_tables if len(p) > self.width]
+        if too_wide:
+            raise ValueError(f"a request holds {too_wide[0]} pages, more than the captured width {self.width}")
         graph, static, logits = self._graphs[bucket]
-        fresh = self._batch(pad_decode(tokens, prefix_lens, block_tables, state_slots, bucket=bucket,
-                                       width=self.width, scratch_page=self.scratch_page,
-                                       scratch_slot=self.scratch_slot))
-        for name in _STEP_FIELDS:
-            getattr(static, name).copy_(getattr(fresh, name))
-        tables = fresh.block_tables
-        static.block_tables[:, : tables.shape[1]].copy_(tables)
+        pad = bucket - n
+        ps = self.kv_pool.page_size if self.kv_pool is not None else 1
+        if self.kv_pool is not None:
+            kv_slots = [t[p // ps] * ps + p % ps for t, p in zip(block_tables, prefix_lens)]
+        else:
+            kv_slots = [-1] * n
+        scratch_kv = self.scratch_page * ps if self.kv_pool is not None else -1
+        slots = [self.scratch_slot if s is None else s for s in state_slots]
+        index, pages = self._table_updates(bucket, block_tables) if self.kv_pool is not None else ([], [])
+        values = (list(tokens) + [0] * pad + list(prefix_lens) + [0] * pad + kv_slots + [scratch_kv] * pad
+                  + slots + [self.scratch_slot] * pad)
+        step, ctx, index_d, pages_d = upload(
+            [values, [p + 1 for p in prefix_lens] + [1] * pad, index, pages], self.device)
+        self._steps[bucket].view(-1).copy_(step)
+        static.context_lens_device.copy_(ctx)
+        if index:
+            static.block_tables.view(-1)[index_d] = pages_d.to(static.block_tables.dtype)
         graph.replay()
         return logits[:n].clone()

@@ -34,6 +34,8 @@ class Launch:
     settings: "LaunchSettings"  # what Validate checked
     device: str | None = None  # overrides settings.device where it runs; "auto": the engine picks
     extra: tuple[str, ...] = field(default=())  # engine options beyond the settings (e.g. --mem-fraction 0.5)
+    tensor_dump: str | None = None  # SGLang: the folder for its per-layer dumps (--debug-tensor-dump-output-folder)
+    engine_version: str | None = None  # the engine release that will run, when known (else: the installed one)
 
     def __post_init__(self) -> None:
         if self.engine not in BUILDERS:
@@ -53,8 +55,11 @@ class Launch:
         return builder.program(python) + builder.arguments(self) + list(self.extra) + builder.endpoint_arguments(endpoint)
 
     def to_json(self) -> dict:
-        return {"engine": self.engine, "model": self.model, "settings": self.settings.to_json(),
-                "device": self.run_device, "extra": list(self.extra)}
+        out = {"engine": self.engine, "model": self.model, "settings": self.settings.to_json(),
+               "device": self.run_device, "extra": list(self.extra)}
+        if self.tensor_dump is not None:
+            out["tensor_dump"] = self.tensor_dump
+        return out
 
 
 def launch_for(target, model: str, settings: "LaunchSettings") -> Launch:

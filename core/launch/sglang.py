@@ -4,6 +4,36 @@ Flag names: sglang/srt/server_args.py of the profiled releases (sglang-notes §5
 
 from __future__ import annotations
 
+import re
+
+# --debug-tensor-dump-output-folder writes one Pass{N}.pt of leaf outputs per forward per rank from 0.5.5 on
+# (sglang/srt/debug_utils/tensor_dump_forward_hook.py is first in the 0.5.5 wheel; same file in 0.5.6, 0.5.17,
+# 0.5.23). 0.4.4-0.5.4 accept the flag but write no such files (in 0.5.4 only logits_processor.py and grok.py read it).
+TENSOR_DUMP_SINCE = (0, 5, 5)
+
+
+class TensorDumpUnsupported(RuntimeError):
+    """The SGLang release that would run writes no per-layer dumps."""
+
+
+def installed_version() -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("sglang")
+    except PackageNotFoundError:
+        return None
+
+
+def tensor_dump_arguments(folder: str, version: str | None) -> list[str]:
+    """The dump flag for `version` (None: unknown, the flag is given and SGLang judges it)."""
+    m = re.match(r"(\d+)\.(\d+)\.(\d+)", version or "")
+    if m and tuple(map(int, m.groups())) < TENSOR_DUMP_SINCE:
+        raise TensorDumpUnsupported(
+            f"SGLang {version} writes no per-layer tensor dumps (--debug-tensor-dump-output-folder writes "
+            f"TP*_PP*_Rank*_pid*/Pass*.pt files from 0.5.5 on); install sglang>=0.5.5 or start without 'Dump layers'")
+    return ["--debug-tensor-dump-output-folder", folder]
+
 
 def program(python: str | None) -> list[str]:
     return [python or "python", "-m", "sglang.launch_server"]
@@ -39,6 +69,8 @@ def arguments(launch) -> list[str]:
         argv += ["--kv-cache-dtype", s.kv_dtype]
     if s.mamba_ssm_dtype:
         argv += ["--mamba-ssm-dtype", s.mamba_ssm_dtype]
+    if launch.tensor_dump:
+        argv += tensor_dump_arguments(launch.tensor_dump, launch.engine_version or installed_version())
     return argv
 
 

@@ -37,7 +37,8 @@ def _started(stderr: str) -> str | None:
     return starts[-1] if starts else None
 
 
-def run_check(source, *, device="cpu", dtype="auto", timeout: float = 600) -> KernelReport:
+def run_check(source, *, device="cpu", dtype="auto", load_format: str | None = None,
+              timeout: float = 600) -> KernelReport:
     from bringup.core.errors import UserError
     from bringup.core.exit_status import exit_text, likely_cause
 
@@ -46,6 +47,8 @@ def run_check(source, *, device="cpu", dtype="auto", timeout: float = 600) -> Ke
     skip: list[str] = []
     for _ in range(MAX_CHILDREN):
         args = [source or "default", "--device", device, "--dtype", dtype]
+        if load_format:
+            args += ["--load-format", load_format]
         if skip:
             args += ["--skip", ",".join(skip)]
         child = run_child("bringup.core.numerics.kernels_child", args, timeout=timeout)

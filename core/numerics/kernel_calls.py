@@ -79,6 +79,21 @@ def record_calls(ops, ops_used: set[str] | None = None) -> tuple[list[KernelCall
             return unsummed(*args, **kwargs)
 
         ops.moe_experts_unsummed = unsummed_wrapper
+    with_shared = getattr(ops, "moe_experts_shared_unsummed", None)
+    if with_shared is not None:
+        # The shared expert and the routed ones in one fused call: recorded as the two calls it
+        # replaces (moe_experts and mlp, with their own arguments), so the check replays those.
+        originals["moe_experts_shared_unsummed"] = with_shared
+
+        def with_shared_wrapper(x, weights, ids, up, down, shared_up, shared_down, act="relu2"):
+            for op, args in (("moe_experts", (x, weights, ids, up, down, None, act)),
+                             ("mlp", (x, shared_up, shared_down, None, act))):
+                if op not in seen and op in ops.implementations:
+                    seen.add(op)
+                    calls.append(KernelCall(op, ops.implementations[op], _map(args, lambda t: t.detach().cpu().clone()), {}))
+            return with_shared(x, weights, ids, up, down, shared_up, shared_down, act)
+
+        ops.moe_experts_shared_unsummed = with_shared_wrapper
 
     def undo():
         for op, fn in originals.items():

@@ -26,6 +26,7 @@ def main(argv=None) -> int:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--skip", default="")
+    parser.add_argument("--load-format", default="auto")
     args = parser.parse_args(argv)
     import torch
 
@@ -42,7 +43,7 @@ def main(argv=None) -> int:
         source = resolve_default(args.source) or args.source
         # Small pools: the check needs one short request (on the CPU the shapes are capped by the prompt).
         engine = Engine(source, device=args.device, dtype=args.dtype, max_running_requests=1, max_total_tokens=256,
-                        cuda_graphs=False,  # replayed graphs call no ops: decode kernels must run eagerly to be seen
+                        cuda_graphs=False, load_format=args.load_format,  # replayed graphs call no ops: decode kernels must run eagerly to be seen
                         log=lambda m: print(m, file=sys.stderr, flush=True))
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)

@@ -14,13 +14,17 @@ from .weights import checkpoint_weights
 
 def parse_target(target: str) -> tuple[str, tuple[int, ...] | None]:
     """'embedded' -> ('embedded', None); 'sglang==0.5.23' -> ('sglang', (0, 5, 23)); 'sglang' alone: the
-    newest rule profile's release. The grammar is the rules' (core/rules/targets.py), for every command."""
+    newest rule profile's release; 'vllm==0.33.0' -> ('vllm', (0, 33, 0)), 'vllm' alone: the release read. The grammar is the rules' (core/rules/targets.py), for every command."""
     from bringup.core.rules.profiles import NEWEST
     from bringup.core.rules.targets import read_target
 
     engine, _, numbers = read_target(target or "embedded")
     if engine == "sglang" and numbers is None:
         numbers = NEWEST.version
+    if engine == "vllm" and numbers is None:
+        from bringup.core.rules.vllm_facts import READ_VERSION
+
+        numbers = READ_VERSION
     return engine, numbers
 
 
@@ -74,9 +78,9 @@ def plan_memory(
     are passed through to `plan_sglang`.
     """
     kind, version = parse_target(target)
-    if kind == "vllm":
-        raise UserError("the memory plan has the formulas of embedded and sglang==X.Y.Z; for vLLM, `bringup validate "
-                        "--target vllm==X.Y.Z --device-memory SIZE` checks its weights and Mamba block pool")
+    if kind == "vllm" and conv_dtype not in (None, "auto"):
+        raise UserError("vLLM keeps the conv state in the model's dtype (it has no conv dtype option); leave --conv-dtype out")
+    asked_ssm = None if ssm_dtype in (None, "auto") else canonical_dtype(ssm_dtype, what="SSM state dtype")
     device = (device or "cpu").strip().lower()
     if isinstance(device_memory, bool) or not isinstance(device_memory, (int, float)) or device_memory <= 0:
         raise UserError(f"device memory must be a positive number of bytes, got {device_memory!r}")
@@ -119,6 +123,15 @@ def plan_memory(
         from .embedded import plan_embedded
 
         plan = plan_embedded(layer_map, **common)
+    elif kind == "vllm":
+        from .vllm import plan_vllm
+
+        common["ssm_dtype"] = asked_ssm  # None: as vLLM resolves it (the model's dtype; NemotronH float32)
+        others = sorted(set(sglang_options) - {"disable_radix_cache", "mamba_strategy"})
+        if others:
+            raise UserError(f"options {', '.join(others)} apply to SGLang targets only (vLLM: --disable-radix-cache "
+                            "turns prefix caching off, --max-running-requests is its --max-num-seqs)")
+        plan = plan_vllm(layer_map, version=version, tp=tp, pp=pp, **common, **sglang_options)
     else:
         from .sglang import plan_sglang
 

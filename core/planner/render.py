@@ -5,7 +5,8 @@ from __future__ import annotations
 from .sizes import format_bytes
 from .memory_plan import MemoryPlan
 
-BAR_CHARS = {"weights": "W", "kv_pool": "K", "swa_pool": "w", "state_pool": "S", "reserve": "r", "free": "."}
+BAR_CHARS = {"weights": "W", "kv_pool": "K", "swa_pool": "w", "state_pool": "S", "block_pool": "B", "reserve": "r",
+             "free": "."}
 BAR_WIDTH = 60
 
 

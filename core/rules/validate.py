@@ -107,7 +107,8 @@ def validate(layer_map: LayerMap, target: str | Target, settings: LaunchSettings
     if device_memory is not None and target.engine == "vllm":
         from bringup.core.rules.vllm_memory import memory_findings
 
-        findings += memory_findings(check, layer_map, device_memory, memory_how)
+        found, plan = memory_findings(check, layer_map, device_memory, memory_how)
+        findings += found
     elif device_memory is not None:
         from bringup.core.rules.plan_check import plan_findings
 

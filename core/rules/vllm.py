@@ -32,6 +32,8 @@ def check_vllm(m: ModelFacts, s: LaunchSettings, layer_map: LayerMap, version: s
         _mamba_cache_mode(c)
         _page_alignment(c, layer_map)
     _tensor_parallel(c)
+    if m.is_hybrid and s.pp > 1:
+        _pipeline(c, layer_map)
     return c
 
 
@@ -82,6 +84,11 @@ def _attention_backend(c: Check) -> None:
 
 def _mamba_cache_mode(c: Check) -> None:
     r = c.r
+    if F.version_tuple(c.derived.get("version")) < F.MAMBA_CACHE_MODE_SINCE.value:
+        r.mamba_strategy = "none"
+        r.why["mamba_strategy"] = (f"vLLM {c.derived['version']} predates mamba_cache_mode "
+                                   f"({F.MAMBA_CACHE_MODE_SINCE.source}): one Mamba block per request")
+        return
     r.mamba_strategy = "align" if r.radix_cache else "none"
     r.why["mamba_strategy"] = ("prefix caching is on by default, so mamba_cache_mode becomes align (Mamba states "
                                "cached at block boundaries; needs chunked prefill)" if r.radix_cache else
@@ -187,3 +194,23 @@ def _tensor_parallel(c: Check) -> None:
               f"{m.mamba_groups} Mamba2 groups do not split over {tp} TP ranks, and vLLM replicates only a single group.",
               fix=f"use a --tensor-parallel-size that divides {m.mamba_groups}", layers=tuple(m.state_layers),
               engine_message=F.TP_MAMBA_GROUPS_MESSAGE, source=F.TP_MAMBA_SOURCE, stage="model load")
+
+
+def _pipeline(c: Check, layer_map: LayerMap) -> None:
+    """A PP rank with no attention layer skips the hybrid block alignment (vLLM's own split of the layers)."""
+    m, s, r = c.m, c.s, c.r
+    attention = set(m.full_attention_layers)
+    for stage, (a, b) in enumerate(F.pp_ranges(layer_map.num_layers, s.pp)):
+        if attention & set(range(a, b)):
+            continue
+        state = tuple(i for i in m.state_layers if a <= i < b)
+        asked = s.page_size is not None and s.page_size == r.page_size
+        c.add("VLLM_PP_STAGE_WITHOUT_ATTENTION", "info" if asked else "warning",
+              f"PP stage {stage} (layers {a}-{b - 1}, vLLM's split) holds no attention layer, so vLLM does not align "
+              f"its {len(state)} Mamba layers' page to the {r.page_size}-token attention block there; its groups keep "
+              "the default block, and the KV offloading connector refuses the mismatch."
+              + (" --block-size is given, which aligns every stage." if asked else ""),
+              fix="" if asked else f"pass --block-size {r.page_size} (the aligned block), or a --pipeline-parallel-size "
+                                   "that leaves an attention layer on every stage",
+              engine_message=F.PP_NO_ATTENTION_MESSAGE.format(block=F.DEFAULT_BLOCK_SIZE.value, hash=r.page_size),
+              layers=state, source=F.PP_NO_ATTENTION_SOURCE + "; " + F.PP_SPLIT_SOURCE, stage="start-up")

@@ -105,3 +105,75 @@ def group_size(counts: list[int]) -> int:
         return 0
     low, high = min(counts), max(counts)
     return high if high < low * 1.5 else low
+
+# --- the block pool's sizing (the planner, core/planner/vllm.py) -----------------------------------
+# vLLM asks for ceil(total memory x gpu_memory_utilization) and keeps for the cache what the profiling
+# run leaves of it: requested - (weights + peak activations + non-torch memory) - the CUDA-graph
+# estimate (only with VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS).
+REQUESTED_MEMORY_SOURCE = "vllm/v1/worker/utils.py:724-726 (request_memory)"
+AVAILABLE_KV_SOURCE = "vllm/v1/worker/gpu_worker.py:753-757 (available_kv_cache_memory_bytes)"
+# One pool of blocks: bytes per block = the largest group's pages (page x group size); every group
+# draws its block ids from the same pool.
+NUM_BLOCKS_SOURCE = "vllm/v1/core/kv_cache_planning.py:574-593, :678-681 (num_blocks = available // bytes_per_block)"
+# A request of L tokens holds cdiv(L, block) blocks in each attention group and, in each Mamba group,
+# 2 blocks with mamba_cache_mode align, 1 with none (plus speculative / prefill-checkpoint blocks, 0
+# by default).
+ATTENTION_BLOCKS_SOURCE = "vllm/v1/kv_cache_interface.py:643-648 (AttentionSpec.max_memory_usage_bytes)"
+MAMBA_BLOCKS_PER_REQUEST = Fact({"align": 2, "none": 1}, "vllm/v1/kv_cache_interface.py:1135-1141 "
+                                                           "(MambaSpec.max_memory_usage_bytes)")
+# "GPU KV cache size: N tokens, Maximum concurrency for L tokens per request: X": X = num_blocks / the
+# blocks one request of max_model_len holds over all groups; N = int(X x max_model_len).
+CAPACITY_SOURCE = "vllm/v1/core/kv_cache_utils.py:1061-1093 (get_max_concurrency_for_kv_cache_config), :1120-1128, :1147-1154"
+# With mamba_cache_mode align, Mamba states are cached at the attention block's boundaries.
+MAMBA_BLOCK_SIZE_SOURCE = "vllm/platforms/interface.py:1114-1115"
+MAX_MODEL_LEN_SOURCE = "vllm/config/model.py:2545 (_get_and_verify_max_len: the config's max_position_embeddings)"
+
+
+# --- pipeline parallelism --------------------------------------------------------------------------
+PP_SPLIT_SOURCE = "vllm/distributed/utils.py:198-240 (get_pp_indices; VLLM_PP_LAYER_PARTITION overrides it)"
+# A rank with no attention layer returns before the hybrid alignment: its Mamba groups keep the
+# default block (vllm issue #51752); the KV offloading connector then stops on the mismatch.
+PP_NO_ATTENTION_SOURCE = "vllm/platforms/interface.py:762-764 (update_block_size_for_backend); vllm issue #51752"
+PP_NO_ATTENTION_MESSAGE = ("AssertionError: tokens_per_block={block} not divisible by tokens_per_hash={hash}. Hybrid "
+                           "models (e.g. Mamba+Attention) need --enable-prefix-caching to align block sizes.")
+PP_NO_ATTENTION_MESSAGE_SOURCE = "vllm/distributed/kv_transfer/kv_connector/v1/offloading/config.py:113-118"
+
+
+def pp_ranges(num_layers: int, pp: int) -> list[tuple[int, int]]:
+    """[start, end) of each PP rank's layers, as vLLM splits them: even, and the remainder one layer each
+    to the stages before the last, from the second-to-last backwards (not SGLang's split)."""
+    partitions = [num_layers // pp] * pp
+    for i in range(2, num_layers % pp + 2):
+        partitions[-i] += 1
+    starts = [sum(partitions[:r]) for r in range(pp)]
+    return [(a, a + n) for a, n in zip(starts, partitions)]
+
+
+# --- what changed between releases (read from each wheel: tools/vllm_facts.py RELEASE --find) ------
+# (first release read with this value, value, where). A release between two reads takes the earlier
+# read's value, as the SGLang profiles do.
+GPU_MEMORY_UTILIZATION_BY_RELEASE = (
+    ((0, 10, 0), 0.9, "vllm/config/cache.py:42 (0.10.2), :41 (0.19.0)"),
+    ((0, 20, 0), 0.92, "vllm/config/cache.py:66 (0.20.0), :215 (0.33.0)"),
+)
+# `max_num_seqs (N) exceeds available Mamba cache blocks (M)` stops graph capture from 0.20.0 on.
+MAX_SEQS_CHECK_SINCE = Fact((0, 20, 0), "vllm/config/compilation.py:1436 (0.20.0), :1526 (0.33.0); absent in 0.19.0")
+# mamba_cache_mode (align: 2 blocks per Mamba group) exists from 0.15.0; before it a request held one
+# Mamba block per group.
+MAMBA_CACHE_MODE_SINCE = Fact((0, 15, 0), "vllm/config/cache.py:127 (0.15.0); absent in 0.14.0")
+
+
+def by_release(table, version: tuple[int, ...]) -> tuple[object, str]:
+    """(value, where) of a by-release table for `version`: the newest read at or before it."""
+    value, where = table[0][1], table[0][2]
+    for since, v, w in table:
+        if tuple(version) >= since:
+            value, where = v, w
+    return value, where
+
+
+def version_tuple(text: str | None) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in (text or "").split(".")[:3])
+    except ValueError:
+        return READ_VERSION

@@ -8,7 +8,7 @@ from .add_rms_norm import add_rms_norm
 from .causal_conv1d import causal_conv1d
 from .causal_conv1d_update import causal_conv1d_update
 from .causal_conv1d_update_inplace import causal_conv1d_update_inplace
-from .causal_conv1d_varlen import causal_conv1d_varlen
+from .causal_conv1d_varlen import causal_conv1d_varlen, causal_conv1d_varlen_inplace
 from .gated_delta_rule import gated_delta_rule_chunk, gated_delta_rule_recurrent_inplace
 from .gated_rms_norm import gated_rms_norm
 from .kv_cache_write import kv_cache_write
@@ -19,7 +19,7 @@ from .mamba_state_update import mamba_state_update
 from .mamba_state_update_inplace import mamba_state_update_inplace
 from .mlp import mlp
 from .moe_experts import moe_experts
-from .moe_routing import route_sigmoid_grouped, route_softmax
+from .moe_routing import route_sigmoid_grouped, route_softmax, router_logits
 from .paged_attention_decode import paged_attention_decode
 from .paged_attention_prefill import paged_attention_prefill
 from .rms_norm import rms_norm
@@ -33,6 +33,7 @@ OPS = {
     "causal_conv1d_update": causal_conv1d_update,
     "causal_conv1d_update_inplace": causal_conv1d_update_inplace,
     "causal_conv1d_varlen": causal_conv1d_varlen,
+    "causal_conv1d_varlen_inplace": causal_conv1d_varlen_inplace,
     "gated_delta_rule_chunk": gated_delta_rule_chunk,
     "gated_delta_rule_recurrent_inplace": gated_delta_rule_recurrent_inplace,
     "gated_rms_norm": gated_rms_norm,
@@ -47,6 +48,7 @@ OPS = {
     "moe_experts": moe_experts,
     "route_sigmoid_grouped": route_sigmoid_grouped,
     "route_softmax": route_softmax,
+    "router_logits": router_logits,
     "paged_attention_decode": paged_attention_decode,
     "paged_attention_prefill": paged_attention_prefill,
     "rms_norm": rms_norm,

@@ -38,3 +38,24 @@ def causal_conv1d_varlen(
     tail = lengths[:, None] + torch.arange(K - 1, device=x.device)[None, :]  # columns of the last K-1 inputs
     final = seq.gather(2, tail[:, None, :].expand(nseq, C, K - 1))
     return y, final
+
+
+def causal_conv1d_varlen_inplace(
+    x: torch.Tensor,
+    seq_starts: Sequence[int],
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    conv_states: torch.Tensor,
+    slots: torch.Tensor,
+    has_state: torch.Tensor,
+    activation: str | None = "silu",
+) -> torch.Tensor:
+    """The same over a state pool conv_states [num_slots, C, K-1]: sequence i starts from
+    conv_states[slots[i]] where has_state[i] (a fresh prompt starts from zeros whatever its slot
+    holds) and leaves its last K-1 inputs there. Returns y [T, C]."""
+    slots = slots.to(device=conv_states.device, dtype=torch.long)
+    has = has_state.to(device=conv_states.device, dtype=torch.bool)
+    initial = torch.where(has[:, None, None], conv_states[slots], 0)
+    y, final = causal_conv1d_varlen(x, seq_starts, weight, bias, initial, activation)
+    conv_states[slots] = final.to(conv_states.dtype)
+    return y

@@ -47,3 +47,9 @@ def route_softmax(router_logits: torch.Tensor, top_k: int, norm_topk_prob: bool 
     if norm_topk_prob:
         weights = weights / weights.sum(-1, keepdim=True)
     return weights, ids
+
+
+def router_logits(hidden: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """The router's scores before routing, in float32 whatever the model's dtype: hidden [T, H],
+    weight [E, H] -> [T, E]."""
+    return torch.nn.functional.linear(hidden.float(), weight.float())

@@ -21,6 +21,7 @@ import triton.language as tl
 from ..reference.moe_align import padded_rows
 from ..reference import moe_experts as _reference_moe
 from ..reference import route_sigmoid_grouped as _reference_route
+from ..reference import router_logits as _reference_router_logits
 from .launch import next_pow2, num_warps
 
 # Activations the GEMM epilogue can apply (0: none).
@@ -154,7 +155,10 @@ def moe_grouped_gemm(x, w, sorted_ids, block_expert, block: int, num_assignments
     E, N, K = w.shape
     if out is None:
         out = torch.empty(num_assignments, N, dtype=x.dtype, device=x.device)
-    block_n, block_k, warps, stages = tile_for(num_assignments, N, K)
+    if block == LARGE_BLOCK_M and "all" not in TILE_OVERRIDE and N >= LARGE_TILE[0] and K >= LARGE_TILE[1]:
+        block_n, block_k, warps, stages = LARGE_TILE
+    else:
+        block_n, block_k, warps, stages = tile_for(num_assignments, N, K)
     grid = (block_expert.numel(), triton.cdiv(N, block_n))
     wts = weights.reshape(-1) if weights is not None else x
     _grouped_gemm_kernel[grid](x, w, out, sorted_ids, block_expert, wts, N, K, num_assignments, rows_per_token,
@@ -167,8 +171,16 @@ def moe_grouped_gemm(x, w, sorted_ids, block_expert, block: int, num_assignments
 
 def block_m_for(num_assignments: int, num_experts: int) -> int:
     """Rows per block: 16 when few rows reach each expert (decode), larger for prefill."""
+    if "block_m" in TILE_OVERRIDE:
+        return TILE_OVERRIDE["block_m"]
     per_expert = num_assignments / max(1, num_experts)
-    return 16 if per_expert <= 16 else (32 if per_expert <= 64 else 64)
+    return 16 if per_expert <= 16 else (32 if per_expert <= 64 else LARGE_BLOCK_M)
+
+
+# Rows per block when many rows reach each expert (prefill), and that block's tile: on the H200 at
+# 8192 tokens 128 x (256, 64, 8 warps, 4 stages) gave 442 TFLOP/s against 337 for 64 x (128, 64, 8, 3).
+LARGE_BLOCK_M = 128
+LARGE_TILE = (256, 64, 8, 4)
 
 
 def moe_experts(x, weights, ids, up, down, gate=None, act="relu2", strategy=None):
@@ -266,3 +278,124 @@ def route_sigmoid_grouped(router_logits, correction_bias, top_k, n_group=1, topk
                         HAS_BIAS=correction_bias is not None, NORM=bool(norm_topk_prob),
                         num_warps=num_warps(logits.device.type, 1))
     return weights, ids
+
+
+# Decode-sized MoE: one program per (assignment, column block), no sorting ------------------------
+#
+# At a handful of tokens the sorted form's blocks hold one real row of 16 and its align kernel is a
+# launch of its own. Here each assignment (token, slot) multiplies its token's row by its expert's
+# matrix directly (a GEMV: multiply and sum in float32, no tensor cores: the layer is bound by
+# reading the weights). The shared expert rides along as S extra slots per token, its matrices cut
+# in S slices of the experts' width (kernels/reference/moe_shared.py), so one up and one down launch
+# do the whole layer. Reference: kernels/reference/moe_shared.py.
+
+@triton.jit
+def _moe_gemv_kernel(x_ptr, w_ptr, ws_ptr, out_ptr, ids_ptr, weights_ptr, N, K,
+                     s_xm, s_xk, s_we, s_wn, s_wk, s_se, s_sn, s_sk, s_om, s_on,
+                     TOP_K: tl.constexpr, SLOTS: tl.constexpr, X_PER_TOKEN: tl.constexpr, ACT: tl.constexpr,
+                     HAS_WEIGHTS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    a = tl.program_id(0)  # assignment: token * SLOTS + slot
+    token = a // SLOTS
+    j = a % SLOTS
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_ok = cols < N
+    if X_PER_TOKEN:
+        x_row = x_ptr + token.to(tl.int64) * s_xm
+    else:
+        x_row = x_ptr + a.to(tl.int64) * s_xm
+    if j < TOP_K:
+        e = tl.load(ids_ptr + token * TOP_K + j).to(tl.int64)
+        w_base = w_ptr + e * s_we
+        sn = s_wn
+        sk = s_wk
+    else:
+        w_base = ws_ptr + (j - TOP_K).to(tl.int64) * s_se
+        sn = s_sn
+        sk = s_sk
+    ks = tl.arange(0, BLOCK_K)
+    acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        k = k0 + ks
+        k_ok = k < K
+        xv = tl.load(x_row + k * s_xk, mask=k_ok, other=0.0).to(tl.float32)
+        wv = tl.load(w_base + cols[:, None] * sn + k[None, :] * sk, mask=col_ok[:, None] & k_ok[None, :], other=0.0)
+        acc += tl.sum(wv.to(tl.float32) * xv[None, :], axis=1)
+    if ACT == 1:
+        acc = tl.maximum(acc, 0.0)
+        acc = acc * acc
+    elif ACT == 2:
+        acc = tl.maximum(acc, 0.0)
+    elif ACT == 3:
+        acc = acc * tl.sigmoid(acc)
+    if HAS_WEIGHTS:
+        if j < TOP_K:
+            acc = acc * tl.load(weights_ptr + token * TOP_K + j).to(tl.float32)
+    tl.store(out_ptr + a.to(tl.int64) * s_om + cols * s_on, acc.to(out_ptr.dtype.element_ty), mask=col_ok)
+
+
+# Up to this many tokens the GEMV form runs (bench/nano_full.py --sweep compares it with the sorted
+# form); (BLOCK_N, BLOCK_K, warps) of its launches.
+# H200, real Nano shapes (bench/nano_full.py --sweep): (8, 256, 2) fastest at 1 token (75 us for the
+# six experts and the shared one against 400 us sorted); the sorted form wins from 8 tokens on.
+GEMV_MAX_TOKENS = 4
+GEMV_TILE = (8, 256, 2)
+
+
+def _moe_gemv(x, w, ws, ids, weights, slots, x_per_token, act):
+    T, top_k = ids.shape
+    N, K = w.shape[1], w.shape[2]
+    out = torch.empty(T * slots, N, dtype=x.dtype, device=x.device)
+    block_n, block_k, warps = GEMV_TILE
+    _moe_gemv_kernel[(T * slots, triton.cdiv(N, block_n))](
+        x, w, ws, out, ids, weights if weights is not None else x, N, K, x.stride(0), x.stride(1),
+        w.stride(0), w.stride(1), w.stride(2), ws.stride(0), ws.stride(1), ws.stride(2), out.stride(0), out.stride(1),
+        TOP_K=top_k, SLOTS=slots, X_PER_TOKEN=x_per_token, ACT=_ACT[act], HAS_WEIGHTS=weights is not None,
+        BLOCK_N=block_n, BLOCK_K=block_k, num_warps=num_warps(x.device.type, warps))
+    return out
+
+
+def moe_experts_shared_unsummed(x, weights, ids, up, down, shared_up, shared_down, act="relu2"):
+    """Same arguments and results as kernels.reference.moe_shared.moe_experts_shared_unsummed:
+    (shared [T, H] or parts [T, S, H], routed [T, k, H]). Up to GEMV_MAX_TOKENS tokens: two launches
+    for the shared and routed experts together; above, the shared expert through `mlp` and the routed
+    ones through the sorted grouped GEMMs."""
+    from ..reference.moe_shared import shared_slices
+
+    T, k = ids.shape
+    sliced = shared_slices(shared_up, shared_down, up.shape[1]) if act in _ACT else None
+    if T == 0 or T > GEMV_MAX_TOKENS or sliced is None or up.shape[1:] != down.shape[:0:-1]:
+        return mlp(x, shared_up, shared_down, None, act), moe_experts_unsummed(x, weights, ids, up, down, None, act)
+    su, sd = sliced
+    S = su.shape[0]
+    h = _moe_gemv(x, up, su, ids, None, k + S, True, act)
+    y = _moe_gemv(h, down, sd, ids, weights, k + S, False, None).view(T, k + S, -1)
+    return y[:, k:], y[:, :k]
+
+
+@triton.jit
+def _router_logits_kernel(x_ptr, w_ptr, out_ptr, E, H, s_x, s_we, s_o, BLOCK_K: tl.constexpr):
+    # One program per (token, expert): the whole row in one load (H <= BLOCK_K), so each program is
+    # one memory round trip and T * E programs keep the device busy.
+    t = tl.program_id(0).to(tl.int64)
+    e = tl.program_id(1).to(tl.int64)
+    k = tl.arange(0, BLOCK_K)
+    ok = k < H
+    xv = tl.load(x_ptr + t * s_x + k, mask=ok, other=0.0).to(tl.float32)
+    wv = tl.load(w_ptr + e * s_we + k, mask=ok, other=0.0).to(tl.float32)
+    tl.store(out_ptr + t * s_o + e, tl.sum(xv * wv, axis=0))
+
+
+ROUTER_MAX_TOKENS = 64  # above, the float32 copy of the rows and cuBLAS are as good
+
+
+def router_logits(hidden, weight):
+    """Same as kernels.reference.router_logits ([T, E] float32): at decode sizes one kernel reads
+    the rows in their own dtype (no float32 copy of them first)."""
+    T, H = hidden.shape
+    if T == 0 or T > ROUTER_MAX_TOKENS or H > 8192 or hidden.stride(1) != 1 or weight.stride(1) != 1:
+        return _reference_router_logits(hidden, weight)
+    E = weight.shape[0]
+    out = torch.empty(T, E, dtype=torch.float32, device=hidden.device)
+    _router_logits_kernel[(T, E)](hidden, weight, out, E, H, hidden.stride(0), weight.stride(0), out.stride(0),
+                                  BLOCK_K=next_pow2(H), num_warps=num_warps(hidden.device.type, 4))
+    return out

@@ -12,15 +12,21 @@ from .launch import next_pow2, num_warps
 
 
 @triton.jit
-def _add_rms_norm_kernel(h_ptr, d_ptr, r_ptr, w_ptr, h_out_ptr, y_ptr, H, eps, s_h, s_d, s_r, s_rk, s_ho, s_y,
-                         HAS_DELTA: tl.constexpr, ROUTED_K: tl.constexpr, F32_MUL: tl.constexpr,
-                         BLOCK: tl.constexpr):
+def _add_rms_norm_kernel(h_ptr, d_ptr, r_ptr, w_ptr, h_out_ptr, y_ptr, H, eps, s_h, s_d, s_dk, s_r, s_rk, s_ho,
+                         s_y, HAS_DELTA: tl.constexpr, SHARED_K: tl.constexpr, ROUTED_K: tl.constexpr,
+                         F32_MUL: tl.constexpr, BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     offs = tl.arange(0, BLOCK)
     ok = offs < H
     h = tl.load(h_ptr + row * s_h + offs, mask=ok, other=0.0)
     if HAS_DELTA:
-        d = tl.load(d_ptr + row * s_d + offs, mask=ok, other=0.0)
+        if SHARED_K > 0:  # a shared expert in slices: summed in float32, rounded once
+            ds = tl.zeros([BLOCK], dtype=tl.float32)
+            for j in tl.static_range(SHARED_K):
+                ds += tl.load(d_ptr + row * s_d + j * s_dk + offs, mask=ok, other=0.0).to(tl.float32)
+            d = ds.to(h_out_ptr.dtype.element_ty)
+        else:
+            d = tl.load(d_ptr + row * s_d + offs, mask=ok, other=0.0)
         if ROUTED_K > 0:  # a MoE's parts: shared + (routed summed over k), each sum rounded as unfused
             r = tl.zeros([BLOCK], dtype=tl.float32)
             for j in tl.static_range(ROUTED_K):
@@ -45,18 +51,21 @@ def add_rms_norm(hidden, delta, weight, eps, *, multiply_in_float32=True):
     T, H = hidden.shape
     y = torch.empty_like(hidden)
     h_out = torch.empty_like(hidden) if delta is not None else hidden
-    routed, k = hidden, 0
+    routed, k, s = hidden, 0, 0
     if isinstance(delta, tuple):
         delta, routed = delta
         if routed.dim() == 2:
             routed = routed[:, None, :]
         k = routed.shape[1]
+        if delta.dim() == 3:  # shared expert slices [T, S, H]
+            s = delta.shape[1]
     if T:
         d = delta if delta is not None else hidden
+        s_dk = d.stride(1) if s else 0
         r3 = routed if k else hidden[:, None, :]
         _add_rms_norm_kernel[(T,)](hidden, d, r3, weight, h_out, y, H, float(eps), hidden.stride(0), d.stride(0),
-                                   r3.stride(0), r3.stride(1), h_out.stride(0), y.stride(0),
-                                   HAS_DELTA=delta is not None, ROUTED_K=k,
+                                   s_dk, r3.stride(0), r3.stride(1), h_out.stride(0), y.stride(0),
+                                   HAS_DELTA=delta is not None, SHARED_K=s, ROUTED_K=k,
                                    F32_MUL=bool(multiply_in_float32), BLOCK=next_pow2(H),
                                    num_warps=num_warps(hidden.device.type, 8 if H >= 2048 else 4))
     return h_out, y

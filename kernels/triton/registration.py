@@ -14,14 +14,17 @@ from .availability import fla_reason, triton_reason
 # op name -> (implementation name, module under bringup.kernels, needs fla)
 FAST_OPS: dict[str, tuple[str, str, bool]] = {
     "mamba_chunk_scan": ("fla", "fla.mamba_chunk_scan", True),
+    "mamba_chunk_scan_varlen": ("fla", "fla.mamba_chunk_scan", True),
     "gated_delta_rule_chunk": ("fla", "fla.gated_delta_rule", True),
     "gated_delta_rule_recurrent_inplace": ("fla", "fla.gated_delta_rule", True),
     "mamba_state_update": ("triton", "triton.mamba_state_update", False),
     "causal_conv1d_update": ("triton", "triton.causal_conv1d_update", False),
+    "causal_conv1d_varlen": ("triton", "triton.causal_conv1d_varlen", False),
     "paged_attention_decode": ("triton", "triton.paged_attention_decode", False),
     "paged_attention_prefill": ("sdpa", "sdpa.paged_attention_prefill", False),
     "moe_experts": ("triton", "triton.fused_moe", False),
     "route_sigmoid_grouped": ("triton", "triton.fused_moe", False),
+    "router_logits": ("triton", "triton.fused_moe", False),
     "mlp": ("triton", "triton.fused_moe", False),
     "add_rms_norm": ("triton", "triton.norms", False),
     "gated_rms_norm": ("triton", "triton.norms", False),

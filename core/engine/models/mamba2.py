@@ -162,16 +162,19 @@ class Mamba2Mixer(nn.Module):
             y[rows] = self._step(xbc[rows], dt[rows], A, w, b, conv_states, ssm_states, plan.step_slots)
         if plan.scan_rows is not None:
             rows, slots, has = plan.scan_rows, plan.scan_slots, plan.scan_has_state
+            every = plan.step_rows is None  # all tokens scan, in order: no gather, no scatter
+            xbc_s, dt_s = (xbc, dt) if every else (xbc[rows], dt[rows])
             # A request starting its prompt begins from zeros whatever its slot holds.
-            conv0 = torch.where(has[:, None, None], conv_states[slots], 0)
+            xc = ops.causal_conv1d_varlen_inplace(xbc_s, plan.scan_starts, w, b, conv_states, slots, has, "silu")
             ssm0 = torch.where(has[:, None, None, None], ssm_states[slots].float(), 0)
-            xc, conv_final = ops.causal_conv1d_varlen(xbc[rows], plan.scan_starts, w, b, conv0, "silu")
-            conv_states[slots] = conv_final.to(conv_states.dtype)
             xs, Bs, Cs = self._split_xbc(xc)
-            ys, ssm_final = ops.mamba_chunk_scan_varlen(xs, dt[rows], A, Bs, Cs, plan.scan_starts, self.chunk_size,
+            ys, ssm_final = ops.mamba_chunk_scan_varlen(xs, dt_s, A, Bs, Cs, plan.scan_starts, self.chunk_size,
                                                         self.D, self.dt_bias, ssm0, True, self.dt_limit)
             ssm_states[slots] = ssm_final.to(ssm_states.dtype)
-            y[rows] = ys
+            if every:
+                y = ys
+            else:
+                y[rows] = ys
         y = y.reshape(hidden.shape[0], self.intermediate)
         if self.gate == "gate":
             y = y * torch.nn.functional.silu(z)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import re
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from .attention import head_geometry, paged_attention
@@ -47,11 +46,30 @@ class Attention(nn.Module):
         self.o_proj = linear(self.num_heads * self.head_dim, cfg.hidden_size, bias)
         self.sliding_window = cfg.get("sliding_window")
 
+    # One GEMM for q, k and v (their weights concatenated once, kept while they are unchanged):
+    # None = on accelerators (two launches less per layer), not on the CPU, where it gains nothing.
+    fuse_qkv: bool | None = None
+
+    def _qkv_weight(self) -> torch.Tensor:
+        parts = (self.q_proj.weight, self.k_proj.weight, self.v_proj.weight)
+        key = tuple((w.data_ptr(), w._version) for w in parts)
+        if getattr(self, "_qkv_key", None) != key:
+            self._qkv, self._qkv_key = torch.cat(parts), key
+        return self._qkv
+
     def forward(self, hidden: torch.Tensor, batch) -> torch.Tensor:
         T = hidden.shape[0]
-        q = self.q_proj(hidden).view(T, self.num_heads, self.head_dim)
-        k = self.k_proj(hidden).view(T, self.num_kv_heads, self.head_dim)
-        v = self.v_proj(hidden).view(T, self.num_kv_heads, self.head_dim)
+        fuse = self.fuse_qkv if self.fuse_qkv is not None else hidden.device.type != "cpu"
+        if fuse and self.q_proj.bias is None:
+            nq, nkv = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
+            q, k, v = torch.nn.functional.linear(hidden, self._qkv_weight()).split([nq, nkv, nkv], dim=-1)
+            q = q.reshape(T, self.num_heads, self.head_dim)
+            k = k.reshape(T, self.num_kv_heads, self.head_dim)
+            v = v.reshape(T, self.num_kv_heads, self.head_dim)
+        else:
+            q = self.q_proj(hidden).view(T, self.num_heads, self.head_dim)
+            k = self.k_proj(hidden).view(T, self.num_kv_heads, self.head_dim)
+            v = self.v_proj(hidden).view(T, self.num_kv_heads, self.head_dim)
         out = paged_attention(self.ops, batch, self.layer_id, q, k, v, self.scale, self.sliding_window)
         return self.o_proj(out.reshape(T, -1))
 
@@ -112,13 +130,21 @@ class MoE(nn.Module):
             self.fc1_latent_proj = self.fc2_latent_proj = None
 
     def forward(self, hidden: torch.Tensor, batch=None):
-        """The shared expert's output [T, H] and the routed sum: [T, H], or, from a fused MoE that
-        leaves the sum over k to the next residual add (`ops.moe_experts_unsummed`), [T, k, H].
+        """The shared expert's output [T, H] (or its slices [T, S, H]) and the routed sum: [T, H], or,
+        from a fused MoE that leaves the sum over k to the next residual add
+        (`ops.moe_experts_unsummed`, `ops.moe_experts_shared_unsummed`), [T, k, H].
         The model's residual add takes the pair (stack.py, ops.add_rms_norm)."""
-        logits = F.linear(hidden.float(), self.gate.weight.float())
+        logits = self.ops.router_logits(hidden, self.gate.weight)
         weights, ids = self.ops.route_sigmoid_grouped(logits, self.gate.e_score_correction_bias, self.top_k,
                                                       self.n_group, self.topk_group, self.norm_topk_prob, self.scaling)
         x = hidden if self.fc1_latent_proj is None else self.fc1_latent_proj(hidden)
+        with_shared = getattr(self.ops, "moe_experts_shared_unsummed", None)
+        shared = self.shared_experts
+        if with_shared is not None and self.fc2_latent_proj is None and shared.up_proj.bias is None \
+                and shared.down_proj.bias is None and shared.act == self.act:
+            # The shared expert and the routed ones together (two launches at decode sizes).
+            return with_shared(x, weights, ids, self.experts.up_proj, self.experts.down_proj,
+                               shared.up_proj.weight, shared.down_proj.weight, self.act)
         unsummed = getattr(self.ops, "moe_experts_unsummed", None)
         if unsummed is not None and self.fc2_latent_proj is None:
             routed = unsummed(x, weights, ids, self.experts.up_proj, self.experts.down_proj, None, self.act)

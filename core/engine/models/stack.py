@@ -144,10 +144,12 @@ class DecoderLayer(nn.Module):
 
 
 def total(delta):
-    """A part's output as one [T, H] tensor: a MoE may give (shared, routed [T, H] or [T, k, H])."""
+    """A part's output as one [T, H] tensor: a MoE may give (shared [T, H] or [T, S, H], routed [T, H]
+    or [T, k, H])."""
     if isinstance(delta, tuple):
-        shared, routed = delta
-        return shared + (routed.sum(1) if routed.dim() == 3 else routed)
+        from bringup.kernels.reference.add_rms_norm import moe_sum
+
+        return moe_sum(*delta)
     return delta
 
 
