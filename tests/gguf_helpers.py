@@ -18,6 +18,9 @@ _LAYER = {
     "self_attn.k_norm": "attn_k_norm", "post_attention_layernorm": "ffn_norm", "mlp.gate_proj": "ffn_gate",
     "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
 }
+# Gemma 3's sandwich norms, as llama.cpp names them (its `ffn_norm` is the pre-feed-forward norm).
+_GEMMA3_LAYER = {**_LAYER, "post_attention_layernorm": "post_attention_norm",
+                 "pre_feedforward_layernorm": "ffn_norm", "post_feedforward_layernorm": "post_ffw_norm"}
 _GLOBAL = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output"}
 CHAT_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
@@ -26,12 +29,12 @@ CHAT_TEMPLATE = (
 SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 
 
-def gguf_name(name: str) -> str:
+def gguf_name(name: str, arch: str = "llama") -> str:
     stem, kind = name.rsplit(".", 1)
     if stem in _GLOBAL:
         return f"{_GLOBAL[stem]}.{kind}"
     _, _, layer, rest = stem.split(".", 3)
-    return f"blk.{layer}.{_LAYER[rest]}.{kind}"
+    return f"blk.{layer}.{(_GEMMA3_LAYER if arch == 'gemma3' else _LAYER)[rest]}.{kind}"
 
 
 def permute(weights: np.ndarray, n_head: int) -> np.ndarray:
@@ -58,13 +61,14 @@ def byte_level_vocab(vocab_size: int = 320) -> tuple[list[str], list[str]]:
 
 
 def write_gguf(hf_model, path: Path, tokens: list[str], merges: list[str], *, quant: str = "mixed") -> Path:
-    """`hf_model` (transformers Llama or Qwen3) as a GGUF file. quant: "f32" (every tensor exact),
-    or "mixed" (embedding Q8_0, attention Q4_0 where rows allow, MLP F16, norms F32)."""
+    """`hf_model` (transformers Llama, Qwen3 or Gemma 3 text) as a GGUF file. quant: "f32" (every
+    tensor exact), or "mixed" (embedding Q8_0, attention Q4_0 where rows allow, MLP F16, norms F32).
+    Gemma 3 as llama.cpp's converter writes it: norms stored as 1 + w, the window and its pattern."""
     import gguf
     from gguf.quants import quantize
 
     cfg = hf_model.config
-    arch = {"llama": "llama", "qwen3": "qwen3"}[cfg.model_type]
+    arch = {"llama": "llama", "qwen3": "qwen3", "gemma3_text": "gemma3"}[cfg.model_type]
     writer = gguf.GGUFWriter(str(path), arch)
     writer.add_name(f"tiny-{arch}")
     writer.add_block_count(cfg.num_hidden_layers)
@@ -77,7 +81,13 @@ def write_gguf(hf_model, path: Path, tokens: list[str], merges: list[str], *, qu
     writer.add_key_length(head_dim)
     writer.add_value_length(head_dim)
     writer.add_rope_dimension_count(head_dim)
-    theta = (getattr(cfg, "rope_parameters", None) or {}).get("rope_theta") or getattr(cfg, "rope_theta", 10000.0)
+    rope = getattr(cfg, "rope_parameters", None) or {}
+    rope = rope.get("full_attention", rope)  # Gemma 3: the full layers' base (llama.cpp fixes the local one)
+    theta = rope.get("rope_theta") or getattr(cfg, "rope_theta", 10000.0)
+    if arch == "gemma3":
+        writer.add_sliding_window(cfg.sliding_window)
+        kinds = cfg.layer_types
+        writer.add_uint32("gemma3.attention.sliding_window_pattern", kinds.index("full_attention") + 1)
     writer.add_rope_freq_base(float(theta))
     writer.add_layer_norm_rms_eps(cfg.rms_norm_eps)
     writer.add_vocab_size(cfg.vocab_size)
@@ -97,6 +107,8 @@ def write_gguf(hf_model, path: Path, tokens: list[str], merges: list[str], *, qu
         if name == "lm_head.weight" and cfg.tie_word_embeddings:
             continue
         data = tensor.detach().float().numpy()
+        if arch == "gemma3" and name.endswith("norm.weight"):
+            data = data + 1.0
         if arch == "llama" and ".q_proj." in name:
             data = permute(data, cfg.num_attention_heads)
         elif arch == "llama" and ".k_proj." in name:
@@ -110,11 +122,11 @@ def write_gguf(hf_model, path: Path, tokens: list[str], merges: list[str], *, qu
             else:
                 kind = gguf.GGMLQuantizationType.F16
         if kind == gguf.GGMLQuantizationType.F32:
-            writer.add_tensor(gguf_name(name), np.ascontiguousarray(data, dtype=np.float32))
+            writer.add_tensor(gguf_name(name, arch), np.ascontiguousarray(data, dtype=np.float32))
         elif kind == gguf.GGMLQuantizationType.F16:
-            writer.add_tensor(gguf_name(name), data.astype(np.float16))
+            writer.add_tensor(gguf_name(name, arch), data.astype(np.float16))
         else:
-            writer.add_tensor(gguf_name(name), quantize(data, kind), raw_dtype=kind)
+            writer.add_tensor(gguf_name(name, arch), quantize(data, kind), raw_dtype=kind)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()

@@ -38,6 +38,11 @@ class Server:
 def start_server(checkpoint: Path, *extra: str, timeout: float = 120.0, key_in_env: bool = False) -> Server:
     """Start `bringup serve` on a free port (--port 0) and wait for its ready line. The API key goes
     on the command line, or with `key_in_env` in $BRINGUP_API_KEY."""
+    return wait_ready(launch_server(checkpoint, *extra, key_in_env=key_in_env), timeout)
+
+
+def launch_server(checkpoint: Path, *extra: str, key_in_env: bool = False) -> Server:
+    """Start `bringup serve` without waiting (the caller works meanwhile, then calls `wait_ready`)."""
     import os
 
     from bringup.core.client.engine_process import EngineProcess
@@ -46,6 +51,12 @@ def start_server(checkpoint: Path, *extra: str, timeout: float = 120.0, key_in_e
     argv = [sys.executable, "-m", "bringup", "serve", str(checkpoint), "--port", "0", *key, *extra]
     proc = EngineProcess(argv, env={**os.environ, "BRINGUP_API_KEY": API_KEY} if key_in_env else None)
     proc.start()
+    return Server(proc, "", checkpoint)
+
+
+def wait_ready(server: Server, timeout: float = 120.0) -> Server:
+    """Wait for a launched server's ready line; fills in its base_url. Stops it when it never gets there."""
+    proc = server.process
     deadline = time.monotonic() + timeout
     port = None
     while time.monotonic() < deadline:
@@ -53,7 +64,8 @@ def start_server(checkpoint: Path, *extra: str, timeout: float = 120.0, key_in_e
         m = _PORT.search(text)
         port = port or (m and int(m.group(1)))
         if port and "The server is fired up and ready to roll!" in text:
-            return Server(proc, f"http://127.0.0.1:{port}", checkpoint)
+            server.base_url = f"http://127.0.0.1:{port}"
+            return server
         if not proc.running:
             break
         time.sleep(0.1)

@@ -304,6 +304,96 @@ def test_triton_paged_decode_matches_reference(lengths, Hq, Hkv, D, page_size, w
     assert_close_rel(out, expected, tol_for(dtype), "attention output")
 
 
+SOFTCAP_SINK_CASES = [
+    # lengths, Hq, Hkv, D, page_size, window, softcap, sinks, dtype: Gemma 2's soft-cap, gpt-oss's sinks
+    pytest.param((5, 37, 300), 8, 4, 256, 16, None, 50.0, False, torch.bfloat16, id="gemma2-softcap-D256-bf16"),
+    pytest.param((50, 7, 130), 64, 8, 64, 16, 128, None, True, torch.bfloat16, id="gpt-oss-sinks-window-bf16"),
+    pytest.param((3000, 40), 12, 4, 80, 8, 300, 5.0, True, torch.float32, id="split-softcap-sinks-window300-fp32"),
+    pytest.param((1, 2500), 8, 2, 64, 16, None, None, True, torch.float32, id="split-sinks-fp32"),
+]
+
+
+@needs_triton
+@pytest.mark.parametrize("lengths,Hq,Hkv,D,page_size,window,softcap,with_sinks,dtype", SOFTCAP_SINK_CASES)
+def test_triton_paged_decode_softcap_and_sinks_match_reference(lengths, Hq, Hkv, D, page_size, window, softcap,
+                                                               with_sinks, dtype):
+    from bringup.kernels.triton.paged_attention_decode import paged_attention_decode
+
+    batch = len(lengths)
+    max_pages = max(-(-n // page_size) for n in lengths)
+    num_pages = batch * max_pages + 3
+    k_cache = torch.randn(num_pages, page_size, Hkv, D, device=GPU).to(dtype)
+    v_cache = torch.randn(num_pages, page_size, Hkv, D, device=GPU).to(dtype)
+    tables = torch.randperm(num_pages, device=GPU)[: batch * max_pages].view(batch, max_pages).int()
+    ctx = torch.tensor(lengths, device=GPU, dtype=torch.int32)
+    q = (3 * torch.randn(batch, Hq, D, device=GPU)).to(dtype)  # scores large enough for the cap to bite
+    sinks = torch.linspace(-2.0, 6.0, Hq, device=GPU) if with_sinks else None  # some outweigh every key
+    expected = ref.paged_attention_decode(q, k_cache, v_cache, tables, ctx, D**-0.5, window, softcap, sinks)
+    poison_allocator()
+    out = paged_attention_decode(q, k_cache, v_cache, tables, ctx, D**-0.5, window, softcap, sinks)
+    assert_close_rel(out, expected, tol_for(dtype), "attention output")
+
+
+# Mamba (v1) selective scan (Triton): Jamba's prompt scan --------------------------------------------
+
+SELECTIVE_CASES = [
+    # prompt lengths, channels, d_state, initial states, dtype
+    pytest.param((1,), 64, 16, False, torch.float32, id="T1-fp32"),
+    pytest.param((37, 1, 300), 200, 16, True, torch.float32, id="varlen-init-fp32"),
+    pytest.param((517, 64), 8192, 16, True, torch.bfloat16, id="jamba-mini-width-bf16"),
+]
+
+
+@needs_triton
+@pytest.mark.parametrize("lengths,width,N,with_init,dtype", SELECTIVE_CASES)
+def test_triton_selective_scan_matches_the_stepwise_recurrence(lengths, width, N, with_init, dtype):
+    from bringup.kernels.reference.selective_scan import selective_scan_stepwise
+    from bringup.kernels.triton.selective_scan import selective_scan_varlen
+
+    T = sum(lengths)
+    starts = [0]
+    for n in lengths:
+        starts.append(starts[-1] + n)
+    dt0 = torch.exp(torch.empty(width, device=GPU).uniform_(-6.9, -2.3))  # Jamba's dt init, [1e-3, 0.1]
+    x, z = torch.randn(T, width, device=GPU).to(dtype), torch.randn(T, width, device=GPU).to(dtype)
+    dt = (0.3 * torch.randn(T, width, device=GPU)).to(dtype)
+    A = -torch.arange(1, N + 1, device=GPU).float().repeat(width, 1)
+    B, C = torch.randn(T, N, device=GPU).to(dtype), torch.randn(T, N, device=GPU).to(dtype)
+    D, dt_bias = torch.randn(width, device=GPU), dt0 + torch.log(-torch.expm1(-dt0))
+    h0 = torch.randn(len(lengths), width, N, device=GPU) if with_init else None
+    y0, h_0 = selective_scan_stepwise(x, dt, A, B, C, starts, D, z, dt_bias, h0)
+    poison_allocator()
+    y, h = selective_scan_varlen(x, dt, A, B, C, starts, D, z, dt_bias, h0)
+    assert_close_rel(y, y0, tol_for(dtype), "y")
+    assert_close_rel(h, h_0, tol_for(dtype), "final states")
+
+
+@needs_triton
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_triton_selective_decode_step_matches_reference_and_updates_pool_slots_in_place(dtype):
+    from bringup.kernels.triton import selective_scan as tri
+
+    batch, width, N, num_slots = 5, 8192, 16, 9
+    dt0 = torch.exp(torch.empty(width, device=GPU).uniform_(-6.9, -2.3))
+    args = dict(x=torch.randn(batch, width, device=GPU).to(dtype), dt=(0.3 * torch.randn(batch, width, device=GPU)).to(dtype),
+                A=-torch.arange(1, N + 1, device=GPU).float().repeat(width, 1),
+                B=torch.randn(batch, N, device=GPU).to(dtype), C=torch.randn(batch, N, device=GPU).to(dtype),
+                D=torch.randn(width, device=GPU), z=torch.randn(batch, width, device=GPU).to(dtype),
+                dt_bias=dt0 + torch.log(-torch.expm1(-dt0)))
+    pool = torch.randn(num_slots, width, N, device=GPU)
+    slots = torch.tensor([7, 0, 3, 8, 2], device=GPU)
+    expected_pool = pool.clone()
+    y_ref = ref.selective_state_update_inplace(expected_pool, slots, **args)
+    y_step, new_state = tri.selective_state_update(pool[slots], **args)
+    assert_close_rel(y_step, y_ref, tol_for(dtype), "y (step)")
+    assert_close_rel(new_state, expected_pool[slots], tol_for(dtype), "state (step)")
+    untouched = pool[[1, 4, 5, 6]].clone()
+    y = tri.selective_state_update_inplace(pool, slots, **args)
+    assert_close_rel(y, y_ref, tol_for(dtype), "y (in place)")
+    assert_close_rel(pool, expected_pool, tol_for(dtype), "state pool")
+    assert torch.equal(pool[[1, 4, 5, 6]], untouched)
+
+
 # Dispatch ----------------------------------------------------------------------------------------
 
 @needs_triton
@@ -313,6 +403,8 @@ def test_dispatch_picks_fast_ops_on_the_gpu_and_reference_on_request(monkeypatch
     assert names["mamba_state_update"] == "triton"
     assert names["causal_conv1d_update"] == "triton"
     assert names["paged_attention_decode"] == "triton"
+    assert names["selective_scan_varlen"] == "triton"
+    assert names["selective_state_update"] == names["selective_state_update_inplace"] == "triton"
     assert names["mamba_chunk_scan"] == ("fla" if availability.fla_reason(GPU) is None else "reference")
     assert set(dispatch.ops_for("cpu").implementations.values()) == {"reference"}
     monkeypatch.setenv(dispatch.ENV_VAR, "reference")

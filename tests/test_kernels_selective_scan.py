@@ -1,12 +1,15 @@
-"""The Mamba (v1) selective-scan reference: against transformers' own torch scan (Jamba's), varlen
-against one sequence at a time, a scan split in two with the state carried, and one-step updates."""
+"""The Mamba (v1) selective scan: the chunked op against the one-token-at-a-time recurrence (its
+oracle) and against transformers' own torch scan (Jamba's); varlen against one sequence at a time, a
+scan split in two with the state carried, chunks that end early where decays are large, and one-step
+updates."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from bringup.kernels.reference.selective_scan import selective_scan_varlen, selective_state_update
+from bringup.kernels.reference.selective_scan import (LOG_LIMIT, chunk_bounds, selective_scan_stepwise,
+                                                     selective_scan_varlen, selective_state_update)
 
 W, N = 6, 4  # channels, state size
 
@@ -62,3 +65,59 @@ def test_state_update_steps_like_the_scan():
                                           a["C"][t:t + 1], a["D"], a["z"][t:t + 1], a["dt_bias"])
         torch.testing.assert_close(y[0], y_all[t], atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(state, f_all, atol=1e-5, rtol=1e-5)
+
+
+def _jamba_like(lengths, width=W, n=N, seed=3, dt_scale=1.0):
+    """Inputs with decays as Jamba initialises them (A = -(1..N), dt in [1e-3, 0.1]), times dt_scale."""
+    g = torch.Generator().manual_seed(seed)
+    T = sum(lengths)
+    r = lambda *s: torch.randn(*s, generator=g)  # noqa: E731
+    dt0 = dt_scale * torch.exp(torch.empty(width).uniform_(-6.9, -2.3, generator=g))
+    starts = [0]
+    for length in lengths:
+        starts.append(starts[-1] + length)
+    args = dict(x=r(T, width), dt=0.3 * r(T, width), A=-torch.arange(1, n + 1).float().repeat(width, 1), B=r(T, n),
+                C=r(T, n), D=r(width), z=r(T, width), dt_bias=dt0 + torch.log(-torch.expm1(-dt0)),
+                initial_states=r(len(lengths), width, n))
+    return args, starts
+
+
+def _scan(fn, args, starts, **kw):
+    a = args
+    return fn(a["x"], a["dt"], a["A"], a["B"], a["C"], starts, a["D"], a["z"], a["dt_bias"], a["initial_states"], **kw)
+
+
+@pytest.mark.parametrize("chunk", [None, 1, 3, 8])
+def test_chunked_scan_equals_the_stepwise_recurrence(chunk):
+    args, starts = _jamba_like([23, 1, 9, 40])
+    y, finals = _scan(selective_scan_varlen, args, starts, chunk=chunk)
+    y0, finals0 = _scan(selective_scan_stepwise, args, starts)
+    torch.testing.assert_close(y, y0, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(finals, finals0, atol=1e-5, rtol=1e-4)
+
+
+def test_chunks_span_many_tokens_at_jamba_decays_and_end_early_at_large_ones():
+    assert chunk_bounds([0.5] * 10, longest=4) == [(0, 4), (4, 8), (8, 10)]
+    assert chunk_bounds([25.0, 25.0, 25.0, 1.0], longest=8) == [(0, 2), (2, 4)]  # 75 > LOG_LIMIT
+    assert chunk_bounds([1.0, LOG_LIMIT + 5, 1.0], longest=8) == [(0, 1), (1, 2), (2, 3)]  # past it alone
+    # Large time steps: every chunk ends before 1/E overflows, and the result is still the recurrence's.
+    args, starts = _jamba_like([30, 12], dt_scale=40.0)
+    y, finals = _scan(selective_scan_varlen, args, starts, chunk=16)
+    y0, finals0 = _scan(selective_scan_stepwise, args, starts)
+    assert torch.isfinite(y).all() and torch.isfinite(finals).all()
+    torch.testing.assert_close(y, y0, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(finals, finals0, atol=1e-5, rtol=1e-4)
+
+
+def test_in_place_step_on_a_pool_equals_gather_step_scatter():
+    from bringup.kernels.reference.selective_scan import selective_state_update_inplace
+
+    a = _inputs(2, seed=4)
+    pool = torch.randn(5, W, N)
+    slots = torch.tensor([3, 0])
+    expected_pool = pool.clone()
+    args = (a["x"], a["dt"], a["A"], a["B"], a["C"], a["D"], a["z"], a["dt_bias"])
+    y_ref, new = selective_state_update(expected_pool[slots], *args)
+    expected_pool[slots] = new
+    y = selective_state_update_inplace(pool, slots, *args)
+    assert torch.equal(y, y_ref) and torch.equal(pool, expected_pool)

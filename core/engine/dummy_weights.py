@@ -97,8 +97,10 @@ def fill_dummy_(model, config: dict, seed: int = DEFAULT_SEED) -> None:
             dt = torch.empty(p.shape, device=dev, dtype=torch.float32).uniform_(
                 math.log(lo), math.log(hi), generator=gen).exp_()
             p.copy_(dt + torch.log(-torch.expm1(-dt)))
-        elif leaf == "D" or (p.dim() == 1 and "norm" in name):
+        elif leaf == "D":
             p.fill_(1.0)
+        elif p.dim() == 1 and "norm" in name:  # a scale of 1, also for (1 + w) norms (w = 0, as they initialise)
+            p.fill_(1.0 - float(getattr(model, "norm_weight_offset", 0.0)))
         elif leaf in ("bias", "e_score_correction_bias"):
             p.zero_()
         else:

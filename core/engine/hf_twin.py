@@ -55,3 +55,16 @@ def transformers_twin(model, config: dict, device, dtype: torch.dtype):
         raise UserError(f"transformers' model has buffers that are not in its state dict ({stray[:3]}); "
                         "the twin cannot be built from the meta device")
     return twin.eval()
+
+
+@torch.no_grad()
+def transformers_same_shapes(config: dict, device, dtype: torch.dtype):
+    """The transformers CausalLM of `config` on `device` with transformers' own random weights: the same
+    work as the engine's model, not the same function. For families the twin cannot copy (the engine
+    fuses, shares or rescales their checkpoint tensors at load, or transformers derives buffers the
+    meta device cannot hold)."""
+    from transformers import AutoModelForCausalLM
+
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(transformers_config(config), dtype=dtype)
+    return model.eval()

@@ -71,10 +71,18 @@ _LAYER_TENSORS = {
     "ffn_up": "mlp.up_proj",
     "ffn_down": "mlp.down_proj",
     "ffn_gate_inp": "mlp.gate",
-    # Gemma 3's extra norms (the map and planner read its config; the engine does not run it yet).
+    # Gemma 3's sandwich norms: after attention, and after the feed-forward block.
     "post_attention_norm": "post_attention_layernorm",
     "post_ffw_norm": "post_feedforward_layernorm",
 }
+# Where an architecture's tensor means something else: in Gemma 3, llama.cpp's `ffn_norm` is the
+# norm *before* the feed-forward block (gguf-py's FFN_PRE_NORM shares the name `ffn_norm`), since
+# `post_attention_norm` is the one after attention.
+_ARCH_LAYER_TENSORS = {"gemma3": {"ffn_norm": "pre_feedforward_layernorm"}}
+# llama.cpp's converter stores Gemma's (1 + w) RMSNorm weights as 1 + w (its norm multiplies by the
+# weight); checkpoints, and so the engine, hold w. transformers' GGUF loader subtracts the 1 too
+# (modeling_gguf_pytorch_utils.py, Gemma2TensorProcessor, transformers 5.24).
+NORM_PLUS_ONE = {"gemma3"}
 _GLOBAL_TENSORS = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
 _EXPERTS = {"ffn_gate_exps": "gate_proj", "ffn_up_exps": "up_proj", "ffn_down_exps": "down_proj"}
 _BLOCK = re.compile(r"^blk\.(\d+)\.(\w+?)\.(weight|bias)$")
@@ -225,17 +233,18 @@ def _float_dtype(reader) -> str:
     return "float32"
 
 
-def hf_name(gguf_name: str) -> str | None:
-    """The Hugging Face name of a GGUF tensor, or None for one the engine derives itself
-    (rope_freqs); expert stacks are handled by `iter_gguf_weights`."""
+def hf_name(gguf_name: str, arch: str | None = None) -> str | None:
+    """The Hugging Face name of a GGUF tensor of architecture `arch`, or None for one the engine
+    derives itself (rope_freqs); expert stacks are handled by `iter_gguf_weights`."""
     for short, long in _GLOBAL_TENSORS.items():
         if gguf_name in (f"{short}.weight", f"{short}.bias"):
             return f"{long}.{gguf_name.rsplit('.', 1)[1]}"
     if gguf_name.startswith("rope_freqs"):
         return None
     m = _BLOCK.match(gguf_name)
-    if m and m.group(2) in _LAYER_TENSORS:
-        return f"model.layers.{m.group(1)}.{_LAYER_TENSORS[m.group(2)]}.{m.group(3)}"
+    tensors = {**_LAYER_TENSORS, **_ARCH_LAYER_TENSORS.get(arch, {})}
+    if m and m.group(2) in tensors:
+        return f"model.layers.{m.group(1)}.{tensors[m.group(2)]}.{m.group(3)}"
     return None
 
 
@@ -281,7 +290,7 @@ def iter_gguf_weights(path, config: dict | None = None) -> Iterator[tuple[str, "
                 yield (f"model.layers.{m.group(1)}.mlp.experts.{e}.{_EXPERTS[m.group(2)]}.weight",
                        torch.from_numpy(np.array(data[e], dtype=np.float32, order="C")))
             continue
-        target = hf_name(name)
+        target = hf_name(name, arch)
         if target is None:
             if not name.startswith("rope_freqs"):
                 unknown.append(name)
@@ -289,6 +298,8 @@ def iter_gguf_weights(path, config: dict | None = None) -> Iterator[tuple[str, "
         data = dequantised(tensor)
         if arch in PERMUTED_QK and m and m.group(2) in ("attn_q", "attn_k"):
             data = unpermute_qk(data, heads if m.group(2) == "attn_q" else kv_heads)
+        if arch in NORM_PLUS_ONE and target.endswith("norm.weight"):
+            data = data - 1.0
         yield target, torch.from_numpy(np.array(data, dtype=np.float32, order="C"))  # a copy: the file is memory-mapped read-only
     if unknown:
         shown = ", ".join(unknown[:6]) + (f" and {len(unknown) - 6} more" if len(unknown) > 6 else "")

@@ -24,7 +24,7 @@ from .paged_attention_decode import paged_attention_decode
 from .paged_attention_prefill import paged_attention_prefill
 from .rms_norm import rms_norm
 from .rotary import apply_rotary
-from .selective_scan import selective_scan_varlen, selective_state_update
+from .selective_scan import selective_scan_varlen, selective_state_update, selective_state_update_inplace
 
 OPS = {
     "add_rms_norm": add_rms_norm,
@@ -54,6 +54,7 @@ OPS = {
     "rms_norm": rms_norm,
     "selective_scan_varlen": selective_scan_varlen,
     "selective_state_update": selective_state_update,
+    "selective_state_update_inplace": selective_state_update_inplace,
 }
 
 __all__ = sorted(OPS) + ["OPS"]

@@ -1,10 +1,13 @@
-"""Batched decode attention over the paged KV cache in Triton (GQA, optional sliding window).
+"""Batched decode attention over the paged KV cache in Triton (GQA, optional sliding window, score
+soft-capping as Gemma 2's, attention sinks as gpt-oss's).
 
 One program per (request, KV head, slice of the context) walks its pages through the block table
 with an online softmax, for all the query heads that share the KV head at once (so each K/V
 element is read once, not once per query head). Slicing the context ("split-K", as in
 flash-decoding) keeps the GPU busy when requests times KV heads are fewer than its cores; a second
-small kernel merges the slices' partial softmaxes. The reference gathers every request's pages to
+small kernel merges the slices' partial softmaxes. A sink is a per-head logit that joins the softmax's
+denominator only (a key whose value is zero), so it enters once, where the row's softmax is finished:
+at the end of the single-slice kernel or in the merge. The reference gathers every request's pages to
 the longest table in float32 first.
 """
 
@@ -18,16 +21,21 @@ from .launch import compute_units, next_pow2, num_warps
 
 
 @triton.jit
+def _tanh(x):
+    return 1.0 - 2.0 / (tl.exp(2.0 * x) + 1.0)  # saturates to +-1 (exp overflows to inf, or to 0)
+
+
+@triton.jit
 def _paged_decode_kernel(
-    q_ptr, k_ptr, v_ptr, table_ptr, ctx_ptr, o_ptr, part_acc_ptr, part_ml_ptr,
-    scale, window, head_dim, page_size, rep, tokens_per_split, num_splits,
+    q_ptr, k_ptr, v_ptr, table_ptr, ctx_ptr, o_ptr, part_acc_ptr, part_ml_ptr, sinks_ptr,
+    scale, softcap, window, head_dim, page_size, rep, tokens_per_split, num_splits,
     s_qb, s_qh, s_qd,
     s_kp, s_ko, s_kh, s_kd,
     s_vp, s_vo, s_vh, s_vd,
     s_tb, s_tp,
     s_ob, s_oh, s_od,
-    HAS_WINDOW: tl.constexpr, SPLIT: tl.constexpr, DOT_PRECISION: tl.constexpr,
-    BLOCK_R: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr,
+    HAS_WINDOW: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_SINKS: tl.constexpr, SPLIT: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr,
 ):
     b = tl.program_id(0)
     kv_head = tl.program_id(1)
@@ -60,6 +68,8 @@ def _paged_decode_kernel(
         v = tl.load(v_ptr + page[:, None] * s_vp + off[:, None] * s_vo + kv_head * s_vh + offs_d[None, :] * s_vd,
                     mask=kv_mask, other=0.0)
         s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * scale  # [BLOCK_R, BLOCK_T]
+        if HAS_SOFTCAP:
+            s = softcap * _tanh(s / softcap)
         s = tl.where(visible[None, :], s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, axis=1))
         m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # a block with nothing visible adds nothing
@@ -76,16 +86,22 @@ def _paged_decode_kernel(
         tl.store(part_ml_ptr + row, m_i, mask=mask_r)
         tl.store(part_ml_ptr + tl.num_programs(0) * rep * tl.num_programs(1) * num_splits + row, l_i, mask=mask_r)
     else:
-        out = acc / l_i[:, None]
+        if HAS_SINKS:
+            sink = tl.load(sinks_ptr + heads, mask=mask_r, other=0.0).to(tl.float32)
+            m_all = tl.maximum(m_i, sink)
+            alpha = tl.exp(m_i - m_all)
+            out = acc * alpha[:, None] / (l_i * alpha + tl.exp(sink - m_all))[:, None]
+        else:
+            out = acc / l_i[:, None]
         tl.store(o_ptr + b * s_ob + heads[:, None] * s_oh + offs_d[None, :] * s_od,
                  out.to(o_ptr.dtype.element_ty), mask=out_mask)
 
 
 @triton.jit
 def _merge_splits_kernel(
-    part_acc_ptr, part_ml_ptr, o_ptr, num_rows, num_splits, head_dim,
+    part_acc_ptr, part_ml_ptr, o_ptr, sinks_ptr, num_rows, num_splits, head_dim,
     s_ob, s_oh, s_od,
-    BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr,
+    HAS_SINKS: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr,
 ):
     b = tl.program_id(0)
     h = tl.program_id(1)
@@ -98,8 +114,14 @@ def _merge_splits_kernel(
     acc = tl.load(part_acc_ptr + (row * num_splits + offs_s[:, None]) * head_dim + offs_d[None, :],
                   mask=mask_s[:, None] & (offs_d[None, :] < head_dim), other=0.0)
     m_all = tl.max(m, axis=0)  # finite: every request has at least one visible token
+    if HAS_SINKS:
+        sink = tl.load(sinks_ptr + h).to(tl.float32)
+        m_all = tl.maximum(m_all, sink)
     w = tl.exp(m - m_all)  # 0 for slices that saw nothing
-    out = tl.sum(acc * w[:, None], axis=0) / tl.sum(l * w, axis=0)
+    denominator = tl.sum(l * w, axis=0)
+    if HAS_SINKS:
+        denominator += tl.exp(sink - m_all)
+    out = tl.sum(acc * w[:, None], axis=0) / denominator
     tl.store(o_ptr + b * s_ob + h * s_oh + offs_d * s_od, out.to(o_ptr.dtype.element_ty), mask=offs_d < head_dim)
 
 
@@ -125,14 +147,8 @@ def paged_attention_decode(
     sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Same arguments and result as `kernels.reference.paged_attention_decode`: q [B, Hq, D],
-    k/v_cache [num_pages, page_size, Hkv, D], block_tables [B, max_pages], context_lens [B].
-
-    Score soft-capping (Gemma 2) and attention sinks (gpt-oss) are not in this kernel yet: with
-    either, the batched reference (one computation for the batch, no per-token loop) runs."""
-    if softcap is not None or sinks is not None:
-        from ..reference.paged_attention_decode import paged_attention_decode as reference
-
-        return reference(q, k_cache, v_cache, block_tables, context_lens, scale, sliding_window, softcap, sinks)
+    k/v_cache [num_pages, page_size, Hkv, D], block_tables [B, max_pages], context_lens [B],
+    softcap (scores become softcap * tanh(scores / softcap)), sinks [Hq] (one logit per query head)."""
     batch, hq, head_dim = q.shape
     _, page_size, hkv, _ = k_cache.shape
     if hq % hkv:
@@ -152,18 +168,23 @@ def paged_attention_decode(
     split = splits > 1
     part_acc = torch.empty((batch * hq * splits, head_dim) if split else (1,), device=q.device, dtype=torch.float32)
     part_ml = torch.empty((2 * batch * hq * splits,) if split else (1,), device=q.device, dtype=torch.float32)
+    if sinks is not None and sinks.numel() != hq:
+        raise ValueError(f"paged attention: {sinks.numel()} sinks for {hq} query heads")
+    sinks_arg = sinks.to(device=q.device).contiguous() if sinks is not None else part_ml  # unread without sinks
     _paged_decode_kernel[(batch, hkv, splits)](
-        q, k_cache, v_cache, tables, ctx, out, part_acc, part_ml,
-        float(scale), int(sliding_window or 0), head_dim, page_size, rep, tokens_per_split, splits,
-        *q.stride(), *k_cache.stride(), *v_cache.stride(), *tables.stride(), *out.stride(),
-        HAS_WINDOW=sliding_window is not None, SPLIT=split,
+        q, k_cache, v_cache, tables, ctx, out, part_acc, part_ml, sinks_arg,
+        float(scale), float(softcap or 1.0), int(sliding_window or 0), head_dim, page_size, rep, tokens_per_split,
+        splits, *q.stride(), *k_cache.stride(), *v_cache.stride(), *tables.stride(), *out.stride(),
+        HAS_WINDOW=sliding_window is not None, HAS_SOFTCAP=softcap is not None, HAS_SINKS=sinks is not None,
+        SPLIT=split,
         DOT_PRECISION="ieee" if k_cache.dtype == torch.float32 else "tf32",
         BLOCK_R=next_pow2(rep, 16), BLOCK_T=block_t, BLOCK_D=block_d,
         num_warps=num_warps(q.device.type, WARPS),
     )
     if split:
         _merge_splits_kernel[(batch, hq)](
-            part_acc, part_ml, out, batch * hq, splits, head_dim, *out.stride(),
-            BLOCK_S=next_pow2(splits), BLOCK_D=block_d, num_warps=num_warps(q.device.type, 4),
+            part_acc, part_ml, out, sinks_arg, batch * hq, splits, head_dim, *out.stride(),
+            HAS_SINKS=sinks is not None, BLOCK_S=next_pow2(splits), BLOCK_D=block_d,
+            num_warps=num_warps(q.device.type, 4),
         )
     return out

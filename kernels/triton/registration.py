@@ -18,6 +18,8 @@ FAST_OPS: dict[str, tuple[str, str, bool]] = {
     "gated_delta_rule_chunk": ("fla", "fla.gated_delta_rule", True),
     "gated_delta_rule_recurrent_inplace": ("fla", "fla.gated_delta_rule", True),
     "mamba_state_update": ("triton", "triton.mamba_state_update", False),
+    "selective_scan_varlen": ("triton", "triton.selective_scan", False),
+    "selective_state_update": ("triton", "triton.selective_scan", False),
     "causal_conv1d_update": ("triton", "triton.causal_conv1d_update", False),
     "causal_conv1d_varlen": ("triton", "triton.causal_conv1d_varlen", False),
     "paged_attention_decode": ("triton", "triton.paged_attention_decode", False),

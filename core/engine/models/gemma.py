@@ -124,6 +124,7 @@ class GemmaForCausalLM(StackedCausalLM):
     model_types = ("gemma2", "gemma3_text")
     # Every norm weight holds 1 + w, computed in float32 at load time (see the module docstring).
     keep_float32 = ("norm",)
+    norm_weight_offset = 1.0  # what finish_loading adds to a norm weight (dummy weights start at 1 - this)
     parts = Parts(
         family="Gemma",
         mixers={"attention": GemmaAttention, "sliding_attention": GemmaAttention},

@@ -5,8 +5,10 @@ order the tokens). Routing: top-k of the softmax over all experts, weights not r
 Weights as transformers saves them: `model.layers.N.mamba...`, `model.layers.N.self_attn...`,
 `model.layers.N.feed_forward.experts.E.{gate,up,down}_proj.weight`, `...feed_forward.router.weight`.
 
-The Mamba scan runs the reference selective scan (kernels/reference/selective_scan.py) on every
-device until a fast one is registered.
+Prompts scan with `selective_scan_varlen`: on CUDA/XPU the Triton kernel (kernels/triton/selective_scan.py,
+the state held in registers across the prompt), elsewhere the chunked plain-torch op (a cumulative sum
+per chunk of tokens, no step per token); decode steps with one batched state update on the pool's
+slots (`selective_state_update_inplace`: in place in Triton, gather/scatter in the reference).
 """
 
 from __future__ import annotations

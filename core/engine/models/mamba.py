@@ -57,9 +57,7 @@ class MambaMixer(nn.Module):
         ops = self.ops
         xc = ops.causal_conv1d_update_inplace(x, conv_states, slots, w, b, "silu")
         dt, B, C = self._ssm_inputs(xc)
-        y, state = ops.selective_state_update(ssm_states[slots], xc, dt, A, B, C, self.D, z, self.dt_proj.bias, True)
-        ssm_states[slots] = state.to(ssm_states.dtype)
-        return y
+        return ops.selective_state_update_inplace(ssm_states, slots, xc, dt, A, B, C, self.D, z, self.dt_proj.bias, True)
 
     def forward(self, hidden: torch.Tensor, batch) -> torch.Tensor:
         ops = self.ops

@@ -21,7 +21,9 @@ def inv_freq_for(cfg, head_dim: int) -> torch.Tensor:
     p = rope_parameters(cfg)
     kind = p["rope_type"]
     dim = int(head_dim * p.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 1.0)))
-    inv = 1.0 / (float(p["rope_theta"]) ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+    # Always computed on the CPU (callers move it): models are first built on the meta device, where
+    # this arithmetic would import torch._dynamo (seconds) for a table finish_loading recomputes.
+    inv = 1.0 / (float(p["rope_theta"]) ** (torch.arange(0, dim, 2, dtype=torch.int64, device="cpu").float() / dim))
     if kind == "default":
         return inv
     if kind == "linear":
@@ -56,7 +58,7 @@ def _yarn_inv_freq(p: dict, inv: torch.Tensor, dim: int) -> torch.Tensor:
     low, high = max(low, 0), min(high, dim - 1)
     if low == high:
         high += 0.001
-    ramp = ((torch.arange(dim // 2, dtype=torch.float32) - low) / (high - low)).clamp(0, 1)
+    ramp = ((torch.arange(dim // 2, dtype=torch.float32, device="cpu") - low) / (high - low)).clamp(0, 1)
     keep = 1 - ramp  # 1: extrapolate (keep the frequency), 0: interpolate (divide by factor)
     return (inv / factor) * (1 - keep) + inv * keep
 

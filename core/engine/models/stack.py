@@ -169,7 +169,11 @@ class StackedCausalLM(CausalLM):
         super().__init__(config, ops, layer_map)
         cfg, lay = self.config, self.parts.layout
         decoder = nn.Module()
-        decoder.add_module(lay.embed, nn.Embedding(cfg.vocab_size, cfg.hidden_size).requires_grad_(False))
+        # An explicit (uninitialised) weight: Embedding's own normal_ init, even on the meta device,
+        # imports torch._dynamo (~3 s of every engine start on CPU) for values the loader overwrites.
+        embedding = nn.Embedding(cfg.vocab_size, cfg.hidden_size,
+                                 _weight=torch.empty(cfg.vocab_size, cfg.hidden_size)).requires_grad_(False)
+        decoder.add_module(lay.embed, embedding)
         decoder.layers = nn.ModuleList(self.layer_class(cfg, layer, self.parts, ops) for layer in layer_map.layers)
         decoder.add_module(lay.final_norm, RMSNormWeight(cfg.hidden_size, norm_eps(cfg, lay)))
         self.add_module(lay.root, decoder)
