@@ -84,7 +84,7 @@ class Req:
 def make_pools(model, num_pages=64, page_size=4, num_slots=8, dtype=torch.float32):
     spec = model.cache_spec
     kv = KVPool(num_pages, page_size, spec.kv_layer_ids, spec.num_kv_heads, spec.head_dim, dtype=dtype,
-                device=model.device)
+                device=model.device, v_head_dim=spec.v_head_dim or None, latent=spec.latent_kv)
     state = StatePool(num_slots, spec.state_layer_ids, spec.conv_shape, spec.ssm_shape, conv_dtype=dtype,
                       ssm_dtype=torch.float32, device=model.device)
     return kv, state

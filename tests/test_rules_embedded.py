@@ -45,21 +45,28 @@ def test_validation_never_imports_torch():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-KIMI_LINEAR = "moonshotai__Kimi-Linear-48B-A3B-Instruct.json"  # not in the engine yet (issue 11 left it)
+def test_unsupported_model_uses_the_engine_text(tmp_path):
+    """Every real config in shared/models now runs in the engine: a Granite (dense) config, which the
+    map reads but the engine has no class for, stands in for an unsupported model."""
+    import json
 
-
-def test_unsupported_model_uses_the_engine_text():
     from bringup.core.engine.models import UnsupportedModelError, model_class_for
-    from rules_helpers import layer_map
+    from bringup.core.rules import LaunchSettings, validate
+    from bringup.core.sources.resolve import load_layer_map
+    from rules_helpers import MODELS
 
-    r = run(KIMI_LINEAR, "embedded", device="cpu")
-    f = finding(r, "EMBEDDED_MODEL_UNSUPPORTED")
+    config = json.loads((MODELS / "meta-llama__Meta-Llama-3.1-8B.json").read_text())
+    config.update(model_type="granite", architectures=["GraniteForCausalLM"])
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    lm = load_layer_map(str(tmp_path / "config.json"))
+    f = finding(validate(lm, "embedded", LaunchSettings(device="cpu")), "EMBEDDED_MODEL_UNSUPPORTED")
     with pytest.raises(UnsupportedModelError) as err:
-        model_class_for(layer_map(KIMI_LINEAR).config)
+        model_class_for(lm.config)
     assert f.engine_message == f"UnsupportedModelError: {err.value}"
 
 
-@pytest.mark.parametrize("config", [LFM2, "Qwen__Qwen3-Next-80B-A3B-Instruct.json", "MiniMaxAI__MiniMax-M1.json"])
+@pytest.mark.parametrize("config", [LFM2, "Qwen__Qwen3-Next-80B-A3B-Instruct.json", "MiniMaxAI__MiniMax-M1.json",
+                                    "moonshotai__Kimi-Linear-48B-A3B-Instruct.json"])
 def test_linear_attention_hybrids_are_embedded_models(config):
     assert "EMBEDDED_MODEL_UNSUPPORTED" not in codes(run(config, "embedded", device="cpu"))
 

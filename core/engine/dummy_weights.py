@@ -118,7 +118,9 @@ def load_dummy_model(source, *, device="cpu", dtype="auto", seed: int = DEFAULT_
 
     started = time.monotonic()
     loaded = resolve_config(source)
-    config = _decode_special_floats(loaded.config)
+    from .models import decoder_config
+
+    config = decoder_config(_decode_special_floats(loaded.config))
     dev, dt = resolve_device(device), resolve_dtype(dtype, config)
     try:
         cls = model_class_for(config)

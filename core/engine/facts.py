@@ -33,11 +33,18 @@ MODEL_CLASSES: dict[str, str] = {
     "qwen3_next": "qwen3_next:Qwen3NextForCausalLM",
     "qwen3_5_text": "qwen3_next:Qwen3NextForCausalLM",
     "qwen3_5_moe_text": "qwen3_next:Qwen3NextForCausalLM",
+    "qwen3_5": "qwen3_next:Qwen3NextForCausalLM",
+    "qwen3_5_moe": "qwen3_next:Qwen3NextForCausalLM",
     "lfm2": "lfm2:Lfm2ForCausalLM",
     "minimax": "minimax:MiniMaxForCausalLM",
     "minimax_m1": "minimax:MiniMaxForCausalLM",
     "minimax_text_01": "minimax:MiniMaxForCausalLM",
+    "kimi_linear": "kimi_linear:KimiLinearForCausalLM",
 }
+
+# Multimodal model_types whose text decoder the engine runs: config.json nests the decoder's config in
+# `text_config` (the engine builds from it, models.decoder_config), and the vision tower's weights are skipped.
+TEXT_DECODER_WRAPPERS = frozenset({"qwen3_5", "qwen3_5_moe"})
 
 DEVICES = ("cpu", "cuda", "xpu")  # torch's own device APIs (core/engine/device.py); "auto" picks one
 DTYPES = ("auto", "float32", "bfloat16", "float16")  # model dtype; "auto": the checkpoint's

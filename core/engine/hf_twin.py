@@ -34,9 +34,23 @@ def transformers_twin(model, config: dict, device, dtype: torch.dtype):
     twin.to_empty(device=device)
     params = dict(model.named_parameters())
     persistent = twin.state_dict()
+    # A model whose in-memory transformers names differ from its checkpoint's (fused experts, norms
+    # stored another way) says what each such tensor holds.
+    own = getattr(model, "twin_tensor", None)
+    buffers = {n for n, _ in twin.named_buffers()}
+    computed: set[str] = set()  # buffers the engine does not load (MiniMax's decay tables): rebuilt below
     for name, dest in persistent.items():
+        value = own(name) if own is not None else None
+        if value is not None:
+            if tuple(value.shape) != tuple(dest.shape):
+                raise UserError(f"transformers' {name} is {list(dest.shape)}, the engine's {list(value.shape)}")
+            dest.copy_(value)
+            continue
         target = model.map_weight_name(name)
         if target is None:
+            if name in buffers:
+                computed.add(name)
+                continue
             if name == "lm_head.weight" and model.tied:
                 dest.copy_(params["backbone.embeddings.weight"] if "backbone.embeddings.weight" in params
                            else model.input_embedding.weight)
@@ -50,11 +64,41 @@ def transformers_twin(model, config: dict, device, dtype: torch.dtype):
         if tuple(src.shape) != tuple(dest.shape):
             raise UserError(f"transformers' {name} is {list(dest.shape)}, the engine's {pname} {list(src.shape)}")
         dest.copy_(src)
-    stray = [n for n, _ in twin.named_buffers() if n not in persistent]
-    if stray:  # non-persistent buffers (rotary tables) would be garbage after to_empty
-        raise UserError(f"transformers' model has buffers that are not in its state dict ({stray[:3]}); "
-                        "the twin cannot be built from the meta device")
+    wanted = {n for n in buffers if n not in persistent} | computed
+    stray = sorted(wanted - _rebuild_buffers(twin, wanted, device))
+    if stray:  # computed buffers (rotary tables, decay tables) would be garbage after to_empty
+        raise UserError(f"transformers' model has buffers the engine's weights do not give ({stray[:3]}) and "
+                        "that cannot be computed again from its config; the twin cannot be built")
     return twin.eval()
+
+
+def _rebuild_buffers(twin, names: set[str], device) -> set[str]:
+    """Buffers computed from the config, not learnt (rotary tables, MiniMax's decay tables), hold
+    garbage after to_empty: a module holding some of `names` is built again on the CPU from its
+    config (and its layer index, where it takes one) and those buffers copied in. Returns the names
+    so restored."""
+    done: set[str] = set()
+    for mod_name, module in twin.named_modules():
+        prefix = f"{mod_name}." if mod_name else ""
+        own = [n for n, _ in module.named_buffers(recurse=False) if prefix + n in names]
+        config = getattr(module, "config", None) or twin.config  # a module may not keep its config
+        if not own:
+            continue
+        fresh = None
+        for args in ((config,), (config, getattr(module, "layer_idx", None))):
+            if args[-1] is None:
+                continue
+            try:
+                fresh = type(module)(*args)
+                break
+            except Exception:  # noqa: BLE001 - not rebuildable this way: the caller names what is left
+                continue
+        if fresh is None:
+            continue
+        for n in own:
+            getattr(module, n).copy_(getattr(fresh, n).to(device))
+            done.add(prefix + n)
+    return done
 
 
 @torch.no_grad()

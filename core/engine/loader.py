@@ -25,7 +25,7 @@ from bringup.core.errors import UserError
 from bringup.core.sources.gguf_file import is_gguf_path, iter_gguf_weights, load_gguf_tokenizer, read_gguf_config
 from bringup.kernels.dispatch import ops_for
 
-from .models import CausalLM, UnsupportedModelError, WeightLoadError, model_class_for
+from .models import CausalLM, UnsupportedModelError, WeightLoadError, decoder_config, model_class_for
 
 Progress = Callable[[str], None]
 
@@ -224,6 +224,7 @@ def build_model(config: dict, *, device="cpu", dtype=torch.float32, ops=None, na
     ones the config's layer map lists (`model.layer_map`, named `name`, from `source`)."""
     from bringup.core.families import build_layer_map
 
+    config = decoder_config(config)
     try:
         cls = model_class_for(config)
     except UnsupportedModelError as err:
@@ -253,7 +254,7 @@ def load_model(source, *, device="cpu", dtype="auto", progress: Progress | None 
         return load_dummy_model(source, device=device, dtype=dtype, progress=progress)
     started = time.monotonic()
     folder = resolve_checkpoint(source, progress=progress)
-    config = read_model_config(folder)
+    config = decoder_config(read_model_config(folder))
     dev, dt = resolve_device(device), resolve_dtype(dtype, config)
     if progress:
         progress(f"building {config.get('model_type')} on {dev} in {str(dt).removeprefix('torch.')}")

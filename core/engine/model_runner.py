@@ -64,7 +64,8 @@ class ModelRunner:
         full_ids = tuple(i for i in spec.kv_layer_ids if i not in swa_ids)
         try:
             self.kv_pool = KVPool(num_pages, page_size, full_ids, spec.num_kv_heads or 1,
-                                  spec.head_dim or 1, kv_dtype, device)
+                                  spec.head_dim or 1, kv_dtype, device, v_head_dim=spec.v_head_dim or None,
+                                  latent=spec.latent_kv)
             self.swa_pool = SWAPool(swa_pages, page_size, swa_ids, spec.num_kv_heads, spec.head_dim,
                                     spec.sliding_window, kv_dtype, device) if swa_ids else None
             self.state_pool = StatePool(num_slots, spec.state_layer_ids, spec.conv_shape or (1,),

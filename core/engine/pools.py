@@ -139,7 +139,7 @@ class KVPool:
     name = "KV pool"
 
     def __init__(self, num_pages: int, page_size: int, layer_ids, num_kv_heads: int, head_dim: int,
-                 dtype="bfloat16", device="cpu", v_head_dim: int | None = None):
+                 dtype="bfloat16", device="cpu", v_head_dim: int | None = None, latent: bool = False):
         if num_pages < 0 or page_size < 1:
             raise ValueError(f"KV pool needs num_pages >= 0 and page_size >= 1, got {num_pages} and {page_size}")
         self.num_pages, self.page_size = int(num_pages), int(page_size)
@@ -148,14 +148,17 @@ class KVPool:
             raise ValueError(f"KV pool layer ids repeat: {list(self.layer_ids)}")
         self.index = {lid: i for i, lid in enumerate(self.layer_ids)}
         self.num_kv_heads, self.head_dim = int(num_kv_heads), int(head_dim)
-        self.v_head_dim = int(v_head_dim or head_dim)
+        # latent (MLA): one vector per token and layer, the compressed latent and the rope key; the
+        # attention reads it as keys and as values (`v` is `k`), and the model keeps the value part.
+        self.latent = bool(latent)
+        self.v_head_dim = self.head_dim if self.latent else int(v_head_dim or head_dim)
         self.dtype, self.device = as_dtype(dtype), torch.device(device)
         n = len(self.layer_ids)
         # One tensor per K and V for all layers (allocated once), viewed per layer.
         self._k = torch.zeros(n, self.num_pages, self.page_size, self.num_kv_heads, self.head_dim,
                               dtype=self.dtype, device=self.device)
-        self._v = torch.zeros(n, self.num_pages, self.page_size, self.num_kv_heads, self.v_head_dim,
-                              dtype=self.dtype, device=self.device)
+        self._v = self._k if self.latent else torch.zeros(
+            n, self.num_pages, self.page_size, self.num_kv_heads, self.v_head_dim, dtype=self.dtype, device=self.device)
         self._ids = _Ids(self.num_pages, "KV page")
 
     # Layer access
@@ -210,11 +213,12 @@ class KVPool:
 
     @property
     def v_bytes(self) -> int:
-        return self._v.numel() * self._v.element_size()
+        return 0 if self.latent else self._v.numel() * self._v.element_size()
 
     @property
     def bytes_per_token(self) -> int:
-        return len(self.layer_ids) * self.num_kv_heads * (self.head_dim + self.v_head_dim) * self._k.element_size()
+        per_head = self.head_dim + (0 if self.latent else self.v_head_dim)
+        return len(self.layer_ids) * self.num_kv_heads * per_head * self._k.element_size()
 
     def __repr__(self) -> str:
         return (f"KVPool(pages={self.num_pages}x{self.page_size}, layers={list(self.layer_ids)}, "

@@ -11,6 +11,7 @@ from .causal_conv1d_update_inplace import causal_conv1d_update_inplace
 from .causal_conv1d_varlen import causal_conv1d_varlen, causal_conv1d_varlen_inplace
 from .gated_delta_rule import gated_delta_rule_chunk, gated_delta_rule_recurrent_inplace
 from .gated_rms_norm import gated_rms_norm
+from .kda import kda_chunk, kda_recurrent_inplace
 from .kv_cache_write import kv_cache_write
 from .lightning_attention import lightning_attention_chunk, lightning_attention_recurrent_inplace
 from .mamba_chunk_scan import mamba_chunk_scan
@@ -37,6 +38,8 @@ OPS = {
     "gated_delta_rule_chunk": gated_delta_rule_chunk,
     "gated_delta_rule_recurrent_inplace": gated_delta_rule_recurrent_inplace,
     "gated_rms_norm": gated_rms_norm,
+    "kda_chunk": kda_chunk,
+    "kda_recurrent_inplace": kda_recurrent_inplace,
     "kv_cache_write": kv_cache_write,
     "lightning_attention_chunk": lightning_attention_chunk,
     "lightning_attention_recurrent_inplace": lightning_attention_recurrent_inplace,

@@ -17,6 +17,8 @@ FAST_OPS: dict[str, tuple[str, str, bool]] = {
     "mamba_chunk_scan_varlen": ("fla", "fla.mamba_chunk_scan", True),
     "gated_delta_rule_chunk": ("fla", "fla.gated_delta_rule", True),
     "gated_delta_rule_recurrent_inplace": ("fla", "fla.gated_delta_rule", True),
+    "kda_chunk": ("fla", "fla.kda", True),
+    "kda_recurrent_inplace": ("fla", "fla.kda", True),
     "mamba_state_update": ("triton", "triton.mamba_state_update", False),
     "selective_scan_varlen": ("triton", "triton.selective_scan", False),
     "selective_state_update": ("triton", "triton.selective_scan", False),

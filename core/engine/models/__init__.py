@@ -11,12 +11,27 @@ from __future__ import annotations
 
 import importlib
 
-from ..facts import MODEL_CLASSES, supported_model_types, unsupported_model_message
+from ..facts import MODEL_CLASSES, TEXT_DECODER_WRAPPERS, supported_model_types, unsupported_model_message
 from .base import CacheSpec, CausalLM, WeightLoadError
 
 
 class UnsupportedModelError(ValueError):
     pass
+
+
+def decoder_config(config: dict) -> dict:
+    """The config the engine builds from: for a multimodal wrapper whose text decoder it runs
+    (facts.TEXT_DECODER_WRAPPERS, e.g. Qwen3.5's `qwen3_5`), the nested text_config merged with the
+    wrapper's top-level facts (architectures, tied embeddings); any other config as it is."""
+    if config.get("model_type") not in TEXT_DECODER_WRAPPERS or not isinstance(config.get("text_config"), dict):
+        return config
+    from bringup.core.families import text_config
+
+    merged = text_config(config)[0]
+    for key in ("eos_token_id", "bos_token_id", "pad_token_id", "dtype", "torch_dtype"):
+        if merged.get(key) is None and config.get(key) is not None:
+            merged[key] = config[key]
+    return merged
 
 
 def model_class_for(config: dict) -> type[CausalLM]:
@@ -28,5 +43,5 @@ def model_class_for(config: dict) -> type[CausalLM]:
     return getattr(importlib.import_module(f"{__name__}.{module}"), name)
 
 
-__all__ = ["CacheSpec", "CausalLM", "UnsupportedModelError", "WeightLoadError", "model_class_for",
+__all__ = ["CacheSpec", "CausalLM", "UnsupportedModelError", "WeightLoadError", "decoder_config", "model_class_for",
            "supported_model_types"]

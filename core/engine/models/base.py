@@ -33,6 +33,10 @@ class CacheSpec:
     # beside them, the engine keeps their K/V in a separate SWA pool that holds only the window.
     swa_layer_ids: tuple[int, ...] = ()
     sliding_window: int = 0
+    # V's size per head where it differs from K's (0: the same). latent_kv (MLA): the pool keeps one
+    # vector per token (compressed latent + rope key, `head_dim` wide) read as K and as V.
+    v_head_dim: int = 0
+    latent_kv: bool = False
     extra: dict = field(default_factory=dict, compare=False)
 
 

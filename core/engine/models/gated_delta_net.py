@@ -94,10 +94,9 @@ class GatedDeltaNet(nn.Module):
         if plan.scan_rows is not None:  # prompts and prompt chunks, all in one varlen call
             rows, slots, has = plan.scan_rows, plan.scan_slots, plan.scan_has_state
             # A request starting its prompt begins from zeros whatever its slot holds.
-            conv0 = torch.where(has[:, None, None], conv_states[slots], 0)
+            xc = ops.causal_conv1d_varlen_inplace(mixed[rows], plan.scan_starts, w, None, conv_states, slots, has,
+                                                  "silu")
             rec0 = torch.where(has[:, None, None, None], rec_states[slots].float(), 0)
-            xc, conv_final = ops.causal_conv1d_varlen(mixed[rows], plan.scan_starts, w, None, conv0, "silu")
-            conv_states[slots] = conv_final.to(conv_states.dtype)
             q, k, v = self._split(xc)
             ys, rec_final = ops.gated_delta_rule_chunk(q, k, v, g[rows], beta[rows], plan.scan_starts, rec0)
             rec_states[slots] = rec_final.to(rec_states.dtype)

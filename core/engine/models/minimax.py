@@ -110,6 +110,7 @@ def lightning(cfg, layer, ops) -> LightningAttention:
 
 
 _EXPERT = re.compile(r"^(model\.layers\.\d+\.block_sparse_moe\.experts)\.(\d+)\.(w1|w2|w3)\.weight$")
+_TWIN_MOE = re.compile(r"^(model\.layers\.\d+)\.mlp\.(gate\.weight|experts\.gate_up_proj|experts\.down_proj)$")
 _DERIVED = ("slope_rate", "query_decay", "key_decay", "diagonal_decay", "rotary_emb.inv_freq")
 
 
@@ -140,6 +141,21 @@ class MiniMaxForCausalLM(StackedCausalLM):
 
     def begin(self, batch) -> None:
         batch.memo[ROPE_KEY] = self.inv_freq
+
+    def twin_tensor(self, name: str):
+        """What transformers' in-memory tensor `name` holds (hf_twin.py) where its names are not the
+        checkpoint's: the MoE under `mlp`, experts fused per layer (gate_up_proj [E, 2I, H] = w1 then
+        w3; down_proj = w2). None: the checkpoint's name applies."""
+        m = _TWIN_MOE.match(name)
+        if m is None:
+            return None
+        params = dict(self.named_parameters())
+        moe = f"{m.group(1)}.block_sparse_moe."
+        if m.group(2) == "gate.weight":
+            return params[moe + "gate.weight"]
+        if m.group(2) == "experts.down_proj":
+            return params[moe + "experts.w2"]
+        return torch.cat([params[moe + "experts.w1"], params[moe + "experts.w3"]], dim=1)
 
     def map_weight_name(self, name: str):
         if name.endswith(_DERIVED) or (self.tied and name == "lm_head.weight"):

@@ -112,6 +112,7 @@ class SharedExpertMoE(nn.Module):
 
 
 _EXPERT = re.compile(r"^(model\.layers\.\d+\.mlp\.experts)\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$")
+_FUSED_EXPERTS = re.compile(r"^(model\.layers\.\d+\.mlp)\.experts\.(gate_up_proj|down_proj)$")
 # The zero-centred norms (weight stored as w, applied as 1 + w).
 _CENTRED = re.compile(r"(input_layernorm|post_attention_layernorm|self_attn\.q_norm|self_attn\.k_norm)\.weight$"
                       r"|^model\.norm\.weight$")
@@ -154,6 +155,22 @@ class Qwen3NextForCausalLM(StackedCausalLM):
                 yield name, (tensor.float() + 1.0 if target and _CENTRED.search(target[0]) else tensor)
 
         super().load_weights(centred(weights))
+
+    def twin_tensor(self, name: str):
+        """What transformers' in-memory tensor `name` holds (hf_twin.py), where it is not a checkpoint
+        tensor: its experts fused per layer (gate_up_proj [E, 2I, H], gate first; down_proj) and its
+        zero-centred norms, which hold w where ours hold 1 + w. None: the checkpoint's name applies."""
+        m = _FUSED_EXPERTS.match(name)
+        params = dict(self.named_parameters())
+        if m:
+            prefix = f"{m.group(1)}.experts."
+            if m.group(2) == "down_proj":
+                return params[prefix + "down_proj"]
+            return torch.cat([params[prefix + "gate_proj"], params[prefix + "up_proj"]], dim=1)
+        target = self.map_weight_name(name)
+        if target is not None and target[1] is None and _CENTRED.search(target[0]) and target[0] in params:
+            return params[target[0]].float() - 1.0
+        return None
 
     def map_weight_name(self, name: str):
         if name.startswith("model.language_model."):  # Qwen3.5 saved from its multimodal class

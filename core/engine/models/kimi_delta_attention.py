@@ -1,0 +1,94 @@
+"""The Kimi Delta Attention mixer (Kimi-Linear): separate causal depthwise convs over q, k and v
+(silu), then KDA, the gated delta rule with a decay per key channel (kernels/reference/kda.py),
+a per-head RMSNorm gated by sigmoid(g_b(g_a(x))), and the output projection.
+
+Its state lives in the state pool: per request one conv window over q|k|v [3 * heads * head_dim,
+K - 1] and one recurrent state [heads, head_dim, head_dim] (float32 by default). Geometry comes from
+the layer map's attrs (linear_heads, linear_head_dim, conv_kernel), so the pools the planner sizes
+and the tensors made here agree by construction. Weight names are the checkpoint's (Moonshot's
+modeling code, which transformers writes back on save): q_conv1d / k_conv1d / v_conv1d, f_a_proj /
+f_b_proj / dt_bias / A_log for the forget gate, b_proj for beta, g_a_proj / g_b_proj / o_norm.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .base import RMSNormWeight, linear
+from .mamba2 import _state_plan
+
+
+def _conv(width: int, kernel: int) -> nn.Conv1d:
+    return nn.Conv1d(width, width, kernel, groups=width, bias=False).requires_grad_(False)
+
+
+class KimiDeltaAttention(nn.Module):
+    def __init__(self, hidden_size: int, layer, ops, *, eps: float):
+        super().__init__()
+        a = layer.attrs
+        self.layer_id, self.ops = layer.index, ops
+        self.heads, self.head_dim = int(a["linear_heads"]), int(a["linear_head_dim"])
+        self.kernel = int(a["conv_kernel"])
+        self.width = self.heads * self.head_dim
+        H, D, W = self.heads, self.head_dim, self.width
+        self.q_proj, self.k_proj, self.v_proj = (linear(hidden_size, W, False) for _ in range(3))
+        self.q_conv1d, self.k_conv1d, self.v_conv1d = (_conv(W, self.kernel) for _ in range(3))
+        self.f_a_proj = linear(hidden_size, D, False)
+        self.f_b_proj = linear(D, W, False)
+        self.dt_bias = nn.Parameter(torch.zeros(W), requires_grad=False)
+        self.A_log = nn.Parameter(torch.zeros(1, 1, H, 1), requires_grad=False)  # the checkpoint's shape
+        self.b_proj = linear(hidden_size, H, False)
+        self.g_a_proj = linear(hidden_size, D, False)
+        self.g_b_proj = linear(D, W, False)
+        self.o_norm = RMSNormWeight(D, eps)
+        self.o_proj = linear(W, hidden_size, False)
+
+    @property
+    def conv_shape(self) -> tuple[int, int]:
+        return (3 * self.width, self.kernel - 1)
+
+    @property
+    def ssm_shape(self) -> tuple[int, int, int]:
+        return (self.heads, self.head_dim, self.head_dim)
+
+    def _split(self, mixed: torch.Tensor):
+        n = mixed.shape[0]
+        return tuple(x.reshape(n, self.heads, self.head_dim) for x in mixed.split(self.width, dim=-1))
+
+    def forward(self, hidden: torch.Tensor, batch) -> torch.Tensor:
+        ops, T, H, D = self.ops, hidden.shape[0], self.heads, self.head_dim
+        if batch.state_pool is None:
+            raise RuntimeError(f"layer {self.layer_id} is a KDA layer but the batch carries no state pool")
+        conv_states = batch.state_pool.conv(self.layer_id)  # [slots, 3W, K-1]
+        rec_states = batch.state_pool.ssm(self.layer_id)  # [slots, H, D, D]
+        mixed = torch.cat([self.q_proj(hidden), self.k_proj(hidden), self.v_proj(hidden)], dim=-1)
+        # One depthwise conv over q|k|v: the three convs are per channel, so their weights stack.
+        w = torch.cat([self.q_conv1d.weight, self.k_conv1d.weight, self.v_conv1d.weight])[:, 0, :]
+        decay = self.f_b_proj(self.f_a_proj(hidden)).float() + self.dt_bias.float()
+        g = -self.A_log.float().exp().view(H, 1) * F.softplus(decay.view(T, H, D))  # [T, H, D] log decay <= 0
+        beta = self.b_proj(hidden).float().sigmoid()
+        plan = _state_plan(batch, hidden.device)
+        y = torch.empty(T, H, D, dtype=hidden.dtype, device=hidden.device)
+        if plan.all_rows_step or plan.step_rows is not None:  # one token per request: step the states in place
+            rows = slice(None) if plan.all_rows_step else plan.step_rows
+            xc = ops.causal_conv1d_update_inplace(mixed[rows], conv_states, plan.step_slots, w, None, "silu")
+            q, k, v = self._split(xc)
+            y[rows] = ops.kda_recurrent_inplace(q, k, v, g[rows], beta[rows], rec_states, plan.step_slots)
+        if plan.scan_rows is not None:  # prompts and prompt chunks, all in one varlen call
+            rows, slots, has = plan.scan_rows, plan.scan_slots, plan.scan_has_state
+            # A request starting its prompt begins from zeros whatever its slot holds.
+            xc = ops.causal_conv1d_varlen_inplace(mixed[rows], plan.scan_starts, w, None, conv_states, slots, has,
+                                                  "silu")
+            rec0 = torch.where(has[:, None, None, None], rec_states[slots].float(), 0)
+            q, k, v = self._split(xc)
+            ys, rec_final = ops.kda_chunk(q, k, v, g[rows], beta[rows], plan.scan_starts, rec0)
+            rec_states[slots] = rec_final.to(rec_states.dtype)
+            y[rows] = ys
+        # Per-head RMSNorm, then the sigmoid gate, all in float32 (as the checkpoint's FusedRMSNormGated).
+        gate = self.g_b_proj(self.g_a_proj(hidden)).view(T, H, D).float()
+        yf = y.float()
+        yf = yf * torch.rsqrt(yf.pow(2).mean(-1, keepdim=True) + self.o_norm.eps) * self.o_norm.weight.float()
+        out = (yf * gate.sigmoid()).to(hidden.dtype)
+        return self.o_proj(out.reshape(T, self.width))
