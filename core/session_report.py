@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bringup.core.numerics.kernel_rows import row_label
+
 
 @dataclass
 class SessionRecord:
@@ -119,7 +121,7 @@ def _kernels_html(doc: dict) -> list[str]:
             "<th>max rel</th><th>tolerance</th><th>ms</th><th>reference ms</th><th>verdict</th></tr>"]
     for k in doc.get("kernels") or []:
         rel = k.get("max_rel_err") if k.get("max_rel_err") is not None else float("nan")
-        rows.append(f"<tr><td>{e(str(k.get('name')))}</td><td>{e(str(k.get('implementation') or ''))}</td>"
+        rows.append(f"<tr><td>{e(row_label(k))}</td><td>{e(str(k.get('implementation') or ''))}</td>"
                     f"<td>{e(str(k.get('dtype')))}</td><td>{e('x'.join(map(str, k.get('shape') or [])))}</td>"
                     f"<td>{_num(k.get('max_abs_err'))}</td>{_banded(rel, k.get('tolerance') or 0.0)}"
                     f"<td>{_num(k.get('tolerance'), '.0e')}</td><td>{_num(k.get('ms'), '.3f')}</td>"

@@ -49,3 +49,23 @@ def test_sdpa_prefill_on_the_gpu_matches_the_reference_in_bfloat16():
     want = ref.paged_attention_prefill(q, k_cache, v_cache, block_tables, query_lens, context_lens, D ** -0.5)
     err = ((got.float() - want.float()).norm() / want.float().norm()).item()
     assert torch.isfinite(got).all() and err < 2e-2, err
+
+
+@pytest.mark.parametrize("softcap,with_sinks", [(5.0, False), (None, True), (5.0, True)])
+def test_sdpa_prefill_honours_softcap_and_sinks(softcap, with_sinks):
+    # Gemma 2 and gpt-oss pass these on a GPU (SDPA is the prefill op there); dropping them was a TypeError.
+    torch.manual_seed(2)
+    num_pages, page, Hkv, Hq, D = 20, 4, 2, 4, 8
+    k_cache = torch.randn(num_pages, page, Hkv, D) * 3
+    v_cache = torch.randn(num_pages, page, Hkv, D)
+    query_lens, context_lens = [6, 1, 3], [6, 9, 10]
+    block_tables = torch.randperm(num_pages)[:9].view(3, 3).int()
+    q = torch.randn(sum(query_lens), Hq, D) * 3
+    sinks = torch.randn(Hq) if with_sinks else None
+    got = paged_attention_prefill(q, k_cache, v_cache, block_tables, query_lens, context_lens, 0.5,
+                                  softcap=softcap, sinks=sinks)
+    want = ref.paged_attention_prefill(q, k_cache, v_cache, block_tables, query_lens, context_lens, 0.5,
+                                       softcap=softcap, sinks=sinks)
+    plain = ref.paged_attention_prefill(q, k_cache, v_cache, block_tables, query_lens, context_lens, 0.5)
+    torch.testing.assert_close(got, want)
+    assert not torch.allclose(want, plain)  # the options change the answer, so the check means something

@@ -2,55 +2,106 @@
 
 from __future__ import annotations
 
+import contextlib
+import html
+import io
 import json
+from pathlib import Path
 
 import pytest
 import torch
 
 from bringup.cli import main
+from bringup.core.engine.default_model import resolve_default
 from bringup.core.numerics.kernel_calls import KernelCall, record_calls, replay
+from bringup.core.numerics.kernel_rows import row_label
 from bringup.kernels.dispatch import ops_for
 from bringup.kernels.reference import OPS
 
-from engine_helpers import tiny_nemotron_h
+from kernel_check_helpers import engine_for, kernels_the_engine_calls
 
 
 @pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    return tiny_nemotron_h(tmp_path_factory.mktemp("kernels") / "tiny")
+def bundled_check():
+    """`bringup check-kernels default --json` (the bundled model, bfloat16, CPU) with one kernel call
+    (the prompt's MoE) made to kill its child: (exit code, JSON document)."""
+    out = io.StringIO()
+    with pytest.MonkeyPatch.context() as env, contextlib.redirect_stdout(out):
+        env.setenv("BRINGUP_KERNEL_CHECK_CRASH", "moe_experts@prefill")
+        code = main(["check-kernels", "default", "--device", "cpu", "--dtype", "bfloat16", "--json"])
+    return code, json.loads(out.getvalue())
 
 
-def test_every_kernel_of_a_hybrid_model_is_checked_on_cpu_and_a_crash_is_a_finding(checkpoint, capsys, monkeypatch,
-                                                                                 no_orphans):
-    # One kernel is made to kill the child: it becomes a finding, and a fresh child checks the rest.
-    monkeypatch.setenv("BRINGUP_KERNEL_CHECK_CRASH", "moe_experts")
-    assert main(["check-kernels", str(checkpoint), "--device", "cpu", "--dtype", "bfloat16", "--json"]) == 1
-    report = json.loads(capsys.readouterr().out)
+def test_every_kernel_of_a_hybrid_model_is_checked_on_cpu_and_a_crash_is_a_finding(bundled_check, no_orphans):
+    # The crashed call becomes a finding, and a fresh child checks the rest without it, the decode
+    # step's MoE included.
+    code, report = bundled_check
+    assert code == 1
     assert not report["ok"] and report["device"] == "cpu"
-    kernels = {k["name"]: k for k in report["kernels"]}
-    # prefill and decode of Mamba2, attention, MoE, MLP and the norms: what the engine really called
-    assert {"mamba_chunk_scan_varlen", "causal_conv1d_varlen_inplace", "mamba_state_update_inplace",
-            "causal_conv1d_update_inplace", "paged_attention_prefill", "paged_attention_decode", "kv_cache_write",
-            "moe_experts", "route_sigmoid_grouped", "mlp", "add_rms_norm", "gated_rms_norm"} <= set(kernels)
-    assert kernels["moe_experts"]["verdict"] == "crashed" and not kernels["moe_experts"]["ok"]
-    assert all(k["ok"] for name, k in kernels.items() if name != "moe_experts")
+    kernels = {(k["name"], k["phase"]): k for k in report["kernels"]}
+    assert len(kernels) == len(report["kernels"])  # every layer calls an op alike: one row per op and phase
+    # prefill and decode of Mamba2, attention, MoE, MLP and the norms: what the engine really called,
+    # each op the model calls in both phases checked at both sizes
+    both = {"add_rms_norm", "gated_rms_norm", "router_logits", "route_sigmoid_grouped", "moe_experts", "mlp",
+            "kv_cache_write"}
+    assert {(op, phase) for op in both for phase in ("prefill", "decode")} | {
+        ("mamba_chunk_scan_varlen", "prefill"), ("causal_conv1d_varlen_inplace", "prefill"),
+        ("paged_attention_prefill", "prefill"), ("mamba_state_update_inplace", "decode"),
+        ("causal_conv1d_update_inplace", "decode"), ("paged_attention_decode", "decode")} == set(kernels)
+    assert kernels["mlp", "prefill"]["shape"][0] > 1 and kernels["moe_experts", "decode"]["shape"][0] == 1
+    crashed = kernels["moe_experts", "prefill"]
+    assert crashed["verdict"] == "crashed" and not crashed["ok"]
+    assert kernels["moe_experts", "decode"]["ok"]
+    assert all(k["ok"] for key, k in kernels.items() if key != ("moe_experts", "prefill"))
     assert [f["code"] for f in report["findings"]] == ["KERNEL_CRASHED"]
-    assert "kernel moe_experts on cpu: the process was killed by SIGSEGV" in report["findings"][0]["message"]
-    attention = kernels["paged_attention_prefill"]
-    config = json.loads((checkpoint / "config.json").read_text())
+    assert "kernel moe_experts (prefill) on cpu: the process was killed by SIGSEGV" in report["findings"][0]["message"]
+    attention = kernels["paged_attention_prefill", "prefill"]
+    config = json.loads((Path(resolve_default("default")) / "config.json").read_text())
     assert attention["dtype"] == "bfloat16"
     assert attention["shape"][1:] == [config["num_attention_heads"], config["head_dim"]]  # the model's own shapes
     assert 0 < attention["max_rel_err"] <= attention["tolerance"]  # bfloat16 against float32: close, not equal
 
-    # The exported session report shows the check: every kernel a row, the crashed one red, with its finding.
+    # The exported session report shows the check: every kernel call a row, the crashed one red, with its finding.
     from bringup.core.numerics.error_bands import ERROR_COLORS
     from bringup.core.session_report import SessionRecord, render_html
 
     page = render_html(SessionRecord(numerics={"kernels": report}))
     assert "<h2>Kernel check</h2>" in page and "cpu: FAILED" in page
-    assert all(f"<td>{name}</td>" in page for name in kernels)
+    assert all(f"<td>{html.escape(row_label(k))}</td>" in page for k in kernels.values())
+    assert "<td>route_sigmoid_grouped (decode) [routed_scaling_factor=2.5]</td>" in page
     assert page.count(f"background:{ERROR_COLORS['beyond']}") == 1 and "KERNEL_CRASHED" not in page
     assert "the process was killed by SIGSEGV" in page
+
+
+def test_check_kernels_leaves_out_no_kernel_the_engine_calls_for_the_bundled_model(bundled_check):
+    # Every op of the dispatch namespace the engine calls for the bundled model, in each phase, is a
+    # row of check-kernels' result (a new op, or an extra form such as a fused MoE's, that the
+    # recorder missed fails here); the crashed call is a row too, with its finding.
+    _, report = bundled_check
+    checked = {(k["name"], k["phase"]) for k in report["kernels"]}
+    called = kernels_the_engine_calls(engine_for(resolve_default("default"), "bfloat16", device="cpu"))
+    assert called and called <= checked, f"called but not checked: {sorted(called - checked)}"
+    assert {phase for _, phase in called} == {"prefill", "decode"}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (its namespace has the fused MoE forms)")
+def test_on_a_gpu_check_kernels_checks_what_the_gpu_engine_calls(no_orphans):
+    # There the model calls moe_experts_shared_unsummed (the GEMV kernel at decode, the sorted GEMMs
+    # at prefill), router_logits' kernel, the in-place conv...: each op and phase must be a row.
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["check-kernels", "default", "--device", "cuda", "--dtype", "bfloat16", "--json"])
+    report = json.loads(out.getvalue())
+    assert code == 0 and report["ok"], report["findings"]
+    checked = {(k["name"], k["phase"]) for k in report["kernels"]}
+    called = kernels_the_engine_calls(engine_for(resolve_default("default"), "bfloat16", device="cuda"))
+    assert called <= checked, f"called but not checked: {sorted(called - checked)}"
+    assert {("moe_experts_shared_unsummed", "decode"), ("moe_experts_shared_unsummed", "prefill")} <= checked
+
+
+def test_a_negative_long_prompt_is_refused_before_any_child(capsys):
+    assert main(["check-kernels", "default", "--prefill-tokens", "-5"]) == 2
+    assert "--prefill-tokens -5 must be 0 or more" in capsys.readouterr().err
 
 
 def test_a_wrong_kernel_fails_its_check():
@@ -84,11 +135,14 @@ def test_an_in_place_kernel_is_judged_by_what_it_wrote():
     assert replay(call, writes_slot, writes_slot, "cpu")["ok"]
 
 
-def test_a_fused_moe_called_unsummed_is_checked_as_moe_experts():
+def test_a_fused_moe_called_unsummed_is_checked_against_its_own_reference():
     # On a GPU the model calls the fused MoE's unsummed form (dispatch's extra op, outside
-    # `implementations`); the check must still see it, as moe_experts with the same arguments.
+    # `implementations`); the check records it under its own name and replays it against the
+    # unsummed reference, compared as the model sums it.
+    from bringup.core.numerics.kernel_calls import reference_for
+
     ops = ops_for("cpu")
-    ops.moe_experts_unsummed = lambda *args, **kwargs: OPS["moe_experts"](*args, **kwargs)
+    ops.moe_experts_unsummed = lambda *args, **kwargs: OPS["moe_experts"](*args, **kwargs)[:, None, :]  # summed early
     calls, undo = record_calls(ops)
     x, up, down = torch.randn(3, 8), torch.randn(4, 16, 8), torch.randn(4, 8, 16)
     weights, ids = torch.rand(3, 2), torch.tensor([[0, 1], [2, 3], [1, 2]])
@@ -96,5 +150,9 @@ def test_a_fused_moe_called_unsummed_is_checked_as_moe_experts():
         ops.moe_experts_unsummed(x, weights, ids, up, down, None, "relu2")
     finally:
         undo()
-    assert [c.op for c in calls] == ["moe_experts"]
-    assert replay(calls[0], OPS["moe_experts"], OPS["moe_experts"], "cpu")["ok"]
+    assert [(c.op, c.implementation, c.phase) for c in calls] == [("moe_experts_unsummed", "reference", "prefill")]
+    reference, combine = reference_for("moe_experts_unsummed")
+    assert reference(x, weights, ids, up, down).shape == (3, 2, 8)
+    assert replay(calls[0], ops.moe_experts_unsummed, reference, "cpu", combine=combine)["ok"]
+    wrong = replay(calls[0], lambda *a: reference(*a) * 1.1, reference, "cpu", combine=combine)
+    assert not wrong["ok"]

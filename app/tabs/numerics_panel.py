@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel, QLineEdit, QPus
 
 from bringup.app.layermap.highlight import Highlight
 from bringup.app.layermap.style import error_colour
+from bringup.core.numerics.kernel_rows import row_label
 
 
 class CommandRunner(QObject):
@@ -191,7 +192,7 @@ class NumericsPanel(QWidget):
     def _show_kernels(self, doc: dict) -> None:
         rows = []
         for k in doc.get("kernels", []):
-            cells = [k["name"], f"{k.get('implementation') or ''} {k['dtype']}",
+            cells = [row_label(k), f"{k.get('implementation') or ''} {k['dtype']}",
                      "-" if k["max_rel_err"] is None else f"{k['max_rel_err']:.2e}",
                      "-" if k["max_abs_err"] is None else f"{k['max_abs_err']:.2e}",
                      k.get("verdict") or ("yes" if k["ok"] else "NO")]

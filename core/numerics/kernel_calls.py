@@ -1,15 +1,23 @@
 """Record the kernel calls the engine really makes for a model, then replay each against the reference.
 
 The engine's op namespace (`kernels.dispatch.ops_for`) is shared by every module of a model, so
-wrapping its functions sees every call with the model's real shapes and dtypes: one short prompt
-and one decode step cover prefill and decode kernels. The first call of each op is kept, its
-tensors copied to the CPU; `replay` runs it through the device's implementation (in the model's
-dtype) and through the plain reference (float32, CPU), and compares what each returned and, for
-the in-place ops (pools), the tensors it wrote.
+wrapping its functions sees every call with the model's real shapes and dtypes. Every callable in
+the namespace is wrapped, the extra forms dispatch hands out beside an op (a fused MoE's unsummed
+forms) included, so a kernel the engine calls cannot go unseen.
+
+One call is kept per *kind of call*: op, phase and variant. A fast implementation picks its code
+path by size (the GEMV MoE up to 4 tokens, the sorted grouped GEMMs above; the router kernel up to
+64 tokens...), so a decode step's call (every request one token) and a prompt's call are kept
+apart; and a layer that calls an op with other options (a sliding window, sinks, a softcap, an
+initial state) is kept apart from one without. Each kept call's tensors are copied to the CPU;
+`replay` runs it through the device's implementation (in the model's dtype) and through the plain
+reference (float32, CPU), and compares what each returned and, for the in-place ops (pools), the
+tensors it wrote.
 """
 
 from __future__ import annotations
 
+import inspect
 import time
 from dataclasses import dataclass
 
@@ -17,6 +25,37 @@ import torch
 
 # Error allowed, relative to the output's largest magnitude, by the dtype the kernel ran in.
 TOLERANCES = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 3e-2}
+PREFILL, DECODE = "prefill", "decode"
+# A serving-sized batch: several prompts in one forward (varlen over several sequences, the large-batch
+# tiles and sorts), then their decode steps together (above the GEMV MoE's 4 tokens).
+LONG_PREFILL, BATCH_DECODE = "long prefill", "batch decode"
+
+
+def _parts_summed(out):
+    """A fused MoE's unsummed result as the model's next residual add sums it (float32): the parts
+    may come in other layouts (the shared expert as S slices or whole) and still be right."""
+    if isinstance(out, torch.Tensor):
+        return out.float().sum(1)
+    return tuple(o.float().sum(1) if o.dim() == 3 else o.float() for o in out)
+
+
+def _extra_references() -> dict:
+    """The reference of each extra form dispatch may hand out beside an op, and how its result is
+    compared (kernels.dispatch.ops_for, `extras`)."""
+    from bringup.kernels.reference.moe_experts import moe_experts_unsummed
+    from bringup.kernels.reference.moe_shared import moe_experts_shared_unsummed
+
+    return {"moe_experts_unsummed": (moe_experts_unsummed, _parts_summed),
+            "moe_experts_shared_unsummed": (moe_experts_shared_unsummed, _parts_summed)}
+
+
+def reference_for(op: str):
+    """(reference function, result combiner or None) of an op, or None when it has no reference."""
+    from bringup.kernels.reference import OPS
+
+    if op in OPS:
+        return OPS[op], None
+    return _extra_references().get(op)
 
 
 @dataclass
@@ -25,6 +64,13 @@ class KernelCall:
     implementation: str
     args: tuple
     kwargs: dict
+    phase: str = PREFILL  # "decode": every request brought one token (the decode-sized path); LONG_PREFILL, BATCH_DECODE
+    variant: str = ""  # the options this call set that a plain call leaves out, e.g. "sliding_window=8 sinks"
+
+    @property
+    def key(self) -> str:
+        """One name per kind of call: `op@phase` or `op@phase:variant` (kernel_rows.split_key reads it back)."""
+        return f"{self.op}@{self.phase}" + (f":{self.variant}" if self.variant else "")
 
 
 def _map(value, fn):
@@ -47,53 +93,80 @@ def _tensors(value) -> list[torch.Tensor]:
     return []
 
 
-def record_calls(ops, ops_used: set[str] | None = None) -> tuple[list[KernelCall], callable]:
-    """Wrap `ops`' functions; returns the list the first call of each op goes into and an undo."""
+def variant_of(reference, args, kwargs) -> str:
+    """The optional parameters this call set to something other than their default, by the
+    reference's signature: "name=value" for a plain value, the name alone for a tensor or a list."""
+    if reference is None:
+        return ""
+    try:
+        bound = inspect.signature(reference[0]).bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        return ""
+    said = []
+    for name, param in inspect.signature(reference[0]).parameters.items():
+        if name not in bound.arguments or param.default is inspect.Parameter.empty:
+            continue
+        value = bound.arguments[name]
+        try:  # (a tuple of tensors compares elementwise: not a default, then)
+            default = not isinstance(value, torch.Tensor) and bool(value == param.default)
+        except (RuntimeError, TypeError, ValueError):
+            default = False
+        if value is None or default:
+            continue
+        said.append(f"{name}={value}" if isinstance(value, (bool, int, float, str)) else name)
+    return " ".join(said)
+
+
+def implementation_of(ops, op: str) -> str:
+    """The implementation name of an op, or of the op whose extra form it is (moe_experts_unsummed: moe_experts')."""
+    names = ops.implementations
+    if op in names:
+        return names[op]
+    bases = [base for base in names if op.startswith(base + "_")]
+    return names[max(bases, key=len)] if bases else "unknown"
+
+
+def kernel_functions(ops) -> list[str]:
+    """Every kernel the namespace hands out: its ops and the extra forms beside them."""
+    return [name for name, fn in vars(ops).items() if callable(fn) and not name.startswith("_")]
+
+
+class PhaseTracker:
+    """Tells the recorder the phase of the model's current forward: a forward pre-hook on the model
+    reads the batch's own `is_decode_only`; the workload names its prompts' and decodes' phases."""
+
+    def __init__(self):
+        self.phase = self.prefill = PREFILL
+        self.decode = DECODE
+
+    def hook(self, module, args):
+        batch = args[0] if args else None
+        self.phase = self.decode if getattr(batch, "is_decode_only", False) else self.prefill
+
+
+def record_calls(ops, phase_of=None) -> tuple[list[KernelCall], callable]:
+    """Wrap every kernel function of `ops`; returns the list the first call of each kind goes into
+    and an undo. `phase_of()` names the current phase (a PhaseTracker's), prefill when left out."""
     calls: list[KernelCall] = []
     seen: set[str] = set()
     originals = {}
-    for op, impl in ops.implementations.items():
+    for op in kernel_functions(ops):
         fn = getattr(ops, op)
         originals[op] = fn
+        reference = reference_for(op)
+        impl = implementation_of(ops, op)
 
-        def wrapper(*args, _op=op, _fn=fn, _impl=impl, **kwargs):
-            if _op not in seen:  # copied before the call: in-place ops overwrite their inputs
-                seen.add(_op)
-                calls.append(KernelCall(_op, _impl, _map(args, lambda t: t.detach().cpu().clone()),
-                                        _map(kwargs, lambda t: t.detach().cpu().clone())))
+        def wrapper(*args, _op=op, _fn=fn, _impl=impl, _ref=reference, **kwargs):
+            phase = phase_of() if phase_of is not None else PREFILL
+            call = KernelCall(_op, _impl, args, kwargs, phase, variant_of(_ref, args, kwargs))
+            if call.key not in seen:  # copied before the call: in-place ops overwrite their inputs
+                seen.add(call.key)
+                call.args = _map(args, lambda t: t.detach().cpu().clone())
+                call.kwargs = _map(kwargs, lambda t: t.detach().cpu().clone())
+                calls.append(call)
             return _fn(*args, **kwargs)
 
         setattr(ops, op, wrapper)
-    unsummed = getattr(ops, "moe_experts_unsummed", None)
-    if unsummed is not None:
-        # A fused MoE's unsummed form (the model sums over k in its next residual add) takes
-        # moe_experts' arguments: recorded as moe_experts, so the check replays the summed op.
-        originals["moe_experts_unsummed"] = unsummed
-
-        def unsummed_wrapper(*args, **kwargs):
-            if "moe_experts" not in seen:
-                seen.add("moe_experts")
-                calls.append(KernelCall("moe_experts", ops.implementations["moe_experts"],
-                                        _map(args, lambda t: t.detach().cpu().clone()),
-                                        _map(kwargs, lambda t: t.detach().cpu().clone())))
-            return unsummed(*args, **kwargs)
-
-        ops.moe_experts_unsummed = unsummed_wrapper
-    with_shared = getattr(ops, "moe_experts_shared_unsummed", None)
-    if with_shared is not None:
-        # The shared expert and the routed ones in one fused call: recorded as the two calls it
-        # replaces (moe_experts and mlp, with their own arguments), so the check replays those.
-        originals["moe_experts_shared_unsummed"] = with_shared
-
-        def with_shared_wrapper(x, weights, ids, up, down, shared_up, shared_down, act="relu2"):
-            for op, args in (("moe_experts", (x, weights, ids, up, down, None, act)),
-                             ("mlp", (x, shared_up, shared_down, None, act))):
-                if op not in seen and op in ops.implementations:
-                    seen.add(op)
-                    calls.append(KernelCall(op, ops.implementations[op], _map(args, lambda t: t.detach().cpu().clone()), {}))
-            return with_shared(x, weights, ids, up, down, shared_up, shared_down, act)
-
-        ops.moe_experts_shared_unsummed = with_shared_wrapper
 
     def undo():
         for op, fn in originals.items():
@@ -113,7 +186,7 @@ def _sync(device) -> None:
     devices.synchronize(torch.device(device))
 
 
-def _run(fn, args, kwargs, device, dtype=None):
+def _run(fn, args, kwargs, device, dtype=None, combine=None):
     fn(*_map(args, lambda t: _floating_to(t, device, dtype)), **_map(kwargs, lambda t: _floating_to(t, device, dtype)))
     a = _map(args, lambda t: _floating_to(t, device, dtype))
     k = _map(kwargs, lambda t: _floating_to(t, device, dtype))
@@ -124,6 +197,8 @@ def _run(fn, args, kwargs, device, dtype=None):
     ms = (time.perf_counter() - started) * 1000
     # What it produced: its return value and every tensor argument (in-place ops write into them).
     # (the call above warmed it up: compilation and first-touch are not the kernel's time)
+    if combine is not None:
+        out = combine(out)
     produced = [t.detach().float().cpu() for t in _tensors(out) + _tensors(a) + _tensors(k)]
     return produced, ms
 
@@ -139,12 +214,20 @@ def shape_of(call: KernelCall) -> list[int]:
     return list(tensors[0].shape) if tensors else []
 
 
-def replay(call: KernelCall, device_fn, reference_fn, device) -> dict:
-    """Device implementation (the recorded dtype) against the reference (float32 on the CPU)."""
+def describe(call: KernelCall) -> dict:
+    """The row's identity: which kernel, in which phase and variant, at which shape and dtype."""
+    return {"name": call.op, "phase": call.phase, "variant": call.variant, "key": call.key,
+            "implementation": call.implementation, "shape": shape_of(call),
+            "dtype": str(_model_dtype(call)).removeprefix("torch.")}
+
+
+def replay(call: KernelCall, device_fn, reference_fn, device, combine=None) -> dict:
+    """Device implementation (the recorded dtype) against the reference (float32 on the CPU);
+    `combine` turns a result into what the model makes of it before comparing (extra forms)."""
     dtype = _model_dtype(call)
-    got, ms = _run(device_fn, call.args, call.kwargs, device)
-    want, ref_ms = _run(reference_fn, call.args, call.kwargs, "cpu", torch.float32)
-    max_abs, scale = 0.0, 0.0
+    got, ms = _run(device_fn, call.args, call.kwargs, device, combine=combine)
+    want, ref_ms = _run(reference_fn, call.args, call.kwargs, "cpu", torch.float32, combine=combine)
+    max_abs, scale = (0.0 if len(got) == len(want) else float("inf")), 0.0
     for g, w in zip(got, want):
         if g.shape != w.shape:
             max_abs = float("inf")
@@ -156,6 +239,5 @@ def replay(call: KernelCall, device_fn, reference_fn, device) -> dict:
         max_abs = float("nan")
     max_rel = max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else float("inf"))
     tol = TOLERANCES.get(dtype, 1e-2)
-    return {"name": call.op, "implementation": call.implementation, "shape": shape_of(call),
-            "dtype": str(dtype).removeprefix("torch."), "max_abs_err": max_abs, "max_rel_err": max_rel,
-            "tolerance": tol, "ok": bool(max_rel <= tol), "ms": round(ms, 3), "reference_ms": round(ref_ms, 3)}
+    return {**describe(call), "max_abs_err": max_abs, "max_rel_err": max_rel, "tolerance": tol,
+            "ok": bool(max_rel <= tol), "ms": round(ms, 3), "reference_ms": round(ref_ms, 3)}

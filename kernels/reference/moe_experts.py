@@ -58,18 +58,32 @@ def moe_experts(
     the forms above (tests); left out, `moe_strategy` picks it.
     """
     T, k = ids.shape
+    return (per_assignment(x, ids, up, down, gate, act, strategy).view(T, k, -1).float()
+            * weights[..., None].float()).sum(1).to(x.dtype)
+
+
+def per_assignment(x, ids, up, down, gate=None, act="relu2", strategy=None) -> torch.Tensor:
+    """[T * k, H]: each (token, slot) assignment through its expert, unweighted, by `strategy` (or
+    the one `moe_strategy` picks for the shapes)."""
+    T, k = ids.shape
     if strategy is None:
         expert_bytes = sum(w[0].numel() * w.element_size() for w in (up, down, gate) if w is not None)
         strategy = moe_strategy(T, k, up.shape[0], x.device.type, expert_bytes)
     if strategy == "sorted":
-        per_assignment = _sorted(x, ids, up, down, gate, act)
-    elif strategy == "gather":
-        per_assignment = _gathered(x, ids, up, down, gate, act)
-    elif strategy == "dense":
-        per_assignment = _dense(x, ids, up, down, gate, act)
-    else:
-        raise ValueError(f"unknown MoE strategy {strategy!r}; use sorted, gather or dense")
-    return (per_assignment.view(T, k, -1).float() * weights[..., None].float()).sum(1).to(x.dtype)
+        return _sorted(x, ids, up, down, gate, act)
+    if strategy == "gather":
+        return _gathered(x, ids, up, down, gate, act)
+    if strategy == "dense":
+        return _dense(x, ids, up, down, gate, act)
+    raise ValueError(f"unknown MoE strategy {strategy!r}; use sorted, gather or dense")
+
+
+def moe_experts_unsummed(x, weights, ids, up, down, gate=None, act="relu2", strategy=None) -> torch.Tensor:
+    """[T, k, H] in x's dtype: each assignment's weighted expert output, the sum over k left to the
+    caller (the reference of the fused MoE's unsummed form, which dispatch hands out beside it)."""
+    T, k = ids.shape
+    return (per_assignment(x, ids, up, down, gate, act, strategy).view(T, k, -1).float()
+            * weights[..., None].float()).to(x.dtype)
 
 
 def _sorted(x, ids, up, down, gate, act) -> torch.Tensor:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from .mlp import mlp
-from .moe_experts import _gathered
+from .moe_experts import per_assignment
 
 
 def shared_slices(shared_up: torch.Tensor, shared_down: torch.Tensor, width: int) -> tuple[torch.Tensor, torch.Tensor] | None:
@@ -35,6 +35,8 @@ def moe_experts_shared_unsummed(x, weights, ids, up, down, shared_up, shared_dow
         raise ValueError(f"shared expert of size {shared_up.shape[0]} is not a multiple of the experts' {up.shape[1]}")
     su, sd = sliced
     shared = torch.stack([mlp(x, su[s], sd[s], None, act) for s in range(su.shape[0])], dim=1)
-    routed = _gathered(x, ids, up, down, None, act).view(T, k, -1)
+    # (the strategy the shapes pick: "sorted" on the CPU, where a prefill's thousands of assignments
+    # would each copy an expert's weights in "gather")
+    routed = per_assignment(x, ids, up, down, None, act).view(T, k, -1)
     routed = (routed.float() * weights[..., None].float()).to(x.dtype)
     return shared, routed

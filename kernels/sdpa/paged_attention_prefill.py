@@ -5,7 +5,8 @@ a group into one float32 score matrix (exact, but slow at prompt lengths of thou
 prompt chunk attends through SDPA in the model's dtype with a bottom-right causal bias (the chunk's
 last token sees the whole context), which the flash and memory-efficient kernels take; K/V heads
 are repeated for GQA (torch 2.11 sends enable_gqa to the slow math kernel, as seen on an H200). Requests that bring one token (decodes riding in a mixed batch) go
-together through the decode op. Sliding windows use the reference.
+together through the decode op. Sliding windows, Gemma 2's soft-cap and gpt-oss's sinks use the
+reference: SDPA's fused kernels can neither cap the scores nor add a sink to the softmax.
 """
 
 from __future__ import annotations
@@ -29,9 +30,11 @@ def _decode_op(device: torch.device):
 
 def paged_attention_prefill(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                             block_tables: torch.Tensor, query_lens: Sequence[int], context_lens: Sequence[int],
-                            scale: float, sliding_window: int | None = None, max_scores: int | None = None):
-    if sliding_window is not None:
-        return _reference(q, k_cache, v_cache, block_tables, query_lens, context_lens, scale, sliding_window)
+                            scale: float, sliding_window: int | None = None, max_scores: int | None = None,
+                            softcap: float | None = None, sinks: torch.Tensor | None = None):
+    if sliding_window is not None or softcap is not None or sinks is not None:
+        return _reference(q, k_cache, v_cache, block_tables, query_lens, context_lens, scale, sliding_window,
+                          softcap=softcap, sinks=sinks)
     page_size, Hkv, D = k_cache.shape[1:]
     Hq = q.shape[1]
     out = torch.empty(q.shape[0], Hq, v_cache.shape[-1], dtype=q.dtype, device=q.device)
