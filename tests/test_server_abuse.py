@@ -126,7 +126,11 @@ def test_overload_gets_429_and_a_departed_multi_prompt_request_is_aborted(server
     # Its prompts were aborted at once, queued ones included: the engine empties in moments, not minutes.
     info = wait_idle(client, timeout=15)
     assert info["stats"]["state_slots_used"] == 0 and info["admitted"] == {"requests": 0, "tokens": 0}
-    assert wait_metric(client, "bringup:num_aborted_requests_total", aborted_before + n) - aborted_before == n
+    # Every queued prompt is aborted; the ones already running may have finished their 900 tokens
+    # before the client left (a 1-thread CPU engine on this tiny model can: 1.5 ms a step).
+    running = client.get("/server_info").json()["max_running_requests"]
+    aborted = wait_metric(client, "bringup:num_aborted_requests_total", aborted_before + n) - aborted_before
+    assert n - running <= aborted <= n
     assert metric(client, "bringup:num_rejected_requests_total") == rejected_before
 
     # While a batch holds the queue, more work gets 429 with Retry-After (and the metric counts it).

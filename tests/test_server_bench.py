@@ -51,6 +51,13 @@ def test_bench_cli_json_runs_engine_and_transformers(tmp_path, capsys):
     assert result["ratio"] == pytest.approx(result["engine_tok_s"] / result["baseline_tok_s"], rel=1e-2)
     assert (result["num_seqs"], result["input_len"], result["output_len"], result["seed"]) == (5, [4, 12], [3, 6], 1)
     assert result["device"] == "cpu" and result["baseline"] == "transformers"
+    # On the CPU both sides run with the engine's thread count, and each side's CPU time and the load
+    # average around it come with the wall-clock figures (the noise of a shared machine shows).
+    assert result["threads"] >= 1 and "CPU thread(s) for both sides" in captured.err
+    assert result["engine_cpu_seconds"] > 0 and result["baseline_cpu_seconds"] > 0
+    base, eng = result["baseline_cpu_seconds"], result["engine_cpu_seconds"]  # each rounded to 1 ms
+    assert (base - 5e-4) / (eng + 5e-4) - 1e-3 <= result["cpu_ratio"] <= (base + 5e-4) / (eng - 5e-4) + 1e-3
+    assert set(result["load"]) == {"engine_start", "engine_end", "baseline_start", "baseline_end"}
 
 
 def result_vocab(checkpoint) -> int:

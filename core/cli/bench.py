@@ -32,6 +32,8 @@ def main(args: argparse.Namespace) -> int:
         raise UserError(f"--num-seqs {args.num_seqs} must be at least 1")
     if args.max_running_requests is not None and args.max_running_requests < 1:
         raise UserError(f"--max-running-requests {args.max_running_requests} must be at least 1")
+    if args.cpu_threads is not None and args.cpu_threads < 1:
+        raise UserError(f"--cpu-threads {args.cpu_threads} must be at least 1")
     if args.seed < 0:
         raise UserError(f"--seed {args.seed} must be >= 0")
     baseline = None if args.baseline.lower() in ("none", "") else args.baseline.lower()
@@ -39,7 +41,7 @@ def main(args: argparse.Namespace) -> int:
         source=args.source, device=args.device, dtype=args.dtype, num_seqs=args.num_seqs,
         input_len=parse_range(args.input_len, "--input-len"), output_len=parse_range(args.output_len, "--output-len"),
         seed=args.seed, baseline=baseline, max_running_requests=args.max_running_requests,
-        mem_fraction=args.mem_fraction, load_format=args.load_format,
+        mem_fraction=args.mem_fraction, load_format=args.load_format, cpu_threads=args.cpu_threads,
     )
     # Progress goes to stderr with --json, so stdout holds exactly one JSON document.
     log = (lambda m: print(m, file=sys.stderr, flush=True)) if args.json else (lambda m: print(m, flush=True))

@@ -32,6 +32,8 @@ def main(args: argparse.Namespace) -> int:
         raise UserError(f"--max-running-requests {args.max_running_requests} must be at least 1")
     if args.chunked_prefill_size is not None and args.chunked_prefill_size < 1:
         raise UserError(f"--chunked-prefill-size {args.chunked_prefill_size} must be at least 1")
+    if args.cpu_threads is not None and args.cpu_threads < 1:
+        raise UserError(f"--cpu-threads {args.cpu_threads} must be at least 1")
     if args.api_key is not None and not args.api_key.strip():
         raise UserError("--api-key is empty; give a non-empty key or leave the option out")
     for flag in ("max_body_bytes", "max_prompts_per_request", "max_queued_requests", "max_queued_tokens"):
@@ -53,7 +55,8 @@ def main(args: argparse.Namespace) -> int:
                  mem_fraction=args.mem_fraction, max_running_requests=args.max_running_requests,
                  api_key=api_key, served_model_name=args.served_model_name,
                  chunked_prefill_size=args.chunked_prefill_size, limits=limits, allowed_hosts=hosts,
-                 model_aliases=_names(args.model_aliases), load_format=args.load_format)
+                 model_aliases=_names(args.model_aliases), load_format=args.load_format,
+                 cpu_threads=args.cpu_threads)
 
 
 def _names(text: str | None) -> tuple[str, ...]:

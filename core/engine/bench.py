@@ -34,6 +34,7 @@ class BenchSettings:
     max_running_requests: int | None = None
     mem_fraction: float | None = None
     load_format: str = "auto"
+    cpu_threads: int | None = None  # on the CPU: torch threads for both sides (None: the engine's choice)
 
 
 @dataclass
@@ -48,6 +49,20 @@ class BenchResult:
     baseline_seconds: float | None = None
     baseline_tok_s: float | None = None
     notes: list[str] = field(default_factory=list)
+    # On the CPU: torch's threads (both sides run with them), the CPU time each side used (this
+    # process's, less noisy than wall time on a shared machine) and the 1-minute load average
+    # before and after each side.
+    threads: int | None = None
+    engine_cpu_seconds: float | None = None
+    baseline_cpu_seconds: float | None = None
+    load: dict = field(default_factory=dict)
+
+    @property
+    def cpu_ratio(self) -> float | None:
+        """Baseline CPU time over the engine's for the same tokens (None unless both were timed)."""
+        if not self.engine_cpu_seconds or not self.baseline_cpu_seconds:
+            return None
+        return self.baseline_cpu_seconds / self.engine_cpu_seconds
 
     @property
     def ratio(self) -> float | None:
@@ -64,6 +79,11 @@ class BenchResult:
                 "model": self.model, "batch_size": self.batch_size, "output_tokens": self.output_tokens,
                 "input_tokens": self.input_tokens, "engine_seconds": round(self.engine_seconds, 3),
                 "baseline_seconds": None if self.baseline_seconds is None else round(self.baseline_seconds, 3),
+                "threads": self.threads,
+                "engine_cpu_seconds": None if self.engine_cpu_seconds is None else round(self.engine_cpu_seconds, 3),
+                "baseline_cpu_seconds": None if self.baseline_cpu_seconds is None else round(self.baseline_cpu_seconds, 3),
+                "cpu_ratio": None if self.cpu_ratio is None else round(self.cpu_ratio, 3),
+                "load": {k: round(v, 2) for k, v in self.load.items()},
                 **s, "notes": self.notes}
 
 
@@ -171,6 +191,14 @@ def _load_transformers(folder, device, dtype_name: str):
     return model.to(device).eval()
 
 
+def _load() -> float:
+    """The 1-minute load average (-1 where the OS has none): the bench prints it beside CPU timings."""
+    from .cpu_threads import load_average
+
+    load = load_average()
+    return -1.0 if load is None else load
+
+
 def run_bench(settings: BenchSettings, log=print) -> BenchResult:
     from . import device as devices
     from .default_model import DEFAULT_CHECKPOINT_NAME, resolve_default
@@ -185,8 +213,9 @@ def run_bench(settings: BenchSettings, log=print) -> BenchResult:
     log(f"bench: loading {settings.source} for the engine…")
     engine = Engine(source, device=settings.device, dtype=settings.dtype, mem_fraction=settings.mem_fraction,
                     max_running_requests=settings.max_running_requests, log=lambda m: None,
-                    load_format=settings.load_format)
+                    load_format=settings.load_format, cpu_threads=settings.cpu_threads)
     device = engine.device
+    threads = engine.cpu_threads  # set for the whole process: the baseline runs with the same threads
     dtype_name = str(engine.dtype).removeprefix("torch.")
     folder = engine.folder
     model_name = DEFAULT_CHECKPOINT_NAME if resolve_default(settings.source) else engine.model_name
@@ -197,17 +226,26 @@ def run_bench(settings: BenchSettings, log=print) -> BenchResult:
     batch_size = min(engine.max_running_requests, settings.num_seqs)
     log(f"bench: {model_name} on {device} ({dtype_name}), {settings.num_seqs} seqs, input {settings.input_len[0]}:"
         f"{settings.input_len[1]}, output {settings.output_len[0]}:{settings.output_len[1]}, seed {settings.seed}, "
-        f"batch {batch_size}")
+        f"batch {batch_size}" + (f", {threads} CPU thread(s) for both sides" if threads else ""))
 
     engine.generate([work[0][0][:8]] * 2, SamplingParams(max_new_tokens=4, temperature=0.0, ignore_eos=True))
     started = time.perf_counter()
     log(f"  engine: running {settings.num_seqs} requests ({sum(n for _, n in work)} output tokens)…")
+    load = {"engine_start": _load()}
+    cpu_started = time.process_time()
     engine_s, out_tokens = run_engine(engine, work, progress=lambda done, total: log(
         f"  engine: {done}/{total} output tokens, {time.perf_counter() - started:.0f} s"))
+    engine_cpu = time.process_time() - cpu_started
+    load["engine_end"] = _load()
     engine.check_pools()
     result = BenchResult(settings, model_name, batch_size, out_tokens, sum(len(p) for p, _ in work), engine_s,
-                         out_tokens / engine_s)
-    log(f"  engine        {out_tokens} output tokens in {engine_s:.2f} s = {result.engine_tok_s:.1f} tok/s")
+                         out_tokens / engine_s, threads=threads, load=load)
+    on_cpu = device.type == "cpu"
+    if on_cpu:
+        result.engine_cpu_seconds = engine_cpu
+    log(f"  engine        {out_tokens} output tokens in {engine_s:.2f} s = {result.engine_tok_s:.1f} tok/s"
+        + (f" (CPU time {engine_cpu:.2f} s, load average {load['engine_start']:.2f} -> {load['engine_end']:.2f})"
+           if on_cpu else ""))
     pad_id = int(engine.config.get("pad_token_id") or 0)
     engine_format_dummy = engine.load_format == "dummy"
     twin = None
@@ -247,12 +285,20 @@ def run_bench(settings: BenchSettings, log=print) -> BenchResult:
             model = _load_transformers(folder, device, dtype_name)
         run_transformers(model, [(p[:8], 4) for p, _ in work[:batch_size]], batch_size, pad_id, device)  # warm-up
         started = time.perf_counter()
+        load["baseline_start"] = _load()
+        cpu_started = time.process_time()
         base_s = run_transformers(model, work, batch_size, pad_id, device, progress=lambda b, n: log(
             f"  transformers: batch {b}/{n} done, {time.perf_counter() - started:.0f} s"))
+        base_cpu = time.process_time() - cpu_started
+        load["baseline_end"] = _load()
         result.baseline_seconds, result.baseline_tok_s = base_s, out_tokens / base_s
+        if on_cpu:
+            result.baseline_cpu_seconds = base_cpu
         log(f"  transformers  {out_tokens} output tokens in {base_s:.2f} s = {result.baseline_tok_s:.1f} tok/s "
-            f"(left-padded batches of {batch_size})")
-        log(f"  ratio         {result.ratio:.2f}x")
+            f"(left-padded batches of {batch_size})"
+            + (f" (CPU time {base_cpu:.2f} s, load average {load['baseline_start']:.2f} -> {load['baseline_end']:.2f})"
+               if on_cpu else ""))
+        log(f"  ratio         {result.ratio:.2f}x" + (f" (in CPU time {result.cpu_ratio:.2f}x)" if on_cpu else ""))
         del model
         gc.collect()
         devices.empty_cache(device)

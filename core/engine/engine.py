@@ -51,15 +51,23 @@ class Engine:
                  page_size: int = 16, ssm_dtype="float32", conv_dtype=None, kv_dtype=None,
                  chunked_prefill_size: int | None = 2048, max_total_tokens: int | None = None,
                  context_length: int | None = None, decode_log_interval: int = 40, log=None,
-                 cuda_graphs: bool | None = None, graph_factory=None, load_format: str = "auto"):
+                 cuda_graphs: bool | None = None, graph_factory=None, load_format: str = "auto",
+                 cpu_threads: int | None = None):
         """`load_format` "dummy": the source's config at full size with seeded random weights
         (dummy_weights.py). `cuda_graphs` None: on where the device supports graphs (env
-        BRINGUP_CUDA_GRAPHS=0/1 overrides); `graph_factory` stands in for the device graph (tests)."""
+        BRINGUP_CUDA_GRAPHS=0/1 overrides); `graph_factory` stands in for the device graph (tests).
+        `cpu_threads`: torch's threads on the CPU (None: the cores idle at start, cpu_threads.py)."""
         self.log = log or default_log
         self.device = devices.resolve_device(device)
         devices.set_current(self.device)
         if page_size < 1:
             raise UserError(f"page size must be at least 1, got {page_size}")
+        self.cpu_threads = None
+        if self.device.type == "cpu":
+            from .cpu_threads import apply_cpu_threads
+
+            self.cpu_threads, why = apply_cpu_threads(cpu_threads)
+            self.log(f"CPU threads: {self.cpu_threads} ({why})")
         started = time.monotonic()
         free_before = devices.free_memory(self.device)
         self.log(f"Load weight begin. avail mem={free_before / GB:.2f} GB")
@@ -76,6 +84,10 @@ class Engine:
         else:
             self.tokenizer, self.tokenizer_source = load_tokenizer(loaded.folder), str(loaded.folder)
         self.dtype = loaded.dtype
+        if self.device.type == "cpu":
+            from .cpu_linears import prepare_linears_for_cpu
+
+            prepare_linears_for_cpu(self.model)  # same values; faster products on the CPU (cpu_linears.py)
         self.weights_bytes = weights_bytes(self.model) + sum(b.numel() * b.element_size() for b in self.model.buffers())
         self.architecture = (self.config.get("architectures") or [type(self.model).__name__])[0]
         devices.synchronize(self.device)
@@ -317,6 +329,7 @@ class Engine:
             "graph_memory_bytes": getattr(self, "graph_memory_bytes", 0),
             "device": str(self.device),
             "device_name": devices.device_name(self.device),
+            "cpu_threads": self.cpu_threads,
             "dtype": _name(self.dtype),
             "kv_dtype": _name(self.kv_dtype),
             "conv_dtype": _name(self.conv_dtype),

@@ -91,6 +91,8 @@ SERVE_OPTIONS: tuple[ServeOption, ...] = (
                 "auto: the checkpoint's weights; dummy: the source's config (catalogue name, config.json, folder, "
                 "hub id) at full size with seeded random weights made on the device (nothing downloaded or "
                 "written; the text is noise)"),
+    ServeOption("--cpu-threads", int, None, "on the CPU: torch threads (default: the cores idle at start, at least 1; "
+                "a thread team stalls whenever another process takes one of its cores)"),
     ServeOption("--host", str, "127.0.0.1", "address to listen on (default 127.0.0.1: this machine only)"),
     ServeOption("--port", int, 30000, "port (default 30000; 0 picks a free one)"),
     ServeOption("--mem-fraction", float, None, "share of device memory for weights and pools (default: the planner's choice)"),
@@ -113,7 +115,7 @@ SERVE_OPTIONS: tuple[ServeOption, ...] = (
     ServeOption("--drain-grace", float, None, "on SIGTERM/SIGINT, seconds running requests get to finish (default 30)"),
 )
 # Options shared by every command that runs the engine (`serve`, `bench`): what it loads and where.
-MODEL_OPTIONS = ("--device", "--dtype", "--load-format")
+MODEL_OPTIONS = ("--device", "--dtype", "--load-format", "--cpu-threads")
 
 
 def serve_option(flag: str) -> ServeOption:

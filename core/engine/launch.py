@@ -106,7 +106,8 @@ def serve(source: str | None, *, device: str = "auto", dtype: str = "auto", host
           port: int = DEFAULT_PORT, mem_fraction: float | None = None, max_running_requests: int | None = None,
           api_key: str | None = None, served_model_name: str | None = None,
           chunked_prefill_size: int | None = None, limits: dict | None = None,
-          allowed_hosts: tuple[str, ...] = (), model_aliases: tuple[str, ...] = (), load_format: str = "auto") -> int:
+          allowed_hosts: tuple[str, ...] = (), model_aliases: tuple[str, ...] = (), load_format: str = "auto",
+          cpu_threads: int | None = None) -> int:
     """`limits`: overrides for api_limits.default_limits (max_body_bytes, max_prompts, max_queued_requests,
     max_queued_tokens, drain_grace_s); None values keep the defaults."""
     setup_logging()
@@ -119,7 +120,8 @@ def serve(source: str | None, *, device: str = "auto", dtype: str = "auto", host
     from .engine import Engine
 
     kwargs = {"device": device, "dtype": dtype, "mem_fraction": mem_fraction,
-              "max_running_requests": max_running_requests, "log": log.info, "load_format": load_format}
+              "max_running_requests": max_running_requests, "log": log.info, "load_format": load_format,
+              "cpu_threads": cpu_threads}
     if chunked_prefill_size is not None:
         kwargs["chunked_prefill_size"] = chunked_prefill_size
     engine = Engine(model, **kwargs)  # logs the weight and pool lines itself

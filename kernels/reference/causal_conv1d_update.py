@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from .causal_conv1d import _activate, depthwise_taps
+from .causal_conv1d import _activate
 
 
 def causal_conv1d_update(
@@ -19,5 +19,10 @@ def causal_conv1d_update(
     Returns (y [B, C], new_state [B, C, K-1]); the caller writes new_state back to its slots.
     """
     window = torch.cat([conv_state.to(x.dtype), x.unsqueeze(-1)], dim=-1)  # [B, C, K]
-    y = depthwise_taps(window.to(weight.dtype), weight, bias, 1)[..., 0]
-    return _activate(y, activation).to(x.dtype), window[:, :, 1:].clone()
+    return _activate(window_taps(window, weight, bias), activation).to(x.dtype), window[:, :, 1:].clone()
+
+
+def window_taps(window: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """y[b, c] = sum_k weight[c, k] * window[b, c, k] (+ bias[c]): one output per window, in weight's dtype."""
+    y = (window.to(weight.dtype) * weight).sum(-1)
+    return y if bias is None else y + bias

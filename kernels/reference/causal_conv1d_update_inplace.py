@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from .causal_conv1d_update import causal_conv1d_update
+from .causal_conv1d import _activate
+from .causal_conv1d_update import window_taps
 
 
 def causal_conv1d_update_inplace(
@@ -16,7 +17,10 @@ def causal_conv1d_update_inplace(
     activation: str | None = "silu",
 ) -> torch.Tensor:
     """x [B, C], conv_states [num_slots, C, K-1] (updated in place), slots [B] int64 on its device.
-    Returns y [B, C]. The same signature as the Triton in-place kernel (see mamba_state_update_inplace)."""
-    y, new_state = causal_conv1d_update(x, conv_states[slots], weight, bias, activation)
-    conv_states[slots] = new_state.to(conv_states.dtype)
-    return y
+    Returns y [B, C]. The same signature as the Triton in-place kernel (see mamba_state_update_inplace).
+
+    The arithmetic of `causal_conv1d_update`, with the pool rows gathered and written back by index
+    (the CPU engine runs this once per Mamba layer per decode step)."""
+    window = torch.cat([conv_states.index_select(0, slots).to(x.dtype), x.unsqueeze(-1)], dim=-1)  # [B, C, K]
+    conv_states.index_copy_(0, slots, window[..., 1:].to(conv_states.dtype))
+    return _activate(window_taps(window, weight, bias), activation).to(x.dtype)

@@ -29,7 +29,7 @@ def gated_rms_norm(
     if width % group_size:
         raise ValueError(f"gated_rms_norm: width {width} is not a multiple of group size {group_size}")
     grouped = xf.view(*lead, width // group_size, group_size)
-    grouped = grouped * torch.rsqrt(grouped.pow(2).mean(-1, keepdim=True) + eps)
+    grouped = F.rms_norm(grouped, (group_size,), None, eps)  # x * rsqrt(mean(x^2) + eps), in one op
     out = grouped.view(*lead, width)
     if norm_before_gate:
         return (weight * out.to(dtype)) * g.to(dtype)

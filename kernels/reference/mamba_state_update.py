@@ -31,7 +31,7 @@ def mamba_state_update(
     Ch = C.float().repeat_interleave(H // G, dim=1)
     decay = torch.exp(dt * A.float())[..., None, None]
     new_state = state.float() * decay + (dt[..., None] * x.float())[..., None] * Bh[:, :, None, :]
-    y = torch.einsum("bhpn,bhn->bhp", new_state, Ch)
+    y = (new_state * Ch[:, :, None, :]).sum(-1)  # [B, H, P]
     if D is not None:
         y = y + D.float()[:, None] * x.float()
     return y.to(x.dtype), new_state.to(state.dtype)

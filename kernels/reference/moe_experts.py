@@ -90,19 +90,15 @@ def _sorted(x, ids, up, down, gate, act) -> torch.Tensor:
     """[T * k, H]: the T*k (token, expert) assignments sorted by expert, so each expert runs once on
     one contiguous block of its tokens; results go back to their (token, slot) places, no scatter-add."""
     T, k = ids.shape
+    if T * k == 0:
+        return x.new_empty(0, down.shape[1])
     flat = ids.reshape(-1)
     order = flat.argsort(stable=True)
     counts = torch.bincount(flat, minlength=up.shape[0]).tolist()
-    rows = x[order // k]
-    out_sorted = torch.empty(T * k, down.shape[1], dtype=x.dtype, device=x.device)
-    start = 0
-    for e, n in enumerate(counts):
-        if n:
-            out_sorted[start : start + n] = mlp(rows[start : start + n], up[e], down[e], None if gate is None else gate[e], act)
-            start += n
-    out = torch.empty_like(out_sorted)
-    out[order] = out_sorted
-    return out
+    blocks = x.index_select(0, order // k).split(counts)  # one block of rows per expert, in expert order
+    out_sorted = torch.cat([mlp(rows, up[e], down[e], None if gate is None else gate[e], act)
+                            for e, rows in enumerate(blocks) if counts[e]])
+    return torch.empty_like(out_sorted).index_copy_(0, order, out_sorted)
 
 
 def _expert_mlp(x, up, down, gate, act) -> torch.Tensor:

@@ -25,14 +25,17 @@ def paged_attention_decode(
     makes decode one batched computation instead of a loop. softcap and sinks as in
     `paged_attention_prefill`.
     """
-    B, Hq, _ = q.shape
+    B, Hq, D = q.shape
     num_pages, page_size, Hkv, _ = k_cache.shape
     rep = Hq // Hkv
     tables = block_tables.long().clamp(0, max(num_pages - 1, 0))  # unused entries may hold anything
-    k = k_cache[tables].reshape(B, -1, Hkv, k_cache.shape[-1]).float()  # [B, max_pages * page_size, Hkv, D]
-    v = v_cache[tables].reshape(B, -1, Hkv, v_cache.shape[-1]).float()
-    qg = q.float().view(B, Hkv, rep, -1)
-    scores = torch.einsum("bgrd,btgd->bgrt", qg, k) * scale
+    # Gathered head-major, [Hkv, B, max_pages * page_size, D], so both products are one bmm each over
+    # (KV head, request) with no transposed copy of K or V (the CPU engine's decode runs this).
+    pages = tables.reshape(-1)
+    k = k_cache.index_select(0, pages).view(B, -1, Hkv, D).permute(2, 0, 1, 3).reshape(Hkv * B, -1, D).float()
+    v = v_cache.index_select(0, pages).view(B, -1, Hkv, D).permute(2, 0, 1, 3).reshape(Hkv * B, -1, D).float()
+    qg = q.float().view(B, Hkv, rep, D).transpose(0, 1).reshape(Hkv * B, rep, D)
+    scores = torch.bmm(qg, k.transpose(1, 2)).view(Hkv, B, rep, -1) * scale
     if softcap is not None:
         scores = softcap * torch.tanh(scores / softcap)
     ctx = context_lens.to(q.device).long()[:, None]
@@ -40,6 +43,7 @@ def paged_attention_decode(
     allowed = t < ctx
     if sliding_window is not None:
         allowed &= t >= ctx - sliding_window
-    scores = scores.masked_fill(~allowed[:, None, None, :], float("-inf"))
-    probs = softmax_with_sinks(scores, sinks, Hkv, rep)
-    return torch.einsum("bgrt,btgd->bgrd", probs, v).reshape(B, Hq, -1).to(q.dtype)
+    scores = scores.masked_fill(~allowed[None, :, None, :], float("-inf"))
+    probs = softmax_with_sinks(scores.transpose(0, 1), sinks, Hkv, rep).transpose(0, 1)  # sinks per (kv head, rep)
+    out = torch.bmm(probs.reshape(Hkv * B, rep, -1), v)  # [Hkv * B, rep, D]
+    return out.view(Hkv, B, rep, D).transpose(0, 1).reshape(B, Hq, D).to(q.dtype)

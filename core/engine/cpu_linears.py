@@ -1,0 +1,32 @@
+"""Linear layers on the CPU: weights stored transposed, so each small-batch product streams its weight row by row.
+
+A linear layer computes x @ W.T with W [out, in]. For the few rows of a decode step, MKL's
+product reads a weight stored [in, out] (W.T contiguous) up to 1.7x faster than one stored [out,
+in] (measured on this project's 2-core machine: a [128, 256] weight at 8 rows, 57.5 against 33.0 us
+when cold in cache; the whole bench's engine run about 6% less CPU time). So on the CPU each linear
+weight keeps its [out, in] shape and values but lives in an [in, out] buffer: the model's code is
+unchanged (`F.linear` sees the transposed view and calls the faster product). Stacked expert weights
+[E, out, in], used one expert at a time through `F.linear`, get the same layout per expert.
+Embeddings keep rows (a lookup reads rows), and so does a weight tied to one.
+"""
+
+from __future__ import annotations
+
+from torch import nn
+
+# Attribute names of stacked expert weights [E, out, in] that the reference MoE applies with F.linear.
+EXPERT_WEIGHT_NAMES = ("up_proj", "down_proj", "gate_proj", "w1", "w2", "w3", "input_linear", "output_linear")
+
+
+def prepare_linears_for_cpu(model: nn.Module) -> int:
+    """Re-lay the model's linear weights as above (values and shapes unchanged); returns how many."""
+    tied = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
+    done = 0
+    for module in model.modules():
+        for name, p in module.named_parameters(recurse=False):
+            linear_weight = isinstance(module, nn.Linear) and name == "weight" and p.dim() == 2
+            expert_stack = p.dim() == 3 and name in EXPERT_WEIGHT_NAMES
+            if (linear_weight or expert_stack) and id(p) not in tied and p.is_contiguous():
+                p.data = p.data.transpose(-1, -2).contiguous().transpose(-1, -2)
+                done += 1
+    return done

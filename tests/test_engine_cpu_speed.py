@@ -1,0 +1,89 @@
+"""The CPU engine's speed settings: torch's thread count, linear weights stored transposed, and the
+float32 shortcut of the reference RMSNorm. Each keeps the answer the same (speed itself is measured
+by `bringup bench`, never here)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import bringup.kernels.reference as ref
+from bringup.core.engine import cpu_threads
+from bringup.core.engine.cpu_linears import prepare_linears_for_cpu
+from bringup.core.errors import UserError
+
+
+@pytest.mark.parametrize("cores, load, idle", [(2, None, 2), (2, 0.1, 2), (2, 0.6, 1), (2, 5.0, 1), (8, 2.4, 6),
+                                               (8, 0.0, 8), (1, 0.0, 1)])
+def test_idle_cores_leave_the_loaded_ones_out(cores, load, idle):
+    assert cpu_threads.idle_cores(cores, load) == idle
+
+
+def test_requested_threads_win_and_zero_is_refused(monkeypatch):
+    monkeypatch.setattr(cpu_threads, "load_average", lambda: 9.0)
+    assert cpu_threads.choose_cpu_threads(3) == (3, "as requested")
+    threads, why = cpu_threads.choose_cpu_threads(None)
+    assert threads == 1 and "load average 9.00" in why
+    with pytest.raises(UserError, match="--cpu-threads 0 must be at least 1"):
+        cpu_threads.choose_cpu_threads(0)
+
+
+class _Tiny(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(11, 6)
+        self.proj = nn.Linear(6, 5, bias=True)
+        self.head = nn.Linear(6, 11, bias=False)
+        self.head.weight = self.embed.weight  # tied: a lookup reads rows, so it keeps them
+        self.experts = nn.Module()
+        self.experts.up_proj = nn.Parameter(torch.randn(3, 4, 6), requires_grad=False)
+
+
+def test_transposed_storage_keeps_values_shapes_and_products():
+    torch.manual_seed(0)
+    model = _Tiny().requires_grad_(False)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    x = torch.randn(7, 6)
+    y_before = F.linear(x, model.proj.weight, model.proj.bias), F.linear(x, model.experts.up_proj[1])
+    assert prepare_linears_for_cpu(model) == 2  # proj and the expert stack; the tied head is left
+    for n, p in model.named_parameters():
+        assert p.shape == before[n].shape and torch.equal(p, before[n]), n
+    assert model.proj.weight.stride() == (1, 5) and model.experts.up_proj.stride() == (24, 1, 4)
+    assert model.embed.weight.is_contiguous() and model.head.weight is model.embed.weight
+    y_after = F.linear(x, model.proj.weight, model.proj.bias), F.linear(x, model.experts.up_proj[1])
+    for a, b in zip(y_before, y_after):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("multiply_in_float32", [False, True])
+def test_float32_rms_norm_shortcut_is_the_written_formula_bit_for_bit(multiply_in_float32):
+    torch.manual_seed(1)
+    for shape in ((1, 16), (8, 256), (3, 5, 100)):
+        x, w = torch.randn(shape) * 3, torch.randn(shape[-1])
+        formula = w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5))
+        assert torch.equal(ref.rms_norm(x, w, 1e-5, multiply_in_float32=multiply_in_float32), formula)
+
+
+@pytest.mark.slow
+def test_cpu_engine_sets_its_threads_and_transposes_its_linears(tmp_path):
+    from bringup.core.engine.engine import Engine
+    from bringup.core.engine.sampling import SamplingParams
+
+    from engine_helpers import hf_greedy, prompts_of_lengths, tiny_nemotron_h
+
+    folder = tiny_nemotron_h(tmp_path)
+    before = torch.get_num_threads()
+    lines = []
+    try:
+        engine = Engine(str(folder), device="cpu", log=lines.append, cpu_threads=1)
+        assert torch.get_num_threads() == 1 and engine.server_info()["cpu_threads"] == 1
+        assert "CPU threads: 1 (as requested)" in lines
+        mixer = next(layer.mixer_module for layer in engine.model.decoder.layers if layer.mixer_kind == "mamba2")
+        assert not mixer.in_proj.weight.is_contiguous() and mixer.in_proj.weight.t().is_contiguous()
+        prompts = prompts_of_lengths([5, 17], 400, seed=2)
+        greedy = SamplingParams(max_new_tokens=4, temperature=0, ignore_eos=True)
+        assert engine.generate(prompts, greedy) == hf_greedy(folder, prompts, 4)
+    finally:
+        torch.set_num_threads(before)
