@@ -83,25 +83,31 @@ class GatedDeltaNet(nn.Module):
         beta = b.sigmoid()
         g = -self.A_log.float().exp() * F.softplus(a.float() + self.dt_bias.float())  # log decay <= 0
         w = self.conv1d.weight[:, 0, :]
-        plan = _state_plan(batch, hidden.device)
         y = torch.empty(T, self.nv, self.dv, dtype=hidden.dtype, device=hidden.device)
-        if plan.all_rows_step or plan.step_rows is not None:  # one token per request: step the states in place
-            rows = slice(None) if plan.all_rows_step else plan.step_rows
-            xc = ops.causal_conv1d_update_inplace(mixed[rows], conv_states, plan.step_slots, w, None, "silu")
-            q, k, v = self._split(xc)
-            y[rows] = ops.gated_delta_rule_recurrent_inplace(q, k, v, g[rows], beta[rows], rec_states,
-                                                             plan.step_slots)
-        if plan.scan_rows is not None:  # prompts and prompt chunks, all in one varlen call
-            rows, slots, has = plan.scan_rows, plan.scan_slots, plan.scan_has_state
-            # A request starting its prompt begins from zeros whatever its slot holds.
-            xc = ops.causal_conv1d_varlen_inplace(mixed[rows], plan.scan_starts, w, None, conv_states, slots, has,
-                                                  "silu")
-            rec0 = torch.where(has[:, None, None, None], rec_states[slots].float(), 0)
-            q, k, v = self._split(xc)
-            ys, rec_final = ops.gated_delta_rule_chunk(q, k, v, g[rows], beta[rows], plan.scan_starts, rec0)
-            rec_states[slots] = rec_final.to(rec_states.dtype)
-            y[rows] = ys
+        run_delta_rule(batch, mixed, w, g, beta, conv_states, rec_states, self._split, y,
+                       ops.causal_conv1d_update_inplace, ops.causal_conv1d_varlen_inplace,
+                       ops.gated_delta_rule_recurrent_inplace, ops.gated_delta_rule_chunk)
         # RMSNorm over each head's dv channels, then the silu(z) gate (norm before gate).
         out = ops.gated_rms_norm(y.reshape(T * self.nv, self.dv), z.reshape(T * self.nv, self.dv), self.norm.weight,
                                  self.norm.eps, self.dv, norm_before_gate=True)
         return self.out_proj(out.reshape(T, self.value_dim).to(hidden.dtype))
+
+
+def run_delta_rule(batch, mixed, w, g, beta, conv_states, rec_states, split, y, conv_step, conv_varlen, step, chunk):
+    """The short conv and a delta rule over the batch's rows, writing y [T, H, dv] (gated DeltaNet and KDA
+    share it; they differ in the decay's shape and the two rule ops). One-token requests step their state
+    slots in place; prompts and prompt chunks go through one varlen conv and one chunked call."""
+    plan = _state_plan(batch, mixed.device)
+    if plan.all_rows_step or plan.step_rows is not None:
+        rows = slice(None) if plan.all_rows_step else plan.step_rows
+        q, k, v = split(conv_step(mixed[rows], conv_states, plan.step_slots, w, None, "silu"))
+        y[rows] = step(q, k, v, g[rows], beta[rows], rec_states, plan.step_slots)
+    if plan.scan_rows is not None:
+        rows, slots, has = plan.scan_rows, plan.scan_slots, plan.scan_has_state
+        # A request starting its prompt begins from zeros whatever its slot holds.
+        xc = conv_varlen(mixed[rows], plan.scan_starts, w, None, conv_states, slots, has, "silu")
+        rec0 = torch.where(has[:, None, None, None], rec_states[slots].float(), 0)
+        q, k, v = split(xc)
+        ys, rec_final = chunk(q, k, v, g[rows], beta[rows], plan.scan_starts, rec0)
+        rec_states[slots] = rec_final.to(rec_states.dtype)
+        y[rows] = ys

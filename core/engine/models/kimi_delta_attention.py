@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .base import RMSNormWeight, linear
-from .mamba2 import _state_plan
+from .gated_delta_net import run_delta_rule
 
 
 def _conv(width: int, kernel: int) -> nn.Conv1d:
@@ -69,23 +69,10 @@ class KimiDeltaAttention(nn.Module):
         decay = self.f_b_proj(self.f_a_proj(hidden)).float() + self.dt_bias.float()
         g = -self.A_log.float().exp().view(H, 1) * F.softplus(decay.view(T, H, D))  # [T, H, D] log decay <= 0
         beta = self.b_proj(hidden).float().sigmoid()
-        plan = _state_plan(batch, hidden.device)
         y = torch.empty(T, H, D, dtype=hidden.dtype, device=hidden.device)
-        if plan.all_rows_step or plan.step_rows is not None:  # one token per request: step the states in place
-            rows = slice(None) if plan.all_rows_step else plan.step_rows
-            xc = ops.causal_conv1d_update_inplace(mixed[rows], conv_states, plan.step_slots, w, None, "silu")
-            q, k, v = self._split(xc)
-            y[rows] = ops.kda_recurrent_inplace(q, k, v, g[rows], beta[rows], rec_states, plan.step_slots)
-        if plan.scan_rows is not None:  # prompts and prompt chunks, all in one varlen call
-            rows, slots, has = plan.scan_rows, plan.scan_slots, plan.scan_has_state
-            # A request starting its prompt begins from zeros whatever its slot holds.
-            xc = ops.causal_conv1d_varlen_inplace(mixed[rows], plan.scan_starts, w, None, conv_states, slots, has,
-                                                  "silu")
-            rec0 = torch.where(has[:, None, None, None], rec_states[slots].float(), 0)
-            q, k, v = self._split(xc)
-            ys, rec_final = ops.kda_chunk(q, k, v, g[rows], beta[rows], plan.scan_starts, rec0)
-            rec_states[slots] = rec_final.to(rec_states.dtype)
-            y[rows] = ys
+        run_delta_rule(batch, mixed, w, g, beta, conv_states, rec_states, self._split, y,
+                       ops.causal_conv1d_update_inplace, ops.causal_conv1d_varlen_inplace,
+                       ops.kda_recurrent_inplace, ops.kda_chunk)
         # Per-head RMSNorm, then the sigmoid gate, all in float32 (as the checkpoint's FusedRMSNormGated).
         gate = self.g_b_proj(self.g_a_proj(hidden)).view(T, H, D).float()
         yf = y.float()
