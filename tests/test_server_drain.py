@@ -16,6 +16,7 @@ import pytest
 from server_helpers import API_KEY, start_server, tiny_checkpoint
 
 HEADERS = {"Authorization": f"Bearer {API_KEY}"}
+SHORT = 1200  # tokens of the stream that finishes within the grace
 pytestmark = pytest.mark.slow  # starts real servers
 
 
@@ -36,6 +37,9 @@ class Stream(threading.Thread):
     def __init__(self, base_url: str, max_tokens: int):
         super().__init__()
         self.base_url, self.max_tokens = base_url, max_tokens
+        # Made here, not in run(): a client's SSL set-up takes a while on a loaded machine, and the
+        # test's timeline (queued before SIGTERM) must not wait for it.
+        self.client = httpx.Client(base_url=base_url, headers=HEADERS, timeout=60)
         self.events: list[dict] = []
         self.done = False
         self.status = None
@@ -45,7 +49,7 @@ class Stream(threading.Thread):
         body = {"prompt": [5, 6, 7], "max_tokens": self.max_tokens, "ignore_eos": True, "stream": True,
                 "stream_options": {"include_usage": True}}
         try:
-            with httpx.Client(base_url=self.base_url, headers=HEADERS, timeout=60) as c:
+            with self.client as c:
                 with c.stream("POST", "/v1/completions", json=body) as r:
                     self.status = r.status_code
                     for line in r.iter_lines():
@@ -84,21 +88,23 @@ def wait_for_tokens(streams, timeout: float = 30) -> None:
 
 def test_sigterm_under_load_drains_and_ends_every_stream_properly(servers):
     srv = servers["term"]  # the default grace (30 s): a second signal ends the long stream below
-    short, long_run = Stream(srv.base_url, 200), Stream(srv.base_url, 2000)
+    # `short` must still be running at SIGTERM (were it done, a queued stream would start, and run
+    # its 2000 tokens in the grace): 1200 tokens outlast the set-up below even on a loaded machine,
+    # and still end well within the 30 s grace.
+    short, long_run = Stream(srv.base_url, SHORT), Stream(srv.base_url, 2000)
+    queued = [Stream(srv.base_url, 2000) for _ in range(2)]  # two slots are busy: these wait
+    admin = httpx.Client(base_url=srv.base_url, headers=HEADERS, timeout=10)
     short.start(), long_run.start()
     wait_for_tokens([short, long_run])
-    with httpx.Client(base_url=srv.base_url, headers=HEADERS, timeout=10) as c:
-        before = c.get("/server_info").json()["stats"]["requests_total"]  # short and long_run included
-    queued = [Stream(srv.base_url, 2000) for _ in range(2)]  # two slots are busy: these wait
+    before = admin.get("/server_info").json()["stats"]["requests_total"]  # short and long_run included
     for s in queued:
         s.start()
-    # Both late requests have reached the engine (queued, or one admitted if the short stream already
-    # ended on a slow machine) before SIGTERM: otherwise the signal races their POSTs.
+    # Both late requests have reached the engine before SIGTERM: otherwise the signal races their POSTs.
     deadline = time.monotonic() + 60
-    with httpx.Client(base_url=srv.base_url, headers=HEADERS, timeout=10) as c:
-        while (stats := c.get("/server_info").json()["stats"])["requests_total"] < before + 2:
-            assert time.monotonic() < deadline, stats
-            time.sleep(0.01)
+    while (stats := admin.get("/server_info").json()["stats"])["requests_total"] < before + 2:
+        assert time.monotonic() < deadline, stats
+        time.sleep(0.01)
+    admin.close()
     srv.process.proc.send_signal(signal.SIGTERM)
     time.sleep(0.2)
     with httpx.Client(base_url=srv.base_url, headers=HEADERS, timeout=10) as c:
@@ -107,7 +113,7 @@ def test_sigterm_under_load_drains_and_ends_every_stream_properly(servers):
         assert late.status_code == 503 and late.headers["Retry-After"]
     for s in (*queued, short):
         s.join(timeout=60)
-    assert long_run.is_alive()  # still within its grace
+    assert long_run.is_alive(), [(s.usage, s.errors) for s in (short, long_run, *queued)]  # within its grace
     srv.process.proc.send_signal(signal.SIGTERM)
     long_run.join(timeout=30)
     code = srv.process.proc.wait(timeout=30)
@@ -115,7 +121,7 @@ def test_sigterm_under_load_drains_and_ends_every_stream_properly(servers):
     streams = (short, long_run, *queued)
     assert all(s.failure is None and s.status == 200 and s.done for s in streams), [
         (s.failure, s.status, s.done, s.usage, s.errors) for s in streams]
-    assert short.usage == 200 and short.finish == "length" and not short.errors  # finished within the grace
+    assert short.usage == SHORT and short.finish == "length" and not short.errors  # finished within the grace
     for s in queued:  # never started: ended at once, for another server to take
         assert s.usage == 0 and s.errors and "before this request started" in s.errors[0]
     assert long_run.errors and "second signal" in long_run.errors[0] and 0 < long_run.usage < 2000
