@@ -303,7 +303,7 @@ def _print_trace(trace, prefix: str) -> None:
                   flush=True)
     print(f"  [trace] {prefix.strip()}: {len(rows)} steps, {sum(r['compiles'] for r in rows)} compiles "
           f"({sum(r['compile_s'] for r in rows):.2f} s), autotune {sum(r['autotune_s'] for r in rows):.2f} s, "
-          f"{sum(r['segments'] for r in rows)} new segments", flush=True)
+          f"{sum(r['seconds'] for r in rows):.2f} s in all", flush=True)
 
 
 def run_hf(model, work, B: int, new_tokens: int, pad_id: int, device) -> dict:
@@ -354,7 +354,7 @@ def main() -> int:
 
         trace = StepTrace().install()
     t = time.perf_counter()
-    with (trace.step("engine start") if trace is not None else _nothing()):
+    with (trace.step("engine start", alloc=True) if trace is not None else _nothing()):
         engine = Engine(args.config, device="cuda", dtype="bfloat16", load_format="dummy",
                         max_running_requests=max(batches), mem_fraction=args.mem_fraction, context_length=4096,
                         chunked_prefill_size=args.chunked_prefill_size, warmup=False if args.no_warmup else None,

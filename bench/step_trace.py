@@ -5,7 +5,7 @@ device segments (cudaMalloc) and retries, and Python's garbage collections.
     trace = StepTrace().install()
     with trace.step(label):        # one engine.step(); the engine's own token read ends the GPU work
         engine.step()
-    trace.rows                     # one dict per step: seconds, compiles, autotunes, segments, gc
+    trace.rows                     # one dict per step: seconds, compiles, autotunes, gc (segments: alloc=True)
 
 A measuring tool for bench/nano_full.py (`--trace-steps`); it patches Triton's JIT compile entry and
 the autotuner's benchmark call while installed, and changes nothing they compute.
@@ -78,15 +78,17 @@ class StepTrace:
             self._undo.pop()()
 
     @contextmanager
-    def step(self, label: str = "", **info):
+    def step(self, label: str = "", alloc: bool = False, **info):
+        """`alloc`: also count the allocator's new segments (torch.cuda.memory_stats costs a few
+        hundred microseconds a call: left out of per-step traces unless asked for)."""
         self._events = []
-        before = _alloc_stats()
+        before = _alloc_stats() if alloc else {}
         torch.cuda.synchronize()
         t = time.perf_counter()
         yield
         torch.cuda.synchronize()
         seconds = time.perf_counter() - t
-        after = _alloc_stats()
+        after = _alloc_stats() if alloc else {}
         compiles = [e for e in self._events if e["kind"] == "compile"]
         tunes = [e for e in self._events if e["kind"] == "autotune_bench"]
         row = {"label": label, **info, "seconds": seconds,
@@ -105,9 +107,10 @@ class StepTrace:
                 n, s = names.get(key, (0, 0.0))
                 names[key] = (n + 1, s + e["s"])
         top = ", ".join(f"{k} x{n} {s:.2f}s" for k, (n, s) in sorted(names.items(), key=lambda kv: -kv[1][1])[:6])
+        alloc = (f", new segments {row['segments']} ({row['segment_bytes'] / 2**20:.0f} MiB), alloc retries "
+                 f"{row['retries']}" if "segments" in row else "")
         return (f"{row['label']}: {row['seconds'] * 1e3:.0f} ms; compiles {row['compiles']} ({row['compile_s']:.2f} s), "
-                f"autotune {row['autotune_benches']} ({row['autotune_s']:.2f} s), new segments "
-                f"{row['segments']} ({row['segment_bytes'] / 2**20:.0f} MiB), alloc retries {row['retries']}, "
+                f"autotune {row['autotune_benches']} ({row['autotune_s']:.2f} s){alloc}, "
                 f"gc {row['gc_s'] * 1e3:.0f} ms{'; ' + top if top else ''}")
 
 
