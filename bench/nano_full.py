@@ -16,6 +16,8 @@ Per batch size B (B requests submitted at once, greedy, ignore_eos):
   KV read) over the copy bandwidth measured here; each figure's share of it;
 - transformers: `generate` on the same weights (copied from the engine's) and prompts, left-padded
   batch of B, `--hf-new-tokens` tokens (its Mamba and MoE paths are plain torch: it is slow).
+The engine starts as `bringup serve` does, with its start-up warm-up (core/engine/warmup.py); the
+bench adds no warm-up of its own beyond one tiny request per batch size.
 """
 
 from __future__ import annotations
