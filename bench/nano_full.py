@@ -16,6 +16,8 @@ Per batch size B (B requests submitted at once, greedy, ignore_eos):
   KV read) over the copy bandwidth measured here; each figure's share of it;
 - transformers: `generate` on the same weights (copied from the engine's) and prompts, left-padded
   batch of B, `--hf-new-tokens` tokens (its Mamba and MoE paths are plain torch: it is slow).
+The engine starts as `bringup serve` does, with its start-up warm-up (core/engine/warmup.py); the
+bench adds no warm-up of its own beyond one tiny request per batch size.
 """
 
 from __future__ import annotations
@@ -216,7 +218,8 @@ def top_kernels(engine, n: int = 14, prefill_tokens: int = 0) -> str:
     return prof.key_averages().table(sort_by="device_time_total", row_limit=n, max_name_column_width=60)
 
 
-def run_engine_batch(engine, B: int, in_len: int, out_len: int, vocab: int, seed: int) -> dict:
+def run_engine_batch(engine, B: int, in_len: int, out_len: int, vocab: int, seed: int, trace=None,
+                     profile_step: int | None = None, profile_dir: str | None = None) -> dict:
     from bringup.core.engine.bench import make_workload
     from bringup.core.engine.sampling import SamplingParams
 
@@ -234,7 +237,16 @@ def run_engine_batch(engine, B: int, in_len: int, out_len: int, vocab: int, seed
                         and all(r.num_computed >= len(r.prompt_ids) for r in sch.running))
         prompt_left = sum(max(0, len(r.prompt_ids) - r.num_computed) for r in list(sch.running) + list(sch.waiting))
         t = time.perf_counter()
-        outs = engine.step()
+        if profile_step is not None and steps == profile_step and profile_dir:
+            outs = _profiled_step(engine, Path(profile_dir, f"step{steps}_b{B}.txt"))
+        elif trace is not None:
+            with trace.step(f"b{B} step {steps}", prompt_left=prompt_left, running=len(sch.running),
+                            waiting=len(sch.waiting)):
+                outs = engine.step()
+            last = engine.last_step
+            trace.rows[-1]["tokens"] = last.num_tokens if last is not None else 0
+        else:
+            outs = engine.step()
         if prompt_left:
             left = sum(max(0, len(r.prompt_ids) - r.num_computed) for r in list(sch.running) + list(sch.waiting))
             mixed["steps"] += 1
@@ -255,22 +267,45 @@ def run_engine_batch(engine, B: int, in_len: int, out_len: int, vocab: int, seed
             "decode_ms_step": ms, "decode_tok_s": B / ms * 1e3 if decode_times else None, "work": work}
 
 
-def warm_mixed_steps(engine, vocab: int, seed: int = 98) -> None:
-    """Run prefill steps with decodes riding along, at prompt sizes whose token counts are divisible
-    by 16 and not (Triton compiles a kernel per such case) and large enough for the prefill MoE tile,
-    so that the measured run does not pay first-time compiles. Results are discarded."""
-    import random
+def _profiled_step(engine, path: Path):
+    """One engine step under torch.profiler: host (self CPU) and device tables to `path`."""
+    from torch.profiler import ProfilerActivity, profile
 
-    from bringup.core.engine.sampling import SamplingParams
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        outs = engine.step()
+        torch.cuda.synchronize()
+    wall = time.perf_counter() - t
+    events = prof.key_averages()
+    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    busy = sum(e.device_time for e in kernels) / 1e6
+    path.write_text(f"wall {wall * 1e3:.1f} ms (profiled), GPU kernel time {busy * 1e3:.1f} ms, {len(kernels)} kernels\n\n"
+                    "By self CPU time:\n" + events.table(sort_by="self_cpu_time_total", row_limit=30, max_name_column_width=70)
+                    + "\nBy device time:\n" + events.table(sort_by="device_time_total", row_limit=25, max_name_column_width=70))
+    return outs
 
-    rng = random.Random(seed)
-    params = SamplingParams(max_new_tokens=4, temperature=0.0, ignore_eos=True)
-    for n, length in ((4, 400), (3, 455), (3, 457)):  # 1600 tokens alone, then 1365 / 1371 + decodes
-        for _ in range(n):
-            engine.add_request([rng.randint(3, vocab - 1) for _ in range(length)], params, detokenize=False)
-        engine.step()
-    while engine.has_unfinished():
-        engine.step()
+
+def _nothing():
+    from contextlib import nullcontext
+
+    return nullcontext()
+
+
+def _print_trace(trace, prefix: str) -> None:
+    """The traced steps of one run that carried prompt tokens, compiled or were slow, one line each."""
+    rows = [r for r in trace.rows if r["label"].startswith(prefix)]
+    if not rows:
+        return
+    times = sorted(r["seconds"] for r in rows)
+    median = times[len(times) // 2]
+    for r in rows:
+        if r.get("prompt_left") or r["compiles"] or r["seconds"] > 1.5 * median or r["label"] == "engine start":
+            print(f"  [trace] {trace.summary(r)}; tokens {r.get('tokens', '-')}, running {r.get('running', '-')}",
+                  flush=True)
+    print(f"  [trace] {prefix.strip()}: {len(rows)} steps, {sum(r['compiles'] for r in rows)} compiles "
+          f"({sum(r['compile_s'] for r in rows):.2f} s), autotune {sum(r['autotune_s'] for r in rows):.2f} s, "
+          f"{sum(r['seconds'] for r in rows):.2f} s in all", flush=True)
 
 
 def run_hf(model, work, B: int, new_tokens: int, pad_id: int, device) -> dict:
@@ -300,6 +335,12 @@ def main() -> int:
                          "16384 4,144, 8192 3,752 before this work)")
     ap.add_argument("--sweep", action="store_true", help="sweep the fused MoE's GEMM tiles first")
     ap.add_argument("--profile-dir", default=None, help="write top-kernel tables (decode B=1, prefill) here")
+    ap.add_argument("--profile-step", type=int, default=None,
+                    help="with --profile-dir: profile this step of the batch-256 run (host and device tables)")
+    ap.add_argument("--no-warmup", action="store_true",
+                    help="start the engine without its start-up warm-up (to compare; users get the warm-up)")
+    ap.add_argument("--trace-steps", default=None,
+                    help="time every step (compiles, autotunes, new allocator segments, GC) and write them here (JSON)")
     args = ap.parse_args()
     began = time.perf_counter()
     batches = [int(b) for b in args.batches.split(",")]
@@ -309,11 +350,19 @@ def main() -> int:
     bw = copy_bandwidth(device)
     print(f"copy bandwidth (read + write): {bw / 1e12:.2f} TB/s", flush=True)
     sweep = sweep_moe_tiles(device) if args.sweep else {}
+    trace = None
+    if args.trace_steps:
+        from step_trace import StepTrace
+
+        trace = StepTrace().install()
     t = time.perf_counter()
-    engine = Engine(args.config, device="cuda", dtype="bfloat16", load_format="dummy",
-                    max_running_requests=max(batches), mem_fraction=args.mem_fraction, context_length=4096,
-                    chunked_prefill_size=args.chunked_prefill_size,
-                    log=lambda m: print(f"  [engine] {m}", flush=True))
+    with (trace.step("engine start", alloc=True) if trace is not None else _nothing()):
+        engine = Engine(args.config, device="cuda", dtype="bfloat16", load_format="dummy",
+                        max_running_requests=max(batches), mem_fraction=args.mem_fraction, context_length=4096,
+                        chunked_prefill_size=args.chunked_prefill_size, warmup=False if args.no_warmup else None,
+                        log=lambda m: print(f"  [engine] {m}", flush=True))
+    if trace is not None:
+        _print_trace(trace, "engine start")
     info = engine.server_info()
     print(f"engine ready in {time.perf_counter() - t:.1f} s: {info['architecture']}, {info['params'] / 1e9:.2f} B params, "
           f"weights: {info['weights_source']} (load_format {info['load_format']}), tokenizer: {info['tokenizer_source']}, "
@@ -328,9 +377,10 @@ def main() -> int:
         big = B >= 256
         in_len, out_len = (args.big_in_len, args.big_out_len) if big else (args.in_len, args.out_len)
         run_engine_batch(engine, min(B, 2), 16, 4, vocab, seed=99)  # warm (compiles at new shapes)
-        if big:
-            warm_mixed_steps(engine, vocab)
-        row = run_engine_batch(engine, B, in_len, out_len, vocab, seed=B)
+        row = run_engine_batch(engine, B, in_len, out_len, vocab, seed=B, trace=trace,
+                               profile_step=args.profile_step if big else None, profile_dir=args.profile_dir)
+        if trace is not None:
+            _print_trace(trace, f"b{B} ")
         # Kernels and busy share: B requests decoding, eager.
         from bringup.core.engine.sampling import SamplingParams
 
@@ -411,6 +461,8 @@ def main() -> int:
               f"{r['decode_tok_s'] or 0:.1f} | {r['limit_tok_s']:.0f} | {r['share_of_limit']:.0%} | "
               f"{r['kernels_per_step']:.0f} | {r['busy_eager']:.0%} | {hf} |")
     print(f"copy bandwidth {bw / 1e12:.2f} TB/s; total {time.perf_counter() - began:.0f} s")
+    if trace is not None:
+        Path(args.trace_steps).write_text(json.dumps(trace.rows, indent=1, default=str))
     if args.out:
         for r in rows:
             r.pop("work", None)

@@ -38,6 +38,8 @@ GB = 1024**3
 # Decode graphs are on by default where the device has them (decode_graphs.graphs_supported);
 # BRINGUP_CUDA_GRAPHS=0 turns them off, =1 insists on them (an error where the device has none).
 CUDA_GRAPHS_ENV = "BRINGUP_CUDA_GRAPHS"
+# The start-up warm-up (warmup.py) is on by default on accelerators; BRINGUP_WARMUP=0/1 overrides.
+WARMUP_ENV = "BRINGUP_WARMUP"
 STRATEGY = ("embedded: paged KV pool over full-attention layers, an SWA pool holding only the window of "
             "sliding-window layers, one state slot per request, no radix cache")
 
@@ -52,11 +54,13 @@ class Engine:
                  chunked_prefill_size: int | None = 2048, max_total_tokens: int | None = None,
                  context_length: int | None = None, decode_log_interval: int = 40, log=None,
                  cuda_graphs: bool | None = None, graph_factory=None, load_format: str = "auto",
-                 cpu_threads: int | None = None):
+                 cpu_threads: int | None = None, warmup: bool | None = None):
         """`load_format` "dummy": the source's config at full size with seeded random weights
         (dummy_weights.py). `cuda_graphs` None: on where the device supports graphs (env
         BRINGUP_CUDA_GRAPHS=0/1 overrides); `graph_factory` stands in for the device graph (tests).
-        `cpu_threads`: torch's threads on the CPU (None: the cores idle at start, cpu_threads.py)."""
+        `cpu_threads`: torch's threads on the CPU (None: the cores idle at start, cpu_threads.py).
+        `warmup`: run a few steps at real sizes before the first request (warmup.py); None: on
+        accelerators (env BRINGUP_WARMUP=0/1 overrides), off on the CPU, where nothing compiles."""
         self.log = log or default_log
         self.device = devices.resolve_device(device)
         devices.set_current(self.device)
@@ -136,8 +140,10 @@ class Engine:
         self.batch_log = BatchLog(self.log, interval=decode_log_interval, device_type=self.device.type,
                                   hybrid=bool(spec.state_layer_ids))
         self._totals = {"requests": 0, "steps": 0}
+        self.last_step = None  # the ScheduledStep step() ran last (bench and warm-up read it)
         if graphs:
             self.capture_decode_graphs(graph_factory)
+        self.warmup_report = self.warm_up() if self._warmup_wanted(warmup) else None
         free_after = devices.free_memory(self.device)
         self.log(f"Memory pool end. avail mem={free_after / GB:.2f} GB")
         # The server prints SGLang's max_total_num_tokens=... summary line from server_info().
@@ -179,6 +185,30 @@ class Engine:
         self.log(f"Decode graphs: {len(graphs.buckets)} batch sizes up to {graphs.buckets[-1]}, "
                  f"captured in {graphs.capture_seconds:.2f} s, graph memory {self.graph_memory_bytes / GB:.2f} GB")
         return graphs
+
+    def _warmup_wanted(self, warmup: bool | None) -> bool:
+        env = os.environ.get(WARMUP_ENV, "").strip()
+        if env in ("0", "1"):
+            return env == "1"
+        return self.device.type in ("cuda", "xpu") if warmup is None else bool(warmup)
+
+    def warm_up(self):
+        """Prompt and mixed steps at the chunk size, then decodes, before any request: their
+        one-time costs (Triton compiles and autotunes, the allocator's first segments) are paid
+        here and logged, not by the first requests (warmup.py). Returns the WarmupReport."""
+        from .warmup import plan_warmup, run_warmup
+
+        sch = self.scheduler
+        plan = plan_warmup(chunk=sch.token_budget, max_context=self.max_context, max_running=sch.max_running,
+                           kv_tokens=self.kv_pool.num_free_pages * self.kv_pool.page_size if sch.uses_kv else None,
+                           page_size=self.kv_pool.page_size)
+        if plan is None:
+            self.log("Warm-up: skipped (the pools hold no warm-up prompt)")
+            return None
+        report = run_warmup(self, plan)
+        devices.synchronize(self.device)
+        self.log(report.describe(sch.token_budget))
+        return report
 
     def _swa_pages(self, page_size: int, chunked_prefill_size: int | None) -> int:
         """SWA pages: the plan's tokens, and at least what one request's first chunk and window need."""
@@ -244,7 +274,7 @@ class Engine:
         """schedule -> run -> postprocess: the scheduler picks the work, the runner computes and
         samples it, the scheduler records it and finishes requests; then what each request got."""
         started = time.monotonic()
-        step = self.scheduler.schedule()
+        step = self.last_step = self.scheduler.schedule()
         reported = []
         if step.requests:
             prefill = step.prefill()  # before postprocess records the step
@@ -330,6 +360,7 @@ class Engine:
             "params": sum(p.numel() for p in {id(p): p for p in self.model.parameters()}.values()),
             "decode_graphs": list(self.decode_graphs.buckets) if self.decode_graphs is not None else None,
             "graph_memory_bytes": getattr(self, "graph_memory_bytes", 0),
+            "warmup_seconds": round(self.warmup_report.seconds, 3) if self.warmup_report is not None else None,
             "device": str(self.device),
             "device_name": devices.device_name(self.device),
             "cpu_threads": self.cpu_threads,

@@ -31,11 +31,16 @@ import torch
 def upload(values: Sequence[Sequence[int]], device: torch.device, dtype: torch.dtype = torch.long) -> list[torch.Tensor]:
     """Several lists of numbers -> tensors of `dtype` (int64 unless told) on `device`, in one
     host->device copy (pinned and asynchronous on CUDA, so the host does not wait for the device).
-    Returns contiguous views."""
-    sizes = [len(v) for v in values]
+    Returns contiguous views, each starting on a 16-byte boundary: Triton compiles a kernel once per
+    alignment of its pointer arguments, and views at offsets that follow the list lengths were a
+    fresh compile whenever a step's counts changed parity."""
+    per = max(1, 16 // torch.empty((), dtype=dtype).element_size())
     flat: list = []
+    offsets = []
     for v in values:
+        offsets.append(len(flat))
         flat.extend(v)
+        flat.extend([0] * (-len(flat) % per))
     host = torch.tensor(flat, dtype=dtype)
     if device.type == "cuda":
         host = host.pin_memory()  # the caching host allocator keeps it until the copy has run
@@ -44,7 +49,7 @@ def upload(values: Sequence[Sequence[int]], device: torch.device, dtype: torch.d
         moved = host.to(device)
     else:
         moved = host
-    return list(moved.split(sizes))
+    return [moved[o:o + len(v)] for o, v in zip(offsets, values)]
 
 
 @dataclass

@@ -137,6 +137,8 @@ class Scheduler:
         self._evict_window(req)
         need = max(0, self.kv_pool.pages_for(req.num_computed + n) - len(req.pages))
         need_swa = self._swa_need(req, n)
+        if not need and not need_swa:  # most decode steps: the pages are there (host time per request)
+            return True
         while not self._fits(need, need_swa) and queue:
             self._preempt(queue.pop(), step)
         if self._fits(need, need_swa):

@@ -21,7 +21,8 @@ from ..reference.varlen import int_tensor, pad_index
 from .launch import num_warps
 
 
-@triton.jit
+# T changes every step and is only a bound: not specialized on (a compile per divisibility otherwise).
+@triton.jit(do_not_specialize=["T"])
 def _conv_varlen_kernel(x_ptr, w_ptr, bias_ptr, state_ptr, slot_ptr, has_ptr, seq_ptr, starts_ptr, y_ptr,
                         T, C, s_xt, s_xc, s_wc, s_wk, s_sb, s_sc, s_sk, s_yt, s_yc,
                         WIDTH: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_STATE: tl.constexpr,

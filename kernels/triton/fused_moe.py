@@ -28,7 +28,9 @@ from .launch import next_pow2, num_warps
 _ACT = {None: 0, "relu2": 1, "relu": 2, "silu": 3}
 
 
-@triton.jit
+# Token counts change every step; they are bounds, not strides, so they are not specialized on
+# (each divisibility by 16 would be its own compile in the middle of serving).
+@triton.jit(do_not_specialize=["n", "R"])
 def _align_kernel(ids_ptr, sorted_ptr, block_expert_ptr, used_ptr, n, R,
                   E: tl.constexpr, E_POW2: tl.constexpr, BLOCK: tl.constexpr, CHUNK: tl.constexpr):
     experts = tl.arange(0, E_POW2)
@@ -90,7 +92,7 @@ def moe_align(ids: torch.Tensor, num_experts: int, block: int):
     return sorted_ids, block_expert, used
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["num_assignments"])
 def _grouped_gemm_kernel(x_ptr, w_ptr, out_ptr, sorted_ptr, block_expert_ptr, weights_ptr,
                          N, K, num_assignments, rows_per_token,
                          s_xm, s_xk, s_we, s_wn, s_wk, s_om, s_on,
