@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-MIN_ROWS = 48  # from here oneDNN's product, padded, beats MKL's (float32, one or two cores)
+MIN_ROWS = 32  # from here oneDNN's product, padded, beats MKL's (float32, one or two cores)
 ROW_BUCKET = 32
 
 
