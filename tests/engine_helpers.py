@@ -43,6 +43,7 @@ def hf_greedy(folder: Path, prompts: list[list[int]], max_new_tokens: int) -> li
 
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
     model.generation_config.eos_token_id = None
+    torch_fallbacks_on_cpu(model)
     outs = []
     with torch.inference_mode():
         for ids in prompts:
@@ -135,3 +136,28 @@ def tiny_sliding(folder: Path, model_type: str = "gemma3_text", window: int = 8)
     model.save_pretrained(folder, safe_serialization=True)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def torch_fallbacks_on_cpu(model) -> list[str]:
+    """Make a CPU transformers model call its own torch fallbacks instead of fla / mamba_ssm.
+
+    transformers (5.24) binds a kernel package's function at import whenever the package is
+    installed, whatever device the model later runs on; on a GPU machine with fla installed the
+    CPU reference then hands CPU tensors to Triton ("Pointer argument cannot be accessed from
+    Triton"). The wrapper keeps the torch function as `__wrapped__` and records its choice in the
+    closure (`is_new_implementation`); where it chose a package, the module gets the torch
+    function back. Returns the names switched (none where no package is installed).
+    """
+    import sys
+
+    module = sys.modules[type(model).__module__]
+    switched = []
+    for name, fn in list(vars(module).items()):
+        code, cells = getattr(fn, "__code__", None), getattr(fn, "__closure__", None)
+        if code is None or not cells or getattr(fn, "__wrapped__", None) is None:
+            continue
+        chosen = dict(zip(code.co_freevars, (c.cell_contents for c in cells)))
+        if chosen.get("is_new_implementation") is True:
+            setattr(module, name, fn.__wrapped__)
+            switched.append(name)
+    return switched

@@ -85,6 +85,10 @@ def hf_greedy(hf_model, prompt: list[int], steps: int) -> tuple[list[int], list[
     """transformers' greedy continuation by full forward passes (no cache: the plainest reference).
 
     Returns (tokens, logits of the last position after the prompt and after each new token)."""
+    from engine_helpers import torch_fallbacks_on_cpu
+
+    if next(hf_model.parameters()).device.type == "cpu":
+        torch_fallbacks_on_cpu(hf_model)
     seq, tokens, logits = list(prompt), [], []
     with torch.no_grad():
         for _ in range(steps + 1):

@@ -92,6 +92,26 @@ def test_one_running_request_with_graphs_runs_and_every_request_finishes(tmp_pat
     assert done == 3, f"only {done} of 3 requests finished in {steps} steps (deadlock)"
     assert max(running) == 1
     engine.check_pools()
+    # The padding page and slot are beyond the plan: the stats (Run tab, /metrics) show the
+    # requests' pools, empty once they finish, with the plan's totals.
+    stats = engine.stats()
+    assert (stats["kv_tokens_used"], stats["kv_pages_used"], stats["state_slots_used"]) == (0, 0, 0)
+    assert stats["kv_tokens_total"] == engine.plan.kv_tokens and stats["state_slots_total"] == 1
+    assert engine.kv_pool.num_pages == stats["kv_pages_total"] + 1  # the padding page
+
+
+def test_a_prompt_that_needs_the_padding_page_is_refused(tmp_path):
+    """The requests can never have the reserved page: a prompt needing one page more than the
+    plan's is refused at once instead of waiting for a page that never frees."""
+    from bringup.core.engine.scheduler import RequestRejected
+
+    folder = tiny_nemotron_h(tmp_path / "ckpt")
+    engine = Engine(str(folder), device="cpu", log=lambda m: None, max_running_requests=1, cuda_graphs=True,
+                    graph_factory=ReplayStandIn, page_size=4, max_total_tokens=16)
+    usable = engine.stats()["kv_pages_total"]
+    assert usable == 4 and engine.kv_pool.num_pages == 5
+    with pytest.raises(RequestRejected, match="holds only 4 pages"):
+        engine.add_request(list(range(3, 3 + 4 * usable)), SamplingParams(max_new_tokens=1), detokenize=False)
 
 
 def test_static_block_tables_follow_requests_that_come_go_and_grow(tmp_path):

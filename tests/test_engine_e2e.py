@@ -72,7 +72,7 @@ def test_preemption_recomputes_to_the_same_tokens(checkpoint):
     # 12 pages of 4 tokens: the first three prompts are admitted together (10 pages) and outgrow
     # the pool while decoding; the 40-token one fits only alone.
     engine, _ = quiet_engine(folder, page_size=4, max_total_tokens=48, chunked_prefill_size=32)
-    assert engine.kv_pool.num_pages == 12
+    assert engine.stats()["kv_pages_total"] == 12  # the requests' pages (graphs add a padding page beyond)
     assert engine.generate(prompts, GREEDY) == expected
     stats = engine.stats()
     assert stats["preemptions_total"] > 0 and stats["recomputed_tokens_total"] > 0

@@ -292,13 +292,16 @@ class Engine:
     # Introspection ----------------------------------------------------------------------------
     def stats(self) -> dict:
         kv, st, sch = self.kv_pool, self.state_pool, self.scheduler
+        # What the requests can use: the graphs' padding page and slot lie beyond the plan, so an
+        # idle engine reads 0 used and the totals are the plan's.
+        pages_reserved, slots_reserved = sch.num_reserved
         return {
             "kv_tokens_used": sch.kv_tokens_used,
-            "kv_tokens_total": kv.capacity_tokens,
-            "kv_pages_used": kv.num_used_pages,
-            "kv_pages_total": kv.num_pages,
-            "state_slots_used": st.num_used_slots,
-            "state_slots_total": st.num_slots,
+            "kv_tokens_total": kv.capacity_tokens - pages_reserved * kv.page_size,
+            "kv_pages_used": kv.num_used_pages - pages_reserved,
+            "kv_pages_total": kv.num_pages - pages_reserved,
+            "state_slots_used": st.num_used_slots - slots_reserved,
+            "state_slots_total": st.num_slots - slots_reserved,
             "num_running": len(sch.running),
             "num_queued": len(sch.waiting),
             "prompt_tokens_total": sch.totals["prompt"],
@@ -377,8 +380,9 @@ class Engine:
         """Raise PoolIntegrityError if a page or slot is owned twice, owned by nobody, or (with no
         request running) still held."""
         self.scheduler.check()
-        held_pages = self.kv_pool.num_used_pages - sum(len(p) for p, _ in self.scheduler.reserved.values())
-        held_slots = self.state_pool.num_used_slots - sum(len(s) for _, s in self.scheduler.reserved.values())
+        pages_reserved, slots_reserved = self.scheduler.num_reserved
+        held_pages = self.kv_pool.num_used_pages - pages_reserved
+        held_slots = self.state_pool.num_used_slots - slots_reserved
         held_swa = self.swa_pool.num_used_pages if self.swa_pool is not None else 0
         if not self.scheduler.running and (held_pages or held_slots or held_swa):
             raise PoolIntegrityError(

@@ -84,11 +84,11 @@ class Scheduler:
             )
         if self.uses_kv:
             need = self.kv_pool.pages_for(num_prompt_tokens + 1)
-            if need > self.kv_pool.num_pages:
+            if need > self.usable_pages:
                 raise RequestRejected(
                     f"the prompt has {num_prompt_tokens} tokens and needs {need} KV pages of "
-                    f"{self.kv_pool.page_size} tokens, but the KV pool holds only {self.kv_pool.num_pages} pages "
-                    f"({self.kv_pool.capacity_tokens} tokens); shorten the prompt or give the pool more memory "
+                    f"{self.kv_pool.page_size} tokens, but the KV pool holds only {self.usable_pages} pages "
+                    f"({self.usable_pages * self.kv_pool.page_size} tokens); shorten the prompt or give the pool more memory "
                     "(raise --mem-fraction, or lower --max-running-requests)"
                 )
         if self.swa_pool is not None:
@@ -184,10 +184,10 @@ class Scheduler:
                 return
             if self.uses_kv:
                 need = self.kv_pool.pages_for(req.num_tokens + 1)
-                if need > self.kv_pool.num_pages:  # preempted after growing to the whole pool
+                if need > self.usable_pages:  # preempted after growing to the whole pool
                     self.finish(req, "length", error=(
                         f"the request grew to {req.num_tokens} tokens, more than the KV pool holds "
-                        f"({self.kv_pool.capacity_tokens}); give the pool more memory or ask for fewer tokens"))
+                        f"({self.usable_pages * self.kv_pool.page_size}); give the pool more memory or ask for fewer tokens"))
                     continue
                 reserve = self.watermark_pages if self.running else 0
                 first = int(min(req.num_uncomputed, budget))
@@ -311,8 +311,19 @@ class Scheduler:
             self.swa_pool.check(self.swa_owners())
 
     @property
+    def usable_pages(self) -> int:
+        """KV pages requests can get: the pool's less the reserved ones."""
+        return self.kv_pool.num_pages - self.num_reserved[0]
+
+    @property
+    def num_reserved(self) -> tuple[int, int]:
+        """(pages, slots) taken out of circulation for good, e.g. the decode graphs' padding."""
+        return (sum(len(p) for p, _ in self.reserved.values()), sum(len(s) for _, s in self.reserved.values()))
+
+    @property
     def kv_tokens_used(self) -> int:
-        return self.kv_pool.num_used_pages * self.kv_pool.page_size
+        """Tokens the requests hold (reserved pages are beyond the plan and never counted)."""
+        return (self.kv_pool.num_used_pages - self.num_reserved[0]) * self.kv_pool.page_size
 
     @property
     def swa_tokens_used(self) -> int:
