@@ -3,14 +3,33 @@
 The arithmetic of kernels/reference/mlp.py and the "sorted" form of kernels/reference/moe_experts.py
 (the form the CPU runs: each expert once on its block of assignments), with `linear` from
 linear.py in place of F.linear: a prompt's products run about twice as fast, decode ones as before.
+A decode step runs every expert of every MoE layer on one or two rows, so the per-expert Python
+is kept short: the experts' weight views are made once per weight tensor, not per step.
 """
 
 from __future__ import annotations
+
+from collections import OrderedDict
 
 import torch
 
 from ..reference.mlp import activation
 from .linear import linear
+
+_VIEWS: OrderedDict = OrderedDict()  # (address, version, shape) of a stacked weight -> its per-expert views
+_VIEWS_KEPT = 512  # more than the stacked expert weights of any model
+
+
+def per_expert(stacked: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """stacked[0], stacked[1], ... (views), made once per weight tensor. The views keep the tensor
+    alive, so its address cannot be reused by another while it is remembered."""
+    key = (stacked.data_ptr(), stacked._version, tuple(stacked.shape), tuple(stacked.stride()))
+    views = _VIEWS.get(key)
+    if views is None:
+        views = _VIEWS[key] = stacked.unbind(0)
+        if len(_VIEWS) > _VIEWS_KEPT:
+            _VIEWS.popitem(last=False)
+    return views
 
 
 def mlp(x, up, down, gate=None, act="relu2", up_bias=None, down_bias=None, gate_bias=None):
@@ -30,7 +49,8 @@ def moe_experts(x, weights, ids, up, down, gate=None, act="relu2", strategy=None
     order = flat.argsort(stable=True)
     counts = torch.bincount(flat, minlength=up.shape[0]).tolist()
     blocks = x.index_select(0, order // k).split(counts)  # one block of rows per expert, in expert order
-    out_sorted = torch.cat([mlp(rows, up[e], down[e], None if gate is None else gate[e], act)
-                            for e, rows in enumerate(blocks) if counts[e]])
+    ups, downs = per_expert(up), per_expert(down)
+    gates = per_expert(gate) if gate is not None else (None,) * len(counts)
+    out_sorted = torch.cat([mlp(rows, ups[e], downs[e], gates[e], act) for e, rows in enumerate(blocks) if counts[e]])
     per_assignment = torch.empty_like(out_sorted).index_copy_(0, order, out_sorted)
     return (per_assignment.view(T, k, -1).float() * weights[..., None].float()).sum(1).to(x.dtype)
