@@ -116,6 +116,12 @@ def test_mlp_and_routed_experts_equal_the_reference(T, gated):
     weights = torch.rand(T, k, generator=g)
     ids = torch.stack([torch.randperm(E, generator=g)[:k] for _ in range(T)])
     close(cpu_moe(x, weights, ids, up, down, gate, act), ref.moe_experts(x, weights, ids, up, down, gate, act), 1e-4)
+    with torch.inference_mode():  # as `bringup check-kernels` replays it (inference tensors have no version)
+        replayed = cpu_moe(x.clone(), weights.clone(), ids.clone(), up.clone(), down.clone(),
+                           None if gate is None else gate.clone(), act)
+    close(replayed, ref.moe_experts(x, weights, ids, up, down, gate, act), 1e-4)
+    up.mul_(2)  # a weight changed in place: the remembered per-expert views see it
+    close(cpu_moe(x, weights, ids, up, down, gate, act), ref.moe_experts(x, weights, ids, up, down, gate, act), 1e-4)
     assert cpu_moe(x[:0], weights[:0], ids[:0], up, down, gate, act).shape == (0, H)
 
 

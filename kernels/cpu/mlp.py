@@ -16,14 +16,14 @@ import torch
 from ..reference.mlp import activation
 from .linear import linear
 
-_VIEWS: OrderedDict = OrderedDict()  # (address, version, shape) of a stacked weight -> its per-expert views
+_VIEWS: OrderedDict = OrderedDict()  # (address, shape, strides) of a stacked weight -> its per-expert views
 _VIEWS_KEPT = 512  # more than the stacked expert weights of any model
 
 
 def per_expert(stacked: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """stacked[0], stacked[1], ... (views), made once per weight tensor. The views keep the tensor
-    alive, so its address cannot be reused by another while it is remembered."""
-    key = (stacked.data_ptr(), stacked._version, tuple(stacked.shape), tuple(stacked.stride()))
+    """stacked[0], stacked[1], ... (views), made once per weight tensor. Views see in-place changes,
+    and they keep the tensor alive, so its address cannot be reused by another while remembered."""
+    key = (stacked.data_ptr(), tuple(stacked.shape), tuple(stacked.stride()))
     views = _VIEWS.get(key)
     if views is None:
         views = _VIEWS[key] = stacked.unbind(0)
