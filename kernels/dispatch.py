@@ -4,7 +4,9 @@
 base layer everywhere; a faster implementation registered for a device type (with
 `register(op, device_type, fn, name=...)`, e.g. a Triton paged attention for "cuda" and "xpu", or
 flash-linear-attention's chunked scan) replaces the reference for that op on that device.
-`BRINGUP_KERNELS=reference` forces the reference everywhere (to bisect a wrong answer).
+The CPU has a few versions of its own (kernels/cpu/: plain torch in fewer ops, oneDNN products for
+many rows), registered the same way. `BRINGUP_KERNELS=reference` forces the reference everywhere
+(to bisect a wrong answer).
 """
 
 from __future__ import annotations
@@ -64,17 +66,24 @@ _FAST_LOADED: set[str] = set()
 
 
 def _load_fast_ops(device_type: str) -> None:
-    """Once per GPU device type: register the Triton / flash-linear-attention ops that can run there
-    (kernels/triton/registration.py). Imported lazily so CPU machines never import triton or fla;
-    a version registered explicitly before this keeps its place."""
-    if device_type in _FAST_LOADED or device_type not in ("cuda", "xpu"):
+    """Once per device type: register the Triton / flash-linear-attention ops that can run on a GPU
+    (kernels/triton/registration.py), or the CPU's own (kernels/cpu/registration.py). Imported lazily
+    so CPU machines never import triton or fla; a version registered explicitly before this keeps
+    its place."""
+    if device_type in _FAST_LOADED or device_type not in ("cuda", "xpu", "cpu"):
         return
     _FAST_LOADED.add(device_type)
-    from .triton.registration import register_fast_ops
 
     def keep_existing(op, dev, fn, *, name):
         if (op, dev) not in _REGISTRY:
             register(op, dev, fn, name=name)
+
+    if device_type == "cpu":
+        from .cpu.registration import register_cpu_ops
+
+        register_cpu_ops(keep_existing)
+        return
+    from .triton.registration import register_fast_ops
 
     register_fast_ops(device_type, keep_existing)
 

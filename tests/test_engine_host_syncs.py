@@ -57,7 +57,11 @@ def host_sync_counter():
 def model_and_pools(tmp_path_factory):
     folder = tmp_path_factory.mktemp("tiny_nemotron")
     build_checkpoint(folder, TINY_TEST_SPEC)  # Nemotron-3-Nano's 52-block pattern at tiny width
-    model = load_model(str(folder), device="cpu", dtype="float32").model
+    with pytest.MonkeyPatch.context() as mp:
+        # The references, which GPUs run where they have no fast op: the CPU's own ops
+        # (kernels/cpu) read slots and expert counts on the host, which costs nothing there.
+        mp.setenv("BRINGUP_KERNELS", "reference")
+        model = load_model(str(folder), device="cpu", dtype="float32").model
     spec = model.cache_spec
     assert len(model.backbone.layers) == 52 and spec.kv_layer_ids and spec.state_layer_ids
     kv = KVPool(BATCH * 4, PAGE, spec.kv_layer_ids, spec.num_kv_heads, spec.head_dim, torch.float32, "cpu")

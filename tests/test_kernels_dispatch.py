@@ -8,13 +8,17 @@ from bringup.kernels import dispatch
 from bringup.kernels.reference import OPS
 
 
-def test_reference_everywhere_by_default(monkeypatch):
+def test_reference_everywhere_but_the_cpu_own_ops_by_default(monkeypatch):
+    from bringup.kernels.cpu.registration import CPU_OPS
+
     monkeypatch.delenv(dispatch.ENV_VAR, raising=False)
     ops = dispatch.ops_for("cpu")
     assert ops.device_type == "cpu"
-    assert set(ops.implementations.values()) == {"reference"}
     for name, fn in OPS.items():
-        assert getattr(ops, name) is fn
+        if name in CPU_OPS:
+            assert ops.implementations[name] == "cpu" and getattr(ops, name) is not fn
+        else:
+            assert ops.implementations[name] == "reference" and getattr(ops, name) is fn
 
 
 def test_registered_version_replaces_reference_on_its_device_only(monkeypatch):
@@ -56,6 +60,8 @@ def test_a_fast_single_sequence_scan_also_serves_the_varlen_op(monkeypatch):
         calls.append(args[0].shape[0])
         return OPS["mamba_chunk_scan"](*args, **kwargs)
 
+    dispatch.ops_for("cpu")  # the CPU's own varlen scan is registered; this test needs it out of the way
+    own_varlen = dispatch._REGISTRY.pop(("mamba_chunk_scan_varlen", "cpu"), None)
     dispatch.register("mamba_chunk_scan", "cpu", fast_scan, name="fla")
     try:
         ops = dispatch.ops_for("cpu")
@@ -70,3 +76,5 @@ def test_a_fast_single_sequence_scan_also_serves_the_varlen_op(monkeypatch):
         torch.testing.assert_close(finals, finals_ref, rtol=1e-4, atol=1e-4)
     finally:
         dispatch.unregister("mamba_chunk_scan", "cpu")
+        if own_varlen is not None:
+            dispatch._REGISTRY[("mamba_chunk_scan_varlen", "cpu")] = own_varlen

@@ -406,7 +406,7 @@ def test_dispatch_picks_fast_ops_on_the_gpu_and_reference_on_request(monkeypatch
     assert names["selective_scan_varlen"] == "triton"
     assert names["selective_state_update"] == names["selective_state_update_inplace"] == "triton"
     assert names["mamba_chunk_scan"] == ("fla" if availability.fla_reason(GPU) is None else "reference")
-    assert set(dispatch.ops_for("cpu").implementations.values()) == {"reference"}
+    assert set(dispatch.ops_for("cpu").implementations.values()) == {"reference", "cpu"}  # the CPU's own (kernels/cpu)
     monkeypatch.setenv(dispatch.ENV_VAR, "reference")
     assert set(dispatch.ops_for(GPU).implementations.values()) == {"reference"}
 
@@ -415,7 +415,7 @@ def test_cpu_op_set_loads_no_gpu_kernel_module(monkeypatch):
     """Runs everywhere (CI too): asking for CPU ops, or for a GPU that is absent, imports no kernel
     module that needs triton, and the reason the reference stays is recorded."""
     monkeypatch.delenv(dispatch.ENV_VAR, raising=False)
-    assert set(dispatch.ops_for("cpu").implementations.values()) == {"reference"}
+    assert set(dispatch.ops_for("cpu").implementations.values()) == {"reference", "cpu"}  # no triton, no fla
     from bringup.kernels.triton import registration
 
     for device_type in availability.GPU_DEVICE_TYPES:

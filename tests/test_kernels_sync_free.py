@@ -66,7 +66,8 @@ def test_causal_conv1d_varlen_inplace_equals_gather_conv_scatter():
     assert torch.equal(pool[3, :, :2], original[3, :, 1:]) and torch.equal(pool[3, :, 2], x[0])
 
 
-def test_cpu_ops_carry_the_reference_inplace_forms():
+def test_cpu_ops_carry_the_reference_inplace_forms(monkeypatch):
+    monkeypatch.setenv(dispatch.ENV_VAR, "reference")  # (by default the CPU runs its own: kernels/cpu)
     ops = dispatch.ops_for("cpu")
     assert ops.mamba_state_update_inplace is ref.mamba_state_update_inplace
     assert ops.implementations["causal_conv1d_update_inplace"] == "reference"

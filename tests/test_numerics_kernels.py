@@ -135,12 +135,13 @@ def test_an_in_place_kernel_is_judged_by_what_it_wrote():
     assert replay(call, writes_slot, writes_slot, "cpu")["ok"]
 
 
-def test_a_fused_moe_called_unsummed_is_checked_against_its_own_reference():
+def test_a_fused_moe_called_unsummed_is_checked_against_its_own_reference(monkeypatch):
     # On a GPU the model calls the fused MoE's unsummed form (dispatch's extra op, outside
     # `implementations`); the check records it under its own name and replays it against the
     # unsummed reference, compared as the model sums it.
     from bringup.core.numerics.kernel_calls import reference_for
 
+    monkeypatch.setenv("BRINGUP_KERNELS", "reference")  # the reference MoE beside the fake fused form
     ops = ops_for("cpu")
     ops.moe_experts_unsummed = lambda *args, **kwargs: OPS["moe_experts"](*args, **kwargs)[:, None, :]  # summed early
     calls, undo = record_calls(ops)

@@ -8,21 +8,37 @@ weight keeps its [out, in] shape and values but lives in an [in, out] buffer: th
 unchanged (`F.linear` sees the transposed view and calls the faster product). Stacked expert weights
 [E, out, in], used one expert at a time through `F.linear`, get the same layout per expert.
 Embeddings keep rows (a lookup reads rows), and so does a weight tied to one.
+
+The layers also become `CpuLinear`, whose product goes through oneDNN when it has many rows
+(prompts; kernels/cpu/linear.py says why), unless BRINGUP_KERNELS=reference asks for plain torch.
 """
 
 from __future__ import annotations
 
 from torch import nn
 
+from bringup.kernels.cpu.linear import linear as cpu_linear
+from bringup.kernels.dispatch import kernel_choice
+
 # Attribute names of stacked expert weights [E, out, in] that the reference MoE applies with F.linear.
 EXPERT_WEIGHT_NAMES = ("up_proj", "down_proj", "gate_proj", "w1", "w2", "w3", "input_linear", "output_linear")
+
+
+class CpuLinear(nn.Linear):
+    """nn.Linear whose product picks MKL or oneDNN by the number of rows (same values)."""
+
+    def forward(self, x):
+        return cpu_linear(x, self.weight, self.bias)
 
 
 def prepare_linears_for_cpu(model: nn.Module) -> int:
     """Re-lay the model's linear weights as above (values and shapes unchanged); returns how many."""
     tied = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
     done = 0
+    own_products = kernel_choice() != "reference"
     for module in model.modules():
+        if own_products and type(module) is nn.Linear:
+            module.__class__ = CpuLinear
         for name, p in module.named_parameters(recurse=False):
             linear_weight = isinstance(module, nn.Linear) and name == "weight" and p.dim() == 2
             expert_stack = p.dim() == 3 and name in EXPERT_WEIGHT_NAMES

@@ -1,0 +1,63 @@
+"""The Mamba2 decode step's two pool ops on the CPU, updating the pool where it lies when it can.
+
+Same arithmetic as kernels/reference/{causal_conv1d_update,mamba_state_update}_inplace.py, which
+gather the batch's slots, step them and scatter them back. On the CPU a decode batch's slots are
+most often one ascending run (the first requests take slots 0, 1, 2...; a request alone is a run
+of one): then the pool rows are a view, updated in place, and the gather and scatter (two copies
+of every state, per layer and step) go; the arithmetic is the reference's, in its order
+(tests/test_kernels_cpu.py).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from ..reference.mamba_dt import mamba_dt
+
+
+def slot_run(slots: torch.Tensor) -> tuple[int, int] | None:
+    """(first, count) when `slots` are first, first + 1, ... in order; else None."""
+    ids = slots.tolist()
+    first = ids[0] if ids else 0
+    return (first, len(ids)) if ids == list(range(first, first + len(ids))) else None
+
+
+def mamba_state_update_inplace(ssm_states, slots, x, dt, A, B, C, D=None, dt_bias=None, dt_softplus=True,
+                               dt_limit=(0.0, float("inf"))):
+    """As the reference: ssm_states [num_slots, H, P, N] updated in place at `slots`; returns y [B, H, P]."""
+    n, H, P = x.shape
+    G, N = B.shape[1], B.shape[2]
+    per_group = H // G
+    run = slot_run(slots) if ssm_states.dtype == torch.float32 else None
+    state = ssm_states.narrow(0, *run) if run else ssm_states.index_select(0, slots).float()
+    dt = mamba_dt(dt, dt_bias, dt_softplus, dt_limit)  # [n, H] float32
+    xf = x.float()
+    grouped = state.view(n, G, per_group, P, N)
+    grouped.mul_(torch.exp(dt * A.float()).view(n, G, per_group, 1, 1))
+    grouped.add_((dt[..., None] * xf).view(n, G, per_group, P, 1) * B.float().view(n, G, 1, 1, N))
+    if not run:
+        ssm_states.index_copy_(0, slots, state.to(ssm_states.dtype))
+    y = (grouped * C.float().view(n, G, 1, 1, N)).sum(-1).view(n, H, P)
+    if D is not None:
+        y = y + D.float()[:, None] * xf
+    return y.to(x.dtype)
+
+
+def causal_conv1d_update_inplace(x, conv_states, slots, weight, bias, activation="silu"):
+    """As the reference: x [B, C], conv_states [num_slots, C, K-1] updated in place at `slots`."""
+    run = slot_run(slots)
+    old = conv_states.narrow(0, *run) if run else conv_states.index_select(0, slots)
+    window = torch.cat([old.to(x.dtype), x.unsqueeze(-1)], dim=-1)  # [B, C, K]
+    if run:
+        old.copy_(window[..., 1:])
+    else:
+        conv_states.index_copy_(0, slots, window[..., 1:].to(conv_states.dtype))
+    y = torch.linalg.vecdot(window.to(weight.dtype), weight)  # the K taps summed, one op
+    if bias is not None:
+        y = y + bias
+    if activation in ("silu", "swish"):
+        y = F.silu(y)
+    elif activation is not None:
+        raise ValueError(f"causal conv1d: unsupported activation {activation!r}; use 'silu' or None")
+    return y.to(x.dtype)
