@@ -440,4 +440,6 @@ async def _merged(streams: list[RequestStream]) -> AsyncIterator[tuple[int, obje
 
 
 def _event(obj) -> str:
-    return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n"
+    # ASCII escapes: clients that split lines like str.splitlines (httpx's iter_lines) cut an event
+    # at a raw U+2028 or U+0085 in generated text, which random weights produce.
+    return f"data: {json.dumps(obj)}\n\n"
