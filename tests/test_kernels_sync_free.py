@@ -106,6 +106,7 @@ def test_moe_strategy_is_chosen_from_shapes_and_device():
     assert pick(1, 6, 128, "cuda") == "gather"  # 6 assignments, 128 experts
     assert pick(64, 6, 128, "cuda") == "dense"  # decode batch: every expert is read anyway
     assert pick(65, 6, 128, "cuda") == "sorted"  # prefill-sized: compute dominates the one sync
+    assert pick(256, 6, 128, "cuda", capturing=True) == "dense"  # a graph cannot hold the sync
     assert pick(64, 2, 8, "xpu") == "dense"
     expert = 40 * 2**20  # one expert of Nemotron-3-Nano in bf16 (up + down)
     assert pick(2, 6, 128, "cuda", expert) == "gather"  # 12 copies, 480 MiB

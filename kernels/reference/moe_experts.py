@@ -30,15 +30,17 @@ GATHER_MAX_SHARE = 1 / 3
 GATHER_MAX_BYTES = 512 * 2**20
 
 
-def moe_strategy(num_tokens: int, top_k: int, num_experts: int, device_type: str, expert_bytes: int = 0) -> str:
+def moe_strategy(num_tokens: int, top_k: int, num_experts: int, device_type: str, expert_bytes: int = 0,
+                 capturing: bool = False) -> str:
     """"sorted", "gather" or "dense" for a batch of this shape on this kind of device
-    (expert_bytes: one expert's weights, which "gather" copies once per assignment)."""
+    (expert_bytes: one expert's weights, which "gather" copies once per assignment). `capturing`:
+    a device graph is being captured, where the sorted form's host read cannot run at any size."""
     if device_type in HOST_READS_FREE:
         return "sorted"
     assignments = num_tokens * top_k
     if assignments <= GATHER_MAX_SHARE * num_experts and assignments * expert_bytes <= GATHER_MAX_BYTES:
         return "gather"
-    if num_tokens <= DENSE_MAX_TOKENS:
+    if num_tokens <= DENSE_MAX_TOKENS or capturing:
         return "dense"
     return "sorted"
 
@@ -68,7 +70,8 @@ def per_assignment(x, ids, up, down, gate=None, act="relu2", strategy=None) -> t
     T, k = ids.shape
     if strategy is None:
         expert_bytes = sum(w[0].numel() * w.element_size() for w in (up, down, gate) if w is not None)
-        strategy = moe_strategy(T, k, up.shape[0], x.device.type, expert_bytes)
+        capturing = x.device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+        strategy = moe_strategy(T, k, up.shape[0], x.device.type, expert_bytes, capturing)
     if strategy == "sorted":
         return _sorted(x, ids, up, down, gate, act)
     if strategy == "gather":

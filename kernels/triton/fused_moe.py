@@ -185,19 +185,10 @@ LARGE_BLOCK_M = 128
 LARGE_TILE = (256, 64, 8, 4)
 
 
-def _capturable_strategy(ids) -> str:
-    """A reference form with no host sync, for graph capture (the sorted form reads expert counts
-    on the host). Gathering copies one expert per assignment, so only for few assignments; past
-    that every expert runs on every token (reads all experts: a fused SwiGLU kernel is owed)."""
-    return "gather" if ids.numel() <= 64 else "dense"
-
-
 def moe_experts(x, weights, ids, up, down, gate=None, act="relu2", strategy=None):
     """Same arguments and result as kernels.reference.moe_experts (`strategy` is ignored: this
     form reads only the routed experts at every size)."""
     if gate is not None or act not in _ACT or x.shape[0] == 0:
-        if strategy is None and torch.cuda.is_current_stream_capturing():
-            strategy = _capturable_strategy(ids)
         return _reference_moe(x, weights, ids, up, down, gate, act, strategy)
     return moe_experts_unsummed(x, weights, ids, up, down, gate, act).sum(1)
 
@@ -206,8 +197,6 @@ def moe_experts_unsummed(x, weights, ids, up, down, gate=None, act="relu2", stra
     """[T, k, H]: each assignment's weighted expert output; the sum over k is left to the caller
     (the model's next residual add + norm does it in its own kernel)."""
     if gate is not None or act not in _ACT or x.shape[0] == 0:
-        if strategy is None and torch.cuda.is_current_stream_capturing():
-            strategy = _capturable_strategy(ids)
         return _reference_moe(x, weights, ids, up, down, gate, act, strategy)[:, None, :]
     T, k = ids.shape
     E = up.shape[0]
