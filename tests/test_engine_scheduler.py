@@ -291,3 +291,21 @@ def test_swa_pages_follow_the_window_and_a_short_pool_preempts():
     assert swa.num_used_pages == kv.num_used_pages == 0
     with pytest.raises(RequestRejected, match="SWA pages"):
         Scheduler(kv, state, max_running_requests=4, chunked_prefill_size=64, swa_pool=swa).add(req(40))
+
+
+def test_a_step_lists_its_requests_in_state_slot_order():
+    """A finished request's slot goes to the next one admitted; the step still lists requests by
+    slot, so a full decode batch's slots are one ascending run (its states stepped in place)."""
+    s = make(num_pages=32, num_slots=4, max_running=4)
+    first, *others = [req(3, max_new=n) for n in (1, 6, 6, 6)]
+    for r in (first, *others):
+        s.add(r)
+    run_step(s)  # the four prompts; the first request ends with its one token
+    assert first.is_finished
+    late = req(3, max_new=6)
+    s.add(late)
+    step = s.schedule()
+    assert step.requests[1:] == others and step.requests[0] is late  # late took the lowest slot, first's
+    slots = [r.state_slot for r in step.requests]
+    assert slots == sorted(slots) == list(range(4))
+    assert step.num_new_tokens == [r.num_uncomputed for r in step.requests]  # each count moved with its request

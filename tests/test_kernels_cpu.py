@@ -16,7 +16,8 @@ from bringup.kernels.cpu import linear as cpu_linear
 from bringup.kernels.cpu import mamba_decode
 from bringup.kernels.cpu.mamba_chunk_scan import mamba_chunk_scan_varlen as cpu_scan
 from bringup.kernels.cpu.mlp import mlp as cpu_mlp
-from bringup.kernels.cpu.mlp import moe_experts as cpu_moe
+from bringup.kernels.cpu.moe import moe_experts as cpu_moe
+from bringup.kernels.cpu.moe import moe_form as cpu_moe_form
 from bringup.kernels.cpu.registration import CPU_OPS
 
 
@@ -123,6 +124,27 @@ def test_mlp_and_routed_experts_equal_the_reference(T, gated):
     up.mul_(2)  # a weight changed in place: the remembered per-expert views see it
     close(cpu_moe(x, weights, ids, up, down, gate, act), ref.moe_experts(x, weights, ids, up, down, gate, act), 1e-4)
     assert cpu_moe(x[:0], weights[:0], ids[:0], up, down, gate, act).shape == (0, H)
+
+
+@pytest.mark.parametrize("form", ["dense", "sorted"])
+@pytest.mark.parametrize("gated", [False, True])
+def test_both_moe_forms_equal_the_reference_and_the_width_picks_one(form, gated):
+    g = torch.Generator().manual_seed(7)
+    H, I, E, k, T = 16, 24, 4, 2, 6
+    x = torch.randn(T, H, generator=g)
+    up, down = torch.randn(E, I, H, generator=g), torch.randn(E, H, I, generator=g)
+    up, down = (w.transpose(-1, -2).contiguous().transpose(-1, -2) for w in (up, down))  # the CPU engine's layout
+    gate = torch.randn(E, I, H, generator=g) if gated else None
+    act = "silu" if gated else "relu2"
+    weights = torch.rand(T, k, generator=g)
+    ids = torch.stack([torch.randperm(E, generator=g)[:k] for _ in range(T)])
+    ids[:, 0] = 0  # one expert every token picks (some twice: the reference sums both)
+    close(cpu_moe(x, weights, ids, up, down, gate, act, strategy=form),
+          ref.moe_experts(x, weights, ids, up, down, gate, act), 1e-4)
+    # Dense while the assignments reach every expert about once, for decode-sized batches only.
+    assert cpu_moe_form(2, 2, 4, torch.float32) == "dense" and cpu_moe_form(1, 2, 4, torch.float32) == "sorted"
+    assert cpu_moe_form(1, 6, 128, torch.float32) == "sorted" and cpu_moe_form(500, 2, 4, torch.float32) == "sorted"
+    assert cpu_moe_form(8, 2, 8, torch.bfloat16) == "sorted"
 
 
 def test_the_cpu_op_set_carries_them_and_reference_brings_the_references_back(monkeypatch):

@@ -15,7 +15,7 @@ CPU_OPS: dict[str, str] = {
     "causal_conv1d_update_inplace": "mamba_decode",
     "mamba_chunk_scan_varlen": "mamba_chunk_scan",
     "mlp": "mlp",
-    "moe_experts": "mlp",
+    "moe_experts": "moe",
 }
 IMPLEMENTATION_NAME = "cpu"
 
