@@ -23,10 +23,10 @@ import torch
 from ..reference.mlp import activation
 from .mlp import mlp, per_expert
 
-# Measured on this project's 2-core AMD EPYC, one thread, the NemotronH miniature's MoE layers
-# (8 experts of 128, top-2, H 256; 23 layers' weights cold in cache), per layer, sorted vs dense:
-# 1 token 415 vs 566 us, 2 tokens 627 vs 623, 4 tokens 656 vs 483, 8 tokens 927 vs 709, 16 tokens
-# 754 vs 736 (bench/cpu_moe_forms.py). So dense from one assignment per expert, up to 32 tokens.
+# Measured on this project's 2-core AMD EPYC by bench/cpu_moe_forms.py (one thread, the NemotronH
+# miniature's MoE shape: 8 experts of 128, top-2, H 256, weights cold in cache), us per layer,
+# sorted vs dense: 1 token 317 vs 440, 2 tokens 396 vs 509, 4 tokens 514 vs 394, 8 tokens 721 vs
+# 488, 16 tokens 699 vs 590, 32 tokens 897 vs 888. So dense from one assignment per expert, up to 32.
 DENSE_MIN_ASSIGNMENTS_PER_EXPERT = 1.0
 DENSE_MAX_TOKENS = 32
 
