@@ -14,6 +14,7 @@ import bringup.kernels.reference as ref
 from bringup.kernels import dispatch
 from bringup.kernels.cpu import linear as cpu_linear
 from bringup.kernels.cpu import mamba_decode
+from bringup.kernels.cpu import paged_attention_decode as cpu_attention
 from bringup.kernels.cpu.mamba_chunk_scan import mamba_chunk_scan_varlen as cpu_scan
 from bringup.kernels.cpu.mlp import mlp as cpu_mlp
 from bringup.kernels.cpu.moe import moe_experts as cpu_moe
@@ -145,6 +146,25 @@ def test_both_moe_forms_equal_the_reference_and_the_width_picks_one(form, gated)
     assert cpu_moe_form(2, 2, 4, torch.float32) == "dense" and cpu_moe_form(1, 2, 4, torch.float32) == "sorted"
     assert cpu_moe_form(1, 6, 128, torch.float32) == "sorted" and cpu_moe_form(500, 2, 4, torch.float32) == "sorted"
     assert cpu_moe_form(8, 2, 8, torch.bfloat16) == "sorted"
+
+
+@pytest.mark.parametrize("window", [None, 5])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_sdpa_decode_attention_equals_the_reference(window, dtype):
+    g = torch.Generator().manual_seed(3)
+    B, Hq, Hkv, D, page, num_pages = 3, 6, 2, 8, 4, 20
+    k_cache = torch.randn(num_pages, page, Hkv, D, generator=g).to(dtype)
+    v_cache = torch.randn(num_pages, page, Hkv, D, generator=g).to(dtype)
+    lens = torch.tensor([1, 9, 14])
+    tables = torch.randperm(num_pages, generator=g)[:B * 4].view(B, 4).int()
+    tables[0, 1:] = 999  # entries past a request's pages may hold anything
+    q = torch.randn(B, Hq, D, generator=g).to(dtype)
+    got = cpu_attention.paged_attention_decode(q, k_cache, v_cache, tables, lens, 0.3, window)
+    assert got.dtype == dtype
+    close(got.float(), ref.paged_attention_decode(q, k_cache, v_cache, tables, lens, 0.3, window).float(),
+          1e-5 if dtype == torch.float32 else 2e-2)
+    capped = cpu_attention.paged_attention_decode(q, k_cache, v_cache, tables, lens, 0.3, window, softcap=2.0)
+    close(capped, ref.paged_attention_decode(q, k_cache, v_cache, tables, lens, 0.3, window, softcap=2.0), 0)
 
 
 def test_the_cpu_op_set_carries_them_and_reference_brings_the_references_back(monkeypatch):

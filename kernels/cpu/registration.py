@@ -16,6 +16,7 @@ CPU_OPS: dict[str, str] = {
     "mamba_chunk_scan_varlen": "mamba_chunk_scan",
     "mlp": "mlp",
     "moe_experts": "moe",
+    "paged_attention_decode": "paged_attention_decode",
 }
 IMPLEMENTATION_NAME = "cpu"
 
