@@ -181,16 +181,22 @@ def run_engine(model, requests: list[Req], *, page_size=4, kv_pool=None, state_p
 
 
 def kernel_atol() -> float:
-    """Logit tolerance for the kernels DEVICE runs: the fp32 reference matches transformers to ~1e-5;
+    """Logit tolerance for the kernels DEVICE runs: the fp32 reference matches transformers to ~1e-5
+    (Zamba2: 1.9e-4);
     the GPU fast kernels (flash-linear-attention, Triton) sum in other orders and took tf32 dots
     until float32 models asked Triton for IEEE dots (kernels/precision.py; with tf32: 2.4e-3 seen on
     an H200, 1.39e-2 for Zamba2), so they get 1e-2. Greedy tokens must match exactly either way;
     BRINGUP_KERNELS=reference checks the GPU at the tight tolerance."""
     from bringup.kernels.dispatch import ops_for
 
-    # The CPU's own ops (kernels/cpu) are float32 torch in another order: the reference's tolerance.
-    fast = any(name not in ("reference", "cpu") for name in ops_for(DEVICE).implementations.values())
-    return 1e-2 if fast else 2e-4
+    # The CPU's own ops (kernels/cpu) are float32 torch in another order. Zamba2 sits nearest the
+    # line: its logits (1 to 4 in these tests) differ from transformers' by up to 1.9e-4 with the
+    # references alone, 2.5e-4 with the CPU's SDPA decode attention (whose output is as close to a
+    # float64 computation as the reference's: 1.4e-5 at worst, both), depending on the thread count.
+    names = ops_for(DEVICE).implementations.values()
+    if any(name not in ("reference", "cpu") for name in names):
+        return 1e-2
+    return 5e-4 if "cpu" in names else 2e-4
 
 
 def assert_matches_hf(hf_model, requests: list[Req], atol: float | None = None) -> float:
