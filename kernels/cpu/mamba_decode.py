@@ -4,9 +4,8 @@ Same arithmetic as kernels/reference/{causal_conv1d_update,mamba_state_update}_i
 gather the batch's slots, step them and scatter them back. On the CPU a decode batch's slots are
 most often one ascending run (the first requests take slots 0, 1, 2...; a request alone is a run
 of one): then the pool rows are a view, updated in place, and the gather and scatter (two copies
-of every state, per layer and step) go. The arithmetic is the reference's (tests/test_kernels_cpu.py),
-with the state's outer product with B and its dot products with C done as batched products per
-(request, group): no [B, H, P, N] temporaries, two calls fewer per layer.
+of every state, per layer and step) go; the arithmetic is the reference's, in its order
+(tests/test_kernels_cpu.py).
 """
 
 from __future__ import annotations
@@ -34,14 +33,12 @@ def mamba_state_update_inplace(ssm_states, slots, x, dt, A, B, C, D=None, dt_bia
     state = ssm_states.narrow(0, *run) if run else ssm_states.index_select(0, slots).float()
     dt = mamba_dt(dt, dt_bias, dt_softplus, dt_limit)  # [n, H] float32
     xf = x.float()
-    state.mul_(torch.exp(dt * A.float()).view(n, H, 1, 1))
-    # Per (request, group): the heads' rows [per_group * P, N] take the outer product with B and
-    # give their dot products with C as one batched product each, with no [n, H, P, N] temporary.
-    rows = state.view(n * G, per_group * P, N)
-    rows.baddbmm_((dt[..., None] * xf).view(n * G, per_group * P, 1), B.float().reshape(n * G, 1, N))
+    grouped = state.view(n, G, per_group, P, N)
+    grouped.mul_(torch.exp(dt * A.float()).view(n, G, per_group, 1, 1))
+    grouped.add_((dt[..., None] * xf).view(n, G, per_group, P, 1) * B.float().view(n, G, 1, 1, N))
     if not run:
         ssm_states.index_copy_(0, slots, state.to(ssm_states.dtype))
-    y = torch.bmm(rows, C.float().reshape(n * G, N, 1)).view(n, H, P)
+    y = (grouped * C.float().view(n, G, 1, 1, N)).sum(-1).view(n, H, P)
     if D is not None:
         y = y + D.float()[:, None] * xf
     return y.to(x.dtype)
