@@ -25,6 +25,10 @@ def _decode_op(device: torch.device):
         from ..triton.paged_attention_decode import paged_attention_decode
 
         return paged_attention_decode
+    if device.type == "cpu":
+        from ..cpu.paged_attention_decode import paged_attention_decode
+
+        return paged_attention_decode
     return _reference_decode
 
 
