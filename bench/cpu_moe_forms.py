@@ -3,7 +3,7 @@
 Per MoE layer of the NemotronH miniature's shape (8 experts of 128, top-2, H 256, a shared expert
 of 256), weights laid out as the CPU engine lays them (cpu_linears.py) and evicted from the cache
 every few layers as a whole decode step evicts them: "sorted" (each expert on its rows) against
-"dense" (every expert, two bmm). One thread; prints microseconds per layer, the median of 7 runs.
+"dense" (every expert, two bmm) and, for one or two tokens, "each" (each token's experts one by one). One thread; prints microseconds per layer, the median of 7 runs.
 
     .venv/bin/python bench/cpu_moe_forms.py [--tokens 1,2,4,8,16,32]
 """
@@ -32,13 +32,13 @@ def main() -> None:
     ups = [cpu_layout(torch.randn(E, I, H)) for _ in range(layers)]
     downs = [cpu_layout(torch.randn(E, H, I)) for _ in range(layers)]
     evict = torch.randn(16 * 1024 * 1024)  # 64 MB, twice the L3 of the machine measured
-    print(f"{'tokens':>6}  {'sorted us':>9}  {'dense us':>8}  picks")
+    print(f"{'tokens':>6}  {'sorted us':>9}  {'dense us':>8}  {'each us':>9}  picks")
     for T in (int(t) for t in args.tokens.split(",")):
         xs = [torch.randn(T, H) for _ in range(layers)]
         ids = [torch.stack([torch.randperm(E)[:k] for _ in range(T)]) for _ in range(layers)]
         ws = [torch.rand(T, k) for _ in range(layers)]
         per_form = {}
-        for form in ("sorted", "dense"):
+        for form in ("sorted", "dense", "each") if T <= 2 else ("sorted", "dense"):
             runs = []
             for _ in range(7):
                 total = 0.0
@@ -50,7 +50,8 @@ def main() -> None:
                     total += time.perf_counter() - start
                 runs.append(total / layers * 1e6)
             per_form[form] = statistics.median(runs)
-        print(f"{T:>6}  {per_form['sorted']:>9.0f}  {per_form['dense']:>8.0f}  {moe_form(T, k, E, torch.float32)}")
+        each = f"{per_form['each']:>9.0f}" if "each" in per_form else f"{'':>9}"
+        print(f"{T:>6}  {per_form['sorted']:>9.0f}  {per_form['dense']:>8.0f}  {each}  {moe_form(T, k, E, torch.float32)}")
 
 
 if __name__ == "__main__":

@@ -127,7 +127,7 @@ def test_mlp_and_routed_experts_equal_the_reference(T, gated):
     assert cpu_moe(x[:0], weights[:0], ids[:0], up, down, gate, act).shape == (0, H)
 
 
-@pytest.mark.parametrize("form", ["dense", "sorted"])
+@pytest.mark.parametrize("form", ["each", "dense", "sorted"])
 @pytest.mark.parametrize("gated", [False, True])
 def test_both_moe_forms_equal_the_reference_and_the_width_picks_one(form, gated):
     g = torch.Generator().manual_seed(7)
@@ -140,12 +140,16 @@ def test_both_moe_forms_equal_the_reference_and_the_width_picks_one(form, gated)
     weights = torch.rand(T, k, generator=g)
     ids = torch.stack([torch.randperm(E, generator=g)[:k] for _ in range(T)])
     ids[:, 0] = 0  # one expert every token picks (some twice: the reference sums both)
-    close(cpu_moe(x, weights, ids, up, down, gate, act, strategy=form),
-          ref.moe_experts(x, weights, ids, up, down, gate, act), 1e-4)
-    # Dense while the assignments reach every expert about once, for decode-sized batches only.
-    assert cpu_moe_form(2, 2, 4, torch.float32) == "dense" and cpu_moe_form(1, 2, 4, torch.float32) == "sorted"
-    assert cpu_moe_form(1, 6, 128, torch.float32) == "sorted" and cpu_moe_form(500, 2, 4, torch.float32) == "sorted"
-    assert cpu_moe_form(8, 2, 8, torch.bfloat16) == "sorted"
+    for rows in (slice(None), slice(0, 1)):  # six tokens, and one alone
+        xs, ws, ids_ = x[rows], weights[rows], ids[rows]
+        close(cpu_moe(xs, ws, ids_, up, down, gate, act, strategy=form),
+              ref.moe_experts(xs, ws, ids_, up, down, gate, act), 1e-4)
+    # One or two tokens each on its own; dense while the assignments reach every expert about once,
+    # for decode-sized batches only; sorted otherwise (and for every width in bfloat16).
+    assert cpu_moe_form(1, 2, 4, torch.float32) == "each" and cpu_moe_form(2, 6, 128, torch.float32) == "each"
+    assert cpu_moe_form(3, 2, 4, torch.float32) == "dense" and cpu_moe_form(3, 2, 8, torch.float32) == "sorted"
+    assert cpu_moe_form(500, 2, 4, torch.float32) == "sorted" and cpu_moe_form(8, 2, 8, torch.bfloat16) == "sorted"
+    assert cpu_moe_form(1, 2, 8, torch.bfloat16) == "sorted"
 
 
 @pytest.mark.parametrize("window", [None, 5])
