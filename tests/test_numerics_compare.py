@@ -34,7 +34,9 @@ def test_on_cpu_no_block_diverges_and_an_injected_fault_is_named_first(checkpoin
     code, faulty = _compare(capsys, str(checkpoint), "--device", "cpu", "--perturb-layer", "3")
     assert code == 1
     assert faulty["first_divergent_layer"] == 3
-    assert [l["rel_err"] for l in faulty["layers"][:3]] == [0.0, 0.0, 0.0]  # float32 reference kernels: exact
+    # The blocks before it agree to float32 rounding (the CPU's SDPA attention sums in another
+    # order than transformers': 5e-8 seen; the references alone are bit for bit equal).
+    assert all(l["rel_err"] < 1e-6 for l in faulty["layers"][:3])
     assert faulty["layers"][3]["rel_err"] == pytest.approx(0.1, rel=0.2)
     assert "block 3 (mamba2) first exceeds 1e-03" in faulty["findings"][0]["message"]
 
