@@ -1,9 +1,10 @@
-"""The CPU's two MoE forms side by side at decode widths (kernels/cpu/moe.py picks by these figures).
+"""The CPU's MoE forms side by side at decode widths (kernels/cpu/moe.py picks by these figures).
 
-Per MoE layer of the NemotronH miniature's shape (8 experts of 128, top-2, H 256, a shared expert
-of 256), weights laid out as the CPU engine lays them (cpu_linears.py) and evicted from the cache
-every few layers as a whole decode step evicts them: "sorted" (each expert on its rows) against
-"dense" (every expert, two bmm) and, for one or two tokens, "each" (each token's experts one by one). One thread; prints microseconds per layer, the median of 7 runs.
+Per MoE layer of the NemotronH miniature's shape (8 experts of 128, top-2, H 256), weights laid
+out as the CPU engine lays them (cpu_linears.py) and evicted from the cache every few layers as a
+whole decode step evicts them: "sorted" (each expert on its rows) against "dense" (every expert,
+two bmm) and, for one or two tokens, "each" (each token's experts one by one). One thread; prints
+microseconds per layer, the median of 7 runs.
 
     .venv/bin/python bench/cpu_moe_forms.py [--tokens 1,2,4,8,16,32]
 """
