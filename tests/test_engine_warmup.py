@@ -76,8 +76,10 @@ def test_warmup_with_one_running_request(tiny):
     engine.check_pools()
 
 
-def test_env_turns_the_warmup_on_and_off(tiny, monkeypatch):
-    monkeypatch.setenv("BRINGUP_WARMUP", "0")
-    assert _engine(tiny, True).warmup_report is None
+def test_env_sets_the_default_and_an_explicit_choice_wins(tiny, monkeypatch):
     monkeypatch.setenv("BRINGUP_WARMUP", "1")
-    assert _engine(tiny, None).warmup_report is not None
+    assert _engine(tiny, None).warmup_report is not None  # on the CPU, where it is off by default
+    assert _engine(tiny, False).warmup_report is None  # e.g. bench/nano_full.py --no-warmup
+    monkeypatch.setenv("BRINGUP_WARMUP", "0")
+    assert _engine(tiny, None).warmup_report is None
+    assert _engine(tiny, True).warmup_report is not None

@@ -38,7 +38,7 @@ GB = 1024**3
 # Decode graphs are on by default where the device has them (decode_graphs.graphs_supported);
 # BRINGUP_CUDA_GRAPHS=0 turns them off, =1 insists on them (an error where the device has none).
 CUDA_GRAPHS_ENV = "BRINGUP_CUDA_GRAPHS"
-# The start-up warm-up (warmup.py) is on by default on accelerators; BRINGUP_WARMUP=0/1 overrides.
+# The start-up warm-up (warmup.py) is on by default on accelerators; BRINGUP_WARMUP=0/1 sets the default.
 WARMUP_ENV = "BRINGUP_WARMUP"
 STRATEGY = ("embedded: paged KV pool over full-attention layers, an SWA pool holding only the window of "
             "sliding-window layers, one state slot per request, no radix cache")
@@ -60,7 +60,8 @@ class Engine:
         BRINGUP_CUDA_GRAPHS=0/1 overrides); `graph_factory` stands in for the device graph (tests).
         `cpu_threads`: torch's threads on the CPU (None: the cores idle at start, cpu_threads.py).
         `warmup`: run a few steps at real sizes before the first request (warmup.py); None: on
-        accelerators (env BRINGUP_WARMUP=0/1 overrides), off on the CPU, where nothing compiles."""
+        accelerators, off on the CPU, where nothing compiles (env BRINGUP_WARMUP=0/1 overrides that
+        default, not an explicit True or False, as BRINGUP_CUDA_GRAPHS does for `cuda_graphs`)."""
         self.log = log or default_log
         self.device = devices.resolve_device(device)
         devices.set_current(self.device)
@@ -187,10 +188,11 @@ class Engine:
         return graphs
 
     def _warmup_wanted(self, warmup: bool | None) -> bool:
+        """As for graphs: an explicit argument wins; the env var sets the default it leaves open."""
+        if warmup is not None:
+            return bool(warmup)
         env = os.environ.get(WARMUP_ENV, "").strip()
-        if env in ("0", "1"):
-            return env == "1"
-        return self.device.type in ("cuda", "xpu") if warmup is None else bool(warmup)
+        return env == "1" if env in ("0", "1") else self.device.type in ("cuda", "xpu")
 
     def warm_up(self):
         """Prompt and mixed steps at the chunk size, then decodes, before any request: their
