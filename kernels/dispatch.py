@@ -5,8 +5,8 @@ base layer everywhere; a faster implementation registered for a device type (wit
 `register(op, device_type, fn, name=...)`, e.g. a Triton paged attention for "cuda" and "xpu", or
 flash-linear-attention's chunked scan) replaces the reference for that op on that device.
 The CPU has a few versions of its own (kernels/cpu/: plain torch in fewer ops, oneDNN products for
-many rows, torch's SDPA for attention), registered the same way. `BRINGUP_KERNELS=reference` forces the reference everywhere
-(to bisect a wrong answer).
+many rows, torch's SDPA for attention), registered the same way. `BRINGUP_KERNELS=reference`
+forces the reference everywhere (to bisect a wrong answer).
 """
 
 from __future__ import annotations

@@ -13,10 +13,10 @@ SDPA cannot express, run the reference.
 
 from __future__ import annotations
 
-import torch
 import torch.nn.functional as F
 
 from ..reference.paged_attention_decode import paged_attention_decode as reference
+from ..reference.paged_attention_decode import visible_positions
 
 
 def paged_attention_decode(q, k_cache, v_cache, block_tables, context_lens, scale, sliding_window=None,
@@ -31,11 +31,7 @@ def paged_attention_decode(q, k_cache, v_cache, block_tables, context_lens, scal
     # [B, Hkv, L, D] views, float32 as the reference computes (no copy when the cache is float32)
     k = k_cache.index_select(0, pages).view(B, -1, Hkv, D).transpose(1, 2).float()
     v = v_cache.index_select(0, pages).view(B, -1, Hkv, D).transpose(1, 2).float()
-    ctx = context_lens.to(q.device).long()[:, None]
-    t = torch.arange(k.shape[2], device=q.device)[None, :]
-    allowed = t < ctx
-    if sliding_window is not None:
-        allowed &= t >= ctx - sliding_window
+    allowed = visible_positions(context_lens, k.shape[2], sliding_window, q.device)
     out = F.scaled_dot_product_attention(q.view(B, Hkv, Hq // Hkv, D).float(), k, v,
                                          attn_mask=allowed[:, None, None, :], scale=scale)
     return out.reshape(B, Hq, D).to(q.dtype)

@@ -7,6 +7,18 @@ import torch
 from .paged_attention_prefill import softmax_with_sinks
 
 
+def visible_positions(context_lens: torch.Tensor, length: int, sliding_window: int | None,
+                      device) -> torch.Tensor:
+    """[B, length] bool: which of each request's gathered positions its new token attends to (those
+    before its context length, and within the window when there is one)."""
+    ctx = context_lens.to(device).long()[:, None]
+    t = torch.arange(length, device=device)[None, :]
+    allowed = t < ctx
+    if sliding_window is not None:
+        allowed &= t >= ctx - sliding_window
+    return allowed
+
+
 def paged_attention_decode(
     q: torch.Tensor,
     k_cache: torch.Tensor,
@@ -38,11 +50,7 @@ def paged_attention_decode(
     scores = torch.bmm(qg, k.transpose(1, 2)).view(Hkv, B, rep, -1) * scale
     if softcap is not None:
         scores = softcap * torch.tanh(scores / softcap)
-    ctx = context_lens.to(q.device).long()[:, None]
-    t = torch.arange(k.shape[1], device=q.device)[None, :]
-    allowed = t < ctx
-    if sliding_window is not None:
-        allowed &= t >= ctx - sliding_window
+    allowed = visible_positions(context_lens, k.shape[1], sliding_window, q.device)
     scores = scores.masked_fill(~allowed[None, :, None, :], float("-inf"))
     probs = softmax_with_sinks(scores.transpose(0, 1), sinks, Hkv, rep).transpose(0, 1)  # sinks per (kv head, rep)
     out = torch.bmm(probs.reshape(Hkv * B, rep, -1), v)  # [Hkv * B, rep, D]
