@@ -121,7 +121,8 @@ def ops_for(device=None) -> SimpleNamespace:
     if names["moe_experts"] != "reference":
         # A fused MoE may leave the sum over k to the model's next residual add (one kernel less).
         module = sys.modules.get(getattr(chosen["moe_experts"], "__module__", ""), None)
-        for extra in ("moe_experts_unsummed", "moe_experts_shared_unsummed"):  # (the latter: shared expert too)
+        # (the last two: the shared expert too, summed with the routed ones or in parts)
+        for extra in ("moe_experts_unsummed", "moe_experts_shared", "moe_experts_shared_unsummed"):
             fn = getattr(module, extra, None)
             if fn is not None:
                 extras[extra] = fn

@@ -15,6 +15,17 @@ from bringup.core.engine.cpu_linears import prepare_linears_for_cpu
 from bringup.core.errors import UserError
 
 
+def test_busy_cores_come_from_the_cpu_time_the_machine_ran(monkeypatch):
+    # 2 cores; over the sample, 150 of 400 jiffies ran (iowait counts as idle): 0.75 of 2 cores busy.
+    samples = iter([(1000, 4000), (1150, 4400)])
+    monkeypatch.setattr(cpu_threads, "_cpu_times", lambda: next(samples))
+    monkeypatch.setattr(cpu_threads.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(cpu_threads, "load_average", lambda: 9.0)  # not asked while /proc/stat answers
+    busy, how = cpu_threads.busy_cores(0.0)
+    assert busy == pytest.approx(0.75) and how == "0.75 busy over 0.0 s"
+    assert cpu_threads.idle_cores(2, busy) == 1
+
+
 @pytest.mark.parametrize("cores, load, idle", [(2, None, 2), (2, 0.1, 2), (2, 0.6, 1), (2, 5.0, 1), (8, 2.4, 6),
                                                (8, 0.0, 8), (1, 0.0, 1)])
 def test_idle_cores_leave_the_loaded_ones_out(cores, load, idle):
@@ -22,6 +33,7 @@ def test_idle_cores_leave_the_loaded_ones_out(cores, load, idle):
 
 
 def test_requested_threads_win_and_zero_is_refused(monkeypatch):
+    monkeypatch.setattr(cpu_threads, "_cpu_times", lambda: None)  # no /proc/stat: the load average tells
     monkeypatch.setattr(cpu_threads, "load_average", lambda: 9.0)
     assert cpu_threads.choose_cpu_threads(3) == (3, "as requested")
     threads, why = cpu_threads.choose_cpu_threads(None)

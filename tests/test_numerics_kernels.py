@@ -27,7 +27,7 @@ def bundled_check():
     (the prompt's MoE) made to kill its child: (exit code, JSON document)."""
     out = io.StringIO()
     with pytest.MonkeyPatch.context() as env, contextlib.redirect_stdout(out):
-        env.setenv("BRINGUP_KERNEL_CHECK_CRASH", "moe_experts@prefill")
+        env.setenv("BRINGUP_KERNEL_CHECK_CRASH", "moe_experts_shared@prefill")
         code = main(["check-kernels", "default", "--device", "cpu", "--dtype", "bfloat16", "--json"])
     return code, json.loads(out.getvalue())
 
@@ -40,21 +40,22 @@ def test_every_kernel_of_a_hybrid_model_is_checked_on_cpu_and_a_crash_is_a_findi
     assert not report["ok"] and report["device"] == "cpu"
     kernels = {(k["name"], k["phase"]): k for k in report["kernels"]}
     assert len(kernels) == len(report["kernels"])  # every layer calls an op alike: one row per op and phase
-    # prefill and decode of Mamba2, attention, MoE, MLP and the norms: what the engine really called,
+    # prefill and decode of Mamba2, attention, MoE and the norms: what the engine really called,
     # each op the model calls in both phases checked at both sizes
-    both = {"add_rms_norm", "gated_rms_norm", "router_logits", "route_sigmoid_grouped", "moe_experts", "mlp",
+    # (the MoE: its shared and routed experts in one CPU op, moe_experts_shared)
+    both = {"add_rms_norm", "gated_rms_norm", "router_logits", "route_sigmoid_grouped", "moe_experts_shared",
             "kv_cache_write"}
     assert {(op, phase) for op in both for phase in ("prefill", "decode")} | {
         ("mamba_chunk_scan_varlen", "prefill"), ("causal_conv1d_varlen_inplace", "prefill"),
         ("paged_attention_prefill", "prefill"), ("mamba_state_update_inplace", "decode"),
         ("causal_conv1d_update_inplace", "decode"), ("paged_attention_decode", "decode")} == set(kernels)
-    assert kernels["mlp", "prefill"]["shape"][0] > 1 and kernels["moe_experts", "decode"]["shape"][0] == 1
-    crashed = kernels["moe_experts", "prefill"]
+    assert kernels["gated_rms_norm", "prefill"]["shape"][0] > 1 and kernels["moe_experts_shared", "decode"]["shape"][0] == 1
+    crashed = kernels["moe_experts_shared", "prefill"]
     assert crashed["verdict"] == "crashed" and not crashed["ok"]
-    assert kernels["moe_experts", "decode"]["ok"]
-    assert all(k["ok"] for key, k in kernels.items() if key != ("moe_experts", "prefill"))
+    assert kernels["moe_experts_shared", "decode"]["ok"]
+    assert all(k["ok"] for key, k in kernels.items() if key != ("moe_experts_shared", "prefill"))
     assert [f["code"] for f in report["findings"]] == ["KERNEL_CRASHED"]
-    assert "kernel moe_experts (prefill) on cpu: the process was killed by SIGSEGV" in report["findings"][0]["message"]
+    assert "kernel moe_experts_shared (prefill) on cpu: the process was killed by SIGSEGV" in report["findings"][0]["message"]
     attention = kernels["paged_attention_prefill", "prefill"]
     config = json.loads((Path(resolve_default("default")) / "config.json").read_text())
     assert attention["dtype"] == "bfloat16"

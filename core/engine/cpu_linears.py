@@ -9,14 +9,19 @@ unchanged (`F.linear` sees the transposed view and calls the faster product). St
 [E, out, in], used one expert at a time through `F.linear`, get the same layout per expert.
 Embeddings keep rows (a lookup reads rows), and so does a weight tied to one.
 
-The layers also become `CpuLinear`, whose product goes through oneDNN when it has many rows
-(prompts; kernels/cpu/linear.py says why), unless BRINGUP_KERNELS=reference asks for plain torch.
+The layers also become `CpuLinear`, whose product goes through oneDNN from a few rows (decode
+batches and prompts; kernels/cpu/linear.py says why), unless BRINGUP_KERNELS=reference asks for
+plain torch. Their float32 weights get their packed oneDNN copies now (kernels/cpu/onednn_packed.py:
+as much memory again, counted in the engine's weights), not at the first batch; the MoE's packed
+expert stacks are made by its first batch wide enough for them (kernels/cpu/moe.py).
 """
 
 from __future__ import annotations
 
+import torch
 from torch import nn
 
+from bringup.kernels.cpu import onednn_packed
 from bringup.kernels.cpu.linear import linear as cpu_linear
 from bringup.kernels.dispatch import kernel_choice
 
@@ -45,4 +50,7 @@ def prepare_linears_for_cpu(model: nn.Module) -> int:
             if (linear_weight or expert_stack) and id(p) not in tied and p.is_contiguous():
                 p.data = p.data.transpose(-1, -2).contiguous().transpose(-1, -2)
                 done += 1
+            if own_products and linear_weight and isinstance(module, CpuLinear) and onednn_packed.USABLE \
+                    and p.dtype == torch.float32:
+                onednn_packed.packed_weight(p)
     return done

@@ -101,6 +101,10 @@ class Engine:
             f"dtype={_name(self.dtype)}, avail mem={devices.free_memory(self.device) / GB:.2f} GB, "
             f"mem usage={self.weights_bytes / GB:.2f} GB."
         )
+        packed = self.packed_weights_bytes_now()
+        if packed:  # on the CPU: oneDNN's packed copies of the linear weights (cpu_linears.py)
+            self.log(f"CPU: oneDNN packed copies of the linear weights, {packed / GB:.2f} GB more (products of a "
+                     "few rows and more read them; the MoE's are made at its first wide batch)")
 
         self.max_context = int(context_length or self.config.get("max_position_embeddings") or 0) or None
         # The map the model was built from: the plan sizes the pools the model's layers use.
@@ -395,6 +399,7 @@ class Engine:
             },
             "allocated": {
                 "weights_bytes": self.weights_bytes,
+                "packed_weights_bytes": self.packed_weights_bytes_now(),
                 "kv_bytes_per_token": kv.bytes_per_token,
                 "state_bytes_per_request": st.bytes_per_slot,
                 "kv_tokens": kv.capacity_tokens,
@@ -408,6 +413,14 @@ class Engine:
                 "max_running_requests": self.max_running_requests,
             },
         }
+
+    def packed_weights_bytes_now(self) -> int:
+        """The packed weight copies the model holds now (the CPU's; the MoE's come with its first wide batch)."""
+        if self.device.type != "cpu":
+            return 0
+        from bringup.kernels.cpu.onednn_packed import packed_bytes
+
+        return packed_bytes(self.model)
 
     def check_pools(self) -> None:
         """Raise PoolIntegrityError if a page or slot is owned twice, owned by nobody, or (with no

@@ -17,7 +17,11 @@ token did not pick) applied between them, which the linear down projection allow
 A decode batch of 8 tokens of top-2 over 8 experts hits 7 of them on average, so reading them all
 costs little, and the layer takes about 10 calls. A batch that hits few experts would read the
 others for nothing; a prompt's many rows would multiply the arithmetic by E / k: both keep the
-sorted form.
+sorted form. Where the expert stacks are parameters, "dense" is two plain products over packed
+copies (onednn_packed.py): the experts' up rows stacked [E*I, H], their down columns side by side
+[H, E*I], so the sum over the experts is the down product's own sum; `moe_experts_shared` appends
+the shared expert's rows and columns at routing weight 1, and the whole layer is those two
+products (258 against 424 us at 8 tokens, shared expert included).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from __future__ import annotations
 import torch
 
 from ..reference.mlp import activation
+from . import onednn_packed
 from .mlp import mlp, per_expert
 
 # Measured on this project's 2-core AMD EPYC by bench/cpu_moe_forms.py (one thread, the NemotronH
@@ -32,18 +37,23 @@ from .mlp import mlp, per_expert
 # 1 token: each 121, sorted 327, dense 362; 2 tokens: each 253, sorted 275, dense 418; then sorted
 # vs dense: 4 tokens 632 vs 533, 8 tokens 749 vs 587, 16 tokens 892 vs 693, 32 tokens 892 vs 908.
 # So each up to 2 tokens, dense from one assignment per expert up to 32 tokens, sorted beyond.
+# Over packed copies dense stays ahead longer (with the shared expert, sorted vs dense: 32 tokens
+# 993 vs 564, 48 tokens 1116 vs 803, 64 tokens 1232 vs 1030): up to 64 tokens then, which takes in
+# a short prompt riding with a decode batch.
 FORMS = ("each", "dense", "sorted")
 EACH_MAX_TOKENS = 2
 DENSE_MIN_ASSIGNMENTS_PER_EXPERT = 1.0
 DENSE_MAX_TOKENS = 32
+DENSE_MAX_TOKENS_PACKED = 64
 
 
-def moe_form(num_tokens: int, top_k: int, num_experts: int, dtype: torch.dtype) -> str:
+def moe_form(num_tokens: int, top_k: int, num_experts: int, dtype: torch.dtype, packed: bool = False) -> str:
     """"each", "dense" or "sorted" for a batch of this shape ("each" and "dense" in float32 only,
-    where the order of the weighted sum changes nothing but the rounding of a float32 sum)."""
+    where the order of the weighted sum changes nothing but the rounding of a float32 sum);
+    `packed`: the dense form would run over packed copies of the stacks."""
     if 0 < num_tokens <= EACH_MAX_TOKENS and dtype == torch.float32:
         return "each"
-    dense = (dtype == torch.float32 and 0 < num_tokens <= DENSE_MAX_TOKENS
+    dense = (dtype == torch.float32 and 0 < num_tokens <= (DENSE_MAX_TOKENS_PACKED if packed else DENSE_MAX_TOKENS)
              and num_tokens * top_k >= DENSE_MIN_ASSIGNMENTS_PER_EXPERT * num_experts)
     return "dense" if dense else "sorted"
 
@@ -55,12 +65,23 @@ def moe_experts(x, weights, ids, up, down, gate=None, act="relu2", strategy=None
     T, k = ids.shape
     if T * k == 0:
         return x.new_zeros(T, down.shape[1])
-    form = strategy if strategy in FORMS else moe_form(T, k, up.shape[0], x.dtype)
+    packed = onednn_packed.wanted(x, up, down, *((gate,) if gate is not None else ()))
+    form = strategy if strategy in FORMS else moe_form(T, k, up.shape[0], x.dtype, packed)
     if form == "each":
         return _each(x, weights, ids, up, down, gate, act)
     if form == "dense":
-        return _dense(x, weights, ids, up, down, gate, act)
+        return _dense(x, weights, ids, up, down, gate, act, packed)
     return _sorted(x, weights, ids, up, down, gate, act)
+
+
+def moe_experts_shared(x, weights, ids, up, down, shared_up, shared_down, act="relu2"):
+    """[T, H]: a MoE layer's shared expert (shared_up [S, H], shared_down [H, S], same activation)
+    plus its routed experts (arguments as `moe_experts`), added in that order as the model adds them."""
+    T, k = ids.shape
+    if T * k and onednn_packed.wanted(x, up, down, shared_up, shared_down) \
+            and moe_form(T, k, up.shape[0], x.dtype, packed=True) == "dense":
+        return _dense_packed(x, weights, ids, up, down, None, act, shared=(shared_up, shared_down))
+    return mlp(x, shared_up, shared_down, None, act) + moe_experts(x, weights, ids, up, down, None, act)
 
 
 def _each(x, weights, ids, up, down, gate, act):
@@ -76,7 +97,35 @@ def _each(x, weights, ids, up, down, gate, act):
     return (rows[0] if len(rows) == 1 else torch.cat(rows)).to(x.dtype)
 
 
-def _dense(x, weights, ids, up, down, gate, act):
+def _dense_packs(up, down, gate, shared) -> tuple[torch.Tensor, ...]:
+    """Packed (up rows [E*I (+S), H], down columns [H, E*I (+S)], gate rows [E*I, H] or nothing)."""
+    E, I, H = up.shape
+    up_rows, down_cols = up.reshape(E * I, H), down.permute(1, 0, 2).reshape(H, E * I)
+    if shared is not None:
+        up_rows, down_cols = torch.cat([up_rows, shared[0]]), torch.cat([down_cols, shared[1]], dim=1)
+    packs = (onednn_packed.pack(up_rows), onednn_packed.pack(down_cols))
+    return packs + ((onednn_packed.pack(gate.reshape(E * I, H)),) if gate is not None else ())
+
+
+def _dense_packed(x, weights, ids, up, down, gate, act, shared=None):
+    parts = (up, down) + ((gate,) if gate is not None else ()) + (shared or ())
+    tag = "moe_dense" + ("_gated" if gate is not None else "") + ("_shared" if shared is not None else "")
+    up_p, down_p, *gate_p = onednn_packed.packs_for(up, tag, parts, lambda: _dense_packs(up, down, gate, shared))
+    T, (E, I, _) = x.shape[0], up.shape
+    if gate is None and act == "relu2":  # max(0, .) fused into the product, the square in place
+        h = onednn_packed.linear_packed(x, up_p, relu=True)
+        h.mul_(h)
+    else:
+        h = onednn_packed.linear_packed(x, up_p)
+        h = activation(act, onednn_packed.linear_packed(x, gate_p[0])) * h if gate is not None else activation(act, h)
+    routing = x.new_zeros(T, E).scatter_add_(1, ids, weights.to(x.dtype))  # an expert picked twice counts twice
+    h[:, :E * I].view(T, E, I).mul_(routing[:, :, None])  # the shared expert's columns keep weight 1
+    return onednn_packed.linear_packed(h, down_p)
+
+
+def _dense(x, weights, ids, up, down, gate, act, packed=False):
+    if packed:
+        return _dense_packed(x, weights, ids, up, down, gate, act)
     T, E = x.shape[0], up.shape[0]
     h = torch.matmul(x, up.transpose(1, 2))  # [E, T, I]
     h = activation(act, torch.matmul(x, gate.transpose(1, 2))) * h if gate is not None else activation(act, h)

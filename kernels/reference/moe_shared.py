@@ -1,4 +1,4 @@
-"""A MoE layer's shared expert and routed experts as per-assignment parts, left unsummed.
+"""A MoE layer's shared expert and routed experts: as per-assignment parts, left unsummed, or summed.
 
 The fused GPU form (kernels/triton/fused_moe.py, `moe_experts_shared_unsummed`) runs the shared
 expert as S extra "experts" of the routed experts' width next to each token's k routed ones, in the
@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from .mlp import mlp
-from .moe_experts import per_assignment
+from .moe_experts import moe_experts, per_assignment
 
 
 def shared_slices(shared_up: torch.Tensor, shared_down: torch.Tensor, width: int) -> tuple[torch.Tensor, torch.Tensor] | None:
@@ -40,3 +40,9 @@ def moe_experts_shared_unsummed(x, weights, ids, up, down, shared_up, shared_dow
     routed = per_assignment(x, ids, up, down, None, act).view(T, k, -1)
     routed = (routed.float() * weights[..., None].float()).to(x.dtype)
     return shared, routed
+
+
+def moe_experts_shared(x, weights, ids, up, down, shared_up, shared_down, act="relu2"):
+    """The layer's output [T, H]: the shared expert (shared_up [S, H], shared_down [H, S]) plus the
+    routed experts' weighted sum, added in that order, as the model adds them."""
+    return mlp(x, shared_up, shared_down, None, act) + moe_experts(x, weights, ids, up, down, None, act)

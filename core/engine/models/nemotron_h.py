@@ -133,18 +133,22 @@ class MoE(nn.Module):
         """The shared expert's output [T, H] (or its slices [T, S, H]) and the routed sum: [T, H], or,
         from a fused MoE that leaves the sum over k to the next residual add
         (`ops.moe_experts_unsummed`, `ops.moe_experts_shared_unsummed`), [T, k, H].
-        The model's residual add takes the pair (stack.py, ops.add_rms_norm)."""
+        The model's residual add takes the pair (stack.py, ops.add_rms_norm). With
+        `ops.moe_experts_shared` (the CPU's) the layer's output [T, H], already summed."""
         logits = self.ops.router_logits(hidden, self.gate.weight)
         weights, ids = self.ops.route_sigmoid_grouped(logits, self.gate.e_score_correction_bias, self.top_k,
                                                       self.n_group, self.topk_group, self.norm_topk_prob, self.scaling)
         x = hidden if self.fc1_latent_proj is None else self.fc1_latent_proj(hidden)
-        with_shared = getattr(self.ops, "moe_experts_shared_unsummed", None)
         shared = self.shared_experts
-        if with_shared is not None and self.fc2_latent_proj is None and shared.up_proj.bias is None \
-                and shared.down_proj.bias is None and shared.act == self.act:
-            # The shared expert and the routed ones together (two launches at decode sizes).
-            return with_shared(x, weights, ids, self.experts.up_proj, self.experts.down_proj,
-                               shared.up_proj.weight, shared.down_proj.weight, self.act)
+        if self.fc2_latent_proj is None and shared.up_proj.bias is None and shared.down_proj.bias is None \
+                and shared.act == self.act:
+            # The shared expert and the routed ones together: summed (the CPU's two products at
+            # decode sizes), or left in parts for the next residual add (two GPU launches).
+            summed = getattr(self.ops, "moe_experts_shared", None)
+            with_shared = summed or getattr(self.ops, "moe_experts_shared_unsummed", None)
+            if with_shared is not None:
+                return with_shared(x, weights, ids, self.experts.up_proj, self.experts.down_proj,
+                                   shared.up_proj.weight, shared.down_proj.weight, self.act)
         unsummed = getattr(self.ops, "moe_experts_unsummed", None)
         if unsummed is not None and self.fc2_latent_proj is None:
             routed = unsummed(x, weights, ids, self.experts.up_proj, self.experts.down_proj, None, self.act)
