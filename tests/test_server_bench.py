@@ -38,7 +38,7 @@ def test_bench_cli_json_runs_engine_and_transformers(tmp_path, capsys):
 
     checkpoint = tiny_checkpoint(tmp_path)
     code = main(["bench", str(checkpoint), "--device", "cpu", "--num-seqs", "5", "--input-len", "4:12",
-                 "--output-len", "3:6", "--seed", "1", "--max-running-requests", "2", "--json"])
+                 "--output-len", "3:6", "--seed", "1", "--max-running-requests", "2", "--repeats", "2", "--json"])
     assert code == 0
     captured = capsys.readouterr()
     result = json.loads(captured.out)
@@ -58,6 +58,18 @@ def test_bench_cli_json_runs_engine_and_transformers(tmp_path, capsys):
     base, eng = result["baseline_cpu_seconds"], result["engine_cpu_seconds"]  # each rounded to 1 ms
     assert (base - 5e-4) / (eng + 5e-4) - 1e-3 <= result["cpu_ratio"] <= (base + 5e-4) / (eng - 5e-4) + 1e-3
     assert set(result["load"]) == {"engine_start", "engine_end", "baseline_start", "baseline_end"}
+    # Each side ran the workload twice and is credited with its fastest run; every run is kept.
+    assert len(result["engine_runs"]) == len(result["baseline_runs"]) == 2 and result["repeats"] == 2
+    assert result["engine_seconds"] == min(result["engine_runs"])
+    assert result["baseline_seconds"] == min(result["baseline_runs"])
+    assert "engine: run 2/2" in captured.err and "transformers: run 2/2" in captured.err
+
+
+def test_bench_refuses_zero_repeats(capsys):
+    from bringup.cli import main
+
+    assert main(["bench", "default", "--device", "cpu", "--repeats", "0"]) == 2
+    assert "--repeats 0 must be at least 1" in capsys.readouterr().err
 
 
 def result_vocab(checkpoint) -> int:

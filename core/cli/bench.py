@@ -22,6 +22,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-running-requests", type=int, default=None,
                         help="engine batch size cap (the baseline uses the same batch size)")
     parser.add_argument("--mem-fraction", type=float, default=None, help="share of device memory for the engine")
+    parser.add_argument("--repeats", type=int, default=None,
+                        help="runs of the workload per side, the fastest counts (default 3 on the CPU, 1 elsewhere)")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
 
 
@@ -34,6 +36,8 @@ def main(args: argparse.Namespace) -> int:
         raise UserError(f"--max-running-requests {args.max_running_requests} must be at least 1")
     if args.cpu_threads is not None and args.cpu_threads < 1:
         raise UserError(f"--cpu-threads {args.cpu_threads} must be at least 1")
+    if args.repeats is not None and args.repeats < 1:
+        raise UserError(f"--repeats {args.repeats} must be at least 1")
     if args.seed < 0:
         raise UserError(f"--seed {args.seed} must be >= 0")
     baseline = None if args.baseline.lower() in ("none", "") else args.baseline.lower()
@@ -42,6 +46,7 @@ def main(args: argparse.Namespace) -> int:
         input_len=parse_range(args.input_len, "--input-len"), output_len=parse_range(args.output_len, "--output-len"),
         seed=args.seed, baseline=baseline, max_running_requests=args.max_running_requests,
         mem_fraction=args.mem_fraction, load_format=args.load_format, cpu_threads=args.cpu_threads,
+        repeats=args.repeats,
     )
     # Progress goes to stderr with --json, so stdout holds exactly one JSON document.
     log = (lambda m: print(m, file=sys.stderr, flush=True)) if args.json else (lambda m: print(m, flush=True))

@@ -9,6 +9,11 @@ left-padded batches (with attention masks) of the engine's own batch size. Each 
 its longest request's length (`min_new_tokens = max_new_tokens`), and only the tokens each request
 asked for are counted, so both sides are credited with the same output tokens. Both are warmed
 up first; the engine is freed before the baseline loads, so they never share the device memory.
+
+Each side runs the workload `repeats` times (3 on the CPU unless asked otherwise, where a
+neighbour's burst on a shared 2-core machine slowed one run of either side by up to 40 % in this
+project's measurements; 1 on accelerators) and is credited with its fastest run, as timeit does;
+every run's time is printed and kept in the result.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ class BenchSettings:
     mem_fraction: float | None = None
     load_format: str = "auto"
     cpu_threads: int | None = None  # on the CPU: torch threads for both sides (None: the engine's choice)
+    repeats: int | None = None  # runs of the workload per side, the fastest counts (None: 3 on the CPU, else 1)
 
 
 @dataclass
@@ -56,6 +62,8 @@ class BenchResult:
     engine_cpu_seconds: float | None = None
     baseline_cpu_seconds: float | None = None
     load: dict = field(default_factory=dict)
+    engine_runs: list[float] = field(default_factory=list)  # seconds of every run (the fastest is engine_seconds)
+    baseline_runs: list[float] = field(default_factory=list)
 
     @property
     def cpu_ratio(self) -> float | None:
@@ -84,6 +92,8 @@ class BenchResult:
                 "baseline_cpu_seconds": None if self.baseline_cpu_seconds is None else round(self.baseline_cpu_seconds, 3),
                 "cpu_ratio": None if self.cpu_ratio is None else round(self.cpu_ratio, 3),
                 "load": {k: round(v, 2) for k, v in self.load.items()},
+                "engine_runs": [round(v, 3) for v in self.engine_runs],
+                "baseline_runs": [round(v, 3) for v in self.baseline_runs],
                 **s, "notes": self.notes}
 
 
@@ -199,6 +209,22 @@ def _load() -> float:
     return -1.0 if load is None else load
 
 
+CPU_REPEATS = 3
+
+
+def _timed_runs(run_once, repeats: int, side: str, log) -> tuple[list[float], float]:
+    """(wall seconds of each of `repeats` runs, CPU seconds of the fastest one) for `run_once(i)`,
+    which returns its own wall seconds; each run's time is logged when there are several."""
+    runs, cpu = [], []
+    for i in range(repeats):
+        cpu_started = time.process_time()
+        runs.append(run_once(i))
+        cpu.append(time.process_time() - cpu_started)
+        if repeats > 1:
+            log(f"  {side}: run {i + 1}/{repeats} {runs[-1]:.2f} s")
+    return runs, cpu[runs.index(min(runs))]
+
+
 def run_bench(settings: BenchSettings, log=print) -> BenchResult:
     from . import device as devices
     from .default_model import DEFAULT_CHECKPOINT_NAME, resolve_default
@@ -229,21 +255,33 @@ def run_bench(settings: BenchSettings, log=print) -> BenchResult:
         f"batch {batch_size}" + (f", {threads} CPU thread(s) for both sides" if threads else ""))
 
     engine.generate([work[0][0][:8]] * 2, SamplingParams(max_new_tokens=4, temperature=0.0, ignore_eos=True))
-    started = time.perf_counter()
-    log(f"  engine: running {settings.num_seqs} requests ({sum(n for _, n in work)} output tokens)…")
-    load = {"engine_start": _load()}
-    cpu_started = time.process_time()
-    engine_s, out_tokens = run_engine(engine, work, progress=lambda done, total: log(
-        f"  engine: {done}/{total} output tokens, {time.perf_counter() - started:.0f} s"))
-    engine_cpu = time.process_time() - cpu_started
-    load["engine_end"] = _load()
-    engine.check_pools()
-    result = BenchResult(settings, model_name, batch_size, out_tokens, sum(len(p) for p, _ in work), engine_s,
-                         out_tokens / engine_s, threads=threads, load=load)
     on_cpu = device.type == "cpu"
+    repeats = settings.repeats or (CPU_REPEATS if on_cpu else 1)
+    if repeats < 1:
+        raise UserError(f"--repeats {repeats} must be at least 1")
+    log(f"  engine: running {settings.num_seqs} requests ({sum(n for _, n in work)} output tokens)"
+        + (f", {repeats} times (the fastest counts)" if repeats > 1 else "") + "…")
+    load = {"engine_start": _load()}
+    produced = []
+
+    def engine_once(run: int) -> float:
+        started = time.perf_counter()
+        seconds, tokens = run_engine(engine, work, progress=lambda done, total: log(
+            f"  engine: {done}/{total} output tokens, {time.perf_counter() - started:.0f} s"))
+        engine.check_pools()
+        produced.append(tokens)
+        return seconds
+
+    engine_runs, engine_cpu = _timed_runs(engine_once, repeats, "engine", log)
+    out_tokens = produced[0]
+    load["engine_end"] = _load()
+    engine_s = min(engine_runs)
+    result = BenchResult(settings, model_name, batch_size, out_tokens, sum(len(p) for p, _ in work), engine_s,
+                         out_tokens / engine_s, threads=threads, load=load, engine_runs=engine_runs)
     if on_cpu:
         result.engine_cpu_seconds = engine_cpu
     log(f"  engine        {out_tokens} output tokens in {engine_s:.2f} s = {result.engine_tok_s:.1f} tok/s"
+        + (f" (fastest of {repeats})" if repeats > 1 else "")
         + (f" (CPU time {engine_cpu:.2f} s, load average {load['engine_start']:.2f} -> {load['engine_end']:.2f})"
            if on_cpu else ""))
     pad_id = int(engine.config.get("pad_token_id") or 0)
@@ -284,18 +322,21 @@ def run_bench(settings: BenchSettings, log=print) -> BenchResult:
             log("  transformers: loading the same checkpoint for the baseline…")
             model = _load_transformers(folder, device, dtype_name)
         run_transformers(model, [(p[:8], 4) for p, _ in work[:batch_size]], batch_size, pad_id, device)  # warm-up
-        started = time.perf_counter()
         load["baseline_start"] = _load()
-        cpu_started = time.process_time()
-        base_s = run_transformers(model, work, batch_size, pad_id, device, progress=lambda b, n: log(
-            f"  transformers: batch {b}/{n} done, {time.perf_counter() - started:.0f} s"))
-        base_cpu = time.process_time() - cpu_started
+
+        def baseline_once(run: int) -> float:
+            started = time.perf_counter()
+            return run_transformers(model, work, batch_size, pad_id, device, progress=lambda b, n: log(
+                f"  transformers: batch {b}/{n} done, {time.perf_counter() - started:.0f} s"))
+
+        result.baseline_runs, base_cpu = _timed_runs(baseline_once, repeats, "transformers", log)
         load["baseline_end"] = _load()
+        base_s = min(result.baseline_runs)
         result.baseline_seconds, result.baseline_tok_s = base_s, out_tokens / base_s
         if on_cpu:
             result.baseline_cpu_seconds = base_cpu
         log(f"  transformers  {out_tokens} output tokens in {base_s:.2f} s = {result.baseline_tok_s:.1f} tok/s "
-            f"(left-padded batches of {batch_size})"
+            f"(left-padded batches of {batch_size})" + (f" (fastest of {repeats})" if repeats > 1 else "")
             + (f" (CPU time {base_cpu:.2f} s, load average {load['baseline_start']:.2f} -> {load['baseline_end']:.2f})"
                if on_cpu else ""))
         log(f"  ratio         {result.ratio:.2f}x" + (f" (in CPU time {result.cpu_ratio:.2f}x)" if on_cpu else ""))

@@ -16,11 +16,22 @@ import torch.nn.functional as F
 from ..reference.mamba_dt import mamba_dt
 
 
+_LAST_RUN: list = [None, None]  # [slots tensor, its run]: every Mamba layer of a step asks about the same tensor
+
+
 def slot_run(slots: torch.Tensor) -> tuple[int, int] | None:
-    """(first, count) when `slots` are first, first + 1, ... in order; else None."""
+    """(first, count) when `slots` are first, first + 1, ... in order; else None. The answer for the
+    last tensor asked about is kept (a step's layers all pass the batch's one slots tensor)."""
+    if _LAST_RUN[0] is slots and not slots.is_inference():  # (an inference tensor has no version)
+        kept_version, run = _LAST_RUN[1]
+        if kept_version == slots._version:
+            return run
     ids = slots.tolist()
     first = ids[0] if ids else 0
-    return (first, len(ids)) if ids == list(range(first, first + len(ids))) else None
+    run = (first, len(ids)) if ids == list(range(first, first + len(ids))) else None
+    if not slots.is_inference():
+        _LAST_RUN[:] = [slots, (slots._version, run)]
+    return run
 
 
 def mamba_state_update_inplace(ssm_states, slots, x, dt, A, B, C, D=None, dt_bias=None, dt_softplus=True,
@@ -35,12 +46,13 @@ def mamba_state_update_inplace(ssm_states, slots, x, dt, A, B, C, D=None, dt_bia
     xf = x.float()
     grouped = state.view(n, G, per_group, P, N)
     grouped.mul_(torch.exp(dt * A.float()).view(n, G, per_group, 1, 1))
-    grouped.add_((dt[..., None] * xf).view(n, G, per_group, P, 1) * B.float().view(n, G, 1, 1, N))
+    # S += (dt x) B^T in place: no [n, H, P, N] temporary (about a fifth of this op's time at 8 requests)
+    grouped.addcmul_((dt[..., None] * xf).view(n, G, per_group, P, 1), B.float().view(n, G, 1, 1, N))
     if not run:
         ssm_states.index_copy_(0, slots, state.to(ssm_states.dtype))
-    y = (grouped * C.float().view(n, G, 1, 1, N)).sum(-1).view(n, H, P)
+    y = torch.linalg.vecdot(grouped, C.float().view(n, G, 1, 1, N)).view(n, H, P)  # S C, summed in one op
     if D is not None:
-        y = y + D.float()[:, None] * xf
+        y = torch.addcmul(y, D.float()[:, None], xf)
     return y.to(x.dtype)
 
 
