@@ -62,7 +62,9 @@ def test_bench_cli_json_runs_engine_and_transformers(tmp_path, capsys):
     assert len(result["engine_runs"]) == len(result["baseline_runs"]) == 2 and result["repeats"] == 2
     assert result["engine_seconds"] == min(result["engine_runs"])
     assert result["baseline_seconds"] == min(result["baseline_runs"])
-    assert "engine: run 2/2" in captured.err and "transformers: run 2/2" in captured.err
+    # On the CPU the two sides' runs alternate (a busy neighbour slows both alike).
+    order = [line.split(":")[0].strip() for line in captured.err.splitlines() if ": run " in line]
+    assert order == ["engine", "transformers", "engine", "transformers"]
 
 
 def test_bench_refuses_zero_repeats(capsys):

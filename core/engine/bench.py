@@ -11,9 +11,10 @@ asked for are counted, so both sides are credited with the same output tokens. B
 up first; the engine is freed before the baseline loads, so they never share the device memory.
 
 Each side runs the workload `repeats` times (3 on the CPU unless asked otherwise, where a
-neighbour's burst on a shared 2-core machine slowed one run of either side by up to 40 % in this
-project's measurements; 1 on accelerators) and is credited with its fastest run, as timeit does;
-every run's time is printed and kept in the result.
+neighbour's busy spell on this project's shared 2-core machine slowed a run of either side by up
+to 60 %; 1 on accelerators) and is credited with its fastest run, as timeit does; every run's time
+is printed and kept in the result. On the CPU, with a checkpoint, the two sides stay loaded and
+their runs alternate (engine, baseline, engine, ...), so such a spell costs both sides alike.
 """
 
 from __future__ import annotations
@@ -212,17 +213,11 @@ def _load() -> float:
 CPU_REPEATS = 3
 
 
-def _timed_runs(run_once, repeats: int, side: str, log) -> tuple[list[float], float]:
-    """(wall seconds of each of `repeats` runs, CPU seconds of the fastest one) for `run_once(i)`,
-    which returns its own wall seconds; each run's time is logged when there are several."""
-    runs, cpu = [], []
-    for i in range(repeats):
-        cpu_started = time.process_time()
-        runs.append(run_once(i))
-        cpu.append(time.process_time() - cpu_started)
-        if repeats > 1:
-            log(f"  {side}: run {i + 1}/{repeats} {runs[-1]:.2f} s")
-    return runs, cpu[runs.index(min(runs))]
+def _timed(run_once) -> tuple[float, float]:
+    """(wall seconds `run_once()` reports, CPU seconds this process spent in it)."""
+    cpu_started = time.process_time()
+    wall = run_once()
+    return wall, time.process_time() - cpu_started
 
 
 def run_bench(settings: BenchSettings, log=print) -> BenchResult:
@@ -236,6 +231,8 @@ def run_bench(settings: BenchSettings, log=print) -> BenchResult:
     source = resolve_default(settings.source) or model_source(settings.source, settings.load_format)[0]
     if settings.baseline not in (None, "transformers"):
         raise UserError(f"--baseline {settings.baseline!r} is not known; use transformers or none")
+    if settings.repeats is not None and settings.repeats < 1:
+        raise UserError(f"--repeats {settings.repeats} must be at least 1")
     log(f"bench: loading {settings.source} for the engine…")
     engine = Engine(source, device=settings.device, dtype=settings.dtype, mem_fraction=settings.mem_fraction,
                     max_running_requests=settings.max_running_requests, log=lambda m: None,
@@ -250,21 +247,29 @@ def run_bench(settings: BenchSettings, log=print) -> BenchResult:
     vocab = int(engine.vocab_size or len(engine.tokenizer))
     work = make_workload(settings.num_seqs, settings.input_len, settings.output_len, settings.seed, vocab)
     batch_size = min(engine.max_running_requests, settings.num_seqs)
+    on_cpu = device.type == "cpu"
+    repeats = settings.repeats or (CPU_REPEATS if on_cpu else 1)
     log(f"bench: {model_name} on {device} ({dtype_name}), {settings.num_seqs} seqs, input {settings.input_len[0]}:"
         f"{settings.input_len[1]}, output {settings.output_len[0]}:{settings.output_len[1]}, seed {settings.seed}, "
         f"batch {batch_size}" + (f", {threads} CPU thread(s) for both sides" if threads else ""))
+    pad_id = int(engine.config.get("pad_token_id") or 0)
+    engine_format_dummy = engine.load_format == "dummy"
+    with_baseline = settings.baseline == "transformers"
+    if with_baseline and not engine_format_dummy and folder is None:
+        raise UserError(f"{settings.source!r} has no checkpoint folder for transformers to load")
+    # On the CPU, with weights from a checkpoint, both sides stay loaded and their runs alternate, so a
+    # neighbour's busy spell slows one run of each rather than every run of one side. Elsewhere the
+    # engine is freed before the baseline loads (device memory holds one of them at a time).
+    alternate = on_cpu and with_baseline and not engine_format_dummy and repeats > 1
 
     engine.generate([work[0][0][:8]] * 2, SamplingParams(max_new_tokens=4, temperature=0.0, ignore_eos=True))
-    on_cpu = device.type == "cpu"
-    repeats = settings.repeats or (CPU_REPEATS if on_cpu else 1)
-    if repeats < 1:
-        raise UserError(f"--repeats {repeats} must be at least 1")
     log(f"  engine: running {settings.num_seqs} requests ({sum(n for _, n in work)} output tokens)"
         + (f", {repeats} times (the fastest counts)" if repeats > 1 else "") + "…")
     load = {"engine_start": _load()}
-    produced = []
+    produced, engine_runs, engine_cpu, base_runs, base_cpu = [], [], [], [], []
+    model = None
 
-    def engine_once(run: int) -> float:
+    def engine_once() -> float:
         started = time.perf_counter()
         seconds, tokens = run_engine(engine, work, progress=lambda done, total: log(
             f"  engine: {done}/{total} output tokens, {time.perf_counter() - started:.0f} s"))
@@ -272,75 +277,95 @@ def run_bench(settings: BenchSettings, log=print) -> BenchResult:
         produced.append(tokens)
         return seconds
 
-    engine_runs, engine_cpu = _timed_runs(engine_once, repeats, "engine", log)
-    out_tokens = produced[0]
+    def baseline_once() -> float:
+        started = time.perf_counter()
+        return run_transformers(model, work, batch_size, pad_id, device, progress=lambda b, n: log(
+            f"  transformers: batch {b}/{n} done, {time.perf_counter() - started:.0f} s"))
+
+    def run(side: str, once, walls: list, cpus: list) -> None:
+        wall, cpu = _timed(once)
+        walls.append(wall)
+        cpus.append(cpu)
+        if repeats > 1:
+            log(f"  {side}: run {len(walls)}/{repeats} {wall:.2f} s")
+
+    def load_baseline():
+        log("  transformers: loading the same checkpoint for the baseline…")
+        loaded = _load_transformers(folder, device, dtype_name)
+        run_transformers(loaded, [(p[:8], 4) for p, _ in work[:batch_size]], batch_size, pad_id, device)  # warm-up
+        return loaded
+
+    if alternate:
+        model = load_baseline()
+        load["baseline_start"] = load["engine_start"]
+        for _ in range(repeats):
+            run("engine", engine_once, engine_runs, engine_cpu)
+            run("transformers", baseline_once, base_runs, base_cpu)
+    else:
+        for _ in range(repeats):
+            run("engine", engine_once, engine_runs, engine_cpu)
     load["engine_end"] = _load()
+    out_tokens = produced[0]
     engine_s = min(engine_runs)
     result = BenchResult(settings, model_name, batch_size, out_tokens, sum(len(p) for p, _ in work), engine_s,
                          out_tokens / engine_s, threads=threads, load=load, engine_runs=engine_runs)
     if on_cpu:
-        result.engine_cpu_seconds = engine_cpu
+        result.engine_cpu_seconds = engine_cpu[engine_runs.index(engine_s)]
     log(f"  engine        {out_tokens} output tokens in {engine_s:.2f} s = {result.engine_tok_s:.1f} tok/s"
         + (f" (fastest of {repeats})" if repeats > 1 else "")
-        + (f" (CPU time {engine_cpu:.2f} s, load average {load['engine_start']:.2f} -> {load['engine_end']:.2f})"
-           if on_cpu else ""))
-    pad_id = int(engine.config.get("pad_token_id") or 0)
-    engine_format_dummy = engine.load_format == "dummy"
-    twin = None
-    if engine_format_dummy and settings.baseline == "transformers":
-        # Random weights exist only in the engine: free its pools, then copy them into transformers.
-        from .hf_twin import transformers_same_shapes, transformers_twin
+        + (f" (CPU time {result.engine_cpu_seconds:.2f} s, load average {load['engine_start']:.2f} -> "
+           f"{load['engine_end']:.2f})" if on_cpu else ""))
 
-        model_only, config = engine.model, engine.config
-        del engine
-        gc.collect()
-        devices.empty_cache(device)
-        import torch
+    if with_baseline and not alternate:
+        twin = None
+        if engine_format_dummy:
+            # Random weights exist only in the engine: free its pools, then copy them into transformers.
+            from .hf_twin import transformers_same_shapes, transformers_twin
 
-        try:
-            twin = transformers_twin(model_only, config, device, getattr(torch, dtype_name))
-        except UserError as err:
-            del model_only
+            model_only, config = engine.model, engine.config
+            del engine
             gc.collect()
             devices.empty_cache(device)
-            log(f"  transformers: the dummy weights cannot be copied ({err}); the baseline runs transformers' own "
-                "random weights of the same shapes (the same work, a different function)")
-            model_only = None
-            twin = transformers_same_shapes(config, device, getattr(torch, dtype_name))
-        del model_only
-    else:
-        del engine
-    gc.collect()
-    devices.empty_cache(device)
+            import torch
 
-    if settings.baseline == "transformers":
-        if twin is not None:
-            model, twin = twin, None
-        elif folder is None:
-            raise UserError(f"{settings.source!r} has no checkpoint folder for transformers to load")
+            try:
+                twin = transformers_twin(model_only, config, device, getattr(torch, dtype_name))
+            except UserError as err:
+                del model_only
+                gc.collect()
+                devices.empty_cache(device)
+                log(f"  transformers: the dummy weights cannot be copied ({err}); the baseline runs transformers' "
+                    "own random weights of the same shapes (the same work, a different function)")
+                model_only = None
+                twin = transformers_same_shapes(config, device, getattr(torch, dtype_name))
+            del model_only
         else:
-            log("  transformers: loading the same checkpoint for the baseline…")
-            model = _load_transformers(folder, device, dtype_name)
-        run_transformers(model, [(p[:8], 4) for p, _ in work[:batch_size]], batch_size, pad_id, device)  # warm-up
-        load["baseline_start"] = _load()
-
-        def baseline_once(run: int) -> float:
-            started = time.perf_counter()
-            return run_transformers(model, work, batch_size, pad_id, device, progress=lambda b, n: log(
-                f"  transformers: batch {b}/{n} done, {time.perf_counter() - started:.0f} s"))
-
-        result.baseline_runs, base_cpu = _timed_runs(baseline_once, repeats, "transformers", log)
-        load["baseline_end"] = _load()
-        base_s = min(result.baseline_runs)
-        result.baseline_seconds, result.baseline_tok_s = base_s, out_tokens / base_s
-        if on_cpu:
-            result.baseline_cpu_seconds = base_cpu
-        log(f"  transformers  {out_tokens} output tokens in {base_s:.2f} s = {result.baseline_tok_s:.1f} tok/s "
-            f"(left-padded batches of {batch_size})" + (f" (fastest of {repeats})" if repeats > 1 else "")
-            + (f" (CPU time {base_cpu:.2f} s, load average {load['baseline_start']:.2f} -> {load['baseline_end']:.2f})"
-               if on_cpu else ""))
-        log(f"  ratio         {result.ratio:.2f}x" + (f" (in CPU time {result.cpu_ratio:.2f}x)" if on_cpu else ""))
-        del model
+            del engine
         gc.collect()
         devices.empty_cache(device)
+        if twin is not None:
+            model, twin = twin, None
+            run_transformers(model, [(p[:8], 4) for p, _ in work[:batch_size]], batch_size, pad_id, device)
+        else:
+            model = load_baseline()
+        load["baseline_start"] = _load()
+        for _ in range(repeats):
+            run("transformers", baseline_once, base_runs, base_cpu)
+    elif not alternate:
+        del engine
+    if with_baseline:
+        load["baseline_end"] = _load()
+        base_s = min(base_runs)
+        result.baseline_runs = base_runs
+        result.baseline_seconds, result.baseline_tok_s = base_s, out_tokens / base_s
+        if on_cpu:
+            result.baseline_cpu_seconds = base_cpu[base_runs.index(base_s)]
+        log(f"  transformers  {out_tokens} output tokens in {base_s:.2f} s = {result.baseline_tok_s:.1f} tok/s "
+            f"(left-padded batches of {batch_size})" + (f" (fastest of {repeats})" if repeats > 1 else "")
+            + (f" (CPU time {result.baseline_cpu_seconds:.2f} s, load average {load['baseline_start']:.2f} -> "
+               f"{load['baseline_end']:.2f})" if on_cpu else ""))
+        log(f"  ratio         {result.ratio:.2f}x" + (f" (in CPU time {result.cpu_ratio:.2f}x)" if on_cpu else ""))
+        del model
+    gc.collect()
+    devices.empty_cache(device)
     return result
