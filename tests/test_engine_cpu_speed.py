@@ -99,3 +99,34 @@ def test_cpu_engine_sets_its_threads_and_transposes_its_linears(tmp_path):
         assert engine.generate(prompts, greedy) == hf_greedy(folder, prompts, 4)
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.slow
+def test_packed_weight_copies_are_counted_and_left_out_when_memory_is_short(tmp_path, monkeypatch):
+    from bringup.core.engine import device as devices
+    from bringup.core.engine.engine import Engine
+    from bringup.core.engine.sampling import SamplingParams
+    from bringup.kernels.cpu import onednn_packed
+
+    from engine_helpers import tiny_nemotron_h
+
+    if not onednn_packed.USABLE:
+        pytest.skip("this torch build has no oneDNN")
+    monkeypatch.setattr(onednn_packed, "ENABLED", True)  # restored after the test, whatever the engines set
+    folder = tiny_nemotron_h(tmp_path)
+    lines = []
+    engine = Engine(str(folder), device="cpu", log=lines.append, cpu_threads=1)
+    packed = engine.server_info()["allocated"]["packed_weights_bytes"]
+    assert 0 < packed < engine.weights_bytes and any("oneDNN packed copies" in line for line in lines)
+    greedy = SamplingParams(max_new_tokens=3, temperature=0, ignore_eos=True)
+    engine.generate([[5, 6, 7, 8]] * 4, greedy)  # four rows: the MoE's dense form packs its stacks too
+    assert engine.server_info()["allocated"]["packed_weights_bytes"] > packed
+
+    # With memory for the weights but not for them twice over (in half of it), no copies are made.
+    weights = engine.weights_bytes
+    monkeypatch.setattr(devices, "free_memory", lambda device: int(3.9 * weights))
+    lines.clear()
+    short = Engine(str(folder), device="cpu", log=lines.append, cpu_threads=1, context_length=128)
+    assert not onednn_packed.ENABLED and short.server_info()["allocated"]["packed_weights_bytes"] == 0
+    assert any("no oneDNN packed weight copies" in line for line in lines)
+    assert short.generate([[5, 6, 7, 8]] * 4, greedy) == engine.generate([[5, 6, 7, 8]] * 4, greedy)

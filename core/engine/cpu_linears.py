@@ -37,7 +37,8 @@ class CpuLinear(nn.Linear):
 
 
 def prepare_linears_for_cpu(model: nn.Module) -> int:
-    """Re-lay the model's linear weights as above (values and shapes unchanged); returns how many."""
+    """Re-lay the model's linear weights as above (values and shapes unchanged), and pack them unless
+    packing is off (onednn_packed.ENABLED); returns how many were re-laid."""
     tied = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
     done = 0
     own_products = kernel_choice() != "reference"
@@ -51,6 +52,6 @@ def prepare_linears_for_cpu(model: nn.Module) -> int:
                 p.data = p.data.transpose(-1, -2).contiguous().transpose(-1, -2)
                 done += 1
             if own_products and linear_weight and isinstance(module, CpuLinear) and onednn_packed.USABLE \
-                    and p.dtype == torch.float32:
+                    and onednn_packed.ENABLED and p.dtype == torch.float32:
                 onednn_packed.packed_weight(p)
     return done

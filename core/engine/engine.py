@@ -44,6 +44,9 @@ STRATEGY = ("embedded: paged KV pool over full-attention layers, an SWA pool hol
             "sliding-window layers, one state slot per request, no radix cache")
 
 
+PACKED_SHARE = 0.5  # of the memory available at start, for a CPU model's weights and their packed copies
+
+
 def default_log(message: str) -> None:
     print(f"[{time.strftime('%Y-%m-%d %H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
@@ -90,8 +93,17 @@ class Engine:
             self.tokenizer, self.tokenizer_source = load_tokenizer(loaded.folder), str(loaded.folder)
         self.dtype = loaded.dtype
         if self.device.type == "cpu":
+            from bringup.kernels.cpu import onednn_packed
+
             from .cpu_linears import prepare_linears_for_cpu
 
+            # oneDNN's packed copies cost as much memory again as the float32 weights: only when both fit
+            # in PACKED_SHARE of the memory found at start (else the products read the plain weights).
+            plain = weights_bytes(self.model)
+            onednn_packed.ENABLED = 2 * plain <= PACKED_SHARE * free_before
+            if not onednn_packed.ENABLED:
+                self.log(f"CPU: no oneDNN packed weight copies: twice the weights ({2 * plain / GB:.2f} GB) would "
+                         f"take more than {PACKED_SHARE:.0%} of the {free_before / GB:.2f} GB available")
             prepare_linears_for_cpu(self.model)  # same values; faster products on the CPU (cpu_linears.py)
         self.weights_bytes = weights_bytes(self.model) + sum(b.numel() * b.element_size() for b in self.model.buffers())
         self.architecture = (self.config.get("architectures") or [type(self.model).__name__])[0]

@@ -43,12 +43,16 @@ def _usable() -> bool:
 
 
 USABLE = _usable()
+# Cleared by a CPU engine whose weights would not fit twice in the memory it found (core/engine/engine.py):
+# its products then read the plain weights (slower, no copies). One engine owns a CPU engine's process.
+ENABLED = True
 
 
 def wanted(x: torch.Tensor, *weights: torch.Tensor) -> bool:
     """Whether a product of x with these weights should take packed copies: float32 on the CPU,
     enough rows, and weights that are parameters (kept, so their copies are too)."""
-    if not USABLE or x.dim() != 2 or x.shape[0] < PACKED_MIN_ROWS or x.dtype != torch.float32 or x.is_cuda:
+    if not (USABLE and ENABLED) or x.dim() != 2 or x.shape[0] < PACKED_MIN_ROWS or x.dtype != torch.float32 \
+            or x.is_cuda:
         return False
     for w in weights:  # (an inference tensor has no version counter to check a copy by)
         if type(w) is not torch.nn.Parameter or w.dtype != torch.float32 or w.is_inference():
