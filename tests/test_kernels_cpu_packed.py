@@ -98,3 +98,12 @@ def test_shared_and_routed_experts_together_equal_the_reference(T):
     assert ("moe_dense_shared" in up.__dict__.get("_bringup_onednn_packs", {})) == (T in (6, 40))
     shared_up.mul_(-1)
     close(cpu_moe.moe_experts_shared(*args), ref_moe_shared(*args), 1e-4)
+
+
+def test_over_packed_copies_the_dense_form_takes_short_prompts_too():
+    f32 = torch.float32
+    assert cpu_moe.moe_form(48, 2, 8, f32, packed=True) == "dense" and cpu_moe.moe_form(48, 2, 8, f32) == "sorted"
+    assert cpu_moe.moe_form(65, 2, 8, f32, packed=True) == "sorted"
+    # with many experts per pick, every expert on every token would be far more arithmetic: 32 at most
+    assert cpu_moe.moe_form(32, 6, 128, f32, packed=True) == "dense"
+    assert cpu_moe.moe_form(48, 6, 128, f32, packed=True) == "sorted"

@@ -39,12 +39,14 @@ from .mlp import mlp, per_expert
 # So each up to 2 tokens, dense from one assignment per expert up to 32 tokens, sorted beyond.
 # Over packed copies dense stays ahead longer (with the shared expert, sorted vs dense: 32 tokens
 # 993 vs 564, 48 tokens 1116 vs 803, 64 tokens 1232 vs 1030): up to 64 tokens then, which takes in
-# a short prompt riding with a decode batch.
+# a short prompt riding with a decode batch, where dense does at most DENSE_PACKED_MAX_WORK times
+# the arithmetic the assignments need (E / k; measured at 4: 8 experts, top-2).
 FORMS = ("each", "dense", "sorted")
 EACH_MAX_TOKENS = 2
 DENSE_MIN_ASSIGNMENTS_PER_EXPERT = 1.0
 DENSE_MAX_TOKENS = 32
 DENSE_MAX_TOKENS_PACKED = 64
+DENSE_PACKED_MAX_WORK = 4
 
 
 def moe_form(num_tokens: int, top_k: int, num_experts: int, dtype: torch.dtype, packed: bool = False) -> str:
@@ -53,7 +55,8 @@ def moe_form(num_tokens: int, top_k: int, num_experts: int, dtype: torch.dtype, 
     `packed`: the dense form would run over packed copies of the stacks."""
     if 0 < num_tokens <= EACH_MAX_TOKENS and dtype == torch.float32:
         return "each"
-    dense = (dtype == torch.float32 and 0 < num_tokens <= (DENSE_MAX_TOKENS_PACKED if packed else DENSE_MAX_TOKENS)
+    longer = packed and num_experts <= DENSE_PACKED_MAX_WORK * top_k
+    dense = (dtype == torch.float32 and 0 < num_tokens <= (DENSE_MAX_TOKENS_PACKED if longer else DENSE_MAX_TOKENS)
              and num_tokens * top_k >= DENSE_MIN_ASSIGNMENTS_PER_EXPERT * num_experts)
     return "dense" if dense else "sorted"
 
