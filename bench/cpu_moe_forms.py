@@ -21,7 +21,6 @@ import torch
 
 def main() -> None:
     from bringup.kernels.cpu.moe import moe_experts, moe_form
-    from bringup.kernels.cpu.onednn_packed import PACKED_MIN_ROWS
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tokens", default="1,2,4,8,16,32,48,64")
@@ -55,7 +54,7 @@ def main() -> None:
                 runs.append(total / layers * 1e6)
             per_form[form] = statistics.median(runs)
         each = f"{per_form['each']:>9.0f}" if "each" in per_form else f"{'':>9}"
-        picks = moe_form(T, k, E, torch.float32, packed=T >= PACKED_MIN_ROWS)
+        picks = moe_form(T, k, E, torch.float32)
         print(f"{T:>6}  {per_form['sorted']:>9.0f}  {per_form['dense']:>8.0f}  {per_form['dense bmm']:>12.0f}  {each}  {picks}")
 
 

@@ -100,7 +100,7 @@ def test_shared_and_routed_experts_together_equal_the_reference(T):
     close(cpu_moe.moe_experts_shared(*args), ref_moe_shared(*args), 1e-4)
 
 
-def test_over_packed_copies_the_dense_form_takes_short_prompts_too():
+def test_with_the_shared_expert_appended_the_dense_form_takes_short_prompts_too():
     f32 = torch.float32
     assert cpu_moe.moe_form(48, 2, 8, f32, packed=True) == "dense" and cpu_moe.moe_form(48, 2, 8, f32) == "sorted"
     assert cpu_moe.moe_form(65, 2, 8, f32, packed=True) == "sorted"

@@ -37,10 +37,11 @@ from .mlp import mlp, per_expert
 # 1 token: each 121, sorted 327, dense 362; 2 tokens: each 253, sorted 275, dense 418; then sorted
 # vs dense: 4 tokens 632 vs 533, 8 tokens 749 vs 587, 16 tokens 892 vs 693, 32 tokens 892 vs 908.
 # So each up to 2 tokens, dense from one assignment per expert up to 32 tokens, sorted beyond.
-# Over packed copies dense stays ahead longer (with the shared expert, sorted vs dense: 32 tokens
-# 993 vs 564, 48 tokens 1116 vs 803, 64 tokens 1232 vs 1030): up to 64 tokens then, which takes in
-# a short prompt riding with a decode batch, where dense does at most DENSE_PACKED_MAX_WORK times
-# the arithmetic the assignments need (E / k; measured at 4: 8 experts, top-2).
+# With the shared expert appended to packed copies dense stays ahead longer (shared MLP + sorted vs
+# dense: 32 tokens 993 vs 564, 48 tokens 1116 vs 803, 64 tokens 1232 vs 1030): up to 64 tokens
+# then (`moe_experts_shared`), which takes in a short prompt riding with a decode batch, where dense
+# does at most DENSE_PACKED_MAX_WORK times the arithmetic the assignments need (E / k; measured at
+# 4: 8 experts, top-2). Routed experts alone keep 32 (at 48 tokens sorted 661 vs dense 906 us).
 FORMS = ("each", "dense", "sorted")
 EACH_MAX_TOKENS = 2
 DENSE_MIN_ASSIGNMENTS_PER_EXPERT = 1.0
@@ -52,7 +53,7 @@ DENSE_PACKED_MAX_WORK = 4
 def moe_form(num_tokens: int, top_k: int, num_experts: int, dtype: torch.dtype, packed: bool = False) -> str:
     """"each", "dense" or "sorted" for a batch of this shape ("each" and "dense" in float32 only,
     where the order of the weighted sum changes nothing but the rounding of a float32 sum);
-    `packed`: the dense form would run over packed copies of the stacks."""
+    `packed`: the dense form would run over packed copies with the shared expert appended."""
     if 0 < num_tokens <= EACH_MAX_TOKENS and dtype == torch.float32:
         return "each"
     longer = packed and num_experts <= DENSE_PACKED_MAX_WORK * top_k
@@ -69,7 +70,7 @@ def moe_experts(x, weights, ids, up, down, gate=None, act="relu2", strategy=None
     if T * k == 0:
         return x.new_zeros(T, down.shape[1])
     packed = onednn_packed.wanted(x, up, down, *((gate,) if gate is not None else ()))
-    form = strategy if strategy in FORMS else moe_form(T, k, up.shape[0], x.dtype, packed)
+    form = strategy if strategy in FORMS else moe_form(T, k, up.shape[0], x.dtype)
     if form == "each":
         return _each(x, weights, ids, up, down, gate, act)
     if form == "dense":
