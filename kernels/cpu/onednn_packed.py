@@ -12,8 +12,9 @@ us per product:
 
 So from PACKED_MIN_ROWS rows a product takes the packed copy; a lone row keeps MKL. The copy costs
 as much memory as the weight (the plain weight stays: one-row products, the references and the
-tensor dumps read it). It is made on first use and kept on the tensor it was made from, with the
-address and version counter of every tensor it was built from: a weight changed in place or swapped
+tensor dumps read it). It is made when the engine loads (core/engine/cpu_linears.py, the linears)
+or on first use (the MoE's stacks) and kept on the tensor it was made from, with the address and
+version counter of every tensor it was built from: a weight changed in place or swapped
 gets a new copy, never a stale one. Only parameters keep copies (a view made per call would be
 packed again at every call, which costs more than it saves).
 
