@@ -8,7 +8,7 @@ from 32 rows (prompts, a MoE expert's share of a prompt), where a product is bou
 oneDNN takes about half MKL's time even on the plain weight (measured on this project's 2-core AMD
 EPYC: a [648, 256] weight at 48 rows, 157 against 81 us; 263 rows, 807 against 369 us). It builds
 a new primitive (0.5 to 1 ms) for every new shape, so those rows are padded with zeros up to a
-multiple of ROW_BUCKET: a prompt of any length meets a few shapes only. Below that MKL keeps them.
+multiple of onednn_packed.ROW_BUCKET: a prompt of any length meets a few shapes only. Below that MKL keeps them.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import torch.nn.functional as F
 from . import onednn_packed
 
 MIN_ROWS = 32  # from here oneDNN's product on a plain weight, padded, beats MKL's (float32, one or two cores)
-ROW_BUCKET = onednn_packed.ROW_BUCKET
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -28,8 +27,5 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
         return onednn_packed.linear(x, weight, bias)
     if onednn_packed.USABLE and x.dim() == 2 and x.shape[0] >= MIN_ROWS and x.dtype == torch.float32 \
             and weight.dtype == torch.float32 and x.device.type == "cpu" and x.is_contiguous():
-        rows = x.shape[0]
-        pad = -rows % ROW_BUCKET
-        padded = F.pad(x, (0, 0, 0, pad)) if pad else x
-        return torch.ops.mkldnn._linear_pointwise(padded, weight, bias, "none", [], "")[:rows]
+        return onednn_packed.linear_packed(x, weight, bias)  # (oneDNN takes a plain weight too; rows padded)
     return F.linear(x, weight, bias)

@@ -81,7 +81,8 @@ def packs_for(owner: torch.nn.Parameter, tag: str, parts: tuple[torch.Tensor, ..
 
 def linear_packed(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None = None,
                   relu: bool = False) -> torch.Tensor:
-    """x [M, in] @ the packed weight's [out, in].T (+ bias), then max(0, .) when `relu`."""
+    """x [M, in] @ the packed weight's [out, in].T (+ bias), then max(0, .) when `relu` (a plain
+    [out, in] weight works too, at oneDNN's plain-layout speed)."""
     rows = x.shape[0]
     pad = -rows % ROW_BUCKET if rows >= ROW_BUCKET else 0
     padded = F.pad(x, (0, 0, 0, pad)) if pad else x
