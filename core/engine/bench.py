@@ -289,11 +289,13 @@ def run_bench(settings: BenchSettings, log=print) -> BenchResult:
         if repeats > 1:
             log(f"  {side}: run {len(walls)}/{repeats} {wall:.2f} s")
 
+    def warmed(baseline):
+        run_transformers(baseline, [(p[:8], 4) for p, _ in work[:batch_size]], batch_size, pad_id, device)
+        return baseline
+
     def load_baseline():
         log("  transformers: loading the same checkpoint for the baseline…")
-        loaded = _load_transformers(folder, device, dtype_name)
-        run_transformers(loaded, [(p[:8], 4) for p, _ in work[:batch_size]], batch_size, pad_id, device)  # warm-up
-        return loaded
+        return warmed(_load_transformers(folder, device, dtype_name))
 
     if alternate:
         model = load_baseline()
@@ -344,8 +346,7 @@ def run_bench(settings: BenchSettings, log=print) -> BenchResult:
         gc.collect()
         devices.empty_cache(device)
         if twin is not None:
-            model, twin = twin, None
-            run_transformers(model, [(p[:8], 4) for p, _ in work[:batch_size]], batch_size, pad_id, device)
+            model, twin = warmed(twin), None
         else:
             model = load_baseline()
         load["baseline_start"] = _load()

@@ -12,8 +12,9 @@ Embeddings keep rows (a lookup reads rows), and so does a weight tied to one.
 The layers also become `CpuLinear`, whose product goes through oneDNN from a few rows (decode
 batches and prompts; kernels/cpu/linear.py says why), unless BRINGUP_KERNELS=reference asks for
 plain torch. Their float32 weights get their packed oneDNN copies now (kernels/cpu/onednn_packed.py:
-as much memory again, counted in the engine's weights), not at the first batch; the MoE's packed
-expert stacks are made by its first batch wide enough for them (kernels/cpu/moe.py).
+as much memory again, which the engine reports beside its weights as packed_weights_bytes), not at
+the first batch; the MoE's packed expert stacks are made by its first batch wide enough for them
+(kernels/cpu/moe.py).
 """
 
 from __future__ import annotations

@@ -92,6 +92,8 @@ class Engine:
         else:
             self.tokenizer, self.tokenizer_source = load_tokenizer(loaded.folder), str(loaded.folder)
         self.dtype = loaded.dtype
+        # (the CPU's re-layout below keeps every tensor's size)
+        self.weights_bytes = weights_bytes(self.model) + sum(b.numel() * b.element_size() for b in self.model.buffers())
         if self.device.type == "cpu":
             from bringup.kernels.cpu import onednn_packed
 
@@ -99,13 +101,12 @@ class Engine:
 
             # oneDNN's packed copies cost as much memory again as the float32 weights: only when both fit
             # in PACKED_SHARE of the memory found at start (else the products read the plain weights).
-            plain = weights_bytes(self.model)
-            onednn_packed.ENABLED = 2 * plain <= PACKED_SHARE * free_before
+            onednn_packed.ENABLED = 2 * self.weights_bytes <= PACKED_SHARE * free_before
             if not onednn_packed.ENABLED:
-                self.log(f"CPU: no oneDNN packed weight copies: twice the weights ({2 * plain / GB:.2f} GB) would "
-                         f"take more than {PACKED_SHARE:.0%} of the {free_before / GB:.2f} GB available")
+                self.log(f"CPU: no oneDNN packed weight copies: twice the weights "
+                         f"({2 * self.weights_bytes / GB:.2f} GB) would take more than {PACKED_SHARE:.0%} of the "
+                         f"{free_before / GB:.2f} GB available")
             prepare_linears_for_cpu(self.model)  # same values; faster products on the CPU (cpu_linears.py)
-        self.weights_bytes = weights_bytes(self.model) + sum(b.numel() * b.element_size() for b in self.model.buffers())
         self.architecture = (self.config.get("architectures") or [type(self.model).__name__])[0]
         devices.synchronize(self.device)
         self.log(
