@@ -26,6 +26,9 @@ NANO_CONFIG = SHARED_MODELS / "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B.json"
 _SCRATCH = Path(tempfile.mkdtemp(prefix="bringup-tests-"))
 os.environ["BRINGUP_SETTINGS"] = str(_SCRATCH / "settings.ini")
 os.environ["BRINGUP_ENGINES_DIR"] = str(_SCRATCH / "engines")
+# CPU engines decode eagerly unless a test asks for the compiled step (a compile takes a minute on two
+# cores; tests/test_engine_cpu_compiled.py covers it with one engine).
+os.environ.setdefault("BRINGUP_CPU_COMPILE", "0")
 # On a GPU, every float32 Triton dot at IEEE precision from the first compile on (the engine asks
 # for it when it builds a float32 model, but kernel tests compile before that; kernels/precision.py).
 if os.environ.get("BRINGUP_TEST_DEVICE", "cpu").split(":")[0] == "cuda":

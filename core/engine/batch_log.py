@@ -23,6 +23,7 @@ class BatchLog:
         self.hybrid = hybrid
         self._decode_steps = 0
         self._decode_tokens = 0
+        self._graphed = False
         self._since = time.monotonic()
 
     def _usage(self, stats: dict, *, decode: bool) -> str:
@@ -36,7 +37,10 @@ class BatchLog:
             return f"#full token: {kv_used}, full token usage: {kv_usage:.2f}, mamba num: {slots}, mamba usage: {mamba:.2f}"
         return f"full token usage: {kv_usage:.2f}, mamba usage: {mamba:.2f}"
 
-    def after_step(self, *, new_seqs: int, prefill_tokens: int, decode_tokens: int, seconds: float, stats: dict) -> None:
+    def after_step(self, *, new_seqs: int, prefill_tokens: int, decode_tokens: int, seconds: float, stats: dict,
+                   graphed: bool = False) -> None:
+        """`graphed`: the step replayed a decode graph (CPU: ran the compiled step); the decode line
+        says whether its last step did, as SGLang's does."""
         if self.interval <= 0:
             return
         if prefill_tokens:
@@ -47,6 +51,7 @@ class BatchLog:
             )
             return
         self._decode_steps += 1
+        self._graphed = graphed
         self._decode_tokens += decode_tokens
         if self._decode_steps < self.interval:
             return
@@ -54,7 +59,7 @@ class BatchLog:
         rate = self._decode_tokens / max(now - self._since, 1e-9)
         self.log(
             f"Decode batch, #running-req: {stats['num_running']}, {self._usage(stats, decode=True)}, "
-            f"{self.graph_label}: False, gen throughput (token/s): {rate:.2f}, #queue-req: {stats['num_queued']}"
+            f"{self.graph_label}: {self._graphed}, gen throughput (token/s): {rate:.2f}, #queue-req: {stats['num_queued']}"
         )
         self._decode_steps = self._decode_tokens = 0
         self._since = now

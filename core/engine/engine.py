@@ -40,6 +40,9 @@ GB = 1024**3
 CUDA_GRAPHS_ENV = "BRINGUP_CUDA_GRAPHS"
 # The start-up warm-up (warmup.py) is on by default on accelerators; BRINGUP_WARMUP=0/1 sets the default.
 WARMUP_ENV = "BRINGUP_WARMUP"
+# Decode steps compiled with torch.compile on the CPU (cpu_compiled_decode.py): on by default there;
+# BRINGUP_CPU_COMPILE=0/1 sets the default that `cpu_compile=None` leaves open.
+CPU_COMPILE_ENV = "BRINGUP_CPU_COMPILE"
 STRATEGY = ("embedded: paged KV pool over full-attention layers, an SWA pool holding only the window of "
             "sliding-window layers, one state slot per request, no radix cache")
 
@@ -57,14 +60,16 @@ class Engine:
                  chunked_prefill_size: int | None = 2048, max_total_tokens: int | None = None,
                  context_length: int | None = None, decode_log_interval: int = 40, log=None,
                  cuda_graphs: bool | None = None, graph_factory=None, load_format: str = "auto",
-                 cpu_threads: int | None = None, warmup: bool | None = None):
+                 cpu_threads: int | None = None, warmup: bool | None = None, cpu_compile: bool | None = None):
         """`load_format` "dummy": the source's config at full size with seeded random weights
         (dummy_weights.py). `cuda_graphs` None: on where the device supports graphs (env
         BRINGUP_CUDA_GRAPHS=0/1 overrides); `graph_factory` stands in for the device graph (tests).
         `cpu_threads`: torch's threads on the CPU (None: the cores idle at start, cpu_threads.py).
         `warmup`: run a few steps at real sizes before the first request (warmup.py); None: on
         accelerators, off on the CPU, where nothing compiles (env BRINGUP_WARMUP=0/1 overrides that
-        default, not an explicit True or False, as BRINGUP_CUDA_GRAPHS does for `cuda_graphs`)."""
+        default, not an explicit True or False, as BRINGUP_CUDA_GRAPHS does for `cuda_graphs`).
+        `cpu_compile`: decode steps compiled with torch.compile on the CPU, at start-up
+        (cpu_compiled_decode.py); None: on for a CPU engine (env BRINGUP_CPU_COMPILE=0/1 overrides)."""
         self.log = log or default_log
         self.device = devices.resolve_device(device)
         devices.set_current(self.device)
@@ -161,6 +166,9 @@ class Engine:
         self.last_step = None  # the ScheduledStep step() ran last (bench and warm-up read it)
         if graphs:
             self.capture_decode_graphs(graph_factory)
+        self.cpu_compile_seconds = None
+        if self._cpu_compile_wanted(cpu_compile):
+            self.compile_cpu_decode()
         self.warmup_report = self.warm_up() if self._warmup_wanted(warmup) else None
         free_after = devices.free_memory(self.device)
         self.log(f"Memory pool end. avail mem={free_after / GB:.2f} GB")
@@ -203,6 +211,33 @@ class Engine:
         self.log(f"Decode graphs: {len(graphs.buckets)} batch sizes up to {graphs.buckets[-1]}, "
                  f"captured in {graphs.capture_seconds:.2f} s, graph memory {self.graph_memory_bytes / GB:.2f} GB")
         return graphs
+
+    def _cpu_compile_wanted(self, cpu_compile: bool | None) -> bool:
+        if self.device.type != "cpu":
+            if cpu_compile:
+                raise UserError(f"the compiled decode step is the CPU's (devices with graphs capture them); "
+                                f"leave cpu_compile off on {self.device}")
+            return False
+        if cpu_compile is not None:
+            return bool(cpu_compile)
+        env = os.environ.get(CPU_COMPILE_ENV, "").strip()
+        return env != "0"
+
+    def compile_cpu_decode(self) -> float | None:
+        """Compile the CPU's decode step now (cpu_compiled_decode.py), logging how long it took; a
+        failure (no C++ compiler, an op torch cannot trace) is logged and decode steps stay eager."""
+        self.log(f"CPU: compiling the decode step with torch.compile for 1 to {self.scheduler.max_running} requests "
+                 f"(a minute or more the first time, inductor's cache after; {CPU_COMPILE_ENV}=0 skips it)")
+        try:
+            seconds = self.runner.compile_decode(self.scheduler.max_running)
+        except Exception as err:  # noqa: BLE001 - any compile failure leaves the eager step, which works
+            self.runner.compiled_decode = None
+            first = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
+            self.log(f"CPU: compiling the decode step failed ({type(err).__name__}: {first}); decode steps run eagerly")
+            return None
+        self.cpu_compile_seconds = seconds
+        self.log(f"CPU: decode step compiled in {seconds:.2f} s (batch size and context length dynamic)")
+        return seconds
 
     def _warmup_wanted(self, warmup: bool | None) -> bool:
         """As for graphs: an explicit argument wins; the env var sets the default it leaves open."""
@@ -303,7 +338,8 @@ class Engine:
             prefill_tokens = sum(n for _, n in prefill)
             self.batch_log.after_step(
                 new_seqs=sum(1 for r, n in prefill if r.num_computed == n), prefill_tokens=prefill_tokens,
-                decode_tokens=step.num_tokens - prefill_tokens, seconds=time.monotonic() - started, stats=self.stats())
+                decode_tokens=step.num_tokens - prefill_tokens, seconds=time.monotonic() - started, stats=self.stats(),
+                graphed=self.runner.last_step_graphed)
         seen = {r.id for r in reported}
         reported += [r for r in self.scheduler.take_ended() if r.id not in seen]
         return [self._output(r) for r in reported]
@@ -379,6 +415,9 @@ class Engine:
             "params": sum(p.numel() for p in {id(p): p for p in self.model.parameters()}.values()),
             "decode_graphs": list(self.decode_graphs.buckets) if self.decode_graphs is not None else None,
             "graph_memory_bytes": getattr(self, "graph_memory_bytes", 0),
+            # CPU: seconds spent compiling the decode step at start-up, None when its steps run eagerly.
+            "cpu_compiled_decode_seconds": (round(self.cpu_compile_seconds, 3)
+                                            if self.runner.compiled_decode is not None else None),
             "warmup_seconds": round(self.warmup_report.seconds, 3) if self.warmup_report is not None else None,
             "device": str(self.device),
             "device_name": devices.device_name(self.device),

@@ -98,11 +98,18 @@ class ForwardBatch:
             if q < 1 or c < q:
                 raise ValueError(f"ForwardBatch: request {i} has query_len {q} and context_len {c}; need 1 <= q <= c")
         self._decode_only = all(q == 1 for q in self.query_lens_list)
+        self._pure_decode = self._decode_only and all(self.has_initial_state_list)
 
     @property
     def is_decode_only(self) -> bool:
         """Every request brings exactly one token (the batched decode kernels apply)."""
         return self._decode_only
+
+    @property
+    def is_pure_decode(self) -> bool:
+        """Every request brings one token and continues a state it holds (no one-token prompt): the
+        batch's Mamba state only steps. A flag, so that a compiled step reads no per-request list."""
+        return self._pure_decode
 
     @property
     def num_requests(self) -> int:

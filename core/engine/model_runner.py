@@ -1,7 +1,7 @@
 """The model runner: everything that touches tensors, nothing that decides who runs.
 
 It owns the model, the pools' tensors (KV, SWA when the model has one, state; (the scheduler hands out their pages and slots), the
-captured decode graphs and sampling. One call turns a scheduled step into one sampled token per
+captured decode graphs (the CPU's compiled decode step) and sampling. One call turns a scheduled step into one sampled token per
 request that reached the end of its known tokens:
 
     tokens = runner.run(step)   # [token or None per scheduled request]
@@ -88,6 +88,8 @@ class ModelRunner:
                 f"conv_state size: {self.state_pool.conv_bytes / GB:.2f}GB, "
                 f"ssm_state size: {self.state_pool.ssm_bytes / GB:.2f}GB ")
         self.decode_graphs = None
+        self.compiled_decode = None  # CPU: decode steps through torch.compile (cpu_compiled_decode.py)
+        self.last_step_graphed = False  # the last forward was a graph replay or the compiled step (the log says so)
 
     @property
     def uses_kv(self) -> bool:
@@ -115,12 +117,26 @@ class ModelRunner:
     def forward(self, step) -> torch.Tensor:
         """Logits [B, vocab] of a scheduled step: from a captured graph for a decode step that fits
         one, else one forward pass over the batch."""
+        self.last_step_graphed = True
         if self.decode_graphs is not None:
             chunks, prefix_lens, tables, slots = step_inputs(step)
             if (all(len(c) == 1 for c in chunks) and all(p > 0 for p in prefix_lens)
                     and self.decode_graphs.fits(len(chunks), tables)):
                 return self.decode_graphs.run([c[0] for c in chunks], prefix_lens, tables, slots)
-        return self.model(build_batch(step, self.kv_pool, self.state_pool, self.device, self.swa_pool))
+        batch = build_batch(step, self.kv_pool, self.state_pool, self.device, self.swa_pool)
+        if self.compiled_decode is not None and self.compiled_decode.takes(batch):
+            return self.compiled_decode(batch)
+        self.last_step_graphed = False
+        return self.model(batch)
+
+    def compile_decode(self, max_batch: int) -> float:
+        """Compile the CPU's decode step now (cpu_compiled_decode.py); returns the seconds it took."""
+        from .cpu_compiled_decode import CompiledDecode
+
+        compiled = CompiledDecode(self.model, self.log)
+        seconds = compiled.warm_up(self.kv_pool, self.state_pool, max_batch)
+        self.compiled_decode = compiled
+        return seconds
 
     @torch.inference_mode()
     def run(self, step) -> list[int | None]:

@@ -153,12 +153,14 @@ class KVPool:
         self.latent = bool(latent)
         self.v_head_dim = self.head_dim if self.latent else int(v_head_dim or head_dim)
         self.dtype, self.device = as_dtype(dtype), torch.device(device)
-        n = len(self.layer_ids)
-        # One tensor per K and V for all layers (allocated once), viewed per layer.
-        self._k = torch.zeros(n, self.num_pages, self.page_size, self.num_kv_heads, self.head_dim,
-                              dtype=self.dtype, device=self.device)
-        self._v = self._k if self.latent else torch.zeros(
-            n, self.num_pages, self.page_size, self.num_kv_heads, self.v_head_dim, dtype=self.dtype, device=self.device)
+        # One K and one V tensor per layer, not views of one tensor for all layers: a compiled decode
+        # step (cpu_compiled_decode.py) writes into the layers it is given, where views of a shared
+        # base would make it copy the whole base back after every step.
+        self._k = [torch.zeros(self.num_pages, self.page_size, self.num_kv_heads, self.head_dim, dtype=self.dtype,
+                               device=self.device) for _ in self.layer_ids]
+        self._v = self._k if self.latent else [
+            torch.zeros(self.num_pages, self.page_size, self.num_kv_heads, self.v_head_dim, dtype=self.dtype,
+                        device=self.device) for _ in self.layer_ids]
         self._ids = _Ids(self.num_pages, "KV page")
 
     # Layer access
@@ -209,16 +211,16 @@ class KVPool:
 
     @property
     def k_bytes(self) -> int:
-        return self._k.numel() * self._k.element_size()
+        return _bytes(self._k)
 
     @property
     def v_bytes(self) -> int:
-        return 0 if self.latent else self._v.numel() * self._v.element_size()
+        return 0 if self.latent else _bytes(self._v)
 
     @property
     def bytes_per_token(self) -> int:
         per_head = self.head_dim + (0 if self.latent else self.v_head_dim)
-        return len(self.layer_ids) * self.num_kv_heads * per_head * self._k.element_size()
+        return len(self.layer_ids) * self.num_kv_heads * per_head * self.dtype.itemsize
 
     def __repr__(self) -> str:
         return (f"KVPool(pages={self.num_pages}x{self.page_size}, layers={list(self.layer_ids)}, "
@@ -273,9 +275,11 @@ class StatePool:
         self.conv_shape, self.ssm_shape = tuple(conv_shape), tuple(ssm_shape)
         self.conv_dtype, self.ssm_dtype = as_dtype(conv_dtype), as_dtype(ssm_dtype)
         self.device = torch.device(device)
-        n = len(self.layer_ids)
-        self._conv = torch.zeros(n, self.num_slots, *self.conv_shape, dtype=self.conv_dtype, device=self.device)
-        self._ssm = torch.zeros(n, self.num_slots, *self.ssm_shape, dtype=self.ssm_dtype, device=self.device)
+        # One tensor per layer, as the KV pool's (KVPool.__init__ says why).
+        self._conv = [torch.zeros(self.num_slots, *self.conv_shape, dtype=self.conv_dtype, device=self.device)
+                      for _ in self.layer_ids]
+        self._ssm = [torch.zeros(self.num_slots, *self.ssm_shape, dtype=self.ssm_dtype, device=self.device)
+                     for _ in self.layer_ids]
         self._ids = _Ids(self.num_slots, "state slot")
 
     def pool_index(self, layer_id: int) -> int:
@@ -293,8 +297,8 @@ class StatePool:
     def alloc(self, owner=None) -> int:
         """A zeroed slot: a new request starts from the zero state."""
         (slot,) = self._ids.alloc(1, owner)
-        self._conv[:, slot].zero_()
-        self._ssm[:, slot].zero_()
+        if self.layer_ids:
+            torch._foreach_zero_([t[slot] for t in self._conv + self._ssm])  # one launch on a GPU
         return slot
 
     def free(self, slot: int) -> None:
@@ -316,11 +320,11 @@ class StatePool:
 
     @property
     def conv_bytes(self) -> int:
-        return self._conv.numel() * self._conv.element_size()
+        return _bytes(self._conv)
 
     @property
     def ssm_bytes(self) -> int:
-        return self._ssm.numel() * self._ssm.element_size()
+        return _bytes(self._ssm)
 
     @property
     def bytes_per_slot(self) -> int:
@@ -329,3 +333,7 @@ class StatePool:
     def __repr__(self) -> str:
         return (f"StatePool(slots={self.num_slots}, layers={list(self.layer_ids)}, free={self.num_free_slots}, "
                 f"conv={self.conv_shape}:{self.conv_dtype}, ssm={self.ssm_shape}:{self.ssm_dtype})")
+
+
+def _bytes(tensors: list[torch.Tensor]) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)

@@ -17,10 +17,13 @@ import torch
 import torch.nn.functional as F
 
 from . import onednn_packed
+from .opaque import opaque
 
 MIN_ROWS = 32  # from here oneDNN's product on a plain weight, padded, beats MKL's (float32, one or two cores)
 
 
+@opaque("(Tensor x, Tensor weight, Tensor? bias=None) -> Tensor",
+        lambda x, weight, bias=None: x.new_empty(*x.shape[:-1], weight.shape[0]))
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """x [M, in] @ weight [out, in].T (+ bias): F.linear's result, to float32 rounding."""
     if onednn_packed.wanted(x, weight):

@@ -21,7 +21,11 @@ _LAST_RUN: list = [None, None]  # [slots tensor, its run]: every Mamba layer of 
 
 def slot_run(slots: torch.Tensor) -> tuple[int, int] | None:
     """(first, count) when `slots` are first, first + 1, ... in order; else None. The answer for the
-    last tensor asked about is kept (a step's layers all pass the batch's one slots tensor)."""
+    last tensor asked about is kept (a step's layers all pass the batch's one slots tensor).
+    Always None inside a compiled step (core/engine/cpu_compiled_decode.py): it reads no values on
+    the host there, and the compiler fuses the gather, the update and the scatter into one loop."""
+    if torch.compiler.is_compiling():
+        return None
     if _LAST_RUN[0] is slots and not slots.is_inference():  # (an inference tensor has no version)
         kept_version, run = _LAST_RUN[1]
         if kept_version == slots._version:

@@ -31,6 +31,7 @@ import torch
 from ..reference.mlp import activation
 from . import onednn_packed
 from .mlp import mlp, per_expert
+from .opaque import opaque
 
 # Measured on this project's 2-core AMD EPYC by bench/cpu_moe_forms.py (one thread, the NemotronH
 # miniature's MoE shape: 8 experts of 128, top-2, H 256, weights cold in cache), us per layer:
@@ -62,6 +63,8 @@ def moe_form(num_tokens: int, top_k: int, num_experts: int, dtype: torch.dtype, 
     return "dense" if dense else "sorted"
 
 
+@opaque("(Tensor x, Tensor weights, Tensor ids, Tensor up, Tensor down, Tensor? gate=None, str act='relu2', "
+        "str? strategy=None) -> Tensor", lambda x, weights, ids, up, down, *rest, **kw: x.new_empty(x.shape[0], down.shape[1]))
 def moe_experts(x, weights, ids, up, down, gate=None, act="relu2", strategy=None):
     """As the reference: x [T, H]; weights/ids [T, k]; up/gate [E, I, H], down [E, H, I]; returns
     [T, H]. `strategy` "each", "dense" or "sorted" forces a form (tests); otherwise `moe_form`
@@ -78,6 +81,8 @@ def moe_experts(x, weights, ids, up, down, gate=None, act="relu2", strategy=None
     return _sorted(x, weights, ids, up, down, gate, act)
 
 
+@opaque("(Tensor x, Tensor weights, Tensor ids, Tensor up, Tensor down, Tensor shared_up, Tensor shared_down, "
+        "str act='relu2') -> Tensor", lambda x, weights, ids, up, down, *rest, **kw: x.new_empty(x.shape[0], down.shape[1]))
 def moe_experts_shared(x, weights, ids, up, down, shared_up, shared_down, act="relu2"):
     """[T, H]: a MoE layer's shared expert (shared_up [S, H], shared_down [H, S], same activation)
     plus its routed experts (arguments as `moe_experts`), added in that order as the model adds them."""

@@ -13,12 +13,17 @@ SDPA cannot express, run the reference.
 
 from __future__ import annotations
 
+import torch
 import torch.nn.functional as F
 
 from ..reference.paged_attention_decode import paged_attention_decode as reference
 from ..reference.paged_attention_decode import visible_positions
+from .opaque import opaque
 
 
+@opaque("(Tensor q, Tensor k_cache, Tensor v_cache, Tensor block_tables, Tensor context_lens, float scale, "
+        "int? sliding_window=None, float? softcap=None, Tensor? sinks=None) -> Tensor",
+        lambda q, *rest, **kw: q.new_empty(q.shape))
 def paged_attention_decode(q, k_cache, v_cache, block_tables, context_lens, scale, sliding_window=None,
                            softcap=None, sinks=None):
     """As the reference: q [B, Hq, D]; k/v_cache [num_pages, page_size, Hkv, D]; block_tables

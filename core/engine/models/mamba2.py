@@ -49,15 +49,15 @@ def _state_plan(batch, device) -> _StatePlan:
     plan = batch.memo.get("mamba_state_plan")
     if plan is not None:
         return plan
-    starts = batch.query_start_loc
-    steps, scans = [], []
-    for i, (q, has) in enumerate(zip(batch.query_lens_list, batch.has_initial_state_list)):
-        (steps if q == 1 and has else scans).append(i)
-    if not scans:  # decode only: the batch's own state_slots, rows 0..B-1
+    if batch.is_pure_decode:  # the batch's own state_slots, rows 0..B-1 (no per-request list read)
         plan = _StatePlan(step_rows=None, step_slots=batch.state_slots, scan_rows=None,
                           scan_starts=[0], scan_slots=None, scan_has_state=None, all_rows_step=True)
         batch.memo["mamba_state_plan"] = plan
         return plan
+    starts = batch.query_start_loc
+    steps, scans = [], []
+    for i, (q, has) in enumerate(zip(batch.query_lens_list, batch.has_initial_state_list)):
+        (steps if q == 1 and has else scans).append(i)
     slots = batch.state_slots_list
     scan_rows, scan_starts = [], [0]
     for i in scans:
@@ -138,6 +138,8 @@ class Mamba2Mixer(nn.Module):
 
     def _A(self) -> torch.Tensor:
         """-exp(A_log) in float32, recomputed only when A_log changes (three kernels less per step)."""
+        if torch.compiler.is_compiling():  # (a compiled step cannot compare addresses; it fuses these)
+            return -torch.exp(self.A_log.float())
         key = (self.A_log.data_ptr(), self.A_log._version)
         if getattr(self, "_A_key", None) != key:
             self._A_cache, self._A_key = -torch.exp(self.A_log.float()), key

@@ -1,0 +1,85 @@
+"""Decode steps on the CPU through torch.compile: the CPU's counterpart of the GPUs' decode graphs.
+
+An eager decode step of the default model (52 blocks) dispatches about 2,300 small tensor ops; on
+one core they cost more than the products (about 15 of 26 ms at 8 requests). Compiled with
+inductor, the ops between the products (norms, residual adds, the Mamba conv and state update, the
+routing, the KV write) become a few fused C++ loops, while the products, the MoE and the decode
+attention run as they do eagerly, called as opaque operators (kernels/cpu/opaque.py) that still
+choose MKL or oneDNN, the MoE's form and the packed copies at run time.
+
+One compiled graph serves every decode batch: the batch size and the block tables' width are
+dynamic (a single request, where torch specialises size 1, gets a graph of its own), so there is
+no padding and no per-size capture. Both are compiled at start-up (`warm_up`), inductor's on-disk
+cache making later starts quick. Prompt steps stay eager (their chunked scan reads lengths on the
+host). The pools keep one tensor per layer (pools.py) so that the step writes the states and K/V
+where they lie instead of copying a whole pool back.
+
+Compiling needs a C++ compiler; if torch.compile fails for any reason the error is logged and
+decode steps run eagerly, as before.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import torch
+
+from .forward_batch import ForwardBatch
+
+# (name, dim) of the ForwardBatch tensors whose size follows the number of requests.
+_PER_REQUEST = ("input_ids", "positions", "slot_mapping", "state_slots", "has_initial_state", "block_tables",
+                "context_lens_device", "last_token_indices_on_device")
+MIN_TABLE_WIDTH = 2  # torch specialises a dimension of size 1: narrower tables are padded to this
+
+
+class CompiledDecode:
+    """`model(batch)` for decode batches, compiled once for any batch size and context length."""
+
+    def __init__(self, model, log: Callable[[str], None]):
+        self.model, self.log = model, log
+        self._compiled = torch.compile(model, fullgraph=True)
+        self.compile_seconds = 0.0
+
+    @staticmethod
+    def takes(batch: ForwardBatch) -> bool:
+        """Whether this batch runs compiled: every request decodes one token from a state it holds."""
+        return batch.is_pure_decode and batch.swa_pool is None
+
+    def __call__(self, batch: ForwardBatch) -> torch.Tensor:
+        if batch.block_tables.shape[1] < MIN_TABLE_WIDTH:  # (extra entries are never attended to)
+            batch.block_tables = torch.nn.functional.pad(batch.block_tables,
+                                                         (0, MIN_TABLE_WIDTH - batch.block_tables.shape[1]))
+        if batch.num_requests > 1:
+            for name in _PER_REQUEST:
+                tensor = getattr(batch, name)
+                if tensor is not None:
+                    torch._dynamo.mark_dynamic(tensor, 0)
+        torch._dynamo.mark_dynamic(batch.block_tables, 1)
+        return self._compiled(batch)
+
+    def warm_up(self, kv_pool, state_pool, max_batch: int, owner: str = "compile warm-up") -> float:
+        """Compile now, on throw-away decode steps of max_batch requests and of one: the first
+        compile takes a minute or more on two cores, later starts read inductor's cache. The pages
+        and slots used are taken from the pools and given back (a slot is zeroed when next taken,
+        a page's stale K/V is never attended to). Returns the seconds spent."""
+        started = time.monotonic()
+        for n in sorted({max(1, max_batch), 1}, reverse=True):
+            pages = kv_pool.alloc(n, owner) if kv_pool.layer_ids else [0] * n
+            slots = [state_pool.alloc(owner) for _ in range(n)] if state_pool.layer_ids else [-1] * n
+            try:
+                with torch.inference_mode():  # (as the runner's steps: inference tensors, or a guard fails)
+                    batch = ForwardBatch.build(
+                        token_chunks=[[0]] * n, prefix_lens=[1] * n, block_tables=[[p] for p in pages],
+                        page_size=kv_pool.page_size, state_slots=slots, has_initial_state=[True] * n,
+                        kv_pool=kv_pool if kv_pool.layer_ids else None,
+                        state_pool=state_pool if state_pool.layer_ids else None, device=torch.device("cpu"))
+                    self(batch)
+            finally:
+                if kv_pool.layer_ids:
+                    kv_pool.free(pages)
+                for slot in slots:
+                    if slot >= 0:
+                        state_pool.free(slot)
+        self.compile_seconds = time.monotonic() - started
+        return self.compile_seconds

@@ -1,0 +1,131 @@
+"""The CPU's compiled decode step (core/engine/cpu_compiled_decode.py) and the opaque kernels it calls
+(kernels/cpu/opaque.py): same tokens as eager steps, one compile for every batch size and context
+length, a failed compile leaves eager steps. (Its speed is `bringup bench`'s to show, not a test's.)"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from bringup.core.engine.sampling import SamplingParams
+from bringup.kernels.cpu import linear as cpu_linear
+from bringup.kernels.cpu import moe as cpu_moe
+from bringup.kernels.cpu import onednn_packed
+from bringup.kernels.cpu.paged_attention_decode import paged_attention_decode
+from bringup.kernels.reference.paged_attention_decode import paged_attention_decode as reference_attention
+from engine_helpers import tiny_nemotron_h
+
+
+def _traced(fn):
+    """fn compiled as one graph (aot_eager: traced through the fakes and run, no C++ compile)."""
+    return torch.compile(fn, backend="aot_eager", fullgraph=True)
+
+
+def test_opaque_linear_runs_its_own_choice_inside_a_graph():
+    torch.manual_seed(0)
+    weight = nn.Parameter(torch.randn(48, 32), requires_grad=False)  # a parameter: packed from 3 rows
+    bias = torch.randn(48)
+    for rows in (1, 5):
+        x = torch.randn(rows, 32)
+        got = _traced(lambda x: F.silu(cpu_linear.linear(x, weight, bias)))(x)
+        torch.testing.assert_close(got, F.silu(F.linear(x, weight, bias)), rtol=1e-5, atol=1e-5)
+    if onednn_packed.USABLE:
+        assert onednn_packed.packed_bytes(nn.ParameterList([weight])) > 0  # the 5-row product packed it
+
+
+@pytest.mark.parametrize("tokens", [1, 8])  # "each" and "dense" forms, chosen at run time
+def test_opaque_moe_matches_eager_inside_a_graph(tokens):
+    torch.manual_seed(1)
+    E, I, H, S = 4, 16, 32, 24
+    up = nn.Parameter(torch.randn(E, I, H) * 0.2, requires_grad=False)
+    down = nn.Parameter(torch.randn(E, H, I) * 0.2, requires_grad=False)
+    shared_up = nn.Parameter(torch.randn(S, H) * 0.2, requires_grad=False)
+    shared_down = nn.Parameter(torch.randn(H, S) * 0.2, requires_grad=False)
+    x = torch.randn(tokens, H)
+    weights, ids = torch.rand(tokens, 2), torch.randint(0, E, (tokens, 2))
+
+    def layer(x, weights, ids):
+        return cpu_moe.moe_experts_shared(x, weights, ids, up, down, shared_up, shared_down, "relu2") * 2 \
+            + cpu_moe.moe_experts(x, weights, ids, up, down, None, "relu2")
+
+    torch.testing.assert_close(_traced(layer)(x, weights, ids), layer(x, weights, ids), rtol=1e-5, atol=1e-5)
+
+
+def test_opaque_decode_attention_matches_the_reference_inside_a_graph():
+    torch.manual_seed(2)
+    pages, page, Hkv, Hq, D = 6, 4, 2, 4, 8
+    k_cache, v_cache = torch.randn(pages, page, Hkv, D), torch.randn(pages, page, Hkv, D)
+    q = torch.randn(3, Hq, D)
+    tables = torch.tensor([[1, 2, 0], [3, 0, 0], [4, 5, 2]], dtype=torch.int32)
+    lens = torch.tensor([7, 2, 11], dtype=torch.int32)
+    got = _traced(lambda q: paged_attention_decode(q, k_cache, v_cache, tables, lens, 0.3) + 1)(q)
+    torch.testing.assert_close(got, reference_attention(q, k_cache, v_cache, tables, lens, 0.3) + 1,
+                               rtol=1e-5, atol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def tiny_folder(tmp_path_factory):
+    return tiny_nemotron_h(tmp_path_factory.mktemp("compiled") / "tiny")
+
+
+def _engine(folder, compiled: bool, log=None):
+    from bringup.core.engine.engine import Engine
+
+    return Engine(str(folder), device="cpu", max_running_requests=4, cpu_threads=1, cpu_compile=compiled,
+                  log=log or (lambda m: None))
+
+
+def _workload(engine):
+    vocab = int(engine.vocab_size or len(engine.tokenizer))
+    prompts = [[(7 * i + 3 * j) % vocab for j in range(n)] for i, n in enumerate((5, 19, 12, 3, 30, 9))]
+    # Different lengths: batches of 4 down to 1 request, contexts of one to three pages.
+    params = [SamplingParams(max_new_tokens=n, temperature=0.0, ignore_eos=True) for n in (9, 4, 14, 6, 11, 2)]
+    return prompts, params
+
+
+def test_compiled_decode_gives_the_eager_tokens_with_one_compile(tiny_folder):
+    lines = []
+    compiled = _engine(tiny_folder, True, lines.append)
+    assert compiled.runner.compiled_decode is not None, lines
+    assert any("decode step compiled in" in line for line in lines)
+    assert compiled.server_info()["cpu_compiled_decode_seconds"] > 0
+    graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    assert graphs >= 2  # one graph for 2 to 4 requests, one for a lone request
+    prompts, params = _workload(compiled)
+    got = compiled.generate(prompts, params)
+    # The warm-up compiled every size: batches of 1 to 4 and growing contexts compiled nothing new.
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == graphs
+    assert compiled.stats()["state_slots_used"] == 0 and compiled.stats()["kv_tokens_used"] == 0
+
+    eager = _engine(tiny_folder, False)
+    assert eager.runner.compiled_decode is None and eager.server_info()["cpu_compiled_decode_seconds"] is None
+    assert got == eager.generate(prompts, params)
+
+
+def test_a_failed_compile_leaves_eager_decode_steps(tiny_folder, monkeypatch):
+    from bringup.core.engine import cpu_compiled_decode
+
+    def no_compiler(self, *args, **kwargs):
+        raise RuntimeError("InvalidCxxCompiler: No working C++ compiler found")
+
+    monkeypatch.setattr(cpu_compiled_decode.CompiledDecode, "warm_up", no_compiler)
+    lines = []
+    engine = _engine(tiny_folder, True, lines.append)
+    assert engine.runner.compiled_decode is None
+    assert any("compiling the decode step failed (RuntimeError: InvalidCxxCompiler" in line
+               and "decode steps run eagerly" in line for line in lines)
+    prompts, params = _workload(engine)
+    assert [len(t) for t in engine.generate(prompts[:2], params[:2])] == [9, 4]
+
+
+def test_the_compile_is_on_by_default_on_the_cpu_and_the_env_turns_it_off(monkeypatch):
+    from bringup.core.engine.engine import Engine
+
+    probe = Engine.__new__(Engine)
+    probe.device = torch.device("cpu")
+    monkeypatch.delenv("BRINGUP_CPU_COMPILE", raising=False)
+    assert probe._cpu_compile_wanted(None) is True
+    monkeypatch.setenv("BRINGUP_CPU_COMPILE", "0")
+    assert probe._cpu_compile_wanted(None) is False and probe._cpu_compile_wanted(True) is True
