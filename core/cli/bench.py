@@ -9,6 +9,7 @@ import json
 import sys
 
 from bringup.core.cli.engine_args import add_model_arguments
+from bringup.core.engine import facts
 from bringup.core.errors import UserError
 
 
@@ -46,7 +47,7 @@ def main(args: argparse.Namespace) -> int:
         input_len=parse_range(args.input_len, "--input-len"), output_len=parse_range(args.output_len, "--output-len"),
         seed=args.seed, baseline=baseline, max_running_requests=args.max_running_requests,
         mem_fraction=args.mem_fraction, load_format=args.load_format, cpu_threads=args.cpu_threads,
-        repeats=args.repeats,
+        repeats=args.repeats, cpu_compile=facts.cpu_compile_choice(args.cpu_compile),
     )
     # Progress goes to stderr with --json, so stdout holds exactly one JSON document.
     log = (lambda m: print(m, file=sys.stderr, flush=True)) if args.json else (lambda m: print(m, flush=True))

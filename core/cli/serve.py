@@ -56,7 +56,7 @@ def main(args: argparse.Namespace) -> int:
                  api_key=api_key, served_model_name=args.served_model_name,
                  chunked_prefill_size=args.chunked_prefill_size, limits=limits, allowed_hosts=hosts,
                  model_aliases=_names(args.model_aliases), load_format=args.load_format,
-                 cpu_threads=args.cpu_threads)
+                 cpu_threads=args.cpu_threads, cpu_compile=facts.cpu_compile_choice(args.cpu_compile))
 
 
 def _names(text: str | None) -> tuple[str, ...]:

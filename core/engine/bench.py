@@ -42,6 +42,7 @@ class BenchSettings:
     load_format: str = "auto"
     cpu_threads: int | None = None  # on the CPU: torch threads for both sides (None: the engine's choice)
     repeats: int | None = None  # runs of the workload per side, the fastest counts (None: 3 on the CPU, else 1)
+    cpu_compile: bool | None = None  # on the CPU: the compiled decode step (None: the engine's default, on)
 
 
 @dataclass
@@ -63,6 +64,8 @@ class BenchResult:
     engine_cpu_seconds: float | None = None
     baseline_cpu_seconds: float | None = None
     load: dict = field(default_factory=dict)
+    # On the CPU: seconds the engine spent compiling its decode step at start-up (not timed), None if eager.
+    cpu_compile_seconds: float | None = None
     engine_runs: list[float] = field(default_factory=list)  # seconds of every run (the fastest is engine_seconds)
     baseline_runs: list[float] = field(default_factory=list)
 
@@ -89,6 +92,7 @@ class BenchResult:
                 "input_tokens": self.input_tokens, "engine_seconds": round(self.engine_seconds, 3),
                 "baseline_seconds": None if self.baseline_seconds is None else round(self.baseline_seconds, 3),
                 "threads": self.threads,
+                "cpu_compile_seconds": None if self.cpu_compile_seconds is None else round(self.cpu_compile_seconds, 2),
                 "engine_cpu_seconds": None if self.engine_cpu_seconds is None else round(self.engine_cpu_seconds, 3),
                 "baseline_cpu_seconds": None if self.baseline_cpu_seconds is None else round(self.baseline_cpu_seconds, 3),
                 "cpu_ratio": None if self.cpu_ratio is None else round(self.cpu_ratio, 3),
@@ -235,8 +239,10 @@ def run_bench(settings: BenchSettings, log=print) -> BenchResult:
         raise UserError(f"--repeats {settings.repeats} must be at least 1")
     log(f"bench: loading {settings.source} for the engine…")
     engine = Engine(source, device=settings.device, dtype=settings.dtype, mem_fraction=settings.mem_fraction,
-                    max_running_requests=settings.max_running_requests, log=lambda m: None,
-                    load_format=settings.load_format, cpu_threads=settings.cpu_threads)
+                    max_running_requests=settings.max_running_requests,
+                    log=lambda m: log(f"  engine: {m}") if m.startswith("CPU: compil") else None,
+                    load_format=settings.load_format, cpu_threads=settings.cpu_threads,
+                    cpu_compile=settings.cpu_compile)
     device = engine.device
     threads = engine.cpu_threads  # set for the whole process: the baseline runs with the same threads
     dtype_name = str(engine.dtype).removeprefix("torch.")
@@ -310,7 +316,8 @@ def run_bench(settings: BenchSettings, log=print) -> BenchResult:
     out_tokens = produced[0]
     engine_s = min(engine_runs)
     result = BenchResult(settings, model_name, batch_size, out_tokens, sum(len(p) for p, _ in work), engine_s,
-                         out_tokens / engine_s, threads=threads, load=load, engine_runs=engine_runs)
+                         out_tokens / engine_s, threads=threads, load=load, engine_runs=engine_runs,
+                         cpu_compile_seconds=engine.cpu_compile_seconds if on_cpu else None)
     if on_cpu:
         result.engine_cpu_seconds = engine_cpu[engine_runs.index(engine_s)]
     log(f"  engine        {out_tokens} output tokens in {engine_s:.2f} s = {result.engine_tok_s:.1f} tok/s"

@@ -93,6 +93,9 @@ SERVE_OPTIONS: tuple[ServeOption, ...] = (
                 "written; the text is noise)"),
     ServeOption("--cpu-threads", int, None, "on the CPU: torch threads (default: the cores idle at start, at least 1; "
                 "a thread team stalls whenever another process takes one of its cores)"),
+    ServeOption("--cpu-compile", str, "auto", "on the CPU: decode steps compiled with torch.compile at start-up "
+                "(auto or on: compiled, a minute or more the first time, inductor's cache after; off: eager steps; "
+                "BRINGUP_CPU_COMPILE=0 makes auto off)"),
     ServeOption("--host", str, "127.0.0.1", "address to listen on (default 127.0.0.1: this machine only)"),
     ServeOption("--port", int, 30000, "port (default 30000; 0 picks a free one)"),
     ServeOption("--mem-fraction", float, None, "share of device memory for weights and pools (default: the planner's choice)"),
@@ -115,7 +118,20 @@ SERVE_OPTIONS: tuple[ServeOption, ...] = (
     ServeOption("--drain-grace", float, None, "on SIGTERM/SIGINT, seconds running requests get to finish (default 30)"),
 )
 # Options shared by every command that runs the engine (`serve`, `bench`): what it loads and where.
-MODEL_OPTIONS = ("--device", "--dtype", "--load-format", "--cpu-threads")
+MODEL_OPTIONS = ("--device", "--dtype", "--load-format", "--cpu-threads", "--cpu-compile")
+
+
+CPU_COMPILE_CHOICES = {"auto": None, "on": True, "off": False}
+
+
+def cpu_compile_choice(value: str) -> bool | None:
+    """--cpu-compile's value as Engine's `cpu_compile` (None: the engine's default)."""
+    key = str(value).strip().lower()
+    if key not in CPU_COMPILE_CHOICES:
+        from bringup.core.errors import UserError
+
+        raise UserError(f"--cpu-compile {value!r} is not a choice; use auto, on or off")
+    return CPU_COMPILE_CHOICES[key]
 
 
 def serve_option(flag: str) -> ServeOption:

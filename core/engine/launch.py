@@ -107,7 +107,7 @@ def serve(source: str | None, *, device: str = "auto", dtype: str = "auto", host
           api_key: str | None = None, served_model_name: str | None = None,
           chunked_prefill_size: int | None = None, limits: dict | None = None,
           allowed_hosts: tuple[str, ...] = (), model_aliases: tuple[str, ...] = (), load_format: str = "auto",
-          cpu_threads: int | None = None) -> int:
+          cpu_threads: int | None = None, cpu_compile: bool | None = None) -> int:
     """`limits`: overrides for api_limits.default_limits (max_body_bytes, max_prompts, max_queued_requests,
     max_queued_tokens, drain_grace_s); None values keep the defaults."""
     setup_logging()
@@ -121,7 +121,7 @@ def serve(source: str | None, *, device: str = "auto", dtype: str = "auto", host
 
     kwargs = {"device": device, "dtype": dtype, "mem_fraction": mem_fraction,
               "max_running_requests": max_running_requests, "log": log.info, "load_format": load_format,
-              "cpu_threads": cpu_threads}
+              "cpu_threads": cpu_threads, "cpu_compile": cpu_compile}
     if chunked_prefill_size is not None:
         kwargs["chunked_prefill_size"] = chunked_prefill_size
     engine = Engine(model, **kwargs)  # logs the weight and pool lines itself
