@@ -171,6 +171,21 @@ def test_sdpa_decode_attention_equals_the_reference(window, dtype):
     close(capped, ref.paged_attention_decode(q, k_cache, v_cache, tables, lens, 0.3, window, softcap=2.0), 0)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_kv_cache_write_by_page_and_offset_equals_the_reference(dtype):
+    from bringup.kernels.cpu.kv_cache_write import kv_cache_write
+
+    g = torch.Generator().manual_seed(4)
+    caches = [torch.randn(5, 4, 2, 8, generator=g).to(dtype) for _ in range(2)]
+    expected = [c.clone() for c in caches]
+    slots = torch.tensor([0, 7, 19, 9])  # pages 0, 1, 4, 2 at offsets 0, 3, 3, 1
+    k, v = torch.randn(4, 2, 8, generator=g), torch.randn(4, 2, 8, generator=g)
+    kv_cache_write(*caches, slots, k, v)
+    ref.kv_cache_write(*expected, slots, k, v)
+    assert all(torch.equal(a, b) for a, b in zip(caches, expected))
+    assert torch.equal(caches[0][4, 3], k[2].to(dtype)) and torch.equal(caches[1][2, 1], v[3].to(dtype))
+
+
 def test_the_cpu_op_set_carries_them_and_reference_brings_the_references_back(monkeypatch):
     monkeypatch.delenv(dispatch.ENV_VAR, raising=False)
     ops = dispatch.ops_for("cpu")

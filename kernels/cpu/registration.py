@@ -20,6 +20,7 @@ CPU_OPS: dict[str, str] = {
     "mlp": "mlp",
     "moe_experts": "moe",
     "paged_attention_decode": "paged_attention_decode",
+    "kv_cache_write": "kv_cache_write",
     "paged_attention_prefill": "..sdpa.paged_attention_prefill",
 }
 IMPLEMENTATION_NAME = "cpu"
