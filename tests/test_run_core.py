@@ -95,6 +95,18 @@ def test_startup_stages_and_figures():
     assert f["weights_gb"] == 0.5 and f["model_class"] == "NemotronHForCausalLM"
 
 
+def test_the_cpu_decode_compile_is_a_stage_of_its_own():
+    state = StartupState()
+    state.feed("[2026-12-02 10:00:01] Mamba Cache is allocated. max_mamba_cache_size: 9, conv_state size: 0.00GB")
+    state.feed("[2026-12-02 10:00:01] CPU: compiling the decode step with torch.compile for 1 to 8 requests (...)")
+    assert state.stage == "compiling the decode step" and 0.8 < state.progress < 0.9
+    state.feed("[2026-12-02 10:01:30] CPU: decode step compiled in 88.51 s (batch size and context length dynamic)")
+    assert state.stage == "decode step compiled" and state.figures["cpu_compile_seconds"] == 88.51
+    failed = StartupState()
+    failed.feed("CPU: compiling the decode step failed (RuntimeError: no C++ compiler); decode steps run eagerly")
+    assert failed.stage == "decode step compiled" and "cpu_compile_seconds" not in failed.figures
+
+
 def test_stage_never_moves_back():
     state = StartupState()
     state.feed("The server is fired up and ready to roll!")

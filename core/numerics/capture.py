@@ -50,9 +50,9 @@ def capture(source, *, device, dtype, prompt: str | None = None, sequences: list
 
     source = resolve_default(source) or source  # `default`: the bundled checkpoint, generated once
     extra = {"load_format": load_format} if load_format else {}
-    # No decode graphs: the capture runs prefills only (max_new_tokens=1), and capturing graphs costs seconds.
+    # No decode graphs nor CPU compile: the capture runs prefills only (max_new_tokens=1), and either costs seconds.
     engine = Engine(source, device=device, dtype=dtype, max_running_requests=1, max_total_tokens=4096,
-                    cuda_graphs=False, log=log or (lambda m: print(m, file=sys.stderr, flush=True)), **extra)
+                    cuda_graphs=False, cpu_compile=False, log=log or (lambda m: print(m, file=sys.stderr, flush=True)), **extra)
     model = engine.model
     if not hasattr(model, "block_hook"):
         raise UserError(f"the engine's {type(model).__name__} does not report its blocks' outputs; compare needs "

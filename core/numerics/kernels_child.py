@@ -34,10 +34,11 @@ BATCH_PROMPTS = 8
 
 def engine_settings(long_prefill: int) -> dict:
     """The Engine arguments of the check: pools for its requests only, eager decode (replayed
-    graphs call no ops, so decode kernels must run eagerly to be seen)."""
+    graphs call no ops, and the CPU's compiled step fuses most of them, so decode kernels must run
+    eagerly to be seen)."""
     # (room for the batch's pages, each request's last page partly empty: all prompts in one forward)
     return dict(max_running_requests=BATCH_PROMPTS, max_total_tokens=max(256, 2 * long_prefill + 512),
-                chunked_prefill_size=max(2048, long_prefill), cuda_graphs=False)
+                chunked_prefill_size=max(2048, long_prefill), cuda_graphs=False, cpu_compile=False)
 
 
 def batch_lengths(total: int, n: int = BATCH_PROMPTS) -> list[int]:
