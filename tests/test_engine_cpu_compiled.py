@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bringup.core.engine.cpu_compiled_decode import CompiledDecode
 from bringup.core.engine.sampling import SamplingParams
 from bringup.kernels.cpu import linear as cpu_linear
 from bringup.kernels.cpu import moe as cpu_moe
@@ -129,3 +130,24 @@ def test_the_compile_is_on_by_default_on_the_cpu_and_the_env_turns_it_off(monkey
     assert probe._cpu_compile_wanted(None) is True
     monkeypatch.setenv("BRINGUP_CPU_COMPILE", "0")
     assert probe._cpu_compile_wanted(None) is False and probe._cpu_compile_wanted(True) is True
+
+
+def test_a_batch_torch_cannot_compile_runs_eagerly_and_the_rest_too(tiny_folder):
+    lines = []
+    engine = _engine(tiny_folder, False, lines.append)
+    calls = []
+
+    class CannotTrace:
+        takes = staticmethod(CompiledDecode.takes)  # decode batches only
+
+        def __call__(self, batch):
+            calls.append(batch.num_requests)
+            raise torch._dynamo.exc.TorchDynamoException("Unsupported: data-dependent branch\n  (pages of trace)")
+
+    engine.runner.compiled_decode = CannotTrace()
+    prompts, params = _workload(engine)
+    got = engine.generate(prompts[:3], params[:3])
+    assert calls == [3] and engine.runner.compiled_decode is None  # tried once, then eager for good
+    assert any("failed on a batch of 3 (TorchDynamoException: Unsupported: data-dependent branch)" in line
+               and "eagerly from now on" in line for line in lines)
+    assert got == _engine(tiny_folder, False).generate(prompts[:3], params[:3])

@@ -15,29 +15,38 @@ host). The pools keep one tensor per layer (pools.py) so that the step writes th
 where they lie instead of copying a whole pool back.
 
 Compiling needs a C++ compiler; if torch.compile fails for any reason the error is logged and
-decode steps run eagerly, as before.
+decode steps run eagerly, as before. So does a batch that would need a new graph torch cannot
+build (`COMPILE_ERRORS`, raised while tracing, before anything ran: the eager step then runs it).
 """
 
 from __future__ import annotations
 
 import time
-from typing import Callable
-
 import torch
 
 from .forward_batch import ForwardBatch
 
-# (name, dim) of the ForwardBatch tensors whose size follows the number of requests.
+# The ForwardBatch tensors whose first dimension is the number of requests (or of tokens: one each).
 _PER_REQUEST = ("input_ids", "positions", "slot_mapping", "state_slots", "has_initial_state", "block_tables",
                 "context_lens_device", "last_token_indices_on_device")
 MIN_TABLE_WIDTH = 2  # torch specialises a dimension of size 1: narrower tables are padded to this
 
 
+# What torch raises when it cannot trace or compile a step (InductorError and BackendCompilerFailed are
+# TorchDynamoExceptions too); other errors are the step's own and propagate.
+COMPILE_ERRORS = (torch._dynamo.exc.TorchDynamoException,)
+
+
+def error_summary(err: BaseException) -> str:
+    """'Type: first line' of a compile error (torch's run to pages of trace)."""
+    first = (str(err).strip().splitlines() or [""])[0][:300]
+    return f"{type(err).__name__}: {first}" if first else type(err).__name__
+
+
 class CompiledDecode:
     """`model(batch)` for decode batches, compiled once for any batch size and context length."""
 
-    def __init__(self, model, log: Callable[[str], None]):
-        self.model, self.log = model, log
+    def __init__(self, model):
         self._compiled = torch.compile(model, fullgraph=True)
         self.compile_seconds = 0.0
 

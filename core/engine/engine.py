@@ -215,8 +215,8 @@ class Engine:
     def _cpu_compile_wanted(self, cpu_compile: bool | None) -> bool:
         if self.device.type != "cpu":
             if cpu_compile:
-                raise UserError(f"the compiled decode step is the CPU's (devices with graphs capture them); "
-                                f"leave cpu_compile off on {self.device}")
+                raise UserError(f"--cpu-compile on is for CPU engines; {self.device} decodes through its graphs "
+                                "(use --cpu-compile auto or off)")
             return False
         if cpu_compile is not None:
             return bool(cpu_compile)
@@ -227,13 +227,15 @@ class Engine:
         """Compile the CPU's decode step now (cpu_compiled_decode.py), logging how long it took; a
         failure (no C++ compiler, an op torch cannot trace) is logged and decode steps stay eager."""
         self.log(f"CPU: compiling the decode step with torch.compile for 1 to {self.scheduler.max_running} requests "
-                 f"(a minute or more the first time, inductor's cache after; {CPU_COMPILE_ENV}=0 skips it)")
+                 "(a minute or more the first time, inductor's cache after; --cpu-compile off or "
+                 f"{CPU_COMPILE_ENV}=0 skips it)")
+        from .cpu_compiled_decode import error_summary
+
         try:
             seconds = self.runner.compile_decode(self.scheduler.max_running)
         except Exception as err:  # noqa: BLE001 - any compile failure leaves the eager step, which works
             self.runner.compiled_decode = None
-            first = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
-            self.log(f"CPU: compiling the decode step failed ({type(err).__name__}: {first}); decode steps run eagerly")
+            self.log(f"CPU: compiling the decode step failed ({error_summary(err)}); decode steps run eagerly")
             return None
         self.cpu_compile_seconds = seconds
         self.log(f"CPU: decode step compiled in {seconds:.2f} s (batch size and context length dynamic)")

@@ -125,7 +125,14 @@ class ModelRunner:
                 return self.decode_graphs.run([c[0] for c in chunks], prefix_lens, tables, slots)
         batch = build_batch(step, self.kv_pool, self.state_pool, self.device, self.swa_pool)
         if self.compiled_decode is not None and self.compiled_decode.takes(batch):
-            return self.compiled_decode(batch)
+            from .cpu_compiled_decode import COMPILE_ERRORS, error_summary
+
+            try:
+                return self.compiled_decode(batch)
+            except COMPILE_ERRORS as err:  # a batch torch cannot build a graph for: eager from now on
+                self.compiled_decode = None
+                self.log(f"CPU: compiling the decode step failed on a batch of {batch.num_requests} "
+                         f"({error_summary(err)}); decode steps run eagerly from now on")
         self.last_step_graphed = False
         return self.model(batch)
 
@@ -133,7 +140,7 @@ class ModelRunner:
         """Compile the CPU's decode step now (cpu_compiled_decode.py); returns the seconds it took."""
         from .cpu_compiled_decode import CompiledDecode
 
-        compiled = CompiledDecode(self.model, self.log)
+        compiled = CompiledDecode(self.model)
         seconds = compiled.warm_up(self.kv_pool, self.state_pool, max_batch)
         self.compiled_decode = compiled
         return seconds

@@ -63,8 +63,13 @@ def moe_form(num_tokens: int, top_k: int, num_experts: int, dtype: torch.dtype, 
     return "dense" if dense else "sorted"
 
 
+def _moe_out(x, weights, ids, up, down, *rest, **kwargs):
+    """The [T, H] result's shape, for a compiled step (opaque.py)."""
+    return x.new_empty(x.shape[0], down.shape[1])
+
+
 @opaque("(Tensor x, Tensor weights, Tensor ids, Tensor up, Tensor down, Tensor? gate=None, str act='relu2', "
-        "str? strategy=None) -> Tensor", lambda x, weights, ids, up, down, *rest, **kw: x.new_empty(x.shape[0], down.shape[1]))
+        "str? strategy=None) -> Tensor", _moe_out)
 def moe_experts(x, weights, ids, up, down, gate=None, act="relu2", strategy=None):
     """As the reference: x [T, H]; weights/ids [T, k]; up/gate [E, I, H], down [E, H, I]; returns
     [T, H]. `strategy` "each", "dense" or "sorted" forces a form (tests); otherwise `moe_form`
@@ -82,7 +87,7 @@ def moe_experts(x, weights, ids, up, down, gate=None, act="relu2", strategy=None
 
 
 @opaque("(Tensor x, Tensor weights, Tensor ids, Tensor up, Tensor down, Tensor shared_up, Tensor shared_down, "
-        "str act='relu2') -> Tensor", lambda x, weights, ids, up, down, *rest, **kw: x.new_empty(x.shape[0], down.shape[1]))
+        "str act='relu2') -> Tensor", _moe_out)
 def moe_experts_shared(x, weights, ids, up, down, shared_up, shared_down, act="relu2"):
     """[T, H]: a MoE layer's shared expert (shared_up [S, H], shared_down [H, S], same activation)
     plus its routed experts (arguments as `moe_experts`), added in that order as the model adds them."""
