@@ -29,6 +29,16 @@ def test_kv_pool_holds_only_its_layers_with_shapes():
     assert pool.get_v_head_dim() == 8
 
 
+def test_each_layer_has_a_tensor_of_its_own():
+    # Not views of one tensor for all layers: a compiled decode step writes a layer's cache in place
+    # only when the layer's tensor is its own (core/engine/cpu_compiled_decode.py).
+    kv, state = small_kv(), small_state()
+    for tensors in ([kv.k(i) for i in NANO_ATTENTION] + [kv.v(i) for i in NANO_ATTENTION],
+                    [state.conv(i) for i in (0, 2, 4)] + [state.ssm(i) for i in (0, 2, 4)]):
+        storages = {t.untyped_storage().data_ptr() for t in tensors}
+        assert len(storages) == len(tensors) and all(t.storage_offset() == 0 for t in tensors)
+
+
 def test_kv_pool_layer_error_names_layer_and_held_layers():
     with pytest.raises(PoolLayerError) as err:
         small_kv().v(0)
