@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bringup.core.engine import cpu_compiled_decode
 from bringup.core.engine.cpu_compiled_decode import CompiledDecode
 from bringup.core.engine.sampling import SamplingParams
 from bringup.kernels.cpu import linear as cpu_linear
@@ -86,14 +87,22 @@ def _workload(engine):
     return prompts, params
 
 
-def test_compiled_decode_gives_the_eager_tokens_with_one_compile(tiny_folder):
+@pytest.mark.parametrize("one_graph", [cpu_compiled_decode.ONE_GRAPH, False], ids=["this torch", "two graphs"])
+def test_compiled_decode_gives_the_eager_tokens_with_one_compile(tiny_folder, one_graph, monkeypatch):
+    if one_graph is False and not cpu_compiled_decode.ONE_GRAPH:
+        pytest.skip("this torch compiles two graphs anyway (the first case)")
+    # False: the path of a torch without mark_unbacked(shape_id=...): a lone request's graph beside the batches'
+    monkeypatch.setattr(cpu_compiled_decode, "ONE_GRAPH", one_graph)
+    monkeypatch.setattr(cpu_compiled_decode.CompiledDecode.__init__, "__defaults__", (one_graph,))
+    torch._dynamo.reset()  # (one engine per process in use; here, graphs of an earlier case would serve this one)
+    before = torch._dynamo.utils.counters["stats"]["unique_graphs"]
     lines = []
     compiled = _engine(tiny_folder, True, lines.append)
     assert compiled.runner.compiled_decode is not None, lines
     assert any("decode step compiled in" in line for line in lines)
     assert compiled.server_info()["cpu_compiled_decode_seconds"] > 0
     graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
-    assert graphs >= 2  # one graph for 2 to 4 requests, one for a lone request
+    assert graphs - before == (1 if one_graph else 2)
     prompts, params = _workload(compiled)
     got = compiled.generate(prompts, params)
     # The warm-up compiled every size: batches of 1 to 4 and growing contexts compiled nothing new.

@@ -8,9 +8,12 @@ attention run as they do eagerly, called as opaque operators (kernels/cpu/opaque
 choose MKL or oneDNN, the MoE's form and the packed copies at run time.
 
 One compiled graph serves every decode batch: the batch size and the block tables' width are
-dynamic (a single request, where torch specialises size 1, gets a graph of its own), so there is
-no padding and no per-size capture. Both are compiled at start-up (`warm_up`), inductor's on-disk
-cache making later starts quick. Prompt steps stay eager (their chunked scan reads lengths on the
+dynamic, so there is no padding and no per-size capture. The batch size is one unbacked symbol
+shared by every per-request tensor (`mark_unbacked(..., shape_id=...)`, torch 2.13), so a lone
+request needs no graph of its own; where torch lacks that (2.11), the size is marked dynamic and a
+lone request, which torch specialises, gets a second graph. They are compiled at start-up
+(`warm_up`), inductor's on-disk cache making later starts quick (default model on the 2-core build
+box: about 11 s with one graph, 20 s with two). Prompt steps stay eager (their chunked scan reads lengths on the
 host). The pools keep one tensor per layer (pools.py) so that the step writes the states and K/V
 where they lie instead of copying a whole pool back.
 
@@ -21,7 +24,9 @@ build (`COMPILE_ERRORS`, raised while tracing, before anything ran: the eager st
 
 from __future__ import annotations
 
+import inspect
 import time
+
 import torch
 
 from .forward_batch import ForwardBatch
@@ -30,6 +35,8 @@ from .forward_batch import ForwardBatch
 _PER_REQUEST = ("input_ids", "positions", "slot_mapping", "state_slots", "has_initial_state", "block_tables",
                 "context_lens_device", "last_token_indices_on_device")
 MIN_TABLE_WIDTH = 2  # torch specialises a dimension of size 1: narrower tables are padded to this
+# Whether this torch can tie the per-request dimensions to one unbacked size (one graph for any batch).
+ONE_GRAPH = "shape_id" in inspect.signature(torch._dynamo.decorators.mark_unbacked).parameters
 
 
 # What torch raises when it cannot trace or compile a step (InductorError and BackendCompilerFailed are
@@ -46,8 +53,9 @@ def error_summary(err: BaseException) -> str:
 class CompiledDecode:
     """`model(batch)` for decode batches, compiled once for any batch size and context length."""
 
-    def __init__(self, model):
+    def __init__(self, model, one_graph: bool = ONE_GRAPH):
         self._compiled = torch.compile(model, fullgraph=True)
+        self.one_graph = one_graph
         self.compile_seconds = 0.0
 
     @staticmethod
@@ -59,21 +67,24 @@ class CompiledDecode:
         if batch.block_tables.shape[1] < MIN_TABLE_WIDTH:  # (extra entries are never attended to)
             batch.block_tables = torch.nn.functional.pad(batch.block_tables,
                                                          (0, MIN_TABLE_WIDTH - batch.block_tables.shape[1]))
-        if batch.num_requests > 1:
-            for name in _PER_REQUEST:
-                tensor = getattr(batch, name)
-                if tensor is not None:
-                    torch._dynamo.mark_dynamic(tensor, 0)
+        tensors = [t for t in (getattr(batch, name) for name in _PER_REQUEST) if t is not None]
+        if self.one_graph:
+            for tensor in tensors:
+                torch._dynamo.decorators.mark_unbacked(tensor, 0, shape_id="requests")
+        elif batch.num_requests > 1:
+            for tensor in tensors:
+                torch._dynamo.mark_dynamic(tensor, 0)
         torch._dynamo.mark_dynamic(batch.block_tables, 1)
         return self._compiled(batch)
 
     def warm_up(self, kv_pool, state_pool, max_batch: int, owner: str = "compile warm-up") -> float:
-        """Compile now, on throw-away decode steps of max_batch requests and of one: the first
-        compile takes a minute or more on two cores, later starts read inductor's cache. The pages
+        """Compile now, on a throw-away decode step of one request (and one of max_batch without
+        ONE_GRAPH): the first compile takes a minute or more on two cores, later starts read
+        inductor's cache. The pages
         and slots used are taken from the pools and given back (a slot is zeroed when next taken,
         a page's stale K/V is never attended to). Returns the seconds spent."""
         started = time.monotonic()
-        for n in sorted({max(1, max_batch), 1}, reverse=True):
+        for n in (1,) if self.one_graph else sorted({max(1, max_batch), 1}, reverse=True):
             pages = kv_pool.alloc(n, owner) if kv_pool.layer_ids else [0] * n
             slots = [state_pool.alloc(owner) for _ in range(n)] if state_pool.layer_ids else [-1] * n
             try:
