@@ -9,8 +9,8 @@ choose MKL or oneDNN, the MoE's form and the packed copies at run time.
 
 One compiled graph serves every decode batch: the batch size and the block tables' width are
 dynamic, so there is no padding and no per-size capture. The batch size is one unbacked symbol
-shared by every per-request tensor (`mark_unbacked(..., shape_id=...)`, torch 2.13), so a lone
-request needs no graph of its own; where torch lacks that (2.11), the size is marked dynamic and a
+shared by every per-request tensor (`mark_unbacked(..., shape_id=...)`, which torch 2.13 has), so
+a lone request needs no graph of its own; where torch lacks that, the size is marked dynamic and a
 lone request, which torch specialises, gets a second graph. They are compiled at start-up
 (`warm_up`), inductor's on-disk cache making later starts quick (default model on the 2-core build
 box: about 11 s with one graph, 20 s with two). Prompt steps stay eager (their chunked scan reads lengths on the

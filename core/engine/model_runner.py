@@ -1,8 +1,8 @@
 """The model runner: everything that touches tensors, nothing that decides who runs.
 
 It owns the model, the pools' tensors (KV, SWA when the model has one, state; (the scheduler hands out their pages and slots), the
-captured decode graphs (the CPU's compiled decode step) and sampling. One call turns a scheduled step into one sampled token per
-request that reached the end of its known tokens:
+captured decode graphs (on the CPU, the compiled decode step) and sampling. One call turns a
+scheduled step into one sampled token per request that reached the end of its known tokens:
 
     tokens = runner.run(step)   # [token or None per scheduled request]
 
@@ -116,7 +116,7 @@ class ModelRunner:
     # One step -----------------------------------------------------------------------------------
     def forward(self, step) -> torch.Tensor:
         """Logits [B, vocab] of a scheduled step: from a captured graph for a decode step that fits
-        one, else one forward pass over the batch."""
+        one (on the CPU, the compiled step for any decode step), else one forward pass over the batch."""
         self.last_step_graphed = True
         if self.decode_graphs is not None:
             chunks, prefix_lens, tables, slots = step_inputs(step)
