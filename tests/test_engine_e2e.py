@@ -218,3 +218,18 @@ def test_batch_lines_like_sglang(nemotron):
     assert len(decode) == 2  # 4 decode steps, a line every 2
     assert decode[0].startswith("Decode batch, #running-req: 2, #full token: ")
     assert "mamba num: 2, mamba usage: " in decode[0] and "gen throughput (token/s): " in decode[0]
+    assert "cpu graph: False" in decode[0]  # (eager steps: the suite turns the CPU's compiled step off)
+
+
+def test_the_first_decode_line_does_not_count_the_start_up(monkeypatch):
+    from bringup.core.engine import batch_log
+
+    clock = iter([100.0, 160.0, 161.0])  # built at 100, start-up over at 160 (a compile), line at 161
+    monkeypatch.setattr(batch_log.time, "monotonic", lambda: next(clock))
+    lines = []
+    log = batch_log.BatchLog(lines.append, interval=1)
+    log.restart()
+    stats = {"kv_tokens_used": 0, "kv_tokens_total": 8, "state_slots_used": 1, "state_slots_total": 2,
+             "num_running": 1, "num_queued": 0}
+    log.after_step(new_seqs=0, prefill_tokens=0, decode_tokens=4, seconds=0.1, stats=stats, graphed=True)
+    assert "cpu graph: True, gen throughput (token/s): 4.00," in lines[0]

@@ -21,8 +21,12 @@ class BatchLog:
         self.interval = int(interval)
         self.graph_label = "cpu graph" if device_type == "cpu" else "cuda graph"
         self.hybrid = hybrid
-        self._decode_steps = 0
-        self._decode_tokens = 0
+        self.restart()
+
+    def restart(self) -> None:
+        """Count decode steps and time from now (the engine calls it once start-up, with its compile
+        or warm-up, is over: the first line's throughput would count that time otherwise)."""
+        self._decode_steps = self._decode_tokens = 0
         self._graphed = False
         self._since = time.monotonic()
 

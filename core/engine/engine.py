@@ -170,6 +170,7 @@ class Engine:
         if self._cpu_compile_wanted(cpu_compile):
             self.compile_cpu_decode()
         self.warmup_report = self.warm_up() if self._warmup_wanted(warmup) else None
+        self.batch_log.restart()
         free_after = devices.free_memory(self.device)
         self.log(f"Memory pool end. avail mem={free_after / GB:.2f} GB")
         # The server prints SGLang's max_total_num_tokens=... summary line from server_info().
