@@ -160,3 +160,21 @@ def test_a_batch_torch_cannot_compile_runs_eagerly_and_the_rest_too(tiny_folder)
     assert any("failed on a batch of 3 (TorchDynamoException: Unsupported: data-dependent branch)" in line
                and "eagerly from now on" in line for line in lines)
     assert got == _engine(tiny_folder, False).generate(prompts[:3], params[:3])
+
+
+def test_the_cli_choice_names_the_engine_setting_and_refuses_others():
+    import argparse
+
+    from bringup.core.cli import bench as bench_cli
+    from bringup.core.cli import serve as serve_cli
+    from bringup.core.engine import facts
+    from bringup.core.errors import UserError
+
+    assert [facts.cpu_compile_choice(v) for v in ("auto", "ON", " off ")] == [None, True, False]
+    with pytest.raises(UserError, match="--cpu-compile 'maybe' is not a choice; use auto, on or off"):
+        facts.cpu_compile_choice("maybe")
+    for configure in (bench_cli.configure, serve_cli.configure):  # both commands take it
+        parser = argparse.ArgumentParser()
+        configure(parser)
+        assert parser.parse_args(["default", "--cpu-compile", "off"]).cpu_compile == "off"
+        assert parser.parse_args(["default"]).cpu_compile == "auto"
