@@ -240,7 +240,7 @@ def run_bench(settings: BenchSettings, log=print) -> BenchResult:
     log(f"bench: loading {settings.source} for the engine…")
     engine = Engine(source, device=settings.device, dtype=settings.dtype, mem_fraction=settings.mem_fraction,
                     max_running_requests=settings.max_running_requests,
-                    log=lambda m: log(f"  engine: {m}") if m.startswith("CPU: compil") else None,
+                    log=lambda m: log(f"  engine: {m}") if m.startswith(("CPU: compil", "CPU: decode step compiled")) else None,
                     load_format=settings.load_format, cpu_threads=settings.cpu_threads,
                     cpu_compile=settings.cpu_compile)
     device = engine.device

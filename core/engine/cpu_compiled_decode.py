@@ -13,8 +13,8 @@ shared by every per-request tensor (`mark_unbacked(..., shape_id=...)`, which to
 a lone request needs no graph of its own; where torch lacks that, the size is marked dynamic and a
 lone request, which torch specialises, gets a second graph. They are compiled at start-up
 (`warm_up`), inductor's on-disk cache making later starts quick (default model on the 2-core build
-box: about 11 s with one graph, 20 s with two). Prompt steps stay eager (their chunked scan reads lengths on the
-host). The pools keep one tensor per layer (pools.py) so that the step writes the states and K/V
+box: about 11 s with one graph, 20 s with two). Prompt steps stay eager (their chunked scan reads
+lengths on the host). The pools keep one tensor per layer (pools.py) so that the step writes the states and K/V
 where they lie instead of copying a whole pool back.
 
 Compiling needs a C++ compiler; if torch.compile fails for any reason the error is logged and
@@ -80,9 +80,8 @@ class CompiledDecode:
     def warm_up(self, kv_pool, state_pool, max_batch: int, owner: str = "compile warm-up") -> float:
         """Compile now, on a throw-away decode step of one request (and one of max_batch without
         ONE_GRAPH): the first compile takes a minute or more on two cores, later starts read
-        inductor's cache. The pages
-        and slots used are taken from the pools and given back (a slot is zeroed when next taken,
-        a page's stale K/V is never attended to). Returns the seconds spent."""
+        inductor's cache. The pages and slots used are taken from the pools and given back (a slot
+        is zeroed when next taken, a page's stale K/V is never attended to). Returns the seconds spent."""
         started = time.monotonic()
         for n in (1,) if self.one_graph else sorted({max(1, max_batch), 1}, reverse=True):
             pages = kv_pool.alloc(n, owner) if kv_pool.layer_ids else [0] * n

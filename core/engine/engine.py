@@ -50,6 +50,13 @@ STRATEGY = ("embedded: paged KV pool over full-attention layers, an SWA pool hol
 PACKED_SHARE = 0.5  # of the memory available at start, for a CPU model's weights and their packed copies
 
 
+def _env_default(name: str, default: bool) -> bool:
+    """A switch's default: the env var's 0 or 1 where set so, else `default` (an explicit argument
+    is the caller's to prefer)."""
+    env = os.environ.get(name, "").strip()
+    return env == "1" if env in ("0", "1") else bool(default)
+
+
 def default_log(message: str) -> None:
     print(f"[{time.strftime('%Y-%m-%d %H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
@@ -66,8 +73,8 @@ class Engine:
         BRINGUP_CUDA_GRAPHS=0/1 overrides); `graph_factory` stands in for the device graph (tests).
         `cpu_threads`: torch's threads on the CPU (None: the cores idle at start, cpu_threads.py).
         `warmup`: run a few steps at real sizes before the first request (warmup.py); None: on
-        accelerators, off on the CPU, where nothing compiles (env BRINGUP_WARMUP=0/1 overrides that
-        default, not an explicit True or False, as BRINGUP_CUDA_GRAPHS does for `cuda_graphs`).
+        accelerators, off on the CPU, whose decode compile warms up on its own (env BRINGUP_WARMUP=0/1
+        overrides that default, not an explicit True or False, as BRINGUP_CUDA_GRAPHS does for `cuda_graphs`).
         `cpu_compile`: decode steps compiled with torch.compile on the CPU, at start-up
         (cpu_compiled_decode.py); None: on for a CPU engine (env BRINGUP_CPU_COMPILE=0/1 overrides)."""
         self.log = log or default_log
@@ -183,9 +190,8 @@ class Engine:
     def _graphs_wanted(self, cuda_graphs, graph_factory) -> bool:
         from .decode_graphs import graphs_supported
 
-        env = os.environ.get(CUDA_GRAPHS_ENV, "").strip()
         if cuda_graphs is None:
-            cuda_graphs = env == "1" if env in ("0", "1") else graphs_supported(self.device)
+            cuda_graphs = _env_default(CUDA_GRAPHS_ENV, graphs_supported(self.device))
         if cuda_graphs and graph_factory is None and not graphs_supported(self.device):
             raise UserError(f"CUDA graphs need a CUDA device (or an XPU with torch.xpu graphs), not {self.device}; "
                             f"leave cuda_graphs off (unset {CUDA_GRAPHS_ENV})")
@@ -221,8 +227,7 @@ class Engine:
             return False
         if cpu_compile is not None:
             return bool(cpu_compile)
-        env = os.environ.get(CPU_COMPILE_ENV, "").strip()
-        return env != "0"
+        return _env_default(CPU_COMPILE_ENV, True)
 
     def compile_cpu_decode(self) -> float | None:
         """Compile the CPU's decode step now (cpu_compiled_decode.py), logging how long it took; a
@@ -246,8 +251,7 @@ class Engine:
         """As for graphs: an explicit argument wins; the env var sets the default it leaves open."""
         if warmup is not None:
             return bool(warmup)
-        env = os.environ.get(WARMUP_ENV, "").strip()
-        return env == "1" if env in ("0", "1") else self.device.type in ("cuda", "xpu")
+        return _env_default(WARMUP_ENV, self.device.type in ("cuda", "xpu"))
 
     def warm_up(self):
         """Prompt and mixed steps at the chunk size, then decodes, before any request: their

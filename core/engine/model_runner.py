@@ -125,6 +125,7 @@ class ModelRunner:
                 return self.decode_graphs.run([c[0] for c in chunks], prefix_lens, tables, slots)
         batch = build_batch(step, self.kv_pool, self.state_pool, self.device, self.swa_pool)
         if self.compiled_decode is not None and self.compiled_decode.takes(batch):
+            # (imported here: the module imports torch._dynamo, seconds an engine without it never pays)
             from .cpu_compiled_decode import COMPILE_ERRORS, error_summary
 
             try:
