@@ -51,7 +51,7 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     folder = args.checkpoint
     if folder is None:
-        from bringup.core.engine.default_model import ensure_default_checkpoint
+        from bringup.core.sources.default_model import ensure_default_checkpoint
 
         folder = str(ensure_default_checkpoint())
     loaded = load_model(folder, device=args.device, dtype=args.dtype)

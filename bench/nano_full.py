@@ -220,7 +220,7 @@ def top_kernels(engine, n: int = 14, prefill_tokens: int = 0) -> str:
 
 def run_engine_batch(engine, B: int, in_len: int, out_len: int, vocab: int, seed: int, trace=None,
                      profile_step: int | None = None, profile_dir: str | None = None) -> dict:
-    from bringup.core.engine.bench import make_workload
+    from bringup.core.bench.throughput import make_workload
     from bringup.core.engine.sampling import SamplingParams
 
     work = make_workload(B, (in_len, in_len), (out_len, out_len), seed, vocab)
@@ -309,7 +309,7 @@ def _print_trace(trace, prefix: str) -> None:
 
 
 def run_hf(model, work, B: int, new_tokens: int, pad_id: int, device) -> dict:
-    from bringup.core.engine.bench import run_transformers
+    from bringup.core.bench.throughput import run_transformers
 
     short = [(p, new_tokens) for p, _ in work[:B]]
     run_transformers(model, [(p[:8], 2) for p, _ in short], B, pad_id, device)  # warm-up
@@ -428,7 +428,7 @@ def main() -> int:
     hf_batches = [r for r in rows if r["batch"] <= args.hf_max_batch]
     if hf_batches and time.perf_counter() - began < args.budget_s:
         from bringup.core.engine import device as devices
-        from bringup.core.engine.hf_twin import transformers_twin
+        from bringup.core.bench.hf_twin import transformers_twin
 
         model, config = engine.model, engine.config
         del engine

@@ -1,5 +1,5 @@
 """Throughput of the engine on a Qwen3.5-shaped model with dummy weights, next to transformers'
-`generate` on the same random weights, in one run (core/engine/bench.py does the measuring; the
+`generate` on the same random weights, in one run (core/bench/throughput.py does the measuring; the
 transformers model gets the engine's weights through hf_twin.py).
 
     python bench/qwen3_5_dummy.py [--device cuda] [--layers 8] [--num-seqs 16] [--input-len 64:256]
@@ -40,7 +40,7 @@ def config(layers: int) -> dict:
 
 
 def main() -> int:
-    from bringup.core.engine.bench import BenchSettings, parse_range, run_bench
+    from bringup.core.bench.throughput import BenchSettings, parse_range, run_bench
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda")

@@ -1,12 +1,26 @@
-"""Versions as installed (package metadata), read without importing the packages: the About box and
-`bringup --version` say what is really there, and asking never loads torch."""
+"""Versions: as installed (package metadata, read without importing the packages: the About box and
+`bringup --version` say what is really there, and asking never loads torch), and as people write
+them (`release`: one type for every engine release the project reasons about, packaging's Version,
+so 0.19.0rc1 < 0.19.0 < 0.19.0.post1 < 0.20.0 as PEP 440 orders them)."""
 
 from __future__ import annotations
 
 import platform
 from importlib import metadata
 
+from packaging.version import InvalidVersion, Version
+
 DISTRIBUTION = "bringup-workbench"
+
+
+def release(text: str | tuple[int, ...]) -> Version:
+    """'0.5.19', '0.19.0rc1', '2.8.0+cpu' or (0, 5, 19) as a Version; ValueError when it is none."""
+    if isinstance(text, tuple):
+        text = ".".join(map(str, text))
+    try:
+        return Version(str(text).strip())
+    except InvalidVersion:
+        raise ValueError(f"{text!r} is not a version number") from None
 
 
 def package_version(name: str) -> str | None:

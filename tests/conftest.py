@@ -11,6 +11,7 @@ not), and nothing the tests do may touch the user's own settings or engine recor
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -18,16 +19,17 @@ from pathlib import Path
 import psutil
 import pytest
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-SHARED_MODELS = SHARED / "models"  # real configs, read in place
-NANO_CONFIG = SHARED_MODELS / "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B.json"
+# Helpers shared by the rooms' test folders (tests/helpers/) are imported by bare name.
+sys.path.insert(0, str(Path(__file__).resolve().parent / "helpers"))
+
+from repo_paths import NANO_CONFIG, SHARED, SHARED_MODELS  # noqa: E402
 
 # Set before any test (and so inherited by every child process the tests start).
 _SCRATCH = Path(tempfile.mkdtemp(prefix="bringup-tests-"))
 os.environ["BRINGUP_SETTINGS"] = str(_SCRATCH / "settings.ini")
 os.environ["BRINGUP_ENGINES_DIR"] = str(_SCRATCH / "engines")
 # CPU engines decode eagerly unless a test asks for the compiled step (a compile takes a minute on two
-# cores; tests/test_engine_cpu_compiled.py covers it with one engine).
+# cores; tests/core/engine/test_engine_cpu_compiled.py covers it with one engine).
 os.environ.setdefault("BRINGUP_CPU_COMPILE", "0")
 # On a GPU, every float32 Triton dot at IEEE precision from the first compile on (the engine asks
 # for it when it builds a float32 model, but kernel tests compile before that; kernels/precision.py).
@@ -40,7 +42,7 @@ def pytest_configure(config) -> None:
         pytest.exit(
             f"the tests read real model configs from {SHARED_MODELS}, which is missing.\n"
             f"Check out the shared folder next to this repository ({SHARED}: models/, reference/, DESIGN.md), "
-            "or run only tests that need none of it, e.g. `pytest tests/test_layering.py`.",
+            "or run only tests that need none of it, e.g. `pytest tests/project/test_layering.py`.",
             returncode=4)
 
 

@@ -126,10 +126,10 @@ def main(argv=None) -> int:
             print(emit(version, facts, found))
             return 0
         from bringup.core.rules.profiles import profile_for
+        from bringup.core.versions import release
 
-        numbers = tuple(int(x) for x in version.split(".")[:3])
-        profile = profile_for(numbers)
-        if profile is not None and profile.version != numbers:
+        profile = profile_for(release(version))
+        if profile is not None and profile.release != release(version):
             print(f"no profile for sglang {version}; comparing with the nearest earlier one, {profile.label}\n")
         return 1 if compare(facts, profile) + compare_messages(found, profile) else 0
 

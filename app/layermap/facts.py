@@ -9,7 +9,7 @@ from __future__ import annotations
 from bringup.app.layermap.style import FFN_NAMES, MIXER_NAMES
 from bringup.core.layermap.provenance import fact_sources, read_by
 from bringup.core.layermap.vocabulary import Layer, LayerMap
-from bringup.core.planner.sizes import format_bytes
+from bringup.core.layermap.sizes import format_bytes
 
 KV_BYTES = 2  # bf16
 CONV_BYTES = 2  # bf16

@@ -12,7 +12,7 @@ from bringup.app.layermap.layout import GUTTER, LEGEND_H, MARGIN, CellBox, MapLa
 from bringup.app.layermap.facts import kv_bytes_per_token, state_bytes_per_request
 from bringup.app.layermap.state import LayerMapState
 from bringup.core.layermap.vocabulary import LayerMap
-from bringup.core.planner.sizes import format_bytes
+from bringup.core.layermap.sizes import format_bytes
 
 MIXER_LETTERS = {
     "attention": "A",

@@ -15,21 +15,21 @@ from pathlib import Path
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QGuiApplication, QKeySequence, QShortcut, QTextCursor, QTextFormat
 from PySide6.QtWidgets import (
-    QFileDialog,
-    QGroupBox,
-    QHBoxLayout,
-    QLabel,
-    QPlainTextEdit,
-    QPushButton,
-    QSplitter,
-    QTabWidget,
-    QTextEdit,
-    QVBoxLayout,
-    QWidget,
-)
+                               QFileDialog,
+                               QGroupBox,
+                               QHBoxLayout,
+                               QLabel,
+                               QPlainTextEdit,
+                               QPushButton,
+                               QSplitter,
+                               QTabWidget,
+                               QTextEdit,
+                               QVBoxLayout,
+                               QWidget,
+                               )
 
 from bringup.app.layermap.highlight import Highlight
-from bringup.core.planner.sizes import format_bytes
+from bringup.core.layermap.sizes import format_bytes
 
 from .background import Background
 from .findings_widgets import FindingsList, as_dict, layer_rows

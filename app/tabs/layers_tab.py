@@ -10,7 +10,7 @@ from PySide6.QtWidgets import QAbstractItemView, QHBoxLayout, QHeaderView, QLabe
 
 from bringup.app.layermap.facts import human_count, kv_bytes_per_token, pool_text, state_bytes_per_request
 from bringup.core.layermap.vocabulary import LayerMap
-from bringup.core.planner.sizes import format_bytes
+from bringup.core.layermap.sizes import format_bytes
 
 COLUMNS = ("layer", "mixer", "ffn", "KV pool", "state pool", "PP stage", "params", "KV / token", "state / request")
 

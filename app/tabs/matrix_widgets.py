@@ -1,5 +1,5 @@
 """The compatibility matrix as colour grids: one block per device, mamba strategy rows, attention
-backend columns, each cell ok / warning / failure (from `bringup.core.rules.matrix`)."""
+backend columns, each cell ok / warning / failure (from `bringup.core.validate.matrix`)."""
 
 from __future__ import annotations
 

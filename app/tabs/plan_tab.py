@@ -14,33 +14,33 @@ import traceback
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
-    QCheckBox,
-    QComboBox,
-    QDoubleSpinBox,
-    QFormLayout,
-    QGridLayout,
-    QGroupBox,
-    QHBoxLayout,
-    QLabel,
-    QScrollArea,
-    QSpinBox,
-    QVBoxLayout,
-    QWidget,
-)
+                               QCheckBox,
+                               QComboBox,
+                               QDoubleSpinBox,
+                               QFormLayout,
+                               QGridLayout,
+                               QGroupBox,
+                               QHBoxLayout,
+                               QLabel,
+                               QScrollArea,
+                               QSpinBox,
+                               QVBoxLayout,
+                               QWidget,
+                               )
 
 from bringup.core.planner.device_presets import PRESETS as _PRESETS
-from bringup.core.planner.sizes import format_bytes
+from bringup.core.layermap.sizes import format_bytes
 
 from .background import Background
 from .plan_text import (
-    assumed_text,
-    bottleneck_name,
-    bottleneck_note,
-    busiest_stage,
-    comparison_html,
-    plan_segments,
-    running_note,
-)
+                        assumed_text,
+                        bottleneck_name,
+                        bottleneck_note,
+                        busiest_stage,
+                        comparison_html,
+                        plan_segments,
+                        running_note,
+                        )
 from .plan_widgets import GIB, FigureCard, MemoryBar, StageTable, fmt_count
 
 # Device memory presets: one entry per real device (a Max 1550 is two 64 GB devices in FLAT mode),
@@ -91,7 +91,7 @@ class PlanTab(QWidget):
 
     # --- layout -------------------------------------------------------------------------------
     def _build(self) -> None:
-        from bringup.core.planner.dtypes import DTYPE_BYTES
+        from bringup.core.layermap.dtypes import DTYPE_BYTES
 
         dtypes = list(DTYPE_BYTES)
         self.preset = QComboBox()
@@ -358,7 +358,7 @@ class PlanTab(QWidget):
         kwargs = self.settings()
         weights = {}
         if self._checkpoint is not None:  # read once per model, not per what-if step
-            from bringup.core.planner.dtypes import dtype_bytes
+            from bringup.core.layermap.dtypes import dtype_bytes
 
             weights = {"weights_bytes": self._checkpoint.bytes_as(dtype_bytes(PLAN_DTYPE))}
         try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from bringup.core.planner.sizes import format_bytes
+from bringup.core.layermap.sizes import format_bytes
 
 from .plan_widgets import Segment, fmt_count
 

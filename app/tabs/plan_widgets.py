@@ -7,18 +7,18 @@ from dataclasses import dataclass
 from PySide6.QtCore import QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QFont, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import (
-    QAbstractItemView,
-    QFrame,
-    QHeaderView,
-    QLabel,
-    QSizePolicy,
-    QTableWidget,
-    QTableWidgetItem,
-    QVBoxLayout,
-    QWidget,
-)
+                               QAbstractItemView,
+                               QFrame,
+                               QHeaderView,
+                               QLabel,
+                               QSizePolicy,
+                               QTableWidget,
+                               QTableWidgetItem,
+                               QVBoxLayout,
+                               QWidget,
+                               )
 
-from bringup.core.planner.sizes import format_bytes
+from bringup.core.layermap.sizes import format_bytes
 
 GIB = 1 << 30
 MIB = 1 << 20

@@ -87,7 +87,7 @@ def launch_settings(settings: dict):
 def validate(layer_map, settings: dict, available_devices: list[str] | None = None) -> dict:
     """Validate the form's settings; the result as the widgets read it (the `--json` shape), plus
     "launch": the Launch itself, which the Run tab starts."""
-    from bringup.core.rules.validate import validate as core_validate
+    from bringup.core.validate.validate import validate as core_validate
 
     target, launch = launch_settings(settings)
     memory = settings.get("device_memory")  # bytes of one device: Validate then includes the memory plan
@@ -118,7 +118,7 @@ def matrix_key(settings: dict) -> tuple:
 
 def matrix(layer_map, settings: dict) -> dict:
     """Every device x strategy x backend for this model and target, the other settings held."""
-    from bringup.core.rules.matrix import compatibility_matrix
+    from bringup.core.validate.matrix import compatibility_matrix
 
     target, launch = launch_settings(settings)
     return compatibility_matrix(layer_map, target, launch).to_json()

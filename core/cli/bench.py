@@ -29,7 +29,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from bringup.core.engine.bench import BenchSettings, parse_range, run_bench
+    from bringup.core.bench.throughput import BenchSettings, parse_range, run_bench
 
     if args.num_seqs < 1:
         raise UserError(f"--num-seqs {args.num_seqs} must be at least 1")

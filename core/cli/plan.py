@@ -78,7 +78,7 @@ def _read_log(path: str):
 
 
 def _bytes(text: str) -> int:
-    from bringup.core.planner.sizes import parse_size
+    from bringup.core.layermap.sizes import parse_size
 
     return parse_size(text)
 
@@ -104,7 +104,7 @@ def _parallel_blockers(layer_map, target: str, device: str, tp: int, pp: int) ->
     if tp == 1 and pp == 1:
         return []
     from bringup.core.rules.settings import LaunchSettings
-    from bringup.core.rules.validate import validate
+    from bringup.core.validate.validate import validate
 
     result = validate(layer_map, target, LaunchSettings(device=device, tp=tp, pp=pp))
     return [f"this launch would not start: {f.message} Fix: {f.fix}" if f.fix else f"this launch would not start: {f.message}"

@@ -42,8 +42,8 @@ def main(args: argparse.Namespace) -> int:
             raise UserError(f"--{flag.replace('_', '-')} {value} must be at least 1")
     if args.drain_grace is not None and not 0 <= args.drain_grace <= 3600:
         raise UserError(f"--drain-grace {args.drain_grace:g} must be between 0 and 3600 seconds")
-    from bringup.core.engine.api_access import resolve_api_key
-    from bringup.core.engine.launch import serve
+    from bringup.core.serve.access import resolve_api_key
+    from bringup.core.serve.launch import serve
 
     api_key = resolve_api_key(args.api_key, args.api_key_file)
     limits = {"max_body_bytes": args.max_body_bytes, "max_prompts": args.max_prompts_per_request,

@@ -52,7 +52,8 @@ def _device_memory(args) -> tuple[int | None, str]:
 
 
 def main(args: argparse.Namespace) -> int:
-    from bringup.core.rules import LaunchSettings, compatibility_matrix, parse_target, validate
+    from bringup.core.rules import LaunchSettings, parse_target
+    from bringup.core.validate import compatibility_matrix, validate
     from bringup.core.sources.resolve import load_layer_map
 
     target = parse_target(args.target)  # bad target text fails before any loading

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import psutil
 
+from bringup.core.client.process_tree import descendants, end_processes, end_tree, signal_group
+
 # Where `bringup serve` finds the read end of the window's pipe (an inherited fd number).
 PARENT_FD_ENV = "BRINGUP_PARENT_FD"
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
@@ -136,13 +138,7 @@ def leftover_engines() -> list[EngineRecord]:
 def end_leftover(rec: EngineRecord, timeout: float = 5.0) -> bool:
     """End a leftover engine and everything it started; True when it is gone."""
     if _alive(rec.pid, rec.created):
-        from bringup.core.client.engine_process import kill_tree
-
-        try:
-            os.killpg(rec.pid, signal.SIGTERM)  # its own session: the group reaches its children
-        except OSError:
-            pass
-        kill_tree(rec.pid, timeout=timeout)
+        end_tree(rec.pid, timeout, group=True)  # its own session: the group reaches its children
     gone = not _alive(rec.pid, rec.created)
     if gone and rec.path is not None:
         _unlink(rec.path)
@@ -210,17 +206,7 @@ def watch_parent_pipe(grace_s: float = 3.0) -> bool:
 
 
 def _end_own_group(grace_s: float) -> None:
-    me = psutil.Process()
-    children = me.children(recursive=True)
-    for p in children:
-        try:
-            p.terminate()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(children, timeout=grace_s)
+    end_processes(descendants(os.getpid()), grace_s)
     if os.getpgrp() == os.getpid():  # our own session (the window starts us so): take the group too
-        try:
-            os.killpg(os.getpgrp(), signal.SIGKILL)
-        except OSError:
-            pass
+        signal_group(os.getpgrp(), signal.SIGKILL)
     os._exit(0)

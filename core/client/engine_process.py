@@ -16,9 +16,9 @@ import threading
 import time
 from typing import Callable
 
-import psutil
 
 from bringup.core.client import engine_lifetime
+from bringup.core.client.process_tree import descendants, end_processes, signal_group
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -106,7 +106,7 @@ class EngineProcess:
         """The engine died on its own (crash, OOM kill): end what it started, which would otherwise
         live on as orphans holding device memory and ports."""
         if self.proc is not None and self.proc.poll() is not None:
-            _signal_group(self.proc.pid, signal.SIGKILL)
+            signal_group(self.proc.pid, signal.SIGKILL)
             self._forget()
 
     def _close_lifeline(self) -> None:
@@ -123,57 +123,15 @@ class EngineProcess:
         """SIGTERM the whole tree, SIGKILL what is left after `timeout`; returns the exit code."""
         if self.proc is None:
             return None
-        children = _descendants(self.proc.pid)  # before the root dies and they re-parent
-        _signal_group(self.proc.pid, signal.SIGTERM)
-        for p in children:
-            _quietly(p.terminate)
+        children = descendants(self.proc.pid)  # before the root dies and they re-parent
+        signal_group(self.proc.pid, signal.SIGTERM)  # its own session: the group holds the tree
         try:
-            code = self.proc.wait(timeout=timeout)
+            code = self.proc.wait(timeout=timeout)  # our child: its exit code, through Popen
         except subprocess.TimeoutExpired:
-            _signal_group(self.proc.pid, signal.SIGKILL)
+            signal_group(self.proc.pid, signal.SIGKILL)
             self.proc.kill()
             code = self.proc.wait(timeout=timeout)
-        _, alive = psutil.wait_procs(children, timeout=timeout)
-        for p in alive:
-            _quietly(p.kill)
+        end_processes(children, timeout)
         self._forget()
         self.wait_log_drained()
         return code
-
-
-def _descendants(pid: int) -> list[psutil.Process]:
-    try:
-        return psutil.Process(pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        return []
-
-
-def _signal_group(pid: int, sig: int) -> None:
-    """The engine runs in its own session, so its process group (id = the engine's pid) holds
-    everything it started, and outlives the engine: its children are still reached after it died."""
-    try:
-        os.killpg(pid, sig)
-    except (ProcessLookupError, PermissionError, OSError):
-        pass
-
-
-def _quietly(action) -> None:
-    try:
-        action()
-    except psutil.NoSuchProcess:
-        pass
-
-
-def kill_tree(pid: int, timeout: float = 5.0) -> None:
-    """End a process that is not our child (an engine found running) and all its descendants."""
-    try:
-        root = psutil.Process(pid)
-    except psutil.NoSuchProcess:
-        return
-    procs = _descendants(pid) + [root]
-    for p in procs:
-        _quietly(p.terminate)
-    _, alive = psutil.wait_procs(procs, timeout=timeout)
-    for p in alive:
-        _quietly(p.kill)
-    psutil.wait_procs(alive, timeout=timeout)

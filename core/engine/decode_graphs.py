@@ -7,7 +7,7 @@ replayed from that bucket's graph, so the host launches one graph instead of hun
 Padding rows read and write one scratch KV page and one scratch state slot reserved for them (a
 request's cache is never touched); their logits are dropped. Each bucket keeps one static
 ForwardBatch whose tensors the graph reads; a step's values are uploaded in one copy and copied
-into it on the device. This needs a decode step with no host reads (tests/test_engine_host_syncs.py).
+into it on the device. This needs a decode step with no host reads (tests/core/engine/test_engine_host_syncs.py).
 
 The padding and the static-buffer plumbing are tested on the CPU with a stand-in for the graph
 that re-runs the captured call; the padding page and slot are allocated beyond the plan's pools

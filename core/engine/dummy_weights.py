@@ -26,20 +26,11 @@ import torch
 
 from bringup.core.errors import UserError
 
-LOAD_FORMATS = ("auto", "dummy")
 DEFAULT_SEED = 0
 GB = 1024**3
 # Weights may take at most this share of the device's free memory: pools and activations need the rest.
 MAX_WEIGHT_SHARE = 0.95
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json")
-
-
-def check_load_format(load_format: str | None) -> str:
-    value = (load_format or "auto").strip().lower()
-    if value not in LOAD_FORMATS:
-        raise UserError(f"--load-format {load_format!r} is not known; use auto (the checkpoint's weights) "
-                        "or dummy (random weights at the model's real size)")
-    return value
 
 
 def resolve_config(source):
@@ -110,8 +101,7 @@ def fill_dummy_(model, config: dict, seed: int = DEFAULT_SEED) -> None:
 def load_dummy_model(source, *, device="cpu", dtype="auto", seed: int = DEFAULT_SEED, progress=None):
     """LoadedModel (as loader.load_model returns) with random weights; `folder` is the folder the
     config came from (None for the catalogue). Refuses before allocating when it cannot fit."""
-    from .loader import LoadedModel, build_model, resolve_device, resolve_dtype
-    from .loader import _decode_special_floats
+    from .loader import LoadedModel, build_model, decode_special_floats, resolve_device, resolve_dtype
     from . import device as devices
     from .models import UnsupportedModelError, model_class_for
     from bringup.kernels.dispatch import ops_for
@@ -120,7 +110,7 @@ def load_dummy_model(source, *, device="cpu", dtype="auto", seed: int = DEFAULT_
     loaded = resolve_config(source)
     from .models import decoder_config
 
-    config = decoder_config(_decode_special_floats(loaded.config))
+    config = decoder_config(decode_special_floats(loaded.config))
     dev, dt = resolve_device(device), resolve_dtype(dtype, config)
     try:
         cls = model_class_for(config)
@@ -208,7 +198,7 @@ class VocabCoveringTokenizer:
 def bundled_tokenizer():
     """The default model's tokenizer: from its cached checkpoint when built, else trained in memory
     (a second or two; nothing written)."""
-    from .default_model import DEFAULT_SPEC, build_tokenizer, checkpoint_dir, is_complete
+    from bringup.core.sources.default_model import DEFAULT_SPEC, build_tokenizer, checkpoint_dir, is_complete
 
     folder = checkpoint_dir()
     if is_complete(folder):

@@ -91,8 +91,9 @@ class Engine:
         started = time.monotonic()
         free_before = devices.free_memory(self.device)
         self.log(f"Load weight begin. avail mem={free_before / GB:.2f} GB")
-        from .dummy_weights import check_load_format, dummy_tokenizer
-        from .loader import load_model, load_tokenizer, weights_bytes
+        from .dummy_weights import dummy_tokenizer
+        from .loader import load_tokenizer, weights_bytes
+        from .model_source import check_load_format, load_model
 
         self.load_format = check_load_format(load_format)
         loaded = load_model(model, device=self.device, dtype=dtype, load_format=self.load_format)

@@ -140,21 +140,21 @@ def _tqdm_reporting_to(progress: Progress, every_s: float = 0.5):
 
 # Reading it --------------------------------------------------------------------------------------
 
-def _decode_special_floats(value):
+def decode_special_floats(value):
     """transformers writes inf as {"__float__": "Infinity"}; turn such objects back into floats."""
     if isinstance(value, dict):
         if set(value) == {"__float__"}:
             return float(value["__float__"])
-        return {k: _decode_special_floats(v) for k, v in value.items()}
+        return {k: decode_special_floats(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_decode_special_floats(v) for v in value]
+        return [decode_special_floats(v) for v in value]
     return value
 
 
 def read_model_config(folder: Path) -> dict:
     if is_gguf_path(folder):
         return read_gguf_config(folder)
-    return _decode_special_floats(read_config_file(Path(folder) / "config.json"))
+    return decode_special_floats(read_config_file(Path(folder) / "config.json"))
 
 
 def safetensors_files(folder: Path) -> list[Path]:
@@ -248,13 +248,8 @@ def build_model(config: dict, *, device="cpu", dtype=torch.float32, ops=None, na
     return model.eval()
 
 
-def load_model(source, *, device="cpu", dtype="auto", progress: Progress | None = None,
-               load_format: str = "auto") -> LoadedModel:
-    """`load_format` "dummy": the config's model at full size with seeded random weights (dummy_weights.py)."""
-    from .dummy_weights import check_load_format, load_dummy_model
-
-    if check_load_format(load_format) == "dummy":
-        return load_dummy_model(source, device=device, dtype=dtype, progress=progress)
+def load_model(source, *, device="cpu", dtype="auto", progress: Progress | None = None) -> LoadedModel:
+    """The checkpoint's model with its weights (random weights instead: model_source.load_model)."""
     started = time.monotonic()
     folder = resolve_checkpoint(source, progress=progress)
     config = decoder_config(read_model_config(folder))

@@ -4,12 +4,12 @@ Flag names: sglang/srt/server_args.py of the profiled releases (sglang-notes §5
 
 from __future__ import annotations
 
-import re
+from bringup.core.versions import release
 
 # --debug-tensor-dump-output-folder writes one Pass{N}.pt of leaf outputs per forward per rank from 0.5.5 on
 # (sglang/srt/debug_utils/tensor_dump_forward_hook.py is first in the 0.5.5 wheel; same file in 0.5.6, 0.5.17,
 # 0.5.23). 0.4.4-0.5.4 accept the flag but write no such files (in 0.5.4 only logits_processor.py and grok.py read it).
-TENSOR_DUMP_SINCE = (0, 5, 5)
+TENSOR_DUMP_SINCE = release("0.5.5")
 
 
 class TensorDumpUnsupported(RuntimeError):
@@ -27,8 +27,11 @@ def installed_version() -> str | None:
 
 def tensor_dump_arguments(folder: str, version: str | None) -> list[str]:
     """The dump flag for `version` (None: unknown, the flag is given and SGLang judges it)."""
-    m = re.match(r"(\d+)\.(\d+)\.(\d+)", version or "")
-    if m and tuple(map(int, m.groups())) < TENSOR_DUMP_SINCE:
+    try:
+        known = release(version) if version else None
+    except ValueError:
+        known = None  # a local build's odd version: SGLang judges the flag itself
+    if known is not None and known < TENSOR_DUMP_SINCE:
         raise TensorDumpUnsupported(
             f"SGLang {version} writes no per-layer tensor dumps (--debug-tensor-dump-output-folder writes "
             f"TP*_PP*_Rank*_pid*/Pass*.pt files from 0.5.5 on); install sglang>=0.5.5 or start without 'Dump layers'")

@@ -43,7 +43,7 @@ def capture(source, *, device, dtype, prompt: str | None = None, sequences: list
             log=None) -> dict:
     import torch
 
-    from bringup.core.engine.default_model import resolve_default
+    from bringup.core.sources.default_model import resolve_default
     from bringup.core.engine.engine import Engine
     from bringup.core.engine.sampling import SamplingParams
     from bringup.core.errors import UserError

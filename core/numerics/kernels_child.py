@@ -58,7 +58,7 @@ def main(argv=None) -> int:
     parser.add_argument("--prefill-tokens", type=int, default=None,
                         help=f"tokens of the long prompt (0: none; default {LONG_PREFILL_TOKENS} on an accelerator, 0 on cpu)")
     args = parser.parse_args(argv)
-    from bringup.core.engine.default_model import resolve_default
+    from bringup.core.sources.default_model import resolve_default
     from bringup.core.engine.device import resolve_device
     from bringup.core.engine.engine import Engine
     from bringup.core.errors import UserError

@@ -61,7 +61,7 @@ def resolve_device_memory(device_memory, device: str = "auto", target: str = "em
     device 'auto', SGLang targets plan for cuda and the embedded engine for cpu.
     """
     from .plan import parse_target
-    from .sizes import parse_size
+    from bringup.core.layermap.sizes import parse_size
 
     kind, _ = parse_target(target)
     device = (device or "auto").lower()

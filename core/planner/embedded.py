@@ -28,9 +28,9 @@ from __future__ import annotations
 from bringup.core.engine.facts import DEFAULT_PAGE_SIZE
 from bringup.core.layermap.vocabulary import LayerMap
 
-from . import geometry
+from bringup.core.layermap import geometry
 from .budget import config_context, page_ceil, page_floor
-from .sizes import format_bytes
+from bringup.core.layermap.sizes import format_bytes
 from .memory_plan import Capacity, MemoryPlan, Segment
 
 GIB = 1024**3

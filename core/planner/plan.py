@@ -7,25 +7,26 @@ from pathlib import Path
 from bringup.core.errors import UserError
 from bringup.core.layermap.vocabulary import LayerMap
 
-from .dtypes import canonical_dtype, dtype_bytes, model_dtype
+from bringup.core.layermap.dtypes import canonical_dtype, dtype_bytes, model_dtype
 from .memory_plan import MemoryPlan
 from .weights import checkpoint_weights
 
 
-def parse_target(target: str) -> tuple[str, tuple[int, ...] | None]:
-    """'embedded' -> ('embedded', None); 'sglang==0.5.23' -> ('sglang', (0, 5, 23)); 'sglang' alone: the
-    newest rule profile's release; 'vllm==0.33.0' -> ('vllm', (0, 33, 0)), 'vllm' alone: the release read. The grammar is the rules' (core/rules/targets.py), for every command."""
+def parse_target(target: str):
+    """'embedded' -> ('embedded', None); 'sglang==0.5.23' -> ('sglang', Version('0.5.23')); 'sglang' alone:
+    the newest rule profile's release; 'vllm==0.33.0' -> ('vllm', Version('0.33.0')), 'vllm' alone: the
+    release read. The grammar is the rules' (core/rules/targets.py), for every command."""
     from bringup.core.rules.profiles import NEWEST
     from bringup.core.rules.targets import read_target
 
-    engine, _, numbers = read_target(target or "embedded")
-    if engine == "sglang" and numbers is None:
-        numbers = NEWEST.version
-    if engine == "vllm" and numbers is None:
+    engine, _, version = read_target(target or "embedded")
+    if engine == "sglang" and version is None:
+        version = NEWEST.release
+    if engine == "vllm" and version is None:
         from bringup.core.rules.vllm_facts import READ_VERSION
 
-        numbers = READ_VERSION
-    return engine, numbers
+        version = READ_VERSION
+    return engine, version
 
 
 def _resolve_weights(layer_map: LayerMap, weights_bytes, checkpoint, elem_bytes: int) -> tuple[int, str, list[str]]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .sizes import format_bytes
+from bringup.core.layermap.sizes import format_bytes
 from .memory_plan import MemoryPlan
 
 BAR_CHARS = {"weights": "W", "kv_pool": "K", "swa_pool": "w", "state_pool": "S", "block_pool": "B", "reserve": "r",

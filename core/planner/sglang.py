@@ -24,10 +24,10 @@ from __future__ import annotations
 from bringup.core.errors import UserError
 from bringup.core.layermap.vocabulary import LayerMap
 
-from . import geometry
+from bringup.core.layermap import geometry
 from .budget import config_context, page_floor, stage_of_layers, stage_weight_shares
 from .sglang_defaults import sglang_defaults
-from .sizes import format_bytes
+from bringup.core.layermap.sizes import format_bytes
 from .memory_plan import Capacity, MemoryPlan, Segment, StagePlan
 
 MB = 1024**2
@@ -39,18 +39,18 @@ _NO_EXTRA_BUFFER_ARCHS = ("Lfm2ForCausalLM", "Lfm2MoeForCausalLM", "ZayaForCausa
                           "JetVLMForConditionalGeneration", "InternS2MobiusForCausalLM")
 
 
-def profile_of(version: tuple[int, ...]):
-    """The rule profile for a release, and a note when the nearest earlier one stands in."""
+def profile_of(version):
+    """The rule profile for a release (a Version), and a note when the nearest earlier one stands in."""
     from bringup.core.rules.profiles import NEWEST, OLDEST, profile_for
 
-    profile = profile_for(tuple(version))
-    label = ".".join(map(str, version))
+    profile = profile_for(version)
+    label = str(version)
     if profile is None:
         raise UserError(f"sglang {label} is older than the oldest profile ({OLDEST.label}); its defaults were never read. "
                         f"Plan for sglang=={OLDEST.label} or newer")
-    if profile.version == tuple(version):
+    if profile.release == version:
         return profile, None
-    if tuple(version) > NEWEST.version:
+    if version > NEWEST.release:
         return profile, (f"sglang {label} is newer than the newest profile; the defaults of {profile.label} are used "
                          "(later releases may differ)")
     return profile, f"no profile for sglang {label}; the defaults of {profile.label} (the nearest earlier) are used"
@@ -202,7 +202,7 @@ def plan_sglang(
         Segment("free", max(0, int(budget - weights - kv_pool - state_pool)), "unallocated in the static budget"),
     ]
     return MemoryPlan(
-        model=layer_map.name, target="sglang==" + ".".join(map(str, version)), device=device,
+        model=layer_map.name, target=f"sglang=={version}", device=device,
         device_memory=device_memory, mem_fraction=mem_fraction, tp=tp, pp=pp, dtype=dtype, kv_dtype=kv_dtype,
         conv_dtype=conv_dtype, ssm_dtype=ssm_dtype, page_size=page_size, context=context, weights_bytes=weights,
         weights_source=weights_source, kv_bytes_per_token=busiest.kv_bytes_per_token,

@@ -26,10 +26,10 @@ from bringup.core.errors import UserError
 from bringup.core.layermap.vocabulary import LayerMap
 from bringup.core.rules import vllm_facts as F
 
-from . import geometry
+from bringup.core.layermap import geometry
 from .budget import config_context, stage_weight_shares
 from .memory_plan import Capacity, MemoryPlan, Segment
-from .sizes import format_bytes
+from bringup.core.layermap.sizes import format_bytes
 
 GIB = 1024**3
 
@@ -39,11 +39,11 @@ def default_max_num_seqs(device_memory: int) -> int:
     return next(seqs for floor, seqs in F.MAX_NUM_SEQS_SERVE.value if device_memory >= floor * GIB)
 
 
-def _check(layer_map: LayerMap, version: str, device: str, tp: int, pp: int, dtype: str, kv_dtype: str,
+def _check(layer_map: LayerMap, version, device: str, tp: int, pp: int, dtype: str, kv_dtype: str,
            ssm_dtype: str | None, page_size: int | None, prefix_caching: bool):
     """The rules' resolution of this launch (block size, page, mamba_cache_mode): what Validate approves."""
     from bringup.core.rules.settings import DTYPES, KV_DTYPES, LaunchSettings
-    from bringup.core.rules.validate import _facts_for_pp
+    from bringup.core.rules.model_facts import facts_for_pp
     from bringup.core.rules.vllm import check_vllm
 
     if dtype not in DTYPES:
@@ -53,10 +53,10 @@ def _check(layer_map: LayerMap, version: str, device: str, tp: int, pp: int, dty
     settings = LaunchSettings(device=device, tp=tp, pp=pp, dtype=dtype,
                               kv_dtype="auto" if kv_dtype == dtype else kv_dtype, mamba_ssm_dtype=ssm_dtype,
                               page_size=page_size, disable_radix_cache=not prefix_caching)
-    return check_vllm(_facts_for_pp(layer_map, pp), settings, layer_map, version)
+    return check_vllm(facts_for_pp(layer_map, pp), settings, layer_map, version)
 
 
-def plan_vllm(layer_map: LayerMap, *, version: tuple[int, ...], device: str, device_memory: int,
+def plan_vllm(layer_map: LayerMap, *, version, device: str, device_memory: int,
               mem_fraction: float | None, weights_bytes: int, weights_source: str, dtype: str, kv_dtype: str,
               conv_dtype: str, ssm_dtype: str | None, dtype_bytes, page_size: int | None, context: int | None,
               max_running_requests: int | None, tp: int = 1, pp: int = 1, disable_radix_cache: bool = False,
@@ -66,13 +66,13 @@ def plan_vllm(layer_map: LayerMap, *, version: tuple[int, ...], device: str, dev
                         "caching (align with it, none with --disable-radix-cache)")
     if device not in F.DEVICES.value:
         raise UserError(f"vLLM has no in-tree platform for {device} (it has {', '.join(F.DEVICES.value)})")
-    label = ".".join(map(str, version))
-    c = _check(layer_map, label, device, tp, pp, dtype, kv_dtype, ssm_dtype, page_size,
+    label = str(version)
+    c = _check(layer_map, version, device, tp, pp, dtype, kv_dtype, ssm_dtype, page_size,
                prefix_caching=not disable_radix_cache and F.PREFIX_CACHING_DEFAULT.value)
     r = c.r
     notes, problems, assumed = [], [], {}
     if version != F.READ_VERSION:
-        notes.append(f"vLLM's formulas were read from {'.'.join(map(str, F.READ_VERSION))}; {label} is planned with them")
+        notes.append(f"vLLM's formulas were read from {F.READ_VERSION}; {label} is planned with them")
 
     # What one rank holds: the busiest stage's layers and weights.
     stages = [list(layer_map.layers[a:b]) for a, b in F.pp_ranges(layer_map.num_layers, pp)]  # vLLM's own split
@@ -150,7 +150,7 @@ def plan_vllm(layer_map: LayerMap, *, version: tuple[int, ...], device: str, dev
             problems.append(f"one request of the model's {max_len:,} tokens needs {format_bytes(need)} of cache, "
                             f"more than the {format_bytes(available)} left: vLLM stops at start-up ({F.NEEDED_SOURCE}); "
                             "pass a smaller --max-model-len")
-        if state_layers and seqs > blocks and tuple(version) >= F.MAX_SEQS_CHECK_SINCE.value:
+        if state_layers and seqs > blocks and version >= F.MAX_SEQS_CHECK_SINCE.value:
             text = (f"max_num_seqs {seqs} is above the {blocks:,} Mamba cache blocks ({F.MAX_SEQS_SOURCE}); pass "
                     f"--max-num-seqs {blocks} or fewer")
             if device == "xpu":

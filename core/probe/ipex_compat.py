@@ -6,13 +6,15 @@ current torch the honest advice is to remove IPEX, not to debug its import error
 
 from __future__ import annotations
 
+from bringup.core.versions import release
+
 
 def _minor(version: str) -> tuple[int, int] | None:
-    parts = version.split("+")[0].split(".")
     try:
-        return int(parts[0]), int(parts[1])
-    except (IndexError, ValueError):
+        parts = release(version).release  # '2.8.10+xpu' -> (2, 8, 10)
+    except ValueError:
         return None
+    return (parts[0], parts[1]) if len(parts) >= 2 else None
 
 
 def ipex_mismatch(ipex_version: str | None, torch_version: str | None) -> str:

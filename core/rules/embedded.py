@@ -62,11 +62,4 @@ def check_embedded(m: ModelFacts, s: LaunchSettings) -> Check:
     r.kv_dtype = r.dtype if s.kv_dtype == "auto" else s.kv_dtype
     if s.kv_dtype == "auto":
         r.why["kv_dtype"] = "the model dtype"
-    from bringup.core.launch.embedded import flags_missing
-
-    for flag in flags_missing(s):
-        c.add("EMBEDDED_FLAG_NOT_IN_SERVE", "warning",
-              f"The engine takes this setting, but `bringup serve` has no {flag} option yet, so the launch command "
-              "leaves it out and the engine's default applies.", fix=f"drop {flag}, or run the engine from Python",
-              source="core/cli/serve.py")
     return c

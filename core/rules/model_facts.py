@@ -6,7 +6,7 @@ a rule never has to know which family spelled a field how.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from bringup.core.layermap.vocabulary import LayerMap
 
@@ -87,3 +87,13 @@ def facts_of(lm: LayerMap) -> ModelFacts:
         mla=lm.family == "kimi_linear" or bool(_cfg_int(cfg, "kv_lora_rank")),
         first_layer_mixer=lm.layers[0].mixer if lm.layers else "none",
     )
+
+
+def facts_for_pp(lm: LayerMap, pp: int) -> ModelFacts:
+    """The model's facts with its layers split over `pp` stages (the map's own split when pp matches it)."""
+    facts = facts_of(lm)
+    if pp == lm.pp_size:
+        return facts
+    from bringup.core.layermap.pp_split import stage_of_each_layer
+
+    return replace(facts, stage_of=tuple(stage_of_each_layer(lm.num_layers, pp)), pp_size=pp)

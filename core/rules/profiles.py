@@ -10,8 +10,11 @@ profile is refused rather than guessed.
 
 from __future__ import annotations
 
+from packaging.version import Version
+
 from bringup.core.rules.sglang_profile import FACTS, SglangProfile
 from bringup.core.rules.sglang_releases import NEWEST, OLDEST, PROFILES
+from bringup.core.versions import release
 
 __all__ = ["FACTS", "NEWEST", "OLDEST", "PROFILES", "SglangProfile", "profile_for", "versions_where"]
 
@@ -32,7 +35,9 @@ def versions_where(predicate) -> str:
     return ", ".join(labels[:-1]) + " or " + labels[-1]
 
 
-def profile_for(version: tuple[int, int, int]) -> SglangProfile | None:
-    """The profile of the nearest release at or before `version`, or None when it predates them all."""
-    earlier = [p for p in PROFILES if p.version <= version]
+def profile_for(version) -> SglangProfile | None:
+    """The profile of the nearest release at or before `version` (a Version, or anything
+    core.versions.release reads; 0.5.20rc1 comes before 0.5.20), or None when it predates them all."""
+    version = version if isinstance(version, Version) else release(version)
+    earlier = [p for p in PROFILES if p.release <= version]
     return earlier[-1] if earlier else None

@@ -78,6 +78,13 @@ class SglangProfile:
     def label(self) -> str:
         return ".".join(map(str, self.version))
 
+    @property
+    def release(self):
+        """The release as a Version (core.versions.release), for comparing with what users name."""
+        from bringup.core.versions import release
+
+        return release(self.version)
+
     def source(self, fact: str) -> str:
         """'python/sglang/srt/...:LINE (sglang X)': where this release says it."""
         where = self.sources.get(fact, "")

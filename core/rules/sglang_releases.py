@@ -2,7 +2,7 @@
 
 Each entry: the facts the rules, the planner and diagnosis use, and `sources`, the file and line of
 that release's source each fact was read from. Regenerate or check an entry with
-`python tools/sglang_facts.py X`; tests/test_rules_sglang_profiles.py checks every entry against the
+`python tools/sglang_facts.py X`; tests/core/rules/test_rules_sglang_profiles.py checks every entry against the
 snippets saved in tests/data/sglang/X/.
 """
 

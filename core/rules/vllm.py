@@ -8,15 +8,16 @@ from __future__ import annotations
 from math import ceil
 
 from bringup.core.layermap.vocabulary import LayerMap
-from bringup.core.planner import geometry
-from bringup.core.planner.dtypes import canonical_dtype, dtype_bytes, model_dtype
+from bringup.core.layermap import geometry
+from bringup.core.layermap.dtypes import canonical_dtype, dtype_bytes, model_dtype
 from bringup.core.rules import vllm_facts as F
 from bringup.core.rules.check import Check
 from bringup.core.rules.model_facts import ModelFacts
 from bringup.core.rules.settings import LaunchSettings, Resolved
 
 
-def check_vllm(m: ModelFacts, s: LaunchSettings, layer_map: LayerMap, version: str) -> Check:
+def check_vllm(m: ModelFacts, s: LaunchSettings, layer_map: LayerMap, version) -> Check:
+    """`version`: the release (a Version, core.versions.release)."""
     prefix = not s.disable_radix_cache and F.PREFIX_CACHING_DEFAULT.value
     r = Resolved(device=s.device, attention_backend=None, page_size=s.page_size or F.DEFAULT_BLOCK_SIZE.value,
                  tp=s.tp, pp=s.pp, dtype=s.dtype, kv_dtype=s.kv_dtype, mamba_ssm_dtype=None, mamba_conv_dtype=None,
@@ -84,7 +85,7 @@ def _attention_backend(c: Check) -> None:
 
 def _mamba_cache_mode(c: Check) -> None:
     r = c.r
-    if F.version_tuple(c.derived.get("version")) < F.MAMBA_CACHE_MODE_SINCE.value:
+    if c.derived["version"] < F.MAMBA_CACHE_MODE_SINCE.value:
         r.mamba_strategy = "none"
         r.why["mamba_strategy"] = (f"vLLM {c.derived['version']} predates mamba_cache_mode "
                                    f"({F.MAMBA_CACHE_MODE_SINCE.source}): one Mamba block per request")

@@ -1,14 +1,16 @@
 """What vLLM does with a hybrid launch, read from its released source, with file:line beside each fact.
 
 Read from vllm 0.33.0 (the wheel from PyPI, `pip download --no-deps vllm==0.33.0`). A target of
-another release uses these facts with a note saying so (core/rules/vllm_target.py).
+another release uses these facts with a note saying so (core/rules/targets.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-READ_VERSION = (0, 33, 0)
+from bringup.core.versions import release
+
+READ_VERSION = release("0.33.0")
 
 
 @dataclass(frozen=True)
@@ -153,27 +155,20 @@ def pp_ranges(num_layers: int, pp: int) -> list[tuple[int, int]]:
 # (first release read with this value, value, where). A release between two reads takes the earlier
 # read's value, as the SGLang profiles do.
 GPU_MEMORY_UTILIZATION_BY_RELEASE = (
-    ((0, 10, 0), 0.9, "vllm/config/cache.py:42 (0.10.2), :41 (0.19.0)"),
-    ((0, 20, 0), 0.92, "vllm/config/cache.py:66 (0.20.0), :215 (0.33.0)"),
+    (release("0.10.0"), 0.9, "vllm/config/cache.py:42 (0.10.2), :41 (0.19.0)"),
+    (release("0.20.0"), 0.92, "vllm/config/cache.py:66 (0.20.0), :215 (0.33.0)"),
 )
 # `max_num_seqs (N) exceeds available Mamba cache blocks (M)` stops graph capture from 0.20.0 on.
-MAX_SEQS_CHECK_SINCE = Fact((0, 20, 0), "vllm/config/compilation.py:1436 (0.20.0), :1526 (0.33.0); absent in 0.19.0")
+MAX_SEQS_CHECK_SINCE = Fact(release("0.20.0"), "vllm/config/compilation.py:1436 (0.20.0), :1526 (0.33.0); absent in 0.19.0")
 # mamba_cache_mode (align: 2 blocks per Mamba group) exists from 0.15.0; before it a request held one
 # Mamba block per group.
-MAMBA_CACHE_MODE_SINCE = Fact((0, 15, 0), "vllm/config/cache.py:127 (0.15.0); absent in 0.14.0")
+MAMBA_CACHE_MODE_SINCE = Fact(release("0.15.0"), "vllm/config/cache.py:127 (0.15.0); absent in 0.14.0")
 
 
-def by_release(table, version: tuple[int, ...]) -> tuple[object, str]:
-    """(value, where) of a by-release table for `version`: the newest read at or before it."""
+def by_release(table, version) -> tuple[object, str]:
+    """(value, where) of a by-release table for `version` (a Version): the newest read at or before it."""
     value, where = table[0][1], table[0][2]
     for since, v, w in table:
-        if tuple(version) >= since:
+        if version >= since:
             value, where = v, w
     return value, where
-
-
-def version_tuple(text: str | None) -> tuple[int, ...]:
-    try:
-        return tuple(int(x) for x in (text or "").split(".")[:3])
-    except ValueError:
-        return READ_VERSION

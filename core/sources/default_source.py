@@ -16,14 +16,14 @@ from pathlib import Path
 from bringup.core.errors import UserError
 
 # The default checkpoint's identity: its name, the names that mean it, and where it lives. The engine
-# reads these too (core/engine/default_model.py generates the checkpoint; sources never import it).
+# reads these too (core/sources/default_model.py generates the checkpoint; sources never import it).
 DEFAULT_CHECKPOINT_NAME = "nemotron-3-nano-pattern-tiny"
 DEFAULT_ALIASES = ("default", DEFAULT_CHECKPOINT_NAME)  # what `bringup serve default` accepts
 RECIPE_VERSION = 1  # bumped when the recipe changes, so that an old cached folder is not reused by mistake
 CHECKPOINT_FILES = ("config.json", "model.safetensors", "tokenizer.json")
 
 # Builds the checkpoint in a child process (it needs torch; the caller may be the window).
-_BUILD = "from bringup.core.engine.default_model import ensure_default_checkpoint; ensure_default_checkpoint()"
+_BUILD = "from bringup.core.sources.default_model import ensure_default_checkpoint; ensure_default_checkpoint()"
 
 
 def cache_root() -> Path:

@@ -5,7 +5,7 @@ gather the batch's slots, step them and scatter them back. On the CPU a decode b
 most often one ascending run (the first requests take slots 0, 1, 2...; a request alone is a run
 of one): then the pool rows are a view, updated in place, and the gather and scatter (two copies
 of every state, per layer and step) go; the arithmetic is the reference's, in its order
-(tests/test_kernels_cpu.py).
+(tests/kernels/test_kernels_cpu.py).
 """
 
 from __future__ import annotations

@@ -1,0 +1,1 @@
+"""`bringup bench`: the embedded engine against transformers' `generate` on the same checkpoint and workload."""

@@ -1,0 +1,421 @@
+"""Request bodies of the HTTP API, checked and turned into prompts and SamplingParams.
+
+Every problem becomes a `BadRequest` with a message that names the field and says what is
+accepted, so a client gets a 4xx it can act on and the engine never sees a malformed request.
+OpenAI features the engine does not have (n > 1, logprobs, penalties, tools, JSON mode...) are
+refused with a clear message instead of being silently ignored, and so is any field this server
+does not know. Parsing and tokenising run in a worker thread (see server.py), never on the event loop.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from bringup.core.engine.sampling import InvalidSamplingParams, SamplingParams
+
+COMPLETION_DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions
+CHAT_DEFAULT_MAX_TOKENS = 256  # OpenAI has none (the context); a random model never stops by itself
+
+
+# JSON nested deeper than this is no request of ours (ours go 4 deep); refusing it early also keeps
+# the decoder's recursion far from Python's limit.
+MAX_JSON_DEPTH = 32
+MAX_STOP_STRINGS = 16  # each is searched for after every token (OpenAI allows 4)
+
+
+class BadRequest(Exception):
+    def __init__(self, message: str, status: int = 400, param: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.param = param
+
+
+@dataclass(frozen=True)
+class ParseContext:
+    """What turning a body into engine work needs besides the body."""
+
+    tokenizer: object
+    vocab_size: int
+    max_prompts: int = 1 << 30
+    model_names: tuple[str, ...] = ()  # names a request's `model` may take; empty: any
+
+
+@dataclass
+class Work:
+    """One HTTP request's worth of engine requests: prompts and their sampling parameters."""
+
+    prompts: list[list[int]]
+    params: list[SamplingParams]
+    batch: bool  # the client sent a list of prompts (answer with a list / several choices)
+    stream: bool
+    include_usage: bool = False
+    request_ids: list[str] | None = None  # SGLang's `rid`, when the client names its requests
+    max_tokens_given: bool = True  # False: the default max_tokens, which may be trimmed to fit the pool
+
+
+def error_body(message: str, status: int, param: str | None = None) -> dict:
+    """OpenAI's error shape (plus SGLang's top-level `message`)."""
+    kind = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
+            405: "invalid_request_error", 413: "invalid_request_error", 415: "invalid_request_error",
+            429: "rate_limit_error", 503: "service_unavailable"}.get(status, "server_error")
+    return {"object": "error", "error": {"message": message, "type": kind, "param": param, "code": status},
+            "message": message}
+
+
+def parse_body(raw: bytes) -> dict:
+    if not raw.strip():
+        raise BadRequest("the request body is empty; send a JSON object")
+    try:
+        body = json.loads(raw)
+    except RecursionError:
+        raise BadRequest(f"the request body is nested too deeply; at most {MAX_JSON_DEPTH} levels are accepted") from None
+    except UnicodeDecodeError as err:
+        raise BadRequest(f"the request body is not UTF-8 text: {err}") from None
+    except ValueError as err:  # JSONDecodeError, and integers longer than Python converts
+        raise BadRequest(f"the request body is not valid JSON: {err}") from None
+    if not isinstance(body, dict):
+        raise BadRequest(f"the request body must be a JSON object, got {type(body).__name__}")
+    check_tree(body)
+    return body
+
+
+def check_tree(body) -> None:
+    """Refuse JSON nested too deep, and strings with lone UTF-16 surrogates (valid JSON escapes,
+    but no text: the tokenizer and the UTF-8 answer would both fail on them), naming the field."""
+    todo = [(body, "", 1)]
+    while todo:
+        value, path, depth = todo.pop()
+        if depth > MAX_JSON_DEPTH:
+            raise BadRequest(f"{path or 'the body'} is nested deeper than {MAX_JSON_DEPTH} levels", param=_root(path))
+        if isinstance(value, dict):
+            for key, item in value.items():
+                where = f"{path}.{key}" if path else str(key)
+                if not _is_text(key):
+                    raise BadRequest(f"a key in {path or 'the body'} holds a lone UTF-16 surrogate; send valid Unicode",
+                                     param=_root(path) or None)
+                todo.append((item, where, depth + 1))
+        elif isinstance(value, list):
+            todo.extend((item, f"{path}[{i}]", depth + 1) for i, item in enumerate(value)
+                        if isinstance(item, (dict, list, str)))
+        elif isinstance(value, str) and not _is_text(value):
+            raise BadRequest(f"{path} holds a lone UTF-16 surrogate (an escape like \\ud800 with no pair); "
+                             "send valid Unicode", param=_root(path))
+
+
+def _is_text(s: str) -> bool:
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _root(path: str) -> str:
+    return path.split(".", 1)[0].split("[", 1)[0]
+
+
+def _is_int_list(x) -> bool:
+    return isinstance(x, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in x)
+
+
+def check_ids(ids: list[int], vocab_size: int, what: str) -> list[int]:
+    if not ids:
+        raise BadRequest(f"{what} is empty; send at least one token", param=what)
+    bad = [t for t in ids if t < 0 or t >= vocab_size]
+    if bad:
+        raise BadRequest(f"{what} holds token id(s) {bad[:5]} outside the vocabulary [0, {vocab_size})", param=what)
+    return ids
+
+
+def _encode_all(tokenizer, texts: list[str], names: list[str]) -> list[list[int]]:
+    """Texts to token ids in one tokenizer call (a batch call runs outside the interpreter lock)."""
+    for text, name in zip(texts, names):
+        if not text:
+            raise BadRequest(f"{name} is empty; send some text", param=_root(name))
+    ids = tokenizer(texts, add_special_tokens=False).input_ids
+    return [list(x) for x in ids]
+
+
+def _count(items: list, ctx: ParseContext, name: str) -> None:
+    if len(items) > ctx.max_prompts:
+        raise BadRequest(f"{name} holds {len(items)} prompts; this server takes at most {ctx.max_prompts} in one "
+                         "request (--max-prompts-per-request); split it", param=name)
+
+
+# Every field each endpoint reads; anything else is refused by name rather than silently ignored.
+_SAMPLING_FIELDS = {"model", "max_tokens", "temperature", "top_p", "top_k", "seed", "stop", "stop_token_ids",
+                    "stream", "stream_options", "ignore_eos", "n", "user", "logprobs", "presence_penalty",
+                    "frequency_penalty", "logit_bias", "min_p", "min_tokens", "repetition_penalty",
+                    "skip_special_tokens", "service_tier", "metadata", "store"}
+COMPLETION_FIELDS = frozenset(_SAMPLING_FIELDS | {"prompt", "best_of", "echo", "suffix"})
+CHAT_FIELDS = frozenset(_SAMPLING_FIELDS | {
+    "messages", "max_completion_tokens", "top_logprobs", "response_format", "tools", "tool_choice",
+    "parallel_tool_calls", "functions", "function_call", "modalities", "audio", "prediction", "reasoning_effort",
+    "web_search_options"})
+GENERATE_FIELDS = frozenset({"text", "input_ids", "sampling_params", "stream", "rid", "return_logprob", "model"})
+
+# (field, value is unsupported, what to say); a field at its neutral value is accepted.
+_UNSUPPORTED = (
+    ("n", lambda v: v not in (None, 1), "only n=1 is supported; send several requests instead"),
+    ("best_of", lambda v: v not in (None, 1), "best_of is not supported"),
+    ("echo", lambda v: v not in (None, False), "echo is not supported"),
+    ("suffix", lambda v: v not in (None, ""), "suffix is not supported"),
+    ("logprobs", lambda v: v not in (None, False, 0), "logprobs are not supported"),
+    ("top_logprobs", lambda v: v not in (None, 0), "logprobs are not supported"),
+    ("presence_penalty", lambda v: v not in (None, 0), "presence_penalty is not supported; leave it at 0"),
+    ("frequency_penalty", lambda v: v not in (None, 0), "frequency_penalty is not supported; leave it at 0"),
+    ("repetition_penalty", lambda v: v not in (None, 1), "repetition_penalty is not supported; leave it at 1"),
+    ("min_p", lambda v: v not in (None, 0), "min_p is not supported; leave it at 0"),
+    ("min_tokens", lambda v: v not in (None, 0), "min_tokens is not supported; leave it at 0"),
+    ("skip_special_tokens", lambda v: v not in (None, True), "special tokens are always skipped in the text"),
+    ("logit_bias", lambda v: v not in (None, {}), "logit_bias is not supported"),
+    ("tools", lambda v: v not in (None, []), "tools are not supported by this engine"),
+    ("functions", lambda v: v not in (None, []), "functions are not supported by this engine"),
+    ("tool_choice", lambda v: v not in (None, "none", "auto"), "tools are not supported by this engine"),
+    ("function_call", lambda v: v not in (None, "none", "auto"), "functions are not supported by this engine"),
+    ("parallel_tool_calls", lambda v: not isinstance(v, (bool, type(None))), "parallel_tool_calls must be true or false"),
+    ("response_format", lambda v: v not in (None, {"type": "text"}),
+     "only response_format {\"type\": \"text\"} is supported; JSON mode and schemas are not"),
+    ("modalities", lambda v: v not in (None, ["text"]), "only the text modality is supported"),
+    ("audio", lambda v: v is not None, "audio output is not supported"),
+    ("prediction", lambda v: v is not None, "predicted outputs are not supported"),
+    ("reasoning_effort", lambda v: v is not None, "reasoning_effort is not supported by this model"),
+    ("web_search_options", lambda v: v is not None, "web search is not supported"),
+    ("store", lambda v: v not in (None, False), "this server stores nothing; leave store false"),
+    ("metadata", lambda v: v not in (None, {}), "metadata is only kept with store=true, which this server lacks"),
+    ("service_tier", lambda v: v not in (None, "auto", "default"), "only the default service tier exists here"),
+    ("user", lambda v: not isinstance(v, (str, type(None))), "user must be a string"),
+)
+
+
+def _check_fields(body: dict, known: frozenset, endpoint: str) -> None:
+    unknown = sorted(k for k in body if k not in known)
+    if unknown:
+        raise BadRequest(f"unknown field(s) {unknown} for {endpoint}; it accepts {sorted(known)}", param=unknown[0])
+    for key, bad, message in _UNSUPPORTED:
+        if key in body and bad(body[key]):
+            raise BadRequest(f"{key}={body[key]!r}: {message}", param=key)
+
+
+def check_model(body: dict, ctx: ParseContext) -> None:
+    model = body.get("model")
+    if model is None or not ctx.model_names:
+        return
+    if not isinstance(model, str):
+        raise BadRequest("model must be a string", param="model")
+    if model not in ctx.model_names:
+        raise BadRequest(f"the model {model!r} is not served here; use {ctx.model_names[0]!r} (see /v1/models)",
+                         status=404, param="model")
+
+
+def _flag(body: dict, key: str, default: bool = False) -> bool:
+    """A JSON boolean (or null/absent: the default); "no", 0 and friends are refused, not guessed."""
+    value = body.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise BadRequest(f"{key} must be true or false, got {value!r}", param=key)
+    return value
+
+
+def _openai_sampling(body: dict, default_max_tokens: int) -> SamplingParams:
+    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    stop = body.get("stop")
+    if stop is not None and not isinstance(stop, (str, list)):
+        raise BadRequest("stop must be a string or a list of strings", param="stop")
+    if isinstance(stop, list) and len(stop) > MAX_STOP_STRINGS:
+        raise BadRequest(f"stop holds {len(stop)} strings; at most {MAX_STOP_STRINGS} are accepted", param="stop")
+    stop_ids = body.get("stop_token_ids")
+    if stop_ids is not None and not isinstance(stop_ids, list):
+        raise BadRequest("stop_token_ids must be a list of token ids", param="stop_token_ids")
+    values = {
+        "max_new_tokens": default_max_tokens if max_tokens is None else max_tokens,
+        "temperature": 1.0 if body.get("temperature") is None else body["temperature"],
+        "top_p": 1.0 if body.get("top_p") is None else body["top_p"],
+        "top_k": -1 if body.get("top_k") is None else body["top_k"],  # an extension, as vLLM/SGLang
+        "seed": body.get("seed"),
+        "stop": () if stop is None else stop,
+        "stop_token_ids": stop_ids or (),
+        "ignore_eos": _flag(body, "ignore_eos"),
+    }
+    return _make_params(values)
+
+
+_PARAM_NAMES = {"max_new_tokens": "max_tokens"}  # what the OpenAI client calls our fields
+
+
+def _make_params(values: dict) -> SamplingParams:
+    try:
+        return SamplingParams(**values)
+    except InvalidSamplingParams as err:
+        raise BadRequest(str(err), param=_param_of(str(err))) from None
+    except TypeError as err:  # wrong types that the dataclass itself trips on
+        raise BadRequest(f"bad sampling parameter: {err}") from None
+
+
+def _param_of(message: str) -> str | None:
+    first = message.split(" ", 1)[0]
+    return _PARAM_NAMES.get(first, first) if first.isidentifier() else None
+
+
+def _stream_flags(body: dict) -> tuple[bool, bool]:
+    stream = _flag(body, "stream")
+    options = body.get("stream_options")
+    if options is None:
+        return stream, False
+    if not isinstance(options, dict):
+        raise BadRequest("stream_options must be an object", param="stream_options")
+    unknown = sorted(set(options) - {"include_usage"})
+    if unknown:
+        raise BadRequest(f"stream_options: unknown option(s) {unknown}; only include_usage is supported",
+                         param="stream_options")
+    return stream, _flag(options, "include_usage")
+
+
+def completion_work(body: dict, ctx: ParseContext) -> Work:
+    """`/v1/completions`: prompt is a string, a list of strings, a token list or a list of them."""
+    _check_fields(body, COMPLETION_FIELDS, "/v1/completions")
+    check_model(body, ctx)
+    prompt = body.get("prompt")
+    if prompt is None:
+        raise BadRequest("prompt is missing", param="prompt")
+    if isinstance(prompt, list):
+        _count(prompt, ctx, "prompt")
+    if isinstance(prompt, str):
+        prompts, batch = _encode_all(ctx.tokenizer, [prompt], ["prompt"]), False
+    elif _is_int_list(prompt) and prompt:
+        prompts, batch = [check_ids(prompt, ctx.vocab_size, "prompt")], False
+    elif isinstance(prompt, list) and prompt and all(isinstance(p, str) for p in prompt):
+        prompts, batch = _encode_all(ctx.tokenizer, prompt, [f"prompt[{i}]" for i in range(len(prompt))]), True
+    elif isinstance(prompt, list) and prompt and all(_is_int_list(p) for p in prompt):
+        prompts, batch = [check_ids(p, ctx.vocab_size, f"prompt[{i}]") for i, p in enumerate(prompt)], True
+    else:
+        raise BadRequest("prompt must be a string, a list of strings, a list of token ids, or a list of such lists",
+                         param="prompt")
+    params = _openai_sampling(body, COMPLETION_DEFAULT_MAX_TOKENS)
+    stream, usage = _stream_flags(body)
+    return Work(prompts, [params] * len(prompts), batch, stream, usage,
+                max_tokens_given=body.get("max_tokens") is not None)
+
+
+def _message_text(message, i: int) -> dict:
+    if not isinstance(message, dict) or "role" not in message:
+        raise BadRequest(f"messages[{i}] must be an object with a role and content", param="messages")
+    role = message["role"]
+    if not isinstance(role, str) or not role:
+        raise BadRequest(f"messages[{i}].role must be a non-empty string", param="messages")
+    unknown = sorted(set(message) - {"role", "content", "name"})
+    if unknown:
+        raise BadRequest(f"messages[{i}]: unsupported key(s) {unknown} (tool calls and audio are not supported)",
+                         param="messages")
+    content = message.get("content")
+    if content is None:
+        content = ""
+    if isinstance(content, list):
+        parts = []
+        for j, part in enumerate(content):
+            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
+                raise BadRequest(f"messages[{i}].content[{j}]: only text parts {{\"type\": \"text\", \"text\": ...}} "
+                                 "are supported", param="messages")
+            parts.append(part["text"])
+        content = "".join(parts)
+    if not isinstance(content, str):
+        raise BadRequest(f"messages[{i}].content must be a string or a list of text parts", param="messages")
+    out = {"role": role, "content": content}
+    if message.get("name") is not None:  # handed to the chat template, which may use it
+        if not isinstance(message["name"], str):
+            raise BadRequest(f"messages[{i}].name must be a string", param="messages")
+        out["name"] = message["name"]
+    return out
+
+
+def chat_work(body: dict, ctx: ParseContext) -> Work:
+    """`/v1/chat/completions`: the messages through the tokenizer's own chat template."""
+    _check_fields(body, CHAT_FIELDS, "/v1/chat/completions")
+    check_model(body, ctx)
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest("messages must be a non-empty list of {role, content} objects", param="messages")
+    messages = [_message_text(m, i) for i, m in enumerate(messages)]
+    tokenizer = ctx.tokenizer
+    if not getattr(tokenizer, "chat_template", None):
+        raise BadRequest("this model's tokenizer has no chat template; use /v1/completions instead", param="messages")
+    try:
+        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+    except Exception as err:  # noqa: BLE001 - template errors are the client's messages
+        raise BadRequest(f"the chat template could not render these messages: {err}", param="messages") from None
+    if isinstance(ids, dict) or hasattr(ids, "input_ids"):  # transformers 5 may return a BatchEncoding
+        ids = ids["input_ids"]
+    params = _openai_sampling(body, CHAT_DEFAULT_MAX_TOKENS)
+    stream, usage = _stream_flags(body)
+    given = body.get("max_tokens") is not None or body.get("max_completion_tokens") is not None
+    return Work([list(ids)], [params], False, stream, usage, max_tokens_given=given)
+
+
+def generate_work(body: dict, ctx: ParseContext) -> Work:
+    """SGLang's `/generate`: `text` or `input_ids` (one or a batch), `sampling_params` (one or per item)."""
+    _check_fields(body, GENERATE_FIELDS, "/generate")
+    check_model(body, ctx)
+    has_text, has_ids = body.get("text") is not None, body.get("input_ids") is not None
+    if has_text == has_ids:
+        raise BadRequest("send exactly one of text or input_ids", param="text" if has_text else "input_ids")
+    if has_ids:
+        ids = body["input_ids"]
+        if isinstance(ids, list):
+            _count(ids, ctx, "input_ids")
+        if _is_int_list(ids) and ids:
+            prompts, batch = [check_ids(ids, ctx.vocab_size, "input_ids")], False
+        elif isinstance(ids, list) and ids and all(_is_int_list(p) for p in ids):
+            prompts, batch = [check_ids(p, ctx.vocab_size, f"input_ids[{i}]") for i, p in enumerate(ids)], True
+        else:
+            raise BadRequest("input_ids must be a non-empty list of token ids or a list of such lists",
+                             param="input_ids")
+    else:
+        text = body["text"]
+        if isinstance(text, list):
+            _count(text, ctx, "text")
+        if isinstance(text, str):
+            prompts, batch = _encode_all(ctx.tokenizer, [text], ["text"]), False
+        elif isinstance(text, list) and text and all(isinstance(t, str) for t in text):
+            prompts, batch = _encode_all(ctx.tokenizer, text, [f"text[{i}]" for i in range(len(text))]), True
+        else:
+            raise BadRequest("text must be a string or a non-empty list of strings", param="text")
+    raw = body.get("sampling_params") or {}
+    if isinstance(raw, list):
+        if len(raw) != len(prompts):
+            raise BadRequest(f"sampling_params has {len(raw)} entries for {len(prompts)} prompts",
+                             param="sampling_params")
+        params = [_generate_params(p) for p in raw]
+    else:
+        params = [_generate_params(raw)] * len(prompts)
+    if _flag(body, "return_logprob"):
+        raise BadRequest("return_logprob is not supported by this engine", param="return_logprob")
+    stream, _ = _stream_flags(body)
+    return Work(prompts, params, batch, stream, request_ids=_request_ids(body.get("rid"), len(prompts)))
+
+
+def _request_ids(rid, n: int) -> list[str] | None:
+    if rid is None:
+        return None
+    rids = [rid] if isinstance(rid, str) else rid
+    if not isinstance(rids, list) or len(rids) != n or not all(isinstance(r, str) and r for r in rids):
+        raise BadRequest(f"rid must be a non-empty string (one prompt) or a list of {n} strings", param="rid")
+    if len(set(rids)) != n:
+        raise BadRequest("rid holds the same id twice; give each prompt its own", param="rid")
+    return rids
+
+
+def _generate_params(raw) -> SamplingParams:
+    if not isinstance(raw, dict):
+        raise BadRequest("sampling_params must be an object", param="sampling_params")
+    if isinstance(raw.get("stop"), list) and len(raw["stop"]) > MAX_STOP_STRINGS:
+        raise BadRequest(f"sampling_params: stop holds {len(raw['stop'])} strings; at most {MAX_STOP_STRINGS} "
+                         "are accepted", param="sampling_params")
+    try:
+        return SamplingParams.from_dict(raw)
+    except InvalidSamplingParams as err:
+        raise BadRequest(f"sampling_params: {err}", param="sampling_params") from None
+    except TypeError as err:
+        raise BadRequest(f"sampling_params: {err}", param="sampling_params") from None
