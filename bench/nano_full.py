@@ -345,6 +345,7 @@ def main() -> int:
     began = time.perf_counter()
     batches = [int(b) for b in args.batches.split(",")]
     device = torch.device("cuda")
+    from bringup.core.engine.config import EngineConfig
     from bringup.core.engine.engine import Engine
 
     bw = copy_bandwidth(device)
@@ -357,9 +358,10 @@ def main() -> int:
         trace = StepTrace().install()
     t = time.perf_counter()
     with (trace.step("engine start", alloc=True) if trace is not None else _nothing()):
-        engine = Engine(args.config, device="cuda", dtype="bfloat16", load_format="dummy",
-                        max_running_requests=max(batches), mem_fraction=args.mem_fraction, context_length=4096,
-                        chunked_prefill_size=args.chunked_prefill_size, warmup=False if args.no_warmup else None,
+        config = EngineConfig(args.config, device="cuda", dtype="bfloat16", load_format="dummy",
+                              max_running_requests=max(batches), mem_fraction=args.mem_fraction, context_length=4096,
+                              chunked_prefill_size=args.chunked_prefill_size, warmup=False if args.no_warmup else None)
+        engine = Engine(config,
                         log=lambda m: print(f"  [engine] {m}", flush=True))
     if trace is not None:
         _print_trace(trace, "engine start")

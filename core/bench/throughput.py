@@ -44,6 +44,14 @@ class BenchSettings:
     repeats: int | None = None  # runs of the workload per side, the fastest counts (None: 3 on the CPU, else 1)
     cpu_compile: bool | None = None  # on the CPU: the compiled decode step (None: the engine's default, on)
 
+    def engine_config(self, model: str | None = None):
+        """The EngineConfig the bench starts (`model`: the source resolved to what the engine loads)."""
+        from bringup.core.engine.config import EngineConfig
+
+        return EngineConfig(model or self.source, device=self.device, dtype=self.dtype, mem_fraction=self.mem_fraction,
+                            max_running_requests=self.max_running_requests, load_format=self.load_format,
+                            cpu_threads=self.cpu_threads, cpu_compile=self.cpu_compile)
+
 
 @dataclass
 class BenchResult:
@@ -238,11 +246,9 @@ def run_bench(settings: BenchSettings, log=print) -> BenchResult:
     if settings.repeats is not None and settings.repeats < 1:
         raise UserError(f"--repeats {settings.repeats} must be at least 1")
     log(f"bench: loading {settings.source} for the engine…")
-    engine = Engine(source, device=settings.device, dtype=settings.dtype, mem_fraction=settings.mem_fraction,
-                    max_running_requests=settings.max_running_requests,
-                    log=lambda m: log(f"  engine: {m}") if m.startswith(("CPU: compil", "CPU: decode step compiled")) else None,
-                    load_format=settings.load_format, cpu_threads=settings.cpu_threads,
-                    cpu_compile=settings.cpu_compile)
+    compile_lines = ("CPU: compil", "CPU: decode step compiled")
+    engine = Engine(settings.engine_config(source),
+                    log=lambda m: log(f"  engine: {m}") if m.startswith(compile_lines) else None)
     device = engine.device
     threads = engine.cpu_threads  # set for the whole process: the baseline runs with the same threads
     dtype_name = str(engine.dtype).removeprefix("torch.")

@@ -9,7 +9,6 @@ import json
 import sys
 
 from bringup.core.cli.engine_args import add_model_arguments
-from bringup.core.engine import facts
 from bringup.core.errors import UserError
 
 
@@ -33,21 +32,20 @@ def main(args: argparse.Namespace) -> int:
 
     if args.num_seqs < 1:
         raise UserError(f"--num-seqs {args.num_seqs} must be at least 1")
-    if args.max_running_requests is not None and args.max_running_requests < 1:
-        raise UserError(f"--max-running-requests {args.max_running_requests} must be at least 1")
-    if args.cpu_threads is not None and args.cpu_threads < 1:
-        raise UserError(f"--cpu-threads {args.cpu_threads} must be at least 1")
+    from bringup.core.engine.config import EngineConfig
+
+    engine = EngineConfig.from_args(args)  # the engine's own checks (--mem-fraction, --cpu-threads...)
     if args.repeats is not None and args.repeats < 1:
         raise UserError(f"--repeats {args.repeats} must be at least 1")
     if args.seed < 0:
         raise UserError(f"--seed {args.seed} must be >= 0")
     baseline = None if args.baseline.lower() in ("none", "") else args.baseline.lower()
     settings = BenchSettings(
-        source=args.source, device=args.device, dtype=args.dtype, num_seqs=args.num_seqs,
+        source=engine.model, device=engine.device, dtype=engine.dtype, num_seqs=args.num_seqs,
         input_len=parse_range(args.input_len, "--input-len"), output_len=parse_range(args.output_len, "--output-len"),
-        seed=args.seed, baseline=baseline, max_running_requests=args.max_running_requests,
-        mem_fraction=args.mem_fraction, load_format=args.load_format, cpu_threads=args.cpu_threads,
-        repeats=args.repeats, cpu_compile=facts.cpu_compile_choice(args.cpu_compile),
+        seed=args.seed, baseline=baseline, max_running_requests=engine.max_running_requests,
+        mem_fraction=engine.mem_fraction, load_format=engine.load_format, cpu_threads=engine.cpu_threads,
+        repeats=args.repeats, cpu_compile=engine.cpu_compile,
     )
     # Progress goes to stderr with --json, so stdout holds exactly one JSON document.
     log = (lambda m: print(m, file=sys.stderr, flush=True)) if args.json else (lambda m: print(m, flush=True))

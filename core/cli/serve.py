@@ -26,14 +26,9 @@ def main(args: argparse.Namespace) -> int:
     watch_parent_pipe()  # started by the window: end with it, even if it is killed outright
     if not 0 <= args.port <= 65535:
         raise UserError(f"--port {args.port} is not a port; use 1-65535, or 0 for a free one")
-    if args.mem_fraction is not None and not 0 < args.mem_fraction <= 1:
-        raise UserError(f"--mem-fraction {args.mem_fraction:g} must be in (0, 1], e.g. --mem-fraction 0.8")
-    if args.max_running_requests is not None and args.max_running_requests < 1:
-        raise UserError(f"--max-running-requests {args.max_running_requests} must be at least 1")
-    if args.chunked_prefill_size is not None and args.chunked_prefill_size < 1:
-        raise UserError(f"--chunked-prefill-size {args.chunked_prefill_size} must be at least 1")
-    if args.cpu_threads is not None and args.cpu_threads < 1:
-        raise UserError(f"--cpu-threads {args.cpu_threads} must be at least 1")
+    from bringup.core.engine.config import EngineConfig
+
+    config = EngineConfig.from_args(args)  # checks the engine's numbers (--mem-fraction...) before anything loads
     if args.api_key is not None and not args.api_key.strip():
         raise UserError("--api-key is empty; give a non-empty key or leave the option out")
     for flag in ("max_body_bytes", "max_prompts_per_request", "max_queued_requests", "max_queued_tokens"):
@@ -51,12 +46,8 @@ def main(args: argparse.Namespace) -> int:
               "drain_grace_s": args.drain_grace}
     hosts = _names(args.allowed_hosts)
 
-    return serve(args.source, device=args.device, dtype=args.dtype, host=args.host, port=args.port,
-                 mem_fraction=args.mem_fraction, max_running_requests=args.max_running_requests,
-                 api_key=api_key, served_model_name=args.served_model_name,
-                 chunked_prefill_size=args.chunked_prefill_size, limits=limits, allowed_hosts=hosts,
-                 model_aliases=_names(args.model_aliases), load_format=args.load_format,
-                 cpu_threads=args.cpu_threads, cpu_compile=facts.cpu_compile_choice(args.cpu_compile))
+    return serve(config, host=args.host, port=args.port, api_key=api_key, served_model_name=args.served_model_name,
+                 limits=limits, allowed_hosts=hosts, model_aliases=_names(args.model_aliases))
 
 
 def _names(text: str | None) -> tuple[str, ...]:

@@ -1,6 +1,6 @@
 """The embedded engine: load a checkpoint, size and allocate the pools once, then step.
 
-    engine = Engine("/path/to/checkpoint", device="cpu")
+    engine = Engine(EngineConfig("/path/to/checkpoint", device="cpu"))
     rid = engine.add_request(engine.tokenizer.encode("Hello"), SamplingParams(max_new_tokens=16))
     while engine.has_unfinished():
         for out in engine.step(): ...
@@ -27,6 +27,7 @@ from bringup.core.errors import UserError
 
 from . import device as devices
 from .batch_log import BatchLog
+from .config import EngineConfig
 from .detokenize import IncrementalDetokenizer
 from .model_runner import ModelRunner
 from .pools import PoolIntegrityError, as_dtype
@@ -62,31 +63,24 @@ def default_log(message: str) -> None:
 
 
 class Engine:
-    def __init__(self, model, *, device="cpu", dtype="auto", mem_fraction=None, max_running_requests=None,
-                 page_size: int = 16, ssm_dtype="float32", conv_dtype=None, kv_dtype=None,
-                 chunked_prefill_size: int | None = 2048, max_total_tokens: int | None = None,
-                 context_length: int | None = None, decode_log_interval: int = 40, log=None,
-                 cuda_graphs: bool | None = None, graph_factory=None, load_format: str = "auto",
-                 cpu_threads: int | None = None, warmup: bool | None = None, cpu_compile: bool | None = None):
-        """`load_format` "dummy": the source's config at full size with seeded random weights
-        (dummy_weights.py). `cuda_graphs` None: on where the device supports graphs (env
-        BRINGUP_CUDA_GRAPHS=0/1 overrides); `graph_factory` stands in for the device graph (tests).
-        `cpu_threads`: torch's threads on the CPU (None: the cores idle at start, cpu_threads.py).
-        `warmup`: run a few steps at real sizes before the first request (warmup.py); None: on
-        accelerators, off on the CPU, whose decode compile warms up on its own (env BRINGUP_WARMUP=0/1
-        overrides that default, not an explicit True or False, as BRINGUP_CUDA_GRAPHS does for `cuda_graphs`).
-        `cpu_compile`: decode steps compiled with torch.compile on the CPU, at start-up
-        (cpu_compiled_decode.py); None: on for a CPU engine (env BRINGUP_CPU_COMPILE=0/1 overrides)."""
+    def __init__(self, config: EngineConfig, *, log=None, graph_factory=None):
+        """Load `config.model`, size and allocate the pools, capture or compile the decode step and
+        warm up, as `config` says (config.py lists every setting and its default). `log`: where the
+        start-up and batch lines go (default: stderr with SGLang's time stamps); `graph_factory`
+        stands in for the device graph (the CPU tests of the graph path)."""
+        if not isinstance(config, EngineConfig):
+            raise TypeError(f"Engine takes an EngineConfig, got {type(config).__name__}; "
+                            "write Engine(EngineConfig(model, device=...))")
+        self.engine_config = c = config
+        model, device, dtype, page_size = c.model, c.device, c.dtype, c.page_size
         self.log = log or default_log
         self.device = devices.resolve_device(device)
         devices.set_current(self.device)
-        if page_size < 1:
-            raise UserError(f"page size must be at least 1, got {page_size}")
         self.cpu_threads = None
         if self.device.type == "cpu":
             from .cpu_threads import apply_cpu_threads
 
-            self.cpu_threads, why = apply_cpu_threads(cpu_threads)
+            self.cpu_threads, why = apply_cpu_threads(c.cpu_threads)
             self.log(f"CPU threads: {self.cpu_threads} ({why})")
         started = time.monotonic()
         free_before = devices.free_memory(self.device)
@@ -95,7 +89,7 @@ class Engine:
         from .loader import load_tokenizer, weights_bytes
         from .model_source import check_load_format, load_model
 
-        self.load_format = check_load_format(load_format)
+        self.load_format = check_load_format(c.load_format)
         loaded = load_model(model, device=self.device, dtype=dtype, load_format=self.load_format)
         self.model, self.config, self.folder = loaded.model, loaded.config, loaded.folder
         self.model_name = loaded.name
@@ -132,22 +126,23 @@ class Engine:
             self.log(f"CPU: oneDNN packed copies of the linear weights, {packed / GB:.2f} GB more (products of a "
                      "few rows and more read them; the MoE's are made at its first wide batch)")
 
-        self.max_context = int(context_length or self.config.get("max_position_embeddings") or 0) or None
+        self.max_context = int(c.context_length or self.config.get("max_position_embeddings") or 0) or None
         # The map the model was built from: the plan sizes the pools the model's layers use.
         self.layer_map = self.model.layer_map
         spec = self.model.cache_spec
-        self.kv_dtype = as_dtype(kv_dtype) if kv_dtype else self.dtype
-        self.conv_dtype = as_dtype(conv_dtype) if conv_dtype else self.dtype
-        self.ssm_dtype = as_dtype(ssm_dtype or "float32")
-        self.plan = self._plan(free_before, mem_fraction, max_running_requests, page_size, context_length)
+        self.kv_dtype = as_dtype(c.kv_dtype) if c.kv_dtype else self.dtype
+        self.conv_dtype = as_dtype(c.conv_dtype) if c.conv_dtype else self.dtype
+        self.ssm_dtype = as_dtype(c.ssm_dtype)
+        self.plan = self._plan(free_before, c.mem_fraction, c.max_running_requests, page_size, c.context_length)
         kv_tokens = self.plan.kv_tokens
-        if max_total_tokens is not None:
-            kv_tokens = min(kv_tokens, int(max_total_tokens))
+        if c.max_total_tokens is not None:
+            kv_tokens = min(kv_tokens, int(c.max_total_tokens))
         num_pages = kv_tokens // page_size if spec.kv_layer_ids else 0
         self.max_running_requests = max(1, int(self.plan.max_running_requests))
         num_slots = int(self.plan.state_slots) if spec.state_layer_ids else self.max_running_requests
+        chunked_prefill_size = c.prefill_chunk
         swa_pages = self._swa_pages(page_size, chunked_prefill_size)
-        graphs = self._graphs_wanted(cuda_graphs, graph_factory)
+        graphs = self._graphs_wanted(c.cuda_graphs, graph_factory)
         if graphs and swa_pages:
             self.log("Decode graphs are off: they do not carry the SWA pool's block tables yet")
             graphs = False
@@ -168,16 +163,16 @@ class Engine:
         self.vocab_size = int(self.config.get("vocab_size") or 0) or None
         self._requests: dict[str, Request] = {}
         self._arrivals = itertools.count()
-        self.batch_log = BatchLog(self.log, interval=decode_log_interval, device_type=self.device.type,
+        self.batch_log = BatchLog(self.log, interval=c.decode_log_interval, device_type=self.device.type,
                                   hybrid=bool(spec.state_layer_ids))
         self._totals = {"requests": 0, "steps": 0}
         self.last_step = None  # the ScheduledStep step() ran last (bench and warm-up read it)
         if graphs:
             self.capture_decode_graphs(graph_factory)
         self.cpu_compile_seconds = None
-        if self._cpu_compile_wanted(cpu_compile):
+        if self._cpu_compile_wanted(c.cpu_compile):
             self.compile_cpu_decode()
-        self.warmup_report = self.warm_up() if self._warmup_wanted(warmup) else None
+        self.warmup_report = self.warm_up() if self._warmup_wanted(c.warmup) else None
         self.batch_log.restart()
         free_after = devices.free_memory(self.device)
         self.log(f"Memory pool end. avail mem={free_after / GB:.2f} GB")
@@ -208,7 +203,7 @@ class Engine:
         if self.state_pool.layer_ids and self.state_pool.num_free_slots - 1 < self.scheduler.max_running:
             raise UserError("the decode graphs' padding slot would leave fewer state slots than "
                             f"max_running_requests={self.scheduler.max_running}; capture them at start-up "
-                            "(Engine(..., cuda_graphs=True)), which allocates the slot beyond the plan")
+                            "(EngineConfig(..., cuda_graphs=True)), which allocates the slot beyond the plan")
         pages, (slot,) = self.scheduler.reserve(PADDING_OWNER, 1 if self.scheduler.uses_kv else 0, 1)
         before = devices.free_memory(self.device)
         graphs = self.runner.capture_decode_graphs(max_batch=self.scheduler.max_running,

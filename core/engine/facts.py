@@ -49,8 +49,9 @@ TEXT_DECODER_WRAPPERS = frozenset({"qwen3_5", "qwen3_5_moe"})
 DEVICES = ("cpu", "cuda", "xpu")  # torch's own device APIs (core/engine/device.py); "auto" picks one
 DTYPES = ("auto", "float32", "bfloat16", "float16")  # model dtype; "auto": the checkpoint's
 POOL_DTYPES = ("float32", "bfloat16", "float16")  # what the KV and state pools can hold (pools.as_dtype)
-DEFAULT_PAGE_SIZE = 16  # tokens per KV page: Engine(page_size=...)
-DEFAULT_SSM_DTYPE = "float32"  # Mamba2 SSM state: Engine(ssm_dtype=...)
+DEFAULT_PAGE_SIZE = 16  # tokens per KV page: EngineConfig(page_size=...)
+DEFAULT_SSM_DTYPE = "float32"  # Mamba2 SSM state: EngineConfig(ssm_dtype=...)
+DEFAULT_CHUNKED_PREFILL_SIZE = 2048  # prompt tokens per step when nothing else chooses
 
 
 def supported_model_types() -> list[str]:

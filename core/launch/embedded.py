@@ -4,6 +4,7 @@ has (core/engine/facts.py SERVE_OPTIONS) are named; the rules warn about the set
 from __future__ import annotations
 
 from bringup.core.engine import facts
+from bringup.core.engine.config import EngineConfig
 
 
 def program(python: str | None) -> list[str]:
@@ -29,14 +30,15 @@ def flags_missing(s) -> list[str]:
     return [flag for flag, _ in setting_flags(s) if flag not in facts.serve_flags()]
 
 
+def engine_config(launch) -> EngineConfig:
+    """The EngineConfig `bringup serve` will build from this launch's arguments (the settings it has
+    an option for; flags_missing names the others)."""
+    s = launch.settings
+    return EngineConfig(launch.model, device=launch.run_device, dtype=s.dtype)
+
+
 def arguments(launch) -> list[str]:
-    argv = [launch.model]
-    if launch.run_device != "auto":  # "auto": the engine picks xpu, cuda or cpu itself
-        argv += ["--device", launch.run_device]
-    for flag, value in setting_flags(launch.settings):
-        if flag in facts.serve_flags():
-            argv += [flag, value]
-    return argv
+    return engine_config(launch).serve_arguments()
 
 
 def endpoint_arguments(endpoint) -> list[str]:

@@ -44,6 +44,7 @@ def capture(source, *, device, dtype, prompt: str | None = None, sequences: list
     import torch
 
     from bringup.core.sources.default_model import resolve_default
+    from bringup.core.engine.config import EngineConfig
     from bringup.core.engine.engine import Engine
     from bringup.core.engine.sampling import SamplingParams
     from bringup.core.errors import UserError
@@ -51,8 +52,9 @@ def capture(source, *, device, dtype, prompt: str | None = None, sequences: list
     source = resolve_default(source) or source  # `default`: the bundled checkpoint, generated once
     extra = {"load_format": load_format} if load_format else {}
     # No decode graphs nor CPU compile: the capture runs prefills only (max_new_tokens=1), and either costs seconds.
-    engine = Engine(source, device=device, dtype=dtype, max_running_requests=1, max_total_tokens=4096,
-                    cuda_graphs=False, cpu_compile=False, log=log or (lambda m: print(m, file=sys.stderr, flush=True)), **extra)
+    config = EngineConfig(source, device=device, dtype=dtype, max_running_requests=1, max_total_tokens=4096,
+                          cuda_graphs=False, cpu_compile=False, **extra)
+    engine = Engine(config, log=log or (lambda m: print(m, file=sys.stderr, flush=True)))
     model = engine.model
     if not hasattr(model, "block_hook"):
         raise UserError(f"the engine's {type(model).__name__} does not report its blocks' outputs; compare needs "

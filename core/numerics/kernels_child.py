@@ -60,6 +60,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     from bringup.core.sources.default_model import resolve_default
     from bringup.core.engine.device import resolve_device
+    from bringup.core.engine.config import EngineConfig
     from bringup.core.engine.engine import Engine
     from bringup.core.errors import UserError
 
@@ -71,8 +72,9 @@ def main(argv=None) -> int:
             long = 0 if resolve_device(args.device).type == "cpu" else LONG_PREFILL_TOKENS
         if long < 0:
             raise UserError(f"--prefill-tokens {long} must be 0 or more")
-        engine = Engine(source, device=args.device, dtype=args.dtype, load_format=args.load_format,
-                        log=lambda m: print(m, file=sys.stderr, flush=True), **engine_settings(long))
+        config = EngineConfig(source, device=args.device, dtype=args.dtype, load_format=args.load_format,
+                              **engine_settings(long))
+        engine = Engine(config, log=lambda m: print(m, file=sys.stderr, flush=True))
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -20,6 +20,7 @@ import sys
 
 from bringup.core.errors import UserError
 
+from bringup.core.engine.config import EngineConfig
 from bringup.core.engine.model_source import model_source
 
 log = logging.getLogger("bringup.server")
@@ -82,16 +83,15 @@ def summary_line(info: dict, device_type: str, free_bytes: int | None) -> str:
     return line
 
 
-def serve(source: str | None, *, device: str = "auto", dtype: str = "auto", host: str = "127.0.0.1",
-          port: int = DEFAULT_PORT, mem_fraction: float | None = None, max_running_requests: int | None = None,
-          api_key: str | None = None, served_model_name: str | None = None,
-          chunked_prefill_size: int | None = None, limits: dict | None = None,
-          allowed_hosts: tuple[str, ...] = (), model_aliases: tuple[str, ...] = (), load_format: str = "auto",
-          cpu_threads: int | None = None, cpu_compile: bool | None = None) -> int:
-    """`limits`: overrides for api_limits.default_limits (max_body_bytes, max_prompts, max_queued_requests,
-    max_queued_tokens, drain_grace_s); None values keep the defaults."""
+def serve(config: EngineConfig, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT, api_key: str | None = None,
+          served_model_name: str | None = None, limits: dict | None = None, allowed_hosts: tuple[str, ...] = (),
+          model_aliases: tuple[str, ...] = ()) -> int:
+    """Serve the engine `config` describes (its `model` as the user named it: a catalogue name,
+    `default`, a folder...). `limits`: overrides for limits.default_limits (max_body_bytes,
+    max_prompts, max_queued_requests, max_queued_tokens, drain_grace_s); None values keep the defaults."""
     setup_logging()
-    model, name = model_source(source, load_format)
+    source = config.model
+    model, name = model_source(source, config.load_format)
     sock = bind_socket(host, port)
     port = sock.getsockname()[1]
     if host not in ("127.0.0.1", "localhost", "::1") and not api_key:
@@ -99,12 +99,7 @@ def serve(source: str | None, *, device: str = "auto", dtype: str = "auto", host
 
     from bringup.core.engine.engine import Engine
 
-    kwargs = {"device": device, "dtype": dtype, "mem_fraction": mem_fraction,
-              "max_running_requests": max_running_requests, "log": log.info, "load_format": load_format,
-              "cpu_threads": cpu_threads, "cpu_compile": cpu_compile}
-    if chunked_prefill_size is not None:
-        kwargs["chunked_prefill_size"] = chunked_prefill_size
-    engine = Engine(model, **kwargs)  # logs the weight and pool lines itself
+    engine = Engine(config.replace(model=model), log=log.info)  # logs the weight and pool lines itself
     info = engine.server_info()
     from bringup.core.engine import device as devices
 

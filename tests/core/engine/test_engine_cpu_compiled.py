@@ -73,9 +73,10 @@ def tiny_folder(tmp_path_factory):
 
 
 def _engine(folder, compiled: bool, log=None):
+    from bringup.core.engine.config import EngineConfig
     from bringup.core.engine.engine import Engine
 
-    return Engine(str(folder), device="cpu", max_running_requests=4, cpu_threads=1, cpu_compile=compiled,
+    return Engine(EngineConfig(str(folder), device="cpu", max_running_requests=4, cpu_threads=1, cpu_compile=compiled),
                   log=log or (lambda m: None))
 
 

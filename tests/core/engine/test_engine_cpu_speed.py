@@ -80,6 +80,7 @@ def test_float32_rms_norm_shortcut_is_the_written_formula_bit_for_bit(multiply_i
 
 @pytest.mark.slow
 def test_cpu_engine_sets_its_threads_and_transposes_its_linears(tmp_path):
+    from bringup.core.engine.config import EngineConfig
     from bringup.core.engine.engine import Engine
     from bringup.core.engine.sampling import SamplingParams
 
@@ -89,7 +90,7 @@ def test_cpu_engine_sets_its_threads_and_transposes_its_linears(tmp_path):
     before = torch.get_num_threads()
     lines = []
     try:
-        engine = Engine(str(folder), device="cpu", log=lines.append, cpu_threads=1)
+        engine = Engine(EngineConfig(str(folder), device="cpu", cpu_threads=1), log=lines.append)
         assert torch.get_num_threads() == 1 and engine.server_info()["cpu_threads"] == 1
         assert "CPU threads: 1 (as requested)" in lines
         mixer = next(layer.mixer_module for layer in engine.model.decoder.layers if layer.mixer_kind == "mamba2")
@@ -104,6 +105,7 @@ def test_cpu_engine_sets_its_threads_and_transposes_its_linears(tmp_path):
 @pytest.mark.slow
 def test_packed_weight_copies_are_counted_and_left_out_when_memory_is_short(tmp_path, monkeypatch):
     from bringup.core.engine import device as devices
+    from bringup.core.engine.config import EngineConfig
     from bringup.core.engine.engine import Engine
     from bringup.core.engine.sampling import SamplingParams
     from bringup.kernels.cpu import onednn_packed
@@ -115,7 +117,7 @@ def test_packed_weight_copies_are_counted_and_left_out_when_memory_is_short(tmp_
     monkeypatch.setattr(onednn_packed, "ENABLED", True)  # restored after the test, whatever the engines set
     folder = tiny_nemotron_h(tmp_path)
     lines = []
-    engine = Engine(str(folder), device="cpu", log=lines.append, cpu_threads=1)
+    engine = Engine(EngineConfig(str(folder), device="cpu", cpu_threads=1), log=lines.append)
     packed = engine.server_info()["allocated"]["packed_weights_bytes"]
     assert 0 < packed < engine.weights_bytes and any("oneDNN packed copies" in line for line in lines)
     greedy = SamplingParams(max_new_tokens=3, temperature=0, ignore_eos=True)
@@ -126,7 +128,7 @@ def test_packed_weight_copies_are_counted_and_left_out_when_memory_is_short(tmp_
     weights = engine.weights_bytes
     monkeypatch.setattr(devices, "free_memory", lambda device: int(3.9 * weights))
     lines.clear()
-    short = Engine(str(folder), device="cpu", log=lines.append, cpu_threads=1, context_length=128)
+    short = Engine(EngineConfig(str(folder), device="cpu", cpu_threads=1, context_length=128), log=lines.append)
     assert not onednn_packed.ENABLED and short.server_info()["allocated"]["packed_weights_bytes"] == 0
     assert any("no oneDNN packed weight copies" in line for line in lines)
     assert short.generate([[5, 6, 7, 8]] * 4, greedy) == engine.generate([[5, 6, 7, 8]] * 4, greedy)

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from bringup.core.engine.decode_graphs import PADDING_OWNER, bucket_for, buckets_up_to, pad_decode
+from bringup.core.engine.config import EngineConfig
 from bringup.core.engine.engine import Engine
 from bringup.core.engine.sampling import SamplingParams
 from bringup.core.errors import UserError
@@ -57,11 +58,11 @@ def test_engine_with_graph_decode_gives_the_same_tokens(build, tmp_path):
     folder = build(tmp_path / "ckpt")
     prompts = prompts_of_lengths([3, 17, 9, 30, 5], 400, seed=3)
     params = SamplingParams(max_new_tokens=7, temperature=0, ignore_eos=True)
-    plain = Engine(str(folder), device="cpu", log=lambda m: None, max_running_requests=4)
+    plain = Engine(EngineConfig(str(folder), device="cpu", max_running_requests=4), log=lambda m: None)
     expected = plain.generate(prompts, params)
 
-    graphed = Engine(str(folder), device="cpu", log=lambda m: None, max_running_requests=4, cuda_graphs=True,
-                     graph_factory=ReplayStandIn)
+    graphed = Engine(EngineConfig(str(folder), device="cpu", max_running_requests=4, cuda_graphs=True),
+                     log=lambda m: None, graph_factory=ReplayStandIn)
     assert graphed.decode_graphs.buckets == (1, 2, 4)
     before = ReplayStandIn.replays
     assert graphed.generate(prompts, params) == expected
@@ -75,8 +76,8 @@ def test_one_running_request_with_graphs_runs_and_every_request_finishes(tmp_pat
     """The padding rows' slot used to be one of the plan's: at --max-running-requests 1 no request
     could ever start (with N, only N-1 ran). The slot is now allocated beyond the plan."""
     folder = tiny_nemotron_h(tmp_path / "ckpt")
-    engine = Engine(str(folder), device="cpu", log=lambda m: None, max_running_requests=1, cuda_graphs=True,
-                    graph_factory=ReplayStandIn)
+    engine = Engine(EngineConfig(str(folder), device="cpu", max_running_requests=1, cuda_graphs=True),
+                    log=lambda m: None, graph_factory=ReplayStandIn)
     assert engine.decode_graphs.buckets == (1,)
     assert engine.state_pool.num_free_slots == 1  # the plan's one slot, free for the request
     prompts = prompts_of_lengths([4, 6, 3], 400, seed=1)
@@ -106,8 +107,8 @@ def test_a_prompt_that_needs_the_padding_page_is_refused(tmp_path):
     from bringup.core.engine.scheduler import RequestRejected
 
     folder = tiny_nemotron_h(tmp_path / "ckpt")
-    engine = Engine(str(folder), device="cpu", log=lambda m: None, max_running_requests=1, cuda_graphs=True,
-                    graph_factory=ReplayStandIn, page_size=4, max_total_tokens=16)
+    engine = Engine(EngineConfig(str(folder), device="cpu", max_running_requests=1, cuda_graphs=True, page_size=4,
+                                 max_total_tokens=16), log=lambda m: None, graph_factory=ReplayStandIn)
     usable = engine.stats()["kv_pages_total"]
     assert usable == 4 and engine.kv_pool.num_pages == 5
     with pytest.raises(RequestRejected, match="holds only 4 pages"):
@@ -119,8 +120,8 @@ def test_static_block_tables_follow_requests_that_come_go_and_grow(tmp_path):
     row, a row turned padding): after every step each live row holds its request's pages and each
     padding row starts at the scratch page, as a full rewrite would leave them."""
     folder = tiny_nemotron_h(tmp_path / "ckpt")
-    engine = Engine(str(folder), device="cpu", log=lambda m: None, max_running_requests=4, cuda_graphs=True,
-                    graph_factory=ReplayStandIn, page_size=4)
+    engine = Engine(EngineConfig(str(folder), device="cpu", max_running_requests=4, cuda_graphs=True, page_size=4),
+                    log=lambda m: None, graph_factory=ReplayStandIn)
     graphs = engine.decode_graphs
     prompts = prompts_of_lengths([3, 9, 5, 14, 2, 7], 400, seed=4)
     for i, p in enumerate(prompts):  # different lengths: requests leave at different steps, others take their rows
@@ -150,7 +151,8 @@ def test_static_block_tables_follow_requests_that_come_go_and_grow(tmp_path):
 
 def test_capturing_late_without_a_spare_slot_is_refused(tmp_path):
     folder = tiny_nemotron_h(tmp_path / "ckpt")
-    engine = Engine(str(folder), device="cpu", log=lambda m: None, max_running_requests=1, cuda_graphs=False)
+    engine = Engine(EngineConfig(str(folder), device="cpu", max_running_requests=1, cuda_graphs=False),
+                    log=lambda m: None)
     with pytest.raises(UserError, match="padding slot"):
         engine.capture_decode_graphs(graph_factory=ReplayStandIn)
 
@@ -158,12 +160,12 @@ def test_capturing_late_without_a_spare_slot_is_refused(tmp_path):
 def test_cuda_graphs_on_a_cpu_engine_is_a_user_error(tmp_path, monkeypatch):
     folder = tiny_llama(tmp_path / "ckpt")
     with pytest.raises(UserError, match="CUDA graphs need a CUDA device"):
-        Engine(str(folder), device="cpu", log=lambda m: None, cuda_graphs=True)
+        Engine(EngineConfig(str(folder), device="cpu", cuda_graphs=True), log=lambda m: None)
     monkeypatch.setenv("BRINGUP_CUDA_GRAPHS", "1")
     with pytest.raises(UserError, match="unset BRINGUP_CUDA_GRAPHS"):
-        Engine(str(folder), device="cpu", log=lambda m: None)
+        Engine(EngineConfig(str(folder), device="cpu"), log=lambda m: None)
     monkeypatch.setenv("BRINGUP_CUDA_GRAPHS", "0")
-    assert Engine(str(folder), device="cpu", log=lambda m: None).decode_graphs is None
+    assert Engine(EngineConfig(str(folder), device="cpu"), log=lambda m: None).decode_graphs is None
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="real CUDA graphs need a CUDA device")
@@ -171,10 +173,11 @@ def test_real_cuda_graphs_give_the_same_tokens(tmp_path):
     folder = tiny_nemotron_h(tmp_path / "ckpt")
     prompts = prompts_of_lengths([3, 17, 9, 30, 5], 400, seed=3)
     params = SamplingParams(max_new_tokens=7, temperature=0, ignore_eos=True)
-    plain = Engine(str(folder), device="cuda", log=lambda m: None, max_running_requests=4)
+    plain = Engine(EngineConfig(str(folder), device="cuda", max_running_requests=4), log=lambda m: None)
     expected = plain.generate(prompts, params)
     del plain
-    graphed = Engine(str(folder), device="cuda", log=lambda m: None, max_running_requests=4, cuda_graphs=True)
+    graphed = Engine(EngineConfig(str(folder), device="cuda", max_running_requests=4, cuda_graphs=True),
+                     log=lambda m: None)
     assert graphed.decode_graphs is not None and graphed.decode_graphs.buckets == (1, 2, 4)
     assert graphed.generate(prompts, params) == expected
     graphed.check_pools()

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from bringup.core.engine.dummy_weights import DEFAULT_SEED, fill_dummy_
+from bringup.core.engine.config import EngineConfig
 from bringup.core.engine.engine import Engine
 from bringup.core.engine.loader import build_model
 from bringup.core.engine.sampling import SamplingParams
@@ -32,8 +33,8 @@ def test_each_family_generates_on_dummy_weights(name, tmp_path):
     config.save_pretrained(str(tmp_path))  # config.json only: no weights, no tokenizer
     rules = validate(load_layer_map(str(tmp_path)), "embedded", LaunchSettings(device="cpu"))
     assert rules.ok, [f.code for f in rules.findings if f.severity == "error"]
-    engine = Engine(str(tmp_path), device="cpu", dtype="float32", load_format="dummy", log=lambda m: None,
-                    max_running_requests=4, chunked_prefill_size=8)
+    engine = Engine(EngineConfig(str(tmp_path), device="cpu", dtype="float32", load_format="dummy",
+                                 max_running_requests=4, chunked_prefill_size=8), log=lambda m: None)
     info = engine.server_info()
     assert info["load_format"] == "dummy" and info["weights_source"].startswith("dummy")
     # What the family derives after loading is derived from the dummy weights too: the engine's model
@@ -74,6 +75,7 @@ def test_bench_on_dummy_weights_has_a_transformers_baseline_for_families_the_twi
 
 def test_gemma_dummy_norms_scale_by_one_as_gemma_initialises_them(tmp_path):
     family_config("gemma3_text", VOCAB).save_pretrained(str(tmp_path))
-    model = Engine(str(tmp_path), device="cpu", dtype="float32", load_format="dummy", log=lambda m: None).model
+    config = EngineConfig(str(tmp_path), device="cpu", dtype="float32", load_format="dummy")
+    model = Engine(config, log=lambda m: None).model
     norms = {n: p for n, p in model.named_parameters() if "norm" in n}
     assert norms and all(torch.equal(p, torch.ones_like(p)) for p in norms.values())  # stored 1 + w, w = 0

@@ -11,6 +11,7 @@ import torch
 
 from bringup.core.engine import device as devices
 from bringup.core.engine.dummy_weights import VocabCoveringTokenizer, load_dummy_model
+from bringup.core.engine.config import EngineConfig
 from bringup.core.engine.engine import Engine
 from bringup.core.engine.sampling import SamplingParams
 from bringup.core.errors import UserError
@@ -33,8 +34,8 @@ def config_only(tmp_path_factory):
 
 def test_a_config_only_folder_serves_with_dummy_weights(config_only):
     folder, _ = config_only
-    engine = Engine(str(folder), device="cpu", load_format="dummy", log=lambda m: None, max_running_requests=4,
-                    mem_fraction=0.5)
+    engine = Engine(EngineConfig(str(folder), device="cpu", load_format="dummy", max_running_requests=4,
+                                 mem_fraction=0.5), log=lambda m: None)
     info = engine.server_info()
     assert info["load_format"] == "dummy" and info["weights_source"].startswith("dummy")
     assert info["vocab_size"] == 4000 and len(engine.tokenizer) == 4000
@@ -62,8 +63,8 @@ def test_dummy_weights_are_seeded_and_follow_the_usual_initialisation(config_onl
 
 def test_a_folder_with_weights_keeps_its_tokenizer_under_dummy(config_only):
     _, ckpt = config_only
-    engine = Engine(str(ckpt), device="cpu", load_format="dummy", log=lambda m: None, max_running_requests=2,
-                    mem_fraction=0.5)
+    engine = Engine(EngineConfig(str(ckpt), device="cpu", load_format="dummy", max_running_requests=2,
+                                 mem_fraction=0.5), log=lambda m: None)
     assert engine.tokenizer_source == str(ckpt)
     assert engine.server_info()["load_format"] == "dummy"
 
@@ -79,7 +80,7 @@ def test_the_real_nano_is_refused_before_allocating_when_it_cannot_fit(monkeypat
 def test_unknown_load_format_is_a_user_error(config_only):
     folder, _ = config_only
     with pytest.raises(UserError, match="load-format"):
-        Engine(str(folder), device="cpu", load_format="gguf-ish", log=lambda m: None)
+        Engine(EngineConfig(str(folder), device="cpu", load_format="gguf-ish"), log=lambda m: None)
 
 
 def test_serve_and_bench_take_the_flag():
@@ -106,8 +107,8 @@ def test_the_running_label_names_architecture_params_weights_dtype_and_device(co
     from bringup.core.client.running_label import is_random_weights, running_label
 
     folder, _ = config_only
-    engine = Engine(str(folder), device="cpu", load_format="dummy", log=lambda m: None, max_running_requests=2,
-                    mem_fraction=0.5)
+    engine = Engine(EngineConfig(str(folder), device="cpu", load_format="dummy", max_running_requests=2,
+                                 mem_fraction=0.5), log=lambda m: None)
     info = engine.server_info()
     label = running_label(info)
     assert label.startswith("NemotronHForCausalLM · ") and "M params" in label

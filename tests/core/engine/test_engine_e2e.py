@@ -9,6 +9,7 @@ import os
 
 import pytest
 
+from bringup.core.engine.config import EngineConfig
 from bringup.core.engine.engine import Engine
 from bringup.core.engine.pools import PoolLayerError
 from bringup.core.engine.request import RequestRejected
@@ -35,7 +36,7 @@ def checkpoint(request, tmp_path_factory):
 
 def quiet_engine(folder, **kwargs):
     lines = []
-    engine = Engine(str(folder), device=DEVICE, log=lines.append, **kwargs)
+    engine = Engine(EngineConfig(str(folder), device=DEVICE, **kwargs), log=lines.append)
     return engine, lines
 
 

@@ -45,13 +45,14 @@ def family(request, tmp_path_factory, checkpoint):
 
 
 def test_engine_batched_greedy_equals_transformers_and_pools_end_empty(family):
+    from bringup.core.engine.config import EngineConfig
     from bringup.core.engine.engine import Engine
     from bringup.core.engine.sampling import SamplingParams
 
     name, folder, prompts, expected = family
     _, state_layers, kv_layers, conv_shape, ssm_shape = FAMILIES[name]
     lines: list[str] = []
-    engine = Engine(str(folder), device=DEVICE, log=lines.append, chunked_prefill_size=16)
+    engine = Engine(EngineConfig(str(folder), device=DEVICE, chunked_prefill_size=16), log=lines.append)
     assert engine.generate(prompts, SamplingParams(max_new_tokens=NEW, temperature=0, ignore_eos=True)) == expected
     engine.check_pools()
     stats = engine.stats()

@@ -11,6 +11,7 @@ from test_engine_decode_graphs import ReplayStandIn
 from hybrid_configs import VARIANTS
 
 from bringup.core.engine.decode_graphs import PADDING_OWNER
+from bringup.core.engine.config import EngineConfig
 from bringup.core.engine.engine import Engine
 from bringup.core.engine.sampling import SamplingParams
 
@@ -41,8 +42,9 @@ def test_engine_greedy_with_graph_decode_equals_transformers(name, tokenizer, tm
     prompts = [torch.randint(3, len(tokenizer), (n,), generator=g).tolist() for n in (13, 3, 9, 1)]
     expected = [hf_greedy(hf, p, NEW - 1)[0] for p in prompts]
 
-    engine = Engine(str(tmp_path), device="cpu", log=lambda m: None, max_running_requests=3, chunked_prefill_size=8,
-                    cuda_graphs=True, graph_factory=ReplayStandIn)  # captured at start-up: its own padding slot
+    engine = Engine(EngineConfig(str(tmp_path), device="cpu", max_running_requests=3, chunked_prefill_size=8,
+                                 cuda_graphs=True),  # captured at start-up: its own padding slot
+                    log=lambda m: None, graph_factory=ReplayStandIn)
     before = ReplayStandIn.replays
     assert engine.generate(prompts, SamplingParams(max_new_tokens=NEW, temperature=0, ignore_eos=True)) == expected
     assert ReplayStandIn.replays > before  # decode steps went through the graph path

@@ -4,6 +4,8 @@ moves, a request never holds more SWA pages than its window needs, and every poo
 
 import pytest
 
+from bringup.core.engine.config import EngineConfig
+
 from bringup.core.engine.engine import Engine
 from bringup.core.engine.sampling import SamplingParams
 
@@ -26,7 +28,8 @@ def checkpoint(request, tmp_path_factory):
 
 def test_swa_pool_keeps_the_window_and_matches_transformers(checkpoint):
     folder, prompts, expected = checkpoint
-    engine = Engine(str(folder), device="cpu", log=lambda line: None, page_size=4, chunked_prefill_size=16)
+    engine = Engine(EngineConfig(str(folder), device="cpu", page_size=4, chunked_prefill_size=16),
+                    log=lambda line: None)
     swa = engine.swa_pool
     assert swa is not None and swa.window == WINDOW
     assert set(swa.layer_ids) == set(engine.layer_map.sliding_attention_layers)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from bringup.core.engine.config import EngineConfig
 from bringup.core.engine.engine import Engine
 from bringup.core.engine.sampling import SamplingParams
 from bringup.core.engine.warmup import plan_warmup
@@ -39,8 +40,8 @@ def tiny(tmp_path_factory):
 
 
 def _engine(tiny, warmup, **kw):
-    return Engine(tiny, device="cpu", dtype="float32", max_running_requests=16, chunked_prefill_size=64,
-                  context_length=512, log=lambda m: None, warmup=warmup, **kw)
+    return Engine(EngineConfig(tiny, device="cpu", dtype="float32", max_running_requests=16, chunked_prefill_size=64,
+                               context_length=512, warmup=warmup, **kw), log=lambda m: None)
 
 
 def test_warmup_covers_real_step_shapes_and_leaves_no_trace(tiny):
@@ -70,8 +71,8 @@ def test_warmup_covers_real_step_shapes_and_leaves_no_trace(tiny):
 
 
 def test_warmup_with_one_running_request(tiny):
-    engine = Engine(tiny, device="cpu", dtype="float32", max_running_requests=1, chunked_prefill_size=64,
-                    context_length=512, log=lambda m: None, warmup=True)
+    engine = Engine(EngineConfig(tiny, device="cpu", dtype="float32", max_running_requests=1, chunked_prefill_size=64,
+                                 context_length=512, warmup=True), log=lambda m: None)
     assert engine.warmup_report is not None and not engine.has_unfinished()
     engine.check_pools()
 

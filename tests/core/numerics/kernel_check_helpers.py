@@ -8,6 +8,7 @@ import os
 import torch
 
 from bringup.core.sources.default_model import build_tokenizer
+from bringup.core.engine.config import EngineConfig
 from bringup.core.engine.engine import Engine
 from bringup.core.numerics.kernels_child import engine_settings, run_workload
 
@@ -16,7 +17,7 @@ DEVICE = os.environ.get("BRINGUP_TEST_DEVICE", "cpu")
 
 def engine_for(folder, dtype="float32", device=DEVICE, long_prefill=0) -> Engine:
     """An engine as check-kernels' child builds one (small pools, eager decode: graphs call no ops)."""
-    return Engine(str(folder), device=device, dtype=dtype, **engine_settings(long_prefill))
+    return Engine(EngineConfig(str(folder), device=device, dtype=dtype, **engine_settings(long_prefill)))
 
 
 def kernels_the_engine_calls(engine) -> set[tuple[str, str]]:

@@ -18,11 +18,12 @@ def checkpoint(tmp_path_factory):
 
 
 def test_engine_allocates_what_the_planner_predicts(checkpoint):
+    from bringup.core.engine.config import EngineConfig
     from bringup.core.engine.engine import Engine
     from bringup.core.sources.resolve import load_layer_map
 
-    engine = Engine(str(checkpoint), device="cpu", dtype="float32", mem_fraction=None, max_running_requests=3,
-                    page_size=16, context_length=256, log=lambda _line: None)
+    engine = Engine(EngineConfig(str(checkpoint), device="cpu", dtype="float32", mem_fraction=None,
+                                 max_running_requests=3, page_size=16, context_length=256), log=lambda _line: None)
     plan = engine.plan
     assert plan.target == "embedded" and plan.ok
     stats = engine.stats()  # the requests' pools (decode graphs add a padding page and slot beyond)

@@ -18,16 +18,15 @@ def test_model_types_are_the_engine_registry():
 
 
 def test_engine_defaults_are_its_facts():
-    """The Engine's own defaults and `bringup serve`'s parser are what the facts say."""
+    """The engine's config defaults and `bringup serve`'s parser are what the facts say."""
     import argparse
-    import inspect
 
     from bringup.core.cli import serve
     from bringup.core.engine import facts
-    from bringup.core.engine.engine import Engine
+    from bringup.core.engine.config import EngineConfig
 
-    params = inspect.signature(Engine).parameters
-    assert params["page_size"].default == facts.DEFAULT_PAGE_SIZE and params["ssm_dtype"].default == facts.DEFAULT_SSM_DTYPE
+    config = EngineConfig()
+    assert config.page_size == facts.DEFAULT_PAGE_SIZE and config.ssm_dtype == facts.DEFAULT_SSM_DTYPE
     parser = argparse.ArgumentParser()
     serve.configure(parser)
     args = parser.parse_args([])

@@ -11,10 +11,11 @@ from server_helpers import tiny_checkpoint
 
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory):
+    from bringup.core.engine.config import EngineConfig
     from bringup.core.engine.engine import Engine
 
-    return Engine(str(tiny_checkpoint(tmp_path_factory.mktemp("async_models"))), device="cpu",
-                  max_running_requests=4, log=lambda message: None)
+    return Engine(EngineConfig(str(tiny_checkpoint(tmp_path_factory.mktemp("async_models"))), device="cpu",
+                               max_running_requests=4), log=lambda message: None)
 
 
 def run_with_loop(engine, scenario):

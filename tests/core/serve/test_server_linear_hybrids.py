@@ -137,6 +137,7 @@ def test_serve_matches_transformers_single_and_concurrent(checkpoint):
 
 @pytest.mark.parametrize("family", sorted(DUMMY))
 def test_dummy_weights_from_a_config_alone_run_to_the_end(family, tmp_path):
+    from bringup.core.engine.config import EngineConfig
     from bringup.core.engine.engine import Engine
     from bringup.core.engine.sampling import SamplingParams
 
@@ -144,8 +145,8 @@ def test_dummy_weights_from_a_config_alone_run_to_the_end(family, tmp_path):
     config.save_pretrained(str(tmp_path))  # config.json only: no weights, no tokenizer
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json"]
     assert json.loads((tmp_path / "config.json").read_text())["model_type"] == family
-    engine = Engine(str(tmp_path), device="cpu", load_format="dummy", log=lambda m: None, max_running_requests=2,
-                    chunked_prefill_size=8)
+    engine = Engine(EngineConfig(str(tmp_path), device="cpu", load_format="dummy", max_running_requests=2,
+                                 chunked_prefill_size=8), log=lambda m: None)
     prompts = [[5, 6, 7, 8, 9, 10, 11, 12, 13, 14], [9, 10]]
     outs = engine.generate(prompts, SamplingParams(max_new_tokens=4, temperature=0, ignore_eos=True))
     assert [len(o) for o in outs] == [4, 4] and all(0 <= t < 512 for o in outs for t in o)

@@ -11,6 +11,7 @@ import torch
 from gguf_helpers import byte_level_vocab, write_gguf
 from models_helpers import hf_greedy, randomize
 
+from bringup.core.engine.config import EngineConfig
 from bringup.core.engine.engine import Engine
 from bringup.core.engine.sampling import SamplingParams
 from bringup.core.sources.gguf_file import iter_gguf_weights, read_gguf_config
@@ -59,8 +60,8 @@ def test_engine_on_the_gguf_decodes_as_transformers_on_the_checkpoint(gemma3_ggu
     g = torch.Generator().manual_seed(4)
     prompts = [torch.randint(3, hf.config.vocab_size, (n,), generator=g).tolist() for n in (23, 4)]
     expected = [hf_greedy(hf, p, 5)[0] for p in prompts]
-    engine = Engine(str(path), device="cpu", dtype="float32", log=lambda m: None, max_running_requests=2,
-                    chunked_prefill_size=8)
+    engine = Engine(EngineConfig(str(path), device="cpu", dtype="float32", max_running_requests=2,
+                                 chunked_prefill_size=8), log=lambda m: None)
     assert engine.server_info()["swa_layers"] == [0, 1]
     out = engine.generate(prompts, SamplingParams(max_new_tokens=6, temperature=0, ignore_eos=True))
     assert out == expected

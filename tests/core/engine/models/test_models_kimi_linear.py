@@ -95,10 +95,12 @@ def test_rope_in_mla_is_refused_with_the_reason(tmp_path):
 
 def test_engine_pools_are_what_the_planner_counts(checkpoint):
     """The latent KV pool and the KDA slots take exactly the bytes the planner's layer map says."""
+    from bringup.core.engine.config import EngineConfig
     from bringup.core.engine.engine import Engine
 
     _, folder = checkpoint
-    engine = Engine(str(folder), device=DEVICE, load_format="dummy", log=lambda m: None, max_running_requests=2)
+    engine = Engine(EngineConfig(str(folder), device=DEVICE, load_format="dummy", max_running_requests=2),
+                    log=lambda m: None)
     assert engine.kv_pool.latent and engine.kv_pool.v_bytes == 0
     assert engine.kv_pool.bytes_per_token == engine.plan.kv_bytes_per_token == 2 * (12 + 4) * 4
     assert engine.state_pool.bytes_per_slot == engine.plan.state_bytes_per_request
