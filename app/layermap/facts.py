@@ -107,7 +107,7 @@ def detail_rows(layer: Layer) -> list[tuple[str, str]]:
         rows.append(("state bytes / request", format_bytes(state_bytes_per_request(layer), short=True)))
         rows.append(("  conv (bf16)", format_bytes(layer.conv_state_elems * CONV_BYTES, short=True)))
         rows.append(("  SSM (fp32)", format_bytes(layer.ssm_state_elems * SSM_BYTES, short=True)))
-    for key, value in layer.attrs.items():
+    for key, value in layer.facts().items():
         rows.append((str(key), format_value(value)))
     return rows
 

@@ -44,7 +44,7 @@ class LayerTableModel(QAbstractTableModel):
                     layer.state_pool_index if layer.state_pool_index is not None else -1, layer.pp_stage, layer.params,
                     kv_bytes_per_token(layer), state_bytes_per_request(layer))[col]
         if role == Qt.ItemDataRole.ToolTipRole:
-            return "\n".join(f"{k}: {v}" for k, v in layer.attrs.items()) or None
+            return "\n".join(f"{k}: {v}" for k, v in layer.facts().items()) or None
         if role == Qt.ItemDataRole.TextAlignmentRole and col not in (1, 2):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         if role != Qt.ItemDataRole.DisplayRole:
@@ -58,8 +58,8 @@ class LayerTableModel(QAbstractTableModel):
 
     def search_text(self, row: int) -> str:
         layer = self.layers[row]
-        attrs = " ".join(f"{k}={v}" for k, v in layer.attrs.items())
-        return f"{layer.index} {layer.mixer} {layer.ffn} {attrs}".lower()
+        facts = " ".join(f"{k}={v}" for k, v in layer.facts().items())
+        return f"{layer.index} {layer.mixer} {layer.ffn} {facts}".lower()
 
 
 class _Filter(QSortFilterProxyModel):

@@ -87,11 +87,11 @@ def render_text(m: LayerMap) -> str:
     out.append(f"  parameters     {params}")
     out.append(f"  full attention {len(m.full_attention_layers)}: {_ids(m.full_attention_layers)}")
     if m.sliding_attention_layers:
-        window = {l.attrs.get("window") for l in m.layers if l.mixer == "sliding_attention"} - {None}
+        window = {l.attention.window for l in m.layers if l.mixer == "sliding_attention" and l.attention} - {None}
         extra = f" (window {', '.join(map(str, sorted(window)))})" if window else ""
         out.append(f"  sliding        {len(m.sliding_attention_layers)}: {_ids(m.sliding_attention_layers)}{extra}")
     if m.sparse_attention_layers:
-        topk = {l.attrs.get("index_topk") for l in m.layers if l.mixer == "sparse_attention"} - {None}
+        topk = {l.attention.index_topk for l in m.layers if l.mixer == "sparse_attention" and l.attention} - {None}
         extra = f" (indexer picks {', '.join(map(str, sorted(topk)))} keys per query)" if topk else ""
         out.append(f"  sparse attn    {len(m.sparse_attention_layers)}: {_ids(m.sparse_attention_layers)}{extra}")
     if m.kv_shared_layers:
@@ -99,7 +99,7 @@ def render_text(m: LayerMap) -> str:
         out.append(f"  KV shared      {len(m.kv_shared_layers)} reuse an earlier layer's KV: {pairs}")
     out.append(f"  state          {len(m.state_layers)}: {_ids(m.state_layers)}")
     out.append(f"  moe / mlp      {len(m.moe_layers)} / {len(m.mlp_layers)}")
-    experts = {(l.attrs.get("experts"), l.attrs.get("top_k")) for l in m.layers if l.ffn == "moe"} - {(None, None)}
+    experts = {(l.moe.experts, l.moe.top_k) for l in m.layers if l.ffn == "moe" and l.moe}
     if experts:
         out.append("  experts        " + ", ".join(f"{e} (top-{k})" for e, k in sorted(experts, key=str)))
     kv = sum(l.kv_elems_per_token for l in m.layers) * 2

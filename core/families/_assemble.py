@@ -47,8 +47,8 @@ def _layer(index: int, spec: LayerSpec, kv_index, state_index, stage: int) -> La
         kv_elems_per_token=p.kv_elems if spec.owns_kv else 0,
         conv_state_elems=p.conv_elems if spec.mixer in STATE_MIXERS else 0,
         ssm_state_elems=p.ssm_elems if spec.mixer in STATE_MIXERS else 0,
-        attrs=dict(p.attrs),
         kv_shared_from=spec.kv_shared_from,
+        **p.geometry(),
     )
 
 

@@ -16,5 +16,6 @@ def bamba_style_mamba2(view: ConfigView, hidden: int, heads: int, head_dim: int,
         conv_kernel=view.int("mamba_d_conv", default=4),
         conv_bias=view.bool("mamba_conv_bias", default=True),
         intermediate=intermediate,
+        chunk_size=view.int("mamba_chunk_size", default=256, minimum=0),
         **extra,
     )

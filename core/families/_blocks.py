@@ -4,34 +4,55 @@ Counts follow what transformers allocates (`sum(p.numel() for p in model.paramet
 family module adds up blocks the way the HF modeling file builds them. Cache geometry is in
 elements at TP 1, as SGLang sizes its pools (sglang-notes §2.3).
 
-`Layer.attrs` keys the families write (the planner and the details panel read them):
-- attention: heads, kv_heads, head_dim, window (sliding layers); MLA adds mla, kv_lora_rank,
-  qk_rope_head_dim, v_head_dim
-- Mamba2: mamba_heads, mamba_head_dim, mamba_groups, d_state, conv_kernel; Mamba1: mamba_inner, dt_rank
-- gated DeltaNet: linear_key_heads, linear_value_heads, linear_key_head_dim, linear_value_head_dim, conv_kernel
-- KDA: linear_heads, linear_head_dim, conv_kernel; short conv: conv_channels, conv_kernel
-- FFN: intermediate_size; MoE: experts, top_k (and moe_intermediate_size where it differs)
+Each Part also carries the typed sizes of what it builds (core/layermap/layer_geometry.py): the
+attention, Mamba2, linear-attention, MLP or MoE geometry, which the assembled Layer keeps and the
+engine builds its tensors from.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+from bringup.core.layermap.layer_geometry import (
+    GEOMETRY_FIELDS,
+    AttentionGeometry,
+    GatedDeltaNetGeometry,
+    KimiDeltaGeometry,
+    LightningGeometry,
+    Mamba2Geometry,
+    MambaGeometry,
+    MLPGeometry,
+    MoEGeometry,
+    ShortConvGeometry,
+)
 
 
 @dataclass
 class Part:
-    """The params of one block, what a token touches, cache geometry and facts for the UI."""
+    """The params of one block, what a token touches, cache geometry and the typed sizes of its parts."""
 
     params: int = 0
     active: int | None = None  # None = same as params
     kv_elems: int = 0
     conv_elems: int = 0
     ssm_elems: int = 0
-    attrs: dict = field(default_factory=dict)
+    attention: AttentionGeometry | None = None
+    mamba2: Mamba2Geometry | None = None
+    mamba: MambaGeometry | None = None
+    gated_delta_net: GatedDeltaNetGeometry | None = None
+    kda: KimiDeltaGeometry | None = None
+    lightning: LightningGeometry | None = None
+    short_conv: ShortConvGeometry | None = None
+    mlp: MLPGeometry | None = None
+    moe: MoEGeometry | None = None
 
     @property
     def active_params(self) -> int:
         return self.params if self.active is None else self.active
+
+    def geometry(self) -> dict:
+        """The typed sizes this part carries, by Layer field name."""
+        return {name: getattr(self, name) for name in GEOMETRY_FIELDS if getattr(self, name) is not None}
 
     def __add__(self, other: "Part") -> "Part":
         return Part(
@@ -40,7 +61,7 @@ class Part:
             kv_elems=self.kv_elems + other.kv_elems,
             conv_elems=self.conv_elems + other.conv_elems,
             ssm_elems=self.ssm_elems + other.ssm_elems,
-            attrs={**self.attrs, **other.attrs},
+            **{**self.geometry(), **other.geometry()},
         )
 
 
@@ -63,7 +84,7 @@ def attention(
     qk_norm: int = 0,  # params of q_norm + k_norm (per-head norms: 2 * head_dim)
     window: int | None = None,
     in_dim: int | None = None,  # Zamba2 feeds attention a wider input
-    extra: int = 0,  # e.g. gpt-oss attention sinks
+    sinks: bool = False,  # gpt-oss: one learnt sink logit per head
 ) -> Part:
     d_in = in_dim or hidden
     p = (
@@ -71,18 +92,17 @@ def attention(
         + 2 * linear(d_in, kv_heads * head_dim, qkv_bias)
         + linear(heads * head_dim, hidden, o_bias)
         + qk_norm
-        + extra
+        + (heads if sinks else 0)
     )
-    attrs = {"heads": heads, "kv_heads": kv_heads, "head_dim": head_dim}
-    if window:
-        attrs["window"] = window
-    return Part(params=p, kv_elems=2 * kv_heads * head_dim, attrs=attrs)
+    geometry = AttentionGeometry(heads=heads, kv_heads=kv_heads, head_dim=head_dim, window=window or None,
+                                 sinks=sinks, in_dim=in_dim)
+    return Part(params=p, kv_elems=2 * kv_heads * head_dim, attention=geometry)
 
 
 def mlp(hidden: int, inter: int, *, gated: bool = True, bias: bool = False) -> Part:
     n = 3 if gated else 2
     p = n * hidden * inter + ((n - 1) * inter + hidden if bias else 0)
-    return Part(params=p, attrs={"intermediate_size": inter})
+    return Part(params=p, mlp=MLPGeometry(inter))
 
 
 def moe(
@@ -94,10 +114,15 @@ def moe(
     router: int,  # router weight (+ bias)
     shared: int = 0,  # shared expert(s), always active
     other: int = 0,  # always-active extras (latent projections, shared-expert gate...)
+    expert_intermediate: int | None = None,  # the sizes the engine builds (MoEGeometry)
+    shared_intermediate: int = 0,
+    latent: int = 0,
 ) -> Part:
     p = experts * expert_params + router + shared + other
     active = min(top_k, experts) * expert_params + router + shared + other
-    return Part(params=p, active=active, attrs={"experts": experts, "top_k": top_k})
+    geometry = MoEGeometry(experts=experts, top_k=top_k, expert_intermediate=expert_intermediate,
+                           shared_intermediate=shared_intermediate, latent=latent)
+    return Part(params=p, active=active, moe=geometry)
 
 
 def mamba2(
@@ -113,6 +138,7 @@ def mamba2(
     out_bias: bool | None = None,  # defaults to proj_bias
     gated_norm: bool = True,
     intermediate: int | None = None,
+    chunk_size: int | None = None,
 ) -> Part:
     inter = intermediate if intermediate is not None else heads * head_dim
     conv_dim = inter + 2 * groups * d_state
@@ -127,13 +153,8 @@ def mamba2(
         params=p,
         conv_elems=conv_dim * (conv_kernel - 1),
         ssm_elems=heads * head_dim * d_state,
-        attrs={
-            "mamba_heads": heads,
-            "mamba_head_dim": head_dim,
-            "mamba_groups": groups,
-            "d_state": d_state,
-            "conv_kernel": conv_kernel,
-        },
+        mamba2=Mamba2Geometry(heads=heads, head_dim=head_dim, groups=groups, d_state=d_state,
+                              conv_kernel=conv_kernel, chunk_size=chunk_size),
     )
 
 

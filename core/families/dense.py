@@ -64,6 +64,7 @@ def build(view: ConfigView) -> FamilyResult:
             expert_params=b.gated_experts(h, moe_inter),
             router=experts * h,
             shared=b.mlp(h, shared_inter).params + h if shared_inter else 0,  # shared expert and its gate
+            expert_intermediate=moe_inter, shared_intermediate=shared_inter,
         )
     layers = []
     for m, f in zip(mixers(view, n, model_type), ffns):

@@ -18,10 +18,13 @@ Counted as transformers 5's `Gemma4TextConfig` / `modeling_gemma4.py` builds it:
 
 from __future__ import annotations
 
+import dataclasses
+
 from bringup.core.errors import UserError
 from bringup.core.families import _blocks as b
 from bringup.core.families._assemble import FamilyResult, LayerSpec
 from bringup.core.families._view import ConfigView
+from bringup.core.layermap.layer_geometry import AttentionGeometry
 
 MODEL_TYPES = ("gemma4", "gemma4_text")
 _TYPES = {"sliding_attention": "sliding_attention", "full_attention": "attention"}
@@ -88,12 +91,8 @@ def _attention(view: ConfigView, h: int, heads: int, kv_heads: int, head_dim: in
         if not k_eq_v:
             p += b.linear(h, kv_heads * head_dim, bias)  # v_proj
     p += b.linear(heads * head_dim, h, bias)  # o_proj
-    attrs = {"heads": heads, "kv_heads": kv_heads, "head_dim": head_dim}
-    if window:
-        attrs["window"] = window
-    if k_eq_v:
-        attrs["k_eq_v"] = True
-    return b.Part(params=p, kv_elems=2 * kv_heads * head_dim, attrs=attrs)
+    geometry = AttentionGeometry(heads=heads, kv_heads=kv_heads, head_dim=head_dim, window=window or None, k_eq_v=k_eq_v)
+    return b.Part(params=p, kv_elems=2 * kv_heads * head_dim, attention=geometry)
 
 
 def _moe(view: ConfigView, h: int) -> b.Part:
@@ -101,8 +100,9 @@ def _moe(view: ConfigView, h: int) -> b.Part:
     top_k = view.int("top_k_experts", maximum=experts)
     inter = view.int("moe_intermediate_size")
     router = b.linear(h, experts) + h + experts  # proj, scale, per-expert scale (its norm has no weight)
-    part = b.moe(h, experts, top_k, expert_params=b.gated_experts(h, inter), router=router, other=3 * h)  # 3 norms
-    part.attrs["moe_intermediate_size"] = inter
+    part = b.moe(h, experts, top_k, expert_params=b.gated_experts(h, inter), router=router, other=3 * h,  # 3 norms
+                 expert_intermediate=inter)
+    part.moe = dataclasses.replace(part.moe, dense_mlp_alongside=True)  # the dense MLP runs beside it
     return part
 
 
@@ -133,7 +133,6 @@ def build(view: ConfigView) -> FamilyResult:
         part = attn + mlp + b.norm(4 * h) + per_layer  # pre/post attention and pre/post feed-forward norms
         if moe is not None:
             part = part + moe
-            part.attrs["dense_mlp_alongside"] = True
         layers.append(LayerSpec(kind, "moe" if moe is not None else "mlp", part, kv_shared_from=source))
     if any(s is not None for s in sources):
         first = sources.index(next(s for s in sources if s is not None))

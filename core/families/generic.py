@@ -20,6 +20,17 @@ from bringup.core.families._assemble import FamilyResult, LayerSpec
 from bringup.core.families._blocks import Part
 from bringup.core.families._view import MAX_DIM, ConfigView
 from bringup.core.families.layer_types import hybrid_family
+from bringup.core.layermap.layer_geometry import (
+    AttentionGeometry,
+    GatedDeltaNetGeometry,
+    KimiDeltaGeometry,
+    LatentKV,
+    LightningGeometry,
+    Mamba2Geometry,
+    MambaGeometry,
+    MoEGeometry,
+    ShortConvGeometry,
+)
 
 MODEL_TYPES: tuple[str, ...] = ()
 # Larger stacks would take minutes to build even on the meta device; no real model comes close.
@@ -280,7 +291,7 @@ def _expert_part(layer, layer_cfg, params: int) -> Part:
     if not experts:
         return Part(params=params)
     active = params - routed + routed // experts * min(top_k, experts)
-    return Part(params=params, active=active, attrs={"experts": experts, "top_k": top_k})
+    return Part(params=params, active=active, moe=MoEGeometry(experts=experts, top_k=top_k))
 
 
 def _width(module) -> int | None:
@@ -300,20 +311,21 @@ def _width(module) -> int | None:
 
 
 def _kv_part(attn, layer_cfg, mixer: str) -> Part:
-    """KV elements per token at TP 1 from the attention module's projections, and its facts."""
-    attrs: dict = {}
+    """KV elements per token at TP 1 from the attention module's projections, and its geometry."""
     heads = _get(layer_cfg, ("num_attention_heads", "n_head"))
     kv_heads = _get(layer_cfg, ("num_key_value_heads", "num_kv_heads"), heads)
     head_dim = _get(layer_cfg, ("head_dim",))
-    kv = 0
+    kv, v_head_dim, latent = 0, None, None
     mla = _width(getattr(attn, "kv_a_proj_with_mqa", None))
     k = _width(getattr(attn, "k_proj", None))
     if mla:
         # MLA keeps the compressed latent and the rope key (kv_lora_rank + qk_rope_head_dim), as SGLang does.
         kv = mla
         rope, nope = _get(layer_cfg, ("qk_rope_head_dim",)), _get(layer_cfg, ("qk_nope_head_dim",))
-        attrs.update(mla=True, kv_lora_rank=_get(layer_cfg, ("kv_lora_rank",)), qk_rope_head_dim=rope,
-                     head_dim=_get(layer_cfg, ("qk_head_dim",), rope + nope if rope and nope else None))
+        rank = _get(layer_cfg, ("kv_lora_rank",))
+        latent = LatentKV(kv_lora_rank=rank, qk_rope_head_dim=rope, q_lora_rank=_get(layer_cfg, ("q_lora_rank",), 0))
+        head_dim = _get(layer_cfg, ("qk_head_dim",), rope + nope if rope and nope else None)
+        kv_heads = None  # the latent cache has no KV heads
     elif k:
         v = _width(getattr(attn, "v_proj", None))
         kv = k + (v or k)  # K = V projection (no v_proj) still caches both
@@ -322,7 +334,7 @@ def _kv_part(attn, layer_cfg, mixer: str) -> Part:
         if isinstance(module_dim, int) and module_dim > 0 and k % module_dim == 0:
             head_dim, kv_heads = module_dim, k // module_dim
         if v and kv_heads and v != k:
-            attrs["v_head_dim"] = v // kv_heads
+            v_head_dim = v // kv_heads
     elif kv_heads and head_dim:
         kv = 2 * kv_heads * head_dim
     indexer = getattr(attn, "indexer", None) if attn is not None else None
@@ -330,20 +342,13 @@ def _kv_part(attn, layer_cfg, mixer: str) -> Part:
     if wk:
         # The lightning indexer caches one key per token too (index_head_dim), beside the MLA latent.
         kv += wk
-        attrs.update(indexer_head_dim=wk, index_topk=_get(layer_cfg, ("index_topk",)))
-    if heads:
-        attrs["heads"] = heads
-    if kv_heads and not attrs.get("mla"):
-        attrs["kv_heads"] = kv_heads
-    if head_dim and not attrs.get("mla"):
-        attrs["head_dim"] = head_dim  # MLA's query/key head dim is set above
-    if mixer == "sliding_attention":
-        window = _get(layer_cfg, ("sliding_window", "attention_chunk_size"))
-        if window:
-            attrs["window"] = window
-    if attn is not None and getattr(attn, "sinks", None) is not None:
-        attrs["sinks"] = True
-    return Part(kv_elems=kv, attrs={k: v for k, v in attrs.items() if v is not None})
+    window = _get(layer_cfg, ("sliding_window", "attention_chunk_size")) if mixer == "sliding_attention" else None
+    geometry = AttentionGeometry(
+        heads=heads or None, kv_heads=kv_heads or None, head_dim=head_dim or None, v_head_dim=v_head_dim,
+        window=window or None, sinks=attn is not None and getattr(attn, "sinks", None) is not None, latent=latent,
+        indexer_head_dim=wk or None, index_topk=_get(layer_cfg, ("index_topk",)) if wk else None,
+    )
+    return Part(kv_elems=kv, attention=geometry)
 
 
 def _state_part(module, mixer: str) -> Part:
@@ -365,29 +370,40 @@ def _state_part(module, mixer: str) -> Part:
                 return v
         return None
 
-    ssm, attrs = 0, {}
+    def known(*values) -> bool:
+        return None not in values
+
+    ssm, geometry = 0, {}
     if mixer in ("mamba2", "attention+mamba2"):
         heads, dim, d_state = attr("num_heads", "n_heads"), attr("head_dim"), attr("ssm_state_size", "d_state")
-        ssm = heads * dim * d_state if None not in (heads, dim, d_state) else 0
-        # The facts the planner needs to split this state over TP ranks as SGLang does.
-        facts = {"mamba_heads": heads, "mamba_head_dim": dim, "mamba_groups": attr("n_groups", "ngroups"),
-                 "d_state": d_state, "conv_kernel": attr("conv_kernel_size", "d_conv")}
-        attrs = {k: v for k, v in facts.items() if v is not None}
+        ssm = heads * dim * d_state if known(heads, dim, d_state) else 0
+        # The sizes the planner needs to split this state over TP ranks as SGLang does.
+        groups, m_kernel = attr("n_groups", "ngroups"), attr("conv_kernel_size", "d_conv") or kernel
+        if known(heads, dim, groups, d_state, m_kernel):
+            geometry["mamba2"] = Mamba2Geometry(heads=heads, head_dim=dim, groups=groups, d_state=d_state,
+                                                conv_kernel=m_kernel, chunk_size=attr("chunk_size"))
     elif mixer == "mamba":
         inner, d_state = attr("intermediate_size"), attr("ssm_state_size")
-        ssm = inner * d_state if None not in (inner, d_state) else 0
-        attrs = {"d_state": d_state} if d_state else {}
+        ssm = inner * d_state if known(inner, d_state) else 0
+        geometry["mamba"] = MambaGeometry(inner=inner, d_state=d_state, conv_kernel=kernel,
+                                          dt_rank=attr("time_step_rank", "dt_rank"))
     elif mixer == "gated_delta_net":
-        nv, dk, dv = attr("num_v_heads"), attr("head_k_dim"), attr("head_v_dim")
-        ssm = nv * dk * dv if None not in (nv, dk, dv) else 0
+        nk, nv, dk, dv = attr("num_k_heads"), attr("num_v_heads"), attr("head_k_dim"), attr("head_v_dim")
+        ssm = nv * dk * dv if known(nv, dk, dv) else 0
+        if known(nk, nv, dk, dv, kernel):
+            geometry["gated_delta_net"] = GatedDeltaNetGeometry(key_heads=nk, value_heads=nv, key_head_dim=dk,
+                                                                value_head_dim=dv, conv_kernel=kernel)
     elif mixer in ("kimi_delta_attention", "lightning_attention"):
         heads, dim = attr("num_heads", "num_attention_heads"), attr("head_dim")
-        ssm = heads * dim * dim if None not in (heads, dim) else 0
-        if mixer == "lightning_attention" and None not in (heads, dim):
-            attrs = {"heads": heads, "head_dim": dim}
-    if kernel and "conv_kernel" not in attrs:
-        attrs["conv_kernel"] = kernel
-    return Part(conv_elems=conv, ssm_elems=ssm, attrs=attrs)
+        ssm = heads * dim * dim if known(heads, dim) else 0
+        if mixer == "lightning_attention" and known(heads, dim):
+            geometry["lightning"] = LightningGeometry(heads=heads, head_dim=dim)
+        elif mixer == "kimi_delta_attention" and known(heads, dim, kernel):
+            geometry["kda"] = KimiDeltaGeometry(heads=heads, head_dim=dim, conv_kernel=kernel)
+    elif mixer == "short_conv" and kernel:
+        geometry["short_conv"] = ShortConvGeometry(channels=conv // (kernel - 1) if kernel > 1 else 0,
+                                                   conv_kernel=kernel)
+    return Part(conv_elems=conv, ssm_elems=ssm, **geometry)
 
 
 def _kv_sources(text_cfg, attns, kinds) -> list[int | None]:

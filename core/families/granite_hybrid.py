@@ -49,20 +49,23 @@ def build(view: ConfigView) -> FamilyResult:
         raise view.bad("mamba_d_head", raw_head, f"mamba_expand x hidden_size / mamba_n_heads = {inter // m_heads}")
     proj_bias = view.bool("mamba_proj_bias", default=False)
     mamba = bamba_style_mamba2(view, h, m_heads, m_head_dim, intermediate=inter, proj_bias=proj_bias)
-    b.check_divisible(view, "mamba width", inter, mamba.attrs["mamba_groups"], "mamba_n_groups")
+    b.check_divisible(view, "mamba width", inter, mamba.mamba2.groups, "mamba_n_groups")
     if view.data.get("model_type") == "bamba":
         ffn_kind = "mlp"
         ffn = b.mlp(h, view.int("intermediate_size", default=14336), bias=view.bool("mlp_bias", default=False))
     else:
         experts = view.int("num_local_experts", default=8, minimum=0)
-        shared = b.mlp(h, view.int("shared_intermediate_size", default=1024))
+        shared_inter = view.int("shared_intermediate_size", default=1024)
+        shared = b.mlp(h, shared_inter)
         if experts:
             ffn_kind = "moe"
+            moe_inter = view.int("intermediate_size", default=11008)
             ffn = b.moe(
                 h, experts, view.int("num_experts_per_tok", default=2),
-                expert_params=b.gated_experts(h, view.int("intermediate_size", default=11008)),
+                expert_params=b.gated_experts(h, moe_inter),
                 router=experts * h,
                 shared=shared.params,
+                expert_intermediate=moe_inter, shared_intermediate=shared_inter,
             )
         else:
             ffn_kind, ffn = "mlp", shared

@@ -13,6 +13,7 @@ import math
 from bringup.core.families import _blocks as b
 from bringup.core.families._assemble import FamilyResult, LayerSpec
 from bringup.core.families._view import ConfigView
+from bringup.core.layermap.layer_geometry import MambaGeometry
 
 MODEL_TYPES = ("jamba",)
 
@@ -51,7 +52,7 @@ def mamba1(view: ConfigView, h: int) -> b.Part:
         + rank + 2 * d_state  # dt, B and C layernorms
     )
     return b.Part(params=params, conv_elems=inner * (kernel - 1), ssm_elems=inner * d_state,
-                  attrs={"mamba_inner": inner, "d_state": d_state, "conv_kernel": kernel, "dt_rank": rank})
+                  mamba=MambaGeometry(inner=inner, d_state=d_state, conv_kernel=kernel, dt_rank=rank))
 
 
 def build(view: ConfigView) -> FamilyResult:
@@ -67,7 +68,7 @@ def build(view: ConfigView) -> FamilyResult:
     ffn_parts = {
         "mlp": b.mlp(h, inter),
         "moe": b.moe(h, experts, view.int("num_experts_per_tok", default=2),
-                     expert_params=b.gated_experts(h, inter), router=experts * h),
+                     expert_params=b.gated_experts(h, inter), router=experts * h, expert_intermediate=inter),
     }
     layers = [LayerSpec(m, f, mixer_parts[m] + ffn_parts[f] + b.norm(2 * h)) for m, f in schedule(view, n)]
     return FamilyResult(

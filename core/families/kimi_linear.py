@@ -11,6 +11,7 @@ from __future__ import annotations
 from bringup.core.families import _blocks as b
 from bringup.core.families._assemble import FamilyResult, LayerSpec
 from bringup.core.families._view import ConfigView
+from bringup.core.layermap.layer_geometry import AttentionGeometry, KimiDeltaGeometry, LatentKV
 
 MODEL_TYPES = ("kimi_linear",)
 
@@ -56,9 +57,9 @@ def mla(view: ConfigView, h: int) -> b.Part:
         + b.linear(heads * v_dim, h, bias)
     )
     # SGLang's MLA pool keeps the compressed latent and the rope key: one vector per token.
-    return b.Part(params=params, kv_elems=kv_rank + rope,
-                  attrs={"heads": heads, "mla": True, "kv_lora_rank": kv_rank, "qk_rope_head_dim": rope,
-                         "head_dim": qk, "v_head_dim": v_dim})
+    geometry = AttentionGeometry(heads=heads, kv_heads=None, head_dim=qk, v_head_dim=v_dim,
+                                 latent=LatentKV(kv_lora_rank=kv_rank, qk_rope_head_dim=rope, q_lora_rank=q_rank))
+    return b.Part(params=params, kv_elems=kv_rank + rope, attention=geometry)
 
 
 def kda(linear: ConfigView | None, view: ConfigView, h: int) -> b.Part:
@@ -77,7 +78,7 @@ def kda(linear: ConfigView | None, view: ConfigView, h: int) -> b.Part:
         + width * h
     )
     return b.Part(params=params, conv_elems=3 * width * (kernel - 1), ssm_elems=heads * dim * dim,
-                  attrs={"linear_heads": heads, "linear_head_dim": dim, "conv_kernel": kernel})
+                  kda=KimiDeltaGeometry(heads=heads, head_dim=dim, conv_kernel=kernel))
 
 
 def build(view: ConfigView) -> FamilyResult:
@@ -92,7 +93,8 @@ def build(view: ConfigView) -> FamilyResult:
         h, experts, view.int("num_experts_per_token", "num_experts_per_tok", default=8),
         expert_params=b.gated_experts(h, moe_inter),
         router=experts * h,
-        shared=b.mlp(h, moe_inter * shared).params,
+        shared=b.mlp(h, moe_inter * shared).params if shared else 0,
+        expert_intermediate=moe_inter, shared_intermediate=moe_inter * shared,
     ) if experts else None
     parts = {
         "attention": mla(view, h),

@@ -11,6 +11,7 @@ from __future__ import annotations
 from bringup.core.families import _blocks as b
 from bringup.core.families._assemble import FamilyResult, LayerSpec
 from bringup.core.families._view import ConfigView
+from bringup.core.layermap.layer_geometry import ShortConvGeometry
 
 MODEL_TYPES = ("lfm2",)
 _TYPES = {"conv": "short_conv", "short_conv": "short_conv", "full_attention": "attention", "attention": "attention"}
@@ -54,7 +55,7 @@ def build(view: ConfigView) -> FamilyResult:
     conv = b.Part(
         params=b.linear(h, 3 * h, bias) + h * kernel + (h if bias else 0) + b.linear(h, h, bias),
         conv_elems=h * (kernel - 1),
-        attrs={"conv_channels": h, "conv_kernel": kernel},
+        short_conv=ShortConvGeometry(channels=h, conv_kernel=kernel),
     )
     attn = b.attention(h, heads, kv_heads, head_dim, qk_norm=2 * head_dim)
     mlp = b.mlp(h, ffn_width(view))

@@ -10,6 +10,7 @@ from __future__ import annotations
 from bringup.core.families import _blocks as b
 from bringup.core.families._assemble import FamilyResult, LayerSpec
 from bringup.core.families._view import ConfigView
+from bringup.core.layermap.layer_geometry import LightningGeometry
 
 MODEL_TYPES = ("minimax", "minimax_m1", "minimax_text_01")
 _TYPES = {"linear_attention": "lightning_attention", "full_attention": "attention"}
@@ -39,14 +40,16 @@ def build(view: ConfigView) -> FamilyResult:
     lightning = b.Part(
         params=h * 3 * width + width * h + h * width + width,  # qkv, out, output gate, norm
         ssm_elems=heads * head_dim * head_dim,  # the linear-attention KV state per head
-        attrs={"heads": heads, "head_dim": head_dim},
+        lightning=LightningGeometry(heads=heads, head_dim=head_dim),
     )
     attn = b.attention(h, heads, kv_heads, head_dim)
     experts = view.int("num_local_experts", "num_experts", default=8)
+    inter = view.int("intermediate_size", default=14336)
     moe = b.moe(
         h, experts, view.int("num_experts_per_tok", default=2),
-        expert_params=b.gated_experts(h, view.int("intermediate_size", default=14336)),
+        expert_params=b.gated_experts(h, inter),
         router=experts * h,
+        expert_intermediate=inter,
     )
     notes = []
     if view.int("shared_intermediate_size", default=0, minimum=0):

@@ -95,9 +95,10 @@ def _parts(view: ConfigView) -> dict[str, LayerSpec]:
         conv_kernel=view.int("conv_kernel", "mamba_d_conv", default=4),
         conv_bias=view.bool("use_conv_bias", "mamba_conv_bias", default=True),
         proj_bias=use_bias,
+        chunk_size=view.int("chunk_size", "mamba_chunk_size", default=128, minimum=0),
     )
-    b.check_divisible(view, "mamba intermediate size", mamba.attrs["mamba_heads"] * mamba.attrs["mamba_head_dim"],
-                      mamba.attrs["mamba_groups"], "mamba_num_heads * mamba_head_dim / n_groups")
+    b.check_divisible(view, "mamba intermediate size", mamba.mamba2.intermediate, mamba.mamba2.groups,
+                      "mamba_num_heads * mamba_head_dim / n_groups")
     attn = b.attention(h, heads, kv_heads, head_dim)
     dense = b.mlp(h, view.int("intermediate_size", default=21504), gated=False, bias=mlp_bias)
     experts = view.int("n_routed_experts", "num_local_experts", default=8)
@@ -105,14 +106,15 @@ def _parts(view: ConfigView) -> dict[str, LayerSpec]:
     latent = view.int("moe_latent_size", default=0, minimum=0)
     width = latent or h
     moe_inter = view.int("moe_intermediate_size", default=7688)
+    shared_inter = view.int("moe_shared_expert_intermediate_size", default=7688)
     moe = b.moe(
         h, experts, top_k,
         expert_params=2 * width * moe_inter,  # up and down, not gated
         router=experts * h,
-        shared=b.mlp(h, view.int("moe_shared_expert_intermediate_size", default=7688), gated=False, bias=mlp_bias).params,
+        shared=b.mlp(h, shared_inter, gated=False, bias=mlp_bias).params,
         other=(b.linear(h, latent, mlp_bias) + b.linear(latent, h, mlp_bias)) if latent else 0,
+        expert_intermediate=moe_inter, shared_intermediate=shared_inter, latent=latent,
     )
-    moe.attrs["moe_intermediate_size"] = moe_inter
     norm = b.norm(h)
     return {
         "mamba": LayerSpec("mamba2", "none", mamba + norm),

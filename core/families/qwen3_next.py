@@ -11,6 +11,7 @@ from __future__ import annotations
 from bringup.core.families import _blocks as b
 from bringup.core.families._assemble import FamilyResult, LayerSpec
 from bringup.core.families._view import ConfigView
+from bringup.core.layermap.layer_geometry import GatedDeltaNetGeometry
 
 MODEL_TYPES = ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text")
 _TYPES = {"linear_attention": "gated_delta_net", "full_attention": "attention"}
@@ -53,8 +54,8 @@ def gated_delta_net(view: ConfigView, h: int) -> b.Part:
         params=params,
         conv_elems=conv_dim * (kernel - 1),
         ssm_elems=nv * dk * dv,
-        attrs={"linear_key_heads": nk, "linear_value_heads": nv, "linear_key_head_dim": dk,
-               "linear_value_head_dim": dv, "conv_kernel": kernel},
+        gated_delta_net=GatedDeltaNetGeometry(key_heads=nk, value_heads=nv, key_head_dim=dk, value_head_dim=dv,
+                                              conv_kernel=kernel),
     )
 
 
@@ -75,12 +76,14 @@ def build(view: ConfigView) -> FamilyResult:
     if "moe" in ffns:
         experts = view.int("num_experts", default=512)
         shared_inter = view.int("shared_expert_intermediate_size", default=512, minimum=0)
+        moe_inter = view.int("moe_intermediate_size", default=512)
         moe = b.moe(
             h, experts, view.int("num_experts_per_tok", default=10),
-            expert_params=b.gated_experts(h, view.int("moe_intermediate_size", default=512)),
+            expert_params=b.gated_experts(h, moe_inter),
             router=experts * h,
             shared=b.mlp(h, shared_inter).params if shared_inter else 0,
             other=h if shared_inter else 0,  # the shared expert's sigmoid gate
+            expert_intermediate=moe_inter, shared_intermediate=shared_inter,
         )
     norms = b.norm(2 * h)
     layers = []

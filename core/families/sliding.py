@@ -44,16 +44,17 @@ def build(view: ConfigView) -> FamilyResult:
             h, experts, view.int("num_experts_per_tok", "experts_per_token", default=4),
             expert_params=2 * h * inter + 2 * inter + inter * h + h,  # gate_up and down, with biases
             router=experts * h + experts,
+            expert_intermediate=inter,
         )
-        norms, qk_norm, sinks = 2 * h, 0, heads
+        norms, qk_norm, sinks = 2 * h, 0, True
     else:
         ffn_kind = "mlp"
         ffn = b.mlp(h, view.int("intermediate_size", default=9216))
-        norms, sinks = 4 * h, 0  # pre/post attention and pre/post feed-forward
+        norms, sinks = 4 * h, False  # pre/post attention and pre/post feed-forward
         qk_norm = 0 if model_type == "gemma2" else 2 * head_dim
     layers = []
     for m in mixers(view, n, model_type):
-        attn = b.attention(h, heads, kv_heads, head_dim, qkv_bias=bias, o_bias=bias, qk_norm=qk_norm, extra=sinks,
+        attn = b.attention(h, heads, kv_heads, head_dim, qkv_bias=bias, o_bias=bias, qk_norm=qk_norm, sinks=sinks,
                            window=window if m == "sliding_attention" else None)
         layers.append(LayerSpec(m, ffn_kind, attn + ffn + b.norm(norms)))
     tied = view.bool("tie_word_embeddings", default=model_type != "gpt_oss")

@@ -9,6 +9,8 @@ outside the layers; every hybrid layer keeps its own KV cache.
 
 from __future__ import annotations
 
+import dataclasses
+
 from bringup.core.families import _blocks as b
 from bringup.core.families._assemble import FamilyResult, LayerSpec
 from bringup.core.families._view import ConfigView
@@ -48,6 +50,7 @@ def build(view: ConfigView) -> FamilyResult:
         conv_kernel=view.int("mamba_d_conv", default=4),
         conv_bias=True,
         proj_bias=bias,
+        chunk_size=view.int("chunk_size", default=256, minimum=0),
     ) + b.norm(h)
     attn = b.attention(h, heads, kv_heads, head_dim, in_dim=2 * h)
     # One shared transformer block: attention, its two norms, the MLP.
@@ -56,7 +59,9 @@ def build(view: ConfigView) -> FamilyResult:
     adapters = h * rank + rank * 2 * inter
     if view.bool("use_shared_attention_adapter", default=False):
         adapters += 3 * (2 * h * rank + rank * 2 * h)
-    hybrid = mamba + b.Part(params=h * h + adapters, kv_elems=attn.kv_elems, attrs=dict(attn.attrs, shared_block=True))
+    shared_attention = dataclasses.replace(attn.attention, shared_block=True)
+    hybrid = mamba + b.Part(params=h * h + adapters, kv_elems=attn.kv_elems, attention=shared_attention,
+                            mlp=b.mlp(h, inter).mlp)
     layers = [
         LayerSpec("attention+mamba2", "mlp", hybrid) if k == "hybrid" else LayerSpec("mamba2", "none", mamba)
         for k in blocks

@@ -10,6 +10,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from bringup.core.layermap.layer_geometry import (
+    GEOMETRY_FIELDS,
+    AttentionGeometry,
+    GatedDeltaNetGeometry,
+    KimiDeltaGeometry,
+    LightningGeometry,
+    Mamba2Geometry,
+    MambaGeometry,
+    MLPGeometry,
+    MoEGeometry,
+    ShortConvGeometry,
+)
+
 MIXERS = (
     "attention",  # full softmax attention, MLA included
     "sliding_attention",
@@ -49,10 +62,20 @@ class Layer:
     kv_elems_per_token: int = 0  # K and V of this layer for one token
     conv_state_elems: int = 0  # per request
     ssm_state_elems: int = 0  # per request (SSM / linear-attention state)
-    # Config facts for the details panel and for TP checks: heads, head_dim, d_state, experts...
-    attrs: dict = field(default_factory=dict, compare=False, hash=False)
     # KV sharing (Gemma 3n / 4): the layer whose KV cache this attention layer reads; it keeps none itself.
     kv_shared_from: int | None = None
+    # The sizes of the layer's parts (core/layermap/layer_geometry.py), those it has: what the engine
+    # builds its tensors from and the planner splits over TP. Falcon-H1 and Zamba2 hybrids carry both
+    # attention and mamba2; a Granite MoE layer's shared MLP is its moe's shared_intermediate.
+    attention: AttentionGeometry | None = None
+    mamba2: Mamba2Geometry | None = None
+    mamba: MambaGeometry | None = None
+    gated_delta_net: GatedDeltaNetGeometry | None = None
+    kda: KimiDeltaGeometry | None = None
+    lightning: LightningGeometry | None = None
+    short_conv: ShortConvGeometry | None = None
+    mlp: MLPGeometry | None = None
+    moe: MoEGeometry | None = None
 
     @property
     def is_kv(self) -> bool:
@@ -62,6 +85,15 @@ class Layer:
     @property
     def is_state(self) -> bool:
         return self.mixer in STATE_MIXERS
+
+    def facts(self) -> dict:
+        """The layer's sizes as name -> value pairs for people (the details panel, the layer list's search)."""
+        doc: dict = {}
+        for name in GEOMETRY_FIELDS:
+            part = getattr(self, name)
+            if part is not None:
+                doc.update(part.facts())
+        return doc
 
     def to_json(self) -> dict:
         doc = {

@@ -49,11 +49,11 @@ SWA_CHUNK = 2048  # prompt tokens one step may bring (the engine's default chunk
 def swa_layers(layers) -> tuple[list, int]:
     """(sliding layers, window) when they get their own pool: sliding layers with a window beside
     full-attention ones; else ([], 0) and every attention layer counts in the KV pool."""
-    sliding = [l for l in layers if l.mixer == "sliding_attention" and l.is_kv and l.attrs.get("window")]
+    sliding = [l for l in layers if l.mixer == "sliding_attention" and l.is_kv and l.attention and l.attention.window]
     full = [l for l in layers if l.is_kv and l not in sliding]
     if not sliding or not full:
         return [], 0
-    return sliding, max(int(l.attrs["window"]) for l in sliding)
+    return sliding, max(l.attention.window for l in sliding)
 
 
 def swa_tokens_per_request(window: int, page_size: int, context_tokens: int) -> int:

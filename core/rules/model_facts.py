@@ -1,7 +1,8 @@
 """The facts about a model that launch rules need, read once from its LayerMap.
 
-Head counts come from the layers' `attrs` (core/families), with the raw config as a fallback, so
-a rule never has to know which family spelled a field how.
+Head counts come from the layers' typed geometry (core/layermap/layer_geometry.py, filled by
+core/families), with the raw config as a fallback where the generic reader could not learn them,
+so a rule never has to know which family spelled a field how.
 """
 
 from __future__ import annotations
@@ -43,13 +44,21 @@ class ModelFacts:
         return [i for i in self.state_layers if self.stage_of[i] == stage]
 
 
-def _first(layers, *keys):
-    for layer in layers:
-        for key in keys:
-            value = layer.attrs.get(key)
-            if isinstance(value, int) and not isinstance(value, bool):
-                return value
-    return None
+def _first(values):
+    """The first stated size among the layers' (None where a layer does not have it)."""
+    return next((v for v in values if isinstance(v, int) and not isinstance(v, bool)), None)
+
+
+def _recurrent_heads(layer) -> tuple[int | None, int | None]:
+    """(heads, groups) of a state layer as the TP rules see them: Mamba2 heads and groups, a linear
+    attention's value and key heads (KDA: its heads, no groups)."""
+    if layer.mamba2 is not None:
+        return layer.mamba2.heads, layer.mamba2.groups
+    if layer.gated_delta_net is not None:
+        return layer.gated_delta_net.value_heads, layer.gated_delta_net.key_heads
+    if layer.kda is not None:
+        return layer.kda.heads, None
+    return None, None
 
 
 def _cfg_int(cfg: dict, *keys):
@@ -64,11 +73,9 @@ def facts_of(lm: LayerMap) -> ModelFacts:
     cfg = lm.config or {}
     attn = [l for l in lm.layers if l.is_kv]
     state = [l for l in lm.layers if l.is_state]
-    linear = cfg.get("linear_attn_config") if isinstance(cfg.get("linear_attn_config"), dict) else {}
-    mamba_heads = _first(state, "mamba_heads", "linear_num_value_heads", "num_value_heads") or _cfg_int(
-        cfg, "mamba_num_heads", "mamba_n_heads", "linear_num_value_heads") or _cfg_int(linear, "num_heads")
-    mamba_groups = _first(state, "mamba_groups", "linear_num_key_heads", "num_key_heads") or _cfg_int(
-        cfg, "n_groups", "mamba_n_groups", "linear_num_key_heads")
+    recurrent = [_recurrent_heads(l) for l in state]
+    mamba_heads = _first(h for h, _ in recurrent)
+    mamba_groups = _first(g for _, g in recurrent)
     chunk = _cfg_int(cfg, "mamba_chunk_size", "chunk_size")
     if chunk is None and lm.family == "mamba2" and lm.model_type == "nemotron_h":
         chunk = 256  # SGLang's NemotronH default (notes §1.2)
@@ -78,8 +85,9 @@ def facts_of(lm: LayerMap) -> ModelFacts:
         name=lm.name, model_type=lm.model_type, architecture=lm.architecture, family=lm.family,
         num_layers=lm.num_layers, full_attention_layers=tuple(lm.full_attention_layers),
         state_layers=tuple(lm.state_layers), stage_of=tuple(l.pp_stage for l in lm.layers), pp_size=lm.pp_size,
-        attention_heads=_first(attn, "heads") or _cfg_int(cfg, "num_attention_heads"),
-        kv_heads=_first(attn, "kv_heads") or _cfg_int(cfg, "num_key_value_heads", "num_attention_heads"),
+        attention_heads=_first(l.attention.heads for l in attn if l.attention) or _cfg_int(cfg, "num_attention_heads"),
+        kv_heads=_first(l.attention.kv_heads for l in attn if l.attention)
+        or _cfg_int(cfg, "num_key_value_heads", "num_attention_heads"),
         mamba_heads=mamba_heads if state else None, mamba_groups=mamba_groups if state else None,
         mamba_chunk_size=chunk if state else None,
         config_ssm_dtype=ssm if isinstance(ssm, str) else None,

@@ -16,18 +16,24 @@ def tiny_nemotron_h(folder: Path, pattern: str = SHORT_PATTERN) -> Path:
     return folder
 
 
+def tiny_llama_config(vocab_size: int):
+    from transformers import LlamaConfig
+
+    return LlamaConfig(
+        vocab_size=vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=1024,
+        initializer_range=0.15, bos_token_id=1, eos_token_id=2, pad_token_id=0, tie_word_embeddings=False,
+    )
+
+
 def tiny_llama(folder: Path) -> Path:
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaForCausalLM
 
     from bringup.core.sources.default_model import build_tokenizer
 
     tokenizer = build_tokenizer(512)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=3,
-        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=1024,
-        initializer_range=0.15, bos_token_id=1, eos_token_id=2, pad_token_id=0, tie_word_embeddings=False,
-    )
+    config = tiny_llama_config(len(tokenizer))
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(7)
         model = LlamaForCausalLM(config).float()
@@ -60,21 +66,28 @@ def prompts_of_lengths(lengths, vocab: int, seed: int = 0) -> list[list[int]]:
     return [[rng.randrange(3, vocab) for _ in range(n)] for n in lengths]
 
 
-def tiny_qwen3_next(folder: Path) -> Path:
+def tiny_qwen3_next_config(vocab_size: int):
     """Three gated DeltaNet layers and one gated attention layer, MoE (shared expert) on every other."""
-    import torch
-    from transformers import Qwen3NextConfig, Qwen3NextForCausalLM
+    from transformers import Qwen3NextConfig
 
-    from bringup.core.sources.default_model import build_tokenizer
-
-    tokenizer = build_tokenizer(512)
-    config = Qwen3NextConfig(
-        vocab_size=len(tokenizer), hidden_size=64, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+    return Qwen3NextConfig(
+        vocab_size=vocab_size, hidden_size=64, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
         head_dim=16, intermediate_size=96, linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=16,
         linear_value_head_dim=16, linear_conv_kernel_dim=4, num_experts=4, num_experts_per_tok=2,
         moe_intermediate_size=32, shared_expert_intermediate_size=48, decoder_sparse_step=2,
         max_position_embeddings=1024, initializer_range=0.15, bos_token_id=1, eos_token_id=2, pad_token_id=0,
     )
+
+
+def tiny_qwen3_next(folder: Path) -> Path:
+    """A tiny_qwen3_next_config checkpoint with the bundled tokenizer."""
+    import torch
+    from transformers import Qwen3NextForCausalLM
+
+    from bringup.core.sources.default_model import build_tokenizer
+
+    tokenizer = build_tokenizer(512)
+    config = tiny_qwen3_next_config(len(tokenizer))
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(7)
         model = Qwen3NextForCausalLM(config).float()
@@ -83,19 +96,26 @@ def tiny_qwen3_next(folder: Path) -> Path:
     return folder
 
 
-def tiny_lfm2(folder: Path) -> Path:
+def tiny_lfm2_config(vocab_size: int):
     """Short-conv blocks around one attention layer."""
+    from transformers import Lfm2Config
+
+    return Lfm2Config(
+        vocab_size=vocab_size, hidden_size=64, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+        intermediate_size=128, block_multiple_of=16, conv_L_cache=3, layer_types=["conv", "full_attention", "conv", "conv"],
+        max_position_embeddings=1024, initializer_range=0.15, bos_token_id=1, eos_token_id=2, pad_token_id=0,
+    )
+
+
+def tiny_lfm2(folder: Path) -> Path:
+    """A tiny_lfm2_config checkpoint with the bundled tokenizer."""
     import torch
-    from transformers import Lfm2Config, Lfm2ForCausalLM
+    from transformers import Lfm2ForCausalLM
 
     from bringup.core.sources.default_model import build_tokenizer
 
     tokenizer = build_tokenizer(512)
-    config = Lfm2Config(
-        vocab_size=len(tokenizer), hidden_size=64, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
-        intermediate_size=128, block_multiple_of=16, conv_L_cache=3, layer_types=["conv", "full_attention", "conv", "conv"],
-        max_position_embeddings=1024, initializer_range=0.15, bos_token_id=1, eos_token_id=2, pad_token_id=0,
-    )
+    config = tiny_lfm2_config(len(tokenizer))
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(7)
         model = Lfm2ForCausalLM(config).float()

@@ -33,4 +33,10 @@ def paged_attention(ops, batch, layer_id: int, q: torch.Tensor, k: torch.Tensor,
 
 def head_geometry(layer) -> tuple[int, int, int]:
     """(query heads, KV heads, head dim) of an attention layer, as its layer-map entry states them."""
-    return int(layer.attrs["heads"]), int(layer.attrs["kv_heads"]), int(layer.attrs["head_dim"])
+    a = layer.attention
+    return a.heads, a.kv_heads, a.head_dim
+
+
+def window_of(layer) -> int | None:
+    """The window of a sliding-attention layer (the map's), None for a full-attention one."""
+    return layer.attention.window if layer.mixer == "sliding_attention" else None

@@ -32,8 +32,7 @@ def falcon_mamba2(cfg, layer, ops) -> Mamba2Mixer:
         gate = "gated_norm" if cfg.get("mamba_norm_before_gate", True) else "norm_gated"
     else:
         gate = "gate"
-    return Mamba2Mixer(cfg.hidden_size, layer, ops, chunk_size=cfg.get("mamba_chunk_size", 256),
-                       eps=cfg.get("rms_norm_eps", 1e-5), dt_limit=time_step_limit(cfg),
+    return Mamba2Mixer(cfg.hidden_size, layer, ops, eps=cfg.get("rms_norm_eps", 1e-5), dt_limit=time_step_limit(cfg),
                        proj_bias=bool(cfg.get("mamba_proj_bias", False)),
                        conv_bias=bool(cfg.get("mamba_conv_bias", True)),
                        out_bias=bool(cfg.get("projectors_bias", False)), gate=gate)
@@ -78,7 +77,7 @@ class FalconH1ForCausalLM(StackedCausalLM):
     parts = Parts(
         family="FalconH1",
         mixers={"attention+mamba2": ParallelMixer},
-        ffns={"mlp": lambda cfg, layer, ops: GatedMLP(cfg, ops)},
+        ffns={"mlp": GatedMLP},
         layout=Layout(root="model", embed="embed_tokens", final_norm="final_layernorm",
                       mixer_names={"attention+mamba2": "parallel"}, ffn_name="feed_forward",
                       mixer_norm="input_layernorm", ffn_norm="pre_ff_layernorm", eps_default=1e-5),

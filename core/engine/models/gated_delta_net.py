@@ -3,8 +3,8 @@ gated delta rule (kernels/reference/gated_delta_rule.py), a per-head gated RMSNo
 projection. Its state lives in the state pool: per request one conv window [conv_dim, K - 1] and
 one recurrent state [value_heads, key_head_dim, value_head_dim] (float32 by default).
 
-Geometry comes from the layer map's attrs (linear_key_heads, linear_value_heads, their head dims,
-conv_kernel), so the pools the planner sizes and the tensors made here agree by construction.
+Geometry comes from the layer map (`layer.gated_delta_net`: key and value heads, their head dims,
+conv kernel), so the pools the planner sizes and the tensors made here agree by construction.
 Checkpoints spell the input projection two ways: Qwen3-Next fuses q, k, v, z (`in_proj_qkvz`) and
 b, a (`in_proj_ba`) grouped per key head; Qwen3.5 keeps four plain projections.
 """
@@ -22,15 +22,11 @@ from .mamba2 import _state_plan
 class GatedDeltaNet(nn.Module):
     def __init__(self, hidden_size: int, layer, ops, *, eps: float, fused_projections: bool):
         super().__init__()
-        a = layer.attrs
+        g = layer.gated_delta_net
         self.layer_id, self.ops = layer.index, ops
-        self.nk, self.nv = int(a["linear_key_heads"]), int(a["linear_value_heads"])
-        self.dk, self.dv = int(a["linear_key_head_dim"]), int(a["linear_value_head_dim"])
-        self.kernel = int(a["conv_kernel"])
-        if self.nv % self.nk:
-            raise ValueError(f"layer {layer.index}: {self.nv} value heads are not a multiple of {self.nk} key heads")
-        self.key_dim, self.value_dim = self.nk * self.dk, self.nv * self.dv
-        self.conv_dim = 2 * self.key_dim + self.value_dim
+        self.nk, self.nv, self.dk, self.dv, self.kernel = (g.key_heads, g.value_heads, g.key_head_dim,
+                                                          g.value_head_dim, g.conv_kernel)
+        self.key_dim, self.value_dim, self.conv_dim = g.key_dim, g.value_dim, g.conv_dim
         self.fused = fused_projections
         if fused_projections:
             self.in_proj_qkvz = linear(hidden_size, 2 * self.key_dim + 2 * self.value_dim, False)

@@ -22,7 +22,7 @@ import re
 import torch
 from torch import nn
 
-from .attention import head_geometry, paged_attention
+from .attention import head_geometry, paged_attention, window_of
 from .base import Config, RMSNormWeight, linear
 from .rope import inv_freq_for
 from .stack import Layout, Parts, StackedCausalLM
@@ -62,7 +62,7 @@ class GemmaAttention(nn.Module):
     def __init__(self, cfg, layer, ops):
         super().__init__()
         self.layer_id, self.ops, self.kind = layer.index, ops, layer.mixer
-        self.window = layer.attrs.get("window") if layer.mixer == "sliding_attention" else None
+        self.window = window_of(layer)
         self.num_heads, self.num_kv_heads, self.head_dim = head_geometry(layer)
         self.scale = float(cfg.get("query_pre_attn_scalar", self.head_dim)) ** -0.5
         self.softcap = cfg.get("attn_logit_softcapping")
@@ -102,7 +102,7 @@ class GemmaMLP(nn.Module):
         super().__init__()
         self.ops = ops
         self.act = cfg.get("hidden_activation") or cfg.get("hidden_act") or "gelu_pytorch_tanh"
-        H, I = cfg.hidden_size, cfg.intermediate_size
+        H, I = cfg.hidden_size, layer.mlp.intermediate
         self.gate_proj = linear(H, I, False)
         self.up_proj = linear(H, I, False)
         self.down_proj = linear(I, H, False)

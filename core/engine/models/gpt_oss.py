@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import head_geometry, paged_attention
+from .attention import head_geometry, paged_attention, window_of
 from .base import linear
 from .rope import attention_factor, inv_freq_for
 from .stack import Layout, Parts, StackedCausalLM
@@ -29,7 +29,7 @@ class GptOssAttention(nn.Module):
     def __init__(self, cfg, layer, ops):
         super().__init__()
         self.layer_id, self.ops = layer.index, ops
-        self.window = layer.attrs.get("window") if layer.mixer == "sliding_attention" else None
+        self.window = window_of(layer)
         self.num_heads, self.num_kv_heads, self.head_dim = head_geometry(layer)
         self.scale = self.head_dim ** -0.5
         self.rope_scaling = attention_factor(cfg)
@@ -82,9 +82,9 @@ def clamped_swiglu_experts(x, ids, weights, gate_up, gate_up_bias, down, down_bi
 class GptOssMoE(nn.Module):
     def __init__(self, cfg, layer, ops):
         super().__init__()
-        E = int(cfg.get("num_local_experts") or cfg.get("num_experts"))
-        H, I = cfg.hidden_size, cfg.intermediate_size
-        self.top_k = int(cfg.get("num_experts_per_tok") or cfg.get("experts_per_token") or 4)
+        moe = layer.moe
+        E, H, I = moe.experts, cfg.hidden_size, moe.expert_intermediate
+        self.top_k = moe.top_k
         self.alpha = float(cfg.get("swiglu_alpha", 1.702))
         self.limit = float(cfg.get("swiglu_limit", 7.0))
         self.router = linear(H, E, True)

@@ -32,8 +32,7 @@ def bamba_mamba2(cfg, layer, ops) -> Mamba2Mixer:
     act = cfg.get("hidden_act", "silu")
     if act != "silu":
         raise ValueError(f"{cfg.get('model_type')} hidden_act {act!r} is not supported by the Mamba2 kernels; only 'silu'")
-    return Mamba2Mixer(cfg.hidden_size, layer, ops, chunk_size=cfg.get("mamba_chunk_size", 256),
-                       eps=cfg.get("rms_norm_eps", 1e-6), dt_limit=time_step_limit(cfg),
+    return Mamba2Mixer(cfg.hidden_size, layer, ops, eps=cfg.get("rms_norm_eps", 1e-6), dt_limit=time_step_limit(cfg),
                        proj_bias=bool(cfg.get("mamba_proj_bias", False)),
                        conv_bias=bool(cfg.get("mamba_conv_bias", True)))
 
@@ -52,9 +51,9 @@ def hybrid_attention(cfg, layer, ops) -> HybridAttention:
 class SharedMLP(nn.Module):
     """Granite's SwiGLU: input_linear holds gate then up, [2I, H]."""
 
-    def __init__(self, cfg, ops):
+    def __init__(self, cfg, ops, size: int):
         super().__init__()
-        self.ops, self.act, self.size = ops, cfg.get("hidden_act", "silu"), int(cfg.shared_intermediate_size)
+        self.ops, self.act, self.size = ops, cfg.get("hidden_act", "silu"), size
         self.input_linear = linear(cfg.hidden_size, 2 * self.size, False)
         self.output_linear = linear(self.size, cfg.hidden_size, False)
 
@@ -67,10 +66,11 @@ class GraniteMoE(nn.Module):
     """Softmax over the top-k router logits (= softmax over all, renormalised over the top k);
     experts stacked as saved: input_linear [E, 2I, H] (gate, up), output_linear [E, H, I]."""
 
-    def __init__(self, cfg, ops):
+    def __init__(self, cfg, layer, ops):
         super().__init__()
-        self.ops, self.act, self.top_k = ops, cfg.get("hidden_act", "silu"), int(cfg.num_experts_per_tok)
-        E, I, H = int(cfg.num_local_experts), int(cfg.intermediate_size), int(cfg.hidden_size)
+        moe = layer.moe
+        self.ops, self.act, self.top_k = ops, cfg.get("hidden_act", "silu"), moe.top_k
+        E, I, H = moe.experts, moe.expert_intermediate, int(cfg.hidden_size)
         self.size = I
         self.router = nn.Module()
         self.router.layer = linear(H, E, False)
@@ -86,12 +86,13 @@ class GraniteMoE(nn.Module):
 
 
 class GraniteFFN(nn.Module):
-    """The shared MLP, plus the routed experts in a "moe" layer."""
+    """The shared MLP, plus the routed experts in a "moe" layer (the map's moe: its shared width is the MLP's)."""
 
     def __init__(self, cfg, layer, ops):
         super().__init__()
-        self.shared_mlp = SharedMLP(cfg, ops)
-        self.block_sparse_moe = GraniteMoE(cfg, ops) if layer.ffn == "moe" else None
+        moe = layer.moe if layer.ffn == "moe" else None
+        self.shared_mlp = SharedMLP(cfg, ops, moe.shared_intermediate if moe else layer.mlp.intermediate)
+        self.block_sparse_moe = GraniteMoE(cfg, layer, ops) if moe else None
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         out = self.shared_mlp(hidden)
@@ -138,7 +139,7 @@ class BambaForCausalLM(_HybridLM):
     parts = Parts(
         family="Bamba",
         mixers={"mamba2": bamba_mamba2, "attention": hybrid_attention},
-        ffns={"mlp": lambda cfg, layer, ops: GatedMLP(cfg, ops)},
+        ffns={"mlp": GatedMLP},
         layout=Layout(final_norm="final_layernorm", ffn_name="feed_forward", ffn_norm="pre_ff_layernorm", **_LAYOUT),
     )
 

@@ -1,7 +1,7 @@
 """GQA attention as the Mamba2 hybrids (Bamba, Granite-4.0-H, Falcon-H1) build it: q/k/v/o
 projections, optional RoPE over the first `rotary_dim` channels of each head (Bamba rotates half),
 and a softmax scale the family chooses (Granite's attention_multiplier; head_dim ** -0.5 elsewhere).
-Geometry comes from the layer map's attrs; the RoPE table from `batch.memo[ROPE_KEY]`, which the
+Geometry comes from the layer map (`layer.attention`); the RoPE table from `batch.memo[ROPE_KEY]`, which the
 model fills once per forward (`RopeTable.begin`).
 """
 

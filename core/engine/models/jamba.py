@@ -35,8 +35,9 @@ def jamba_mamba(cfg, layer, ops) -> MambaMixer:
 class JambaMoE(nn.Module):
     def __init__(self, cfg, layer, ops):
         super().__init__()
-        self.ops, self.act, self.top_k = ops, cfg.get("hidden_act", "silu"), int(cfg.num_experts_per_tok)
-        E, I, H = int(cfg.num_experts), int(cfg.intermediate_size), int(cfg.hidden_size)
+        moe = layer.moe
+        self.ops, self.act, self.top_k = ops, cfg.get("hidden_act", "silu"), moe.top_k
+        E, I, H = moe.experts, moe.expert_intermediate, int(cfg.hidden_size)
         self.router = nn.Module()
         self.router.weight = nn.Parameter(torch.zeros(E, H), requires_grad=False)
         self.experts = nn.Module()
@@ -58,7 +59,7 @@ class JambaForCausalLM(StackedCausalLM):
     parts = Parts(
         family="Jamba",
         mixers={"mamba": jamba_mamba, "attention": lambda cfg, layer, ops: HybridAttention(cfg, layer, ops, rope=False)},
-        ffns={"mlp": lambda cfg, layer, ops: GatedMLP(cfg, ops), "moe": JambaMoE},
+        ffns={"mlp": GatedMLP, "moe": JambaMoE},
         layout=Layout(root="model", embed="embed_tokens", final_norm="final_layernorm",
                       mixer_names={"mamba": "mamba", "attention": "self_attn"}, ffn_name="feed_forward",
                       mixer_norm="input_layernorm", ffn_norm="pre_ff_layernorm"),

@@ -4,7 +4,7 @@ a per-head RMSNorm gated by sigmoid(g_b(g_a(x))), and the output projection.
 
 Its state lives in the state pool: per request one conv window over q|k|v [3 * heads * head_dim,
 K - 1] and one recurrent state [heads, head_dim, head_dim] (float32 by default). Geometry comes from
-the layer map's attrs (linear_heads, linear_head_dim, conv_kernel), so the pools the planner sizes
+the layer map (`layer.kda`: heads, head dim, conv kernel), so the pools the planner sizes
 and the tensors made here agree by construction. Weight names are the checkpoint's (Moonshot's
 modeling code, which transformers writes back on save): q_conv1d / k_conv1d / v_conv1d, f_a_proj /
 f_b_proj / dt_bias / A_log for the forget gate, b_proj for beta, g_a_proj / g_b_proj / o_norm.
@@ -27,11 +27,9 @@ def _conv(width: int, kernel: int) -> nn.Conv1d:
 class KimiDeltaAttention(nn.Module):
     def __init__(self, hidden_size: int, layer, ops, *, eps: float):
         super().__init__()
-        a = layer.attrs
+        g = layer.kda
         self.layer_id, self.ops = layer.index, ops
-        self.heads, self.head_dim = int(a["linear_heads"]), int(a["linear_head_dim"])
-        self.kernel = int(a["conv_kernel"])
-        self.width = self.heads * self.head_dim
+        self.heads, self.head_dim, self.kernel, self.width = g.heads, g.head_dim, g.conv_kernel, g.width
         H, D, W = self.heads, self.head_dim, self.width
         self.q_proj, self.k_proj, self.v_proj = (linear(hidden_size, W, False) for _ in range(3))
         self.q_conv1d, self.k_conv1d, self.v_conv1d = (_conv(W, self.kernel) for _ in range(3))

@@ -37,14 +37,15 @@ def _first(cfg, *keys, default=None):
 class KimiMoE(nn.Module):
     """Sigmoid-routed SwiGLU experts (grouped top-k, selection bias, scaled) plus shared experts."""
 
-    def __init__(self, cfg, ops):
+    def __init__(self, cfg, layer, ops):
         super().__init__()
         self.ops = ops
-        E, I, H = int(_first(cfg, "num_experts", "num_local_experts")), int(cfg.moe_intermediate_size), cfg.hidden_size
+        moe = layer.moe
+        E, I, H = moe.experts, moe.expert_intermediate, cfg.hidden_size
         act = cfg.get("moe_router_activation_func", "sigmoid")
         if act != "sigmoid":
             raise ValueError(f"moe_router_activation_func {act!r} is not supported; only 'sigmoid'")
-        self.top_k = int(_first(cfg, "num_experts_per_token", "num_experts_per_tok", default=8))
+        self.top_k = moe.top_k
         grouped = bool(cfg.get("use_grouped_topk", True))
         self.n_group = int(_first(cfg, "num_expert_group", "n_group", default=1)) if grouped else 1
         self.topk_group = int(cfg.get("topk_group", 1)) if grouped else 1
@@ -57,8 +58,7 @@ class KimiMoE(nn.Module):
         self.experts.gate_proj = nn.Parameter(torch.zeros(E, I, H), requires_grad=False)
         self.experts.up_proj = nn.Parameter(torch.zeros(E, I, H), requires_grad=False)
         self.experts.down_proj = nn.Parameter(torch.zeros(E, H, I), requires_grad=False)
-        shared = int(_first(cfg, "num_shared_experts", "n_shared_experts", default=1))
-        self.shared_experts = SwiGLU(cfg, ops, I * shared) if shared else None
+        self.shared_experts = SwiGLU(cfg, ops, moe.shared_intermediate) if moe.shared_intermediate else None
 
     def forward(self, hidden: torch.Tensor):
         """(shared experts' output, routed sum): the model's residual add takes the pair (stack.py)."""
@@ -95,8 +95,7 @@ class KimiLinearForCausalLM(StackedCausalLM):
     parts = Parts(
         family="Kimi-Linear",
         mixers={"kimi_delta_attention": kimi_delta_attention, "attention": latent_attention},
-        ffns={"mlp": lambda cfg, layer, ops: SwiGLU(cfg, ops, int(cfg.intermediate_size)),
-              "moe": lambda cfg, layer, ops: KimiMoE(cfg, ops)},
+        ffns={"mlp": lambda cfg, layer, ops: SwiGLU(cfg, ops, layer.mlp.intermediate), "moe": KimiMoE},
         layout=Layout(root="model", embed="embed_tokens", final_norm="norm",
                       mixer_names={"kimi_delta_attention": "self_attn", "attention": "self_attn"}, ffn_name="mlp",
                       mixer_norm="input_layernorm", ffn_norm="post_attention_layernorm", eps_default=1e-5),

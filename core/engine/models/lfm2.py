@@ -56,7 +56,7 @@ class Lfm2MLP(nn.Module):
     def __init__(self, cfg, layer, ops):
         super().__init__()
         self.ops = ops
-        inter = int(layer.attrs["intermediate_size"])
+        inter = layer.mlp.intermediate
         self.w1 = linear(cfg.hidden_size, inter, False)
         self.w3 = linear(cfg.hidden_size, inter, False)
         self.w2 = linear(inter, cfg.hidden_size, False)
@@ -90,7 +90,8 @@ class Lfm2ForCausalLM(StackedCausalLM):
 
     @property
     def _head_dim(self) -> int:
-        return self.config.hidden_size // int(self.config.get("num_attention_heads", self.config.get("num_heads")))
+        kv = self.layer_map.kv_layers
+        return self.layer_map.layers[kv[0]].attention.head_dim if kv else 1
 
     def finish_loading(self) -> None:
         self.inv_freq = inv_freq_for(self.config, self._head_dim).to(self.inv_freq.device)

@@ -28,7 +28,7 @@ class LightningAttention(nn.Module):
     def __init__(self, hidden_size: int, layer, ops, *, num_layers: int, eps: float):
         super().__init__()
         self.layer_id, self.ops = layer.index, ops
-        self.heads, self.head_dim = int(layer.attrs["heads"]), int(layer.attrs["head_dim"])
+        self.heads, self.head_dim = layer.lightning.heads, layer.lightning.head_dim
         width = self.heads * self.head_dim
         self.qkv_proj = linear(hidden_size, 3 * width, False)
         self.output_gate = linear(hidden_size, width, False)

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import head_geometry, paged_attention
+from .attention import head_geometry, paged_attention, window_of
 from .base import RMSNormWeight, linear
 from .rope import inv_freq_for
 from .stack import Layout, Parts, StackedCausalLM
@@ -26,13 +26,13 @@ ROPE_KEY = "rope_inv_freq"  # batch.memo key: the model's RoPE table, shared by 
 
 
 class SelfAttention(nn.Module):
-    """GQA with RoPE; a "sliding_attention" layer of the map attends within its window (map attrs)."""
+    """GQA with RoPE; a "sliding_attention" layer of the map attends within its window (the map's)."""
 
     def __init__(self, cfg, layer, ops):
         super().__init__()
         model_type = cfg.get("model_type", "llama")
         self.layer_id, self.ops = layer.index, ops
-        self.window = layer.attrs.get("window") if layer.mixer == "sliding_attention" else None
+        self.window = window_of(layer)
         self.num_heads, self.num_kv_heads, self.head_dim = head_geometry(layer)
         self.scale = self.head_dim ** -0.5
         qkv_bias = True if model_type == "qwen2" else bool(cfg.get("attention_bias", False))
@@ -63,14 +63,17 @@ class SelfAttention(nn.Module):
 
 
 class GatedMLP(nn.Module):
-    def __init__(self, cfg, ops):
+    """SwiGLU (or the config's activation) at the width the layer map gives the layer's MLP."""
+
+    def __init__(self, cfg, layer, ops):
         super().__init__()
         self.ops = ops
         self.act = cfg.get("hidden_act", "silu")
         bias = bool(cfg.get("mlp_bias", False))
-        self.gate_proj = linear(cfg.hidden_size, cfg.intermediate_size, bias)
-        self.up_proj = linear(cfg.hidden_size, cfg.intermediate_size, bias)
-        self.down_proj = linear(cfg.intermediate_size, cfg.hidden_size, bias)
+        inter = layer.mlp.intermediate
+        self.gate_proj = linear(cfg.hidden_size, inter, bias)
+        self.up_proj = linear(cfg.hidden_size, inter, bias)
+        self.down_proj = linear(inter, cfg.hidden_size, bias)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.ops.mlp(hidden, self.up_proj.weight, self.down_proj.weight, self.gate_proj.weight, self.act,
@@ -80,13 +83,14 @@ class GatedMLP(nn.Module):
 class SparseMoE(nn.Module):
     """Qwen3-MoE's sparse block: softmax top-k routing over SwiGLU experts, no shared expert."""
 
-    def __init__(self, cfg, ops):
+    def __init__(self, cfg, layer, ops):
         super().__init__()
         self.ops = ops
-        self.top_k = cfg.num_experts_per_tok
+        moe = layer.moe
+        self.top_k = moe.top_k
         self.norm_topk_prob = bool(cfg.get("norm_topk_prob", False))
         self.act = cfg.get("hidden_act", "silu")
-        E, I, H = num_experts(cfg), cfg.moe_intermediate_size, cfg.hidden_size
+        E, I, H = moe.experts, moe.expert_intermediate, cfg.hidden_size
         self.gate = linear(H, E, False)
         self.experts = nn.Module()
         self.experts.gate_proj = nn.Parameter(torch.zeros(E, I, H), requires_grad=False)
@@ -102,11 +106,6 @@ class SparseMoE(nn.Module):
         return self.ops.moe_experts(hidden, weights, ids, e.up_proj, e.down_proj, e.gate_proj, self.act)
 
 
-def num_experts(cfg) -> int:
-    """Hub configs say num_experts; transformers 5 saves num_local_experts."""
-    return int(cfg.get("num_experts") or cfg.get("num_local_experts") or 0)
-
-
 _EXPERT = re.compile(r"^(model\.layers\.\d+\.mlp\.experts)\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$")
 
 
@@ -117,7 +116,7 @@ class LlamaForCausalLM(StackedCausalLM):
     parts = Parts(
         family="Llama",
         mixers={"attention": SelfAttention, "sliding_attention": SelfAttention},
-        ffns={"mlp": lambda cfg, layer, ops: GatedMLP(cfg, ops), "moe": lambda cfg, layer, ops: SparseMoE(cfg, ops)},
+        ffns={"mlp": GatedMLP, "moe": SparseMoE},
         layout=Layout(root="model", embed="embed_tokens", final_norm="norm",
                       mixer_names={"attention": "self_attn", "sliding_attention": "self_attn"}, ffn_name="mlp",
                       mixer_norm="input_layernorm", ffn_norm="post_attention_layernorm"),

@@ -20,10 +20,9 @@ from .mamba2 import _state_plan
 class MambaMixer(nn.Module):
     def __init__(self, hidden_size: int, layer, ops, *, eps: float, proj_bias: bool, conv_bias: bool):
         super().__init__()
-        a = layer.attrs
+        g = layer.mamba
         self.layer_id, self.ops = layer.index, ops
-        self.inner, self.d_state = int(a["mamba_inner"]), int(a["d_state"])
-        self.kernel, self.dt_rank = int(a["conv_kernel"]), int(a["dt_rank"])
+        self.inner, self.d_state, self.kernel, self.dt_rank = g.inner, g.d_state, g.conv_kernel, g.dt_rank
         self.in_proj = linear(hidden_size, 2 * self.inner, proj_bias)
         self.conv1d = nn.Conv1d(self.inner, self.inner, self.kernel, groups=self.inner,
                                 bias=conv_bias).requires_grad_(False)

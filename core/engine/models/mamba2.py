@@ -2,10 +2,10 @@
 gated RMSNorm and the output projection. Its state lives in the state pool: per request one conv
 state [conv_dim, conv_kernel - 1] and one SSM state [heads, head_dim, d_state].
 
-Geometry (heads, head_dim, groups, d_state, conv kernel) comes from the layer map's entry for the
-layer, so the pools the planner sizes and the tensors this module makes agree by construction.
-Everything else is passed in by the family's builder, which knows its config keys (NemotronH:
-chunk_size, use_bias, ...; Bamba/Granite-H spell them mamba_*).
+Geometry (heads, head_dim, groups, d_state, conv kernel, the scan's chunk size) comes from the layer
+map's entry for the layer (`layer.mamba2`), so the pools the planner sizes and the tensors this module
+makes agree by construction. Behaviour is passed in by the family's builder, which knows its config
+keys (NemotronH: use_bias, ...; Bamba/Granite-H spell them mamba_*).
 """
 
 from __future__ import annotations
@@ -84,20 +84,15 @@ class Mamba2Mixer(nn.Module):
     # without mamba_rms_norm). The norm is group-wise over `norm_groups` groups.
     GATES = ("norm_gated", "gated_norm", "gate")
 
-    def __init__(self, hidden_size: int, layer, ops, *, chunk_size: int, eps: float, dt_limit: tuple[float, float],
+    def __init__(self, hidden_size: int, layer, ops, *, eps: float, dt_limit: tuple[float, float],
                  proj_bias: bool, conv_bias: bool, out_bias: bool | None = None, gate: str = "norm_gated",
                  norm_groups: int | None = None):
         super().__init__()
-        a = layer.attrs
+        g = layer.mamba2
         self.layer_id, self.ops = layer.index, ops
-        self.num_heads = int(a["mamba_heads"])
-        self.head_dim = int(a["mamba_head_dim"])
-        self.n_groups = int(a["mamba_groups"])
-        self.d_state = int(a["d_state"])
-        self.kernel = int(a["conv_kernel"])
-        self.chunk_size = int(chunk_size)
-        self.intermediate = self.num_heads * self.head_dim
-        self.conv_dim = self.intermediate + 2 * self.n_groups * self.d_state
+        self.num_heads, self.head_dim, self.n_groups = g.heads, g.head_dim, g.groups
+        self.d_state, self.kernel, self.chunk_size = g.d_state, g.conv_kernel, g.chunk_size
+        self.intermediate, self.conv_dim = g.intermediate, g.conv_dim
         self.eps = float(eps)
         self.dt_limit = dt_limit
         self.in_proj = linear(hidden_size, self.intermediate + self.conv_dim + self.num_heads, proj_bias)

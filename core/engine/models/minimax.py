@@ -58,9 +58,9 @@ class MiniMaxMoE(nn.Module):
     def __init__(self, cfg, layer, ops):
         super().__init__()
         self.ops = ops
-        E = int(cfg.get("num_local_experts") or cfg.get("num_experts"))
-        I, H = int(cfg.intermediate_size), cfg.hidden_size
-        self.top_k = int(cfg.num_experts_per_tok)
+        moe = layer.moe
+        E, I, H = moe.experts, moe.expert_intermediate, cfg.hidden_size
+        self.top_k = moe.top_k
         self.gate = linear(H, E, False)
         self.experts = nn.Module()
         self.experts.w1 = nn.Parameter(torch.zeros(E, I, H), requires_grad=False)  # gate

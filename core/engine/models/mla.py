@@ -29,17 +29,17 @@ class LatentAttention(nn.Module):
 
     def __init__(self, cfg, layer, ops):
         super().__init__()
-        a = layer.attrs
+        a, latent = layer.attention, layer.attention.latent
         self.layer_id, self.ops = layer.index, ops
-        self.num_heads = int(a["heads"])
-        self.rank, self.rope = int(a["kv_lora_rank"]), int(a["qk_rope_head_dim"])
-        self.nope = int(a["head_dim"]) - self.rope
-        self.v_dim = int(a["v_head_dim"])
+        self.num_heads = a.heads
+        self.rank, self.rope = latent.kv_lora_rank, latent.qk_rope_head_dim
+        self.nope = a.head_dim - self.rope
+        self.v_dim = a.v_head_dim
         self.head_dim = self.rank + self.rope  # the pool's vector
         self.scale = (self.nope + self.rope) ** -0.5
         H, qk, hidden = self.num_heads, self.nope + self.rope, cfg.hidden_size
         bias = bool(cfg.get("attention_bias", False))
-        self.q_lora_rank = int(cfg.get("q_lora_rank") or 0)
+        self.q_lora_rank = latent.q_lora_rank
         if self.q_lora_rank:
             self.q_a_proj = linear(hidden, self.q_lora_rank, bias)
             self.q_a_layernorm = RMSNormWeight(self.q_lora_rank, LATENT_NORM_EPS)

@@ -26,8 +26,7 @@ def mamba2_mixer(cfg, layer, ops) -> Mamba2Mixer:
     """NemotronH's Mamba2 settings under its config keys (the geometry comes from the layer map)."""
     if cfg.get("mamba_hidden_act", "silu") != "silu":
         raise ValueError(f"NemotronH mamba_hidden_act {cfg.mamba_hidden_act!r} is not supported; only 'silu'")
-    return Mamba2Mixer(cfg.hidden_size, layer, ops, chunk_size=cfg.get("chunk_size", 128),
-                       eps=cfg.get("layer_norm_epsilon", 1e-5), dt_limit=time_step_limit(cfg),
+    return Mamba2Mixer(cfg.hidden_size, layer, ops, eps=cfg.get("layer_norm_epsilon", 1e-5), dt_limit=time_step_limit(cfg),
                        proj_bias=bool(cfg.get("use_bias", False)), conv_bias=bool(cfg.get("use_conv_bias", True)))
 
 
@@ -75,12 +74,13 @@ class Attention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, cfg, ops, intermediate_size: int | None = None):
+    """Up, the activation (relu2), down: an MLP block at the map's width, or the MoE's shared expert."""
+
+    def __init__(self, cfg, ops, size: int):
         super().__init__()
         self.ops = ops
         self.act = cfg.get("mlp_hidden_act", "relu2")
         bias = bool(cfg.get("mlp_bias", False))
-        size = intermediate_size or cfg.intermediate_size
         self.up_proj = linear(cfg.hidden_size, size, bias)
         self.down_proj = linear(size, cfg.hidden_size, bias)
 
@@ -90,38 +90,37 @@ class MLP(nn.Module):
 
 
 class Router(nn.Module):
-    def __init__(self, cfg):
+    def __init__(self, experts: int, hidden: int):
         super().__init__()
-        E = cfg.n_routed_experts
-        self.weight = nn.Parameter(torch.zeros(E, cfg.hidden_size), requires_grad=False)
-        self.e_score_correction_bias = nn.Parameter(torch.zeros(E), requires_grad=False)
+        self.weight = nn.Parameter(torch.zeros(experts, hidden), requires_grad=False)
+        self.e_score_correction_bias = nn.Parameter(torch.zeros(experts), requires_grad=False)
 
 
 class Experts(nn.Module):
-    """All routed experts stacked: up_proj [E, I, H], down_proj [E, H, I]."""
+    """All routed experts stacked: up_proj [E, I, W], down_proj [E, W, I] (W: the latent or hidden width)."""
 
-    def __init__(self, cfg):
+    def __init__(self, experts: int, intermediate: int, width: int):
         super().__init__()
-        E, I = cfg.n_routed_experts, cfg.moe_intermediate_size
-        width = cfg.get("moe_latent_size") or cfg.hidden_size
+        E, I = experts, intermediate
         self.up_proj = nn.Parameter(torch.zeros(E, I, width), requires_grad=False)
         self.down_proj = nn.Parameter(torch.zeros(E, width, I), requires_grad=False)
 
 
 class MoE(nn.Module):
-    def __init__(self, cfg, ops):
+    def __init__(self, cfg, layer, ops):
         super().__init__()
         self.ops = ops
-        self.top_k = cfg.num_experts_per_tok
+        moe = layer.moe
+        self.top_k = moe.top_k
         self.n_group = cfg.get("n_group", 1)
         self.topk_group = cfg.get("topk_group", 1)
         self.norm_topk_prob = bool(cfg.get("norm_topk_prob", True))
         self.scaling = float(cfg.get("routed_scaling_factor", 1.0))
         self.act = cfg.get("mlp_hidden_act", "relu2")
-        self.gate = Router(cfg)
-        self.experts = Experts(cfg)
-        self.shared_experts = MLP(cfg, ops, cfg.moe_shared_expert_intermediate_size)
-        latent = cfg.get("moe_latent_size")
+        self.gate = Router(moe.experts, cfg.hidden_size)
+        latent = moe.latent
+        self.experts = Experts(moe.experts, moe.expert_intermediate, latent or cfg.hidden_size)
+        self.shared_experts = MLP(cfg, ops, moe.shared_intermediate)
         if latent:
             bias = bool(cfg.get("mlp_bias", False))
             self.fc1_latent_proj = linear(cfg.hidden_size, latent, bias)
@@ -167,7 +166,7 @@ class NemotronHForCausalLM(StackedCausalLM):
     parts = Parts(
         family="NemotronH",
         mixers={"mamba2": mamba2_mixer, "attention": Attention},
-        ffns={"mlp": lambda cfg, layer, ops: MLP(cfg, ops), "moe": lambda cfg, layer, ops: MoE(cfg, ops)},
+        ffns={"mlp": lambda cfg, layer, ops: MLP(cfg, ops, layer.mlp.intermediate), "moe": MoE},
         layout=Layout(root="backbone", embed="embeddings", final_norm="norm_f",
                       mixer_names={"mamba2": "mixer", "attention": "mixer"}, ffn_name="mixer",
                       mixer_norm="norm", ffn_norm="norm",  # one part per block, one norm

@@ -85,18 +85,19 @@ class SwiGLU(nn.Module):
 class SharedExpertMoE(nn.Module):
     """Softmax top-k routed SwiGLU experts plus a shared expert scaled by sigmoid(shared_expert_gate(x))."""
 
-    def __init__(self, cfg, ops):
+    def __init__(self, cfg, layer, ops):
         super().__init__()
         self.ops = ops
-        E, I, H = int(cfg.num_experts), int(cfg.moe_intermediate_size), cfg.hidden_size
-        self.top_k = int(cfg.num_experts_per_tok)
+        moe = layer.moe
+        E, I, H = moe.experts, moe.expert_intermediate, cfg.hidden_size
+        self.top_k = moe.top_k
         self.norm_topk_prob = bool(cfg.get("norm_topk_prob", True))
         self.gate = linear(H, E, False)
         self.experts = nn.Module()
         self.experts.gate_proj = nn.Parameter(torch.zeros(E, I, H), requires_grad=False)
         self.experts.up_proj = nn.Parameter(torch.zeros(E, I, H), requires_grad=False)
         self.experts.down_proj = nn.Parameter(torch.zeros(E, H, I), requires_grad=False)
-        shared = int(cfg.get("shared_expert_intermediate_size", 0) or 0)
+        shared = moe.shared_intermediate
         self.shared_expert = SwiGLU(cfg, ops, shared) if shared else None
         self.shared_expert_gate = linear(H, 1, False) if shared else None
 
@@ -124,8 +125,7 @@ class Qwen3NextForCausalLM(StackedCausalLM):
     parts = Parts(
         family="Qwen3-Next",
         mixers={"gated_delta_net": gated_delta_net, "attention": GatedAttention},
-        ffns={"mlp": lambda cfg, layer, ops: SwiGLU(cfg, ops, int(cfg.intermediate_size)),
-              "moe": lambda cfg, layer, ops: SharedExpertMoE(cfg, ops)},
+        ffns={"mlp": lambda cfg, layer, ops: SwiGLU(cfg, ops, layer.mlp.intermediate), "moe": SharedExpertMoE},
         layout=Layout(root="model", embed="embed_tokens", final_norm="norm",
                       mixer_names={"gated_delta_net": "linear_attn", "attention": "self_attn"}, ffn_name="mlp",
                       mixer_norm="input_layernorm", ffn_norm="post_attention_layernorm", norm_in_float32=True),

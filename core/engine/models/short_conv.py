@@ -3,7 +3,7 @@
 per request [channels, K - 1] in the state pool, and no recurrent state (`ssm_shape` (0,): zero
 elements, as the layer map's ssm_state_elems says).
 
-Geometry (conv_channels, conv_kernel) comes from the layer map's attrs.
+Geometry (channels, conv kernel) comes from the layer map (`layer.short_conv`).
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ class ShortConv(nn.Module):
     def __init__(self, hidden_size: int, layer, ops, *, bias: bool):
         super().__init__()
         self.layer_id, self.ops = layer.index, ops
-        self.channels = int(layer.attrs["conv_channels"])
-        self.kernel = int(layer.attrs["conv_kernel"])
+        self.channels, self.kernel = layer.short_conv.channels, layer.short_conv.conv_kernel
         self.in_proj = linear(hidden_size, 3 * self.channels, bias)
         self.conv = nn.Conv1d(self.channels, self.channels, self.kernel, groups=self.channels,
                               bias=bias).requires_grad_(False)

@@ -34,7 +34,7 @@ EMBEDDINGS_KEY = "token_embeddings"  # batch.memo: the embedding output, which e
 
 
 def zamba2_mamba2(cfg, layer, ops) -> Mamba2Mixer:
-    return Mamba2Mixer(cfg.hidden_size, layer, ops, chunk_size=cfg.get("chunk_size", 256), eps=1e-5,
+    return Mamba2Mixer(cfg.hidden_size, layer, ops, eps=1e-5,
                        dt_limit=(float(cfg.get("time_step_min", 0.001)), float("inf")),
                        proj_bias=bool(cfg.get("add_bias_linear", False)), conv_bias=True)
 
@@ -48,11 +48,11 @@ class SharedBlock(nn.Module):
 
     def __init__(self, cfg, layer, ops):
         super().__init__()
-        h, inter = cfg.hidden_size, int(cfg.intermediate_size)
+        h, inter = cfg.hidden_size, layer.mlp.intermediate
         eps = cfg.get("rms_norm_eps", 1e-5)
         self.ops, self.inter, self.act = ops, inter, cfg.get("hidden_act", "gelu")
         self.input_layernorm = RMSNormWeight(2 * h, eps)
-        head_dim = int(layer.attrs["head_dim"])
+        head_dim = layer.attention.head_dim
         self.self_attn = HybridAttention(cfg, layer, ops, scale=(head_dim / 2) ** -0.5,
                                          rope=bool(cfg.get("use_mem_rope", False)), in_dim=2 * h)
         self.pre_ff_layernorm = RMSNormWeight(h, eps)
@@ -89,15 +89,14 @@ class HybridLayer(nn.Module):
         self.mamba_decoder = nn.Module()
         self.mamba_decoder.input_layernorm = RMSNormWeight(h, cfg.get("rms_norm_eps", 1e-5))
         self.mamba_decoder.mamba = zamba2_mamba2(cfg, layer, ops)
-        self.gate_up_adapter = _adapter(h, rank, 2 * int(cfg.intermediate_size))
+        self.gate_up_adapter = _adapter(h, rank, 2 * layer.mlp.intermediate)
         self.adapters = None
         if cfg.get("use_shared_attention_adapter", False):
             self.adapters = nn.Module()
             for name in ("q", "k", "v"):
                 self.adapters.add_module(name, _adapter(2 * h, rank, 2 * h))
         self.ops = ops
-        a = layer.attrs
-        self.num_kv_heads, self.head_dim = int(a["kv_heads"]), int(a["head_dim"])
+        self.num_kv_heads, self.head_dim = layer.attention.kv_heads, layer.attention.head_dim
         self.conv_shape, self.ssm_shape = self.mamba_decoder.mamba.conv_shape, self.mamba_decoder.mamba.ssm_shape
         self._block: list[SharedBlock] = []  # a plain list: the block is registered once, on the model
 

@@ -17,14 +17,14 @@ def test_26b_a4b_moe_beside_the_dense_mlp_in_every_layer():
     assert m.params_total == 25_233_141_760  # transformers' meta-device count (test_layermap_params checks it live)
     assert m.moe_layers == list(range(30)) and m.mlp_layers == []
     layer = m.layers[0]
-    assert layer.attrs["experts"] == 128 and layer.attrs["top_k"] == 8 and layer.attrs["moe_intermediate_size"] == 704
-    assert layer.attrs["dense_mlp_alongside"] is True and layer.attrs["intermediate_size"] == 2112
+    assert (layer.moe.experts, layer.moe.top_k, layer.moe.expert_intermediate) == (128, 8, 704)
+    assert layer.moe.dense_mlp_alongside is True and layer.mlp.intermediate == 2112
     routed = 3 * 2816 * 704  # one expert: gate, up, down
     assert layer.params - layer.active_params == (128 - 8) * routed
     assert m.params_active == m.params_total - 30 * (128 - 8) * routed
     assert m.full_attention_layers == [5, 11, 17, 23, 29]
     full = m.layers[5]
-    assert (full.attrs["head_dim"], full.attrs["kv_heads"], full.attrs.get("k_eq_v")) == (512, 2, True)
+    assert (full.attention.head_dim, full.attention.kv_heads, full.attention.k_eq_v) == (512, 2, True)
     assert full.kv_elems_per_token == 2 * 2 * 512 and m.layers[0].kv_elems_per_token == 2 * 8 * 256
     assert not any("approximate" in n for n in m.notes)
 

@@ -25,7 +25,7 @@ FIELDS = ("mixer", "ffn", "params", "active_params", "kv_elems_per_token", "conv
           "kv_pool_index", "state_pool_index", "kv_shared_from")
 
 
-# The facts the planner and the rules read from attrs (TP splits, windows, experts).
+# The sizes the planner and the rules read from the typed geometry (TP splits, windows, experts), by display name.
 ATTRS = ("experts", "top_k", "heads", "kv_heads", "head_dim", "window", "mamba_heads", "mamba_head_dim", "mamba_groups",
          "d_state", "conv_kernel")
 
@@ -37,7 +37,8 @@ def _same_maps(family, generic, fields=FIELDS):
         ours, theirs = [getattr(l, field) for l in family.layers], [getattr(l, field) for l in generic.layers]
         assert ours == theirs, field
     for ours, theirs in zip(family.layers, generic.layers):
-        assert {k: ours.attrs[k] for k in ATTRS if k in ours.attrs} == {k: theirs.attrs.get(k) for k in ATTRS if k in ours.attrs}
+        mine, generic_facts = ours.facts(), theirs.facts()
+        assert {k: mine[k] for k in ATTRS if k in mine} == {k: generic_facts.get(k) for k in ATTRS if k in mine}
     assert (family.params_total, family.params_active, family.family) == (generic.params_total, generic.params_active, generic.family)
 
 
@@ -78,9 +79,9 @@ def test_mimo_v2_flash_maps_through_the_generic_path():
     assert m.mlp_layers == [0] and m.moe_layers == list(range(1, 48))
     swa, glob = m.layers[1], m.layers[5]
     # Sliding layers double the KV heads and carry per-head sinks; K is 192 wide, V 128.
-    assert swa.attrs["sinks"] is True and swa.attrs["window"] == 129 and "sinks" not in glob.attrs
+    assert swa.attention.sinks is True and swa.attention.window == 129 and glob.attention.sinks is False
     assert swa.kv_elems_per_token == 8 * (192 + 128) and glob.kv_elems_per_token == 4 * (192 + 128)
-    assert swa.attrs["experts"] == 256 and swa.attrs["top_k"] == 8
+    assert swa.moe.experts == 256 and swa.moe.top_k == 8
     routed = 3 * 4096 * 2048
     assert swa.params - swa.active_params == (256 - 8) * routed
     assert 300e9 < m.params_total < 320e9 and 14e9 < m.params_active < 17e9
@@ -112,8 +113,9 @@ def test_deepseek_v32_lightning_indexer_layers_are_sparse_attention():
     layer = m.layers[2]
     # The MLA latent (kv_lora_rank + rope dim) and the indexer's key per token.
     assert layer.kv_elems_per_token == 32 + 16 + 24
-    assert layer.attrs["mla"] is True and layer.attrs["indexer_head_dim"] == 24 and layer.attrs["index_topk"] == 2048
-    assert (layer.attrs["experts"], layer.attrs["top_k"]) == (8, 2)
+    attn = layer.attention
+    assert attn.latent is not None and attn.indexer_head_dim == 24 and attn.index_topk == 2048
+    assert (layer.moe.experts, layer.moe.top_k) == (8, 2)
 
 
 def test_inspect_shows_which_facts_came_from_the_generic_path(tmp_path, capsys):

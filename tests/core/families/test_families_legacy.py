@@ -43,16 +43,16 @@ def test_lfm2_block_ff_dim_wins_over_intermediate_size_and_auto_adjust_shrinks_i
     cfg = shared_config("LiquidAI__LFM2-2.6B.json")
     cfg["intermediate_size"] = 1  # ignored: block_ff_dim is the width transformers uses
     m = build_layer_map(cfg)
-    assert m.layers[0].attrs["intermediate_size"] == 10752
+    assert m.layers[0].mlp.intermediate == 10752
     cfg["block_auto_adjust_ff_dim"] = True
     # int(2 * 10752 / 3) = 7168, times 1.0, rounded up to a multiple of 256.
-    assert build_layer_map(cfg).layers[0].attrs["intermediate_size"] == 7168
+    assert build_layer_map(cfg).layers[0].mlp.intermediate == 7168
 
 
 def test_jamba_dt_rank_auto():
     cfg = shared_config("ai21labs__AI21-Jamba-1.5-Mini.json")
     cfg["mamba_dt_rank"] = "auto"
-    assert build_layer_map(cfg).layers[0].attrs["dt_rank"] == math.ceil(4096 / 16) == 256
+    assert build_layer_map(cfg).layers[0].mamba.dt_rank == math.ceil(4096 / 16) == 256
     _same(build_layer_map(cfg), build_layer_map(shared_config("ai21labs__AI21-Jamba-1.5-Mini.json")))
 
 

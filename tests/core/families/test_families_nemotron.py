@@ -32,9 +32,10 @@ def test_nano_cache_geometry_matches_the_hand_computed_figures():
     # conv: (4096 + 2*8*128) channels x 3 taps in bf16; ssm: 64 heads x 64 x 128 in fp32; 23 layers.
     assert state_bytes == 23 * (6144 * 3 * 2 + 64 * 64 * 128 * 4)
     assert round(state_bytes / 2**20, 1) == 46.8
-    attn = m.layers[5].attrs
-    assert (attn["heads"], attn["kv_heads"], attn["head_dim"]) == (32, 2, 128)
-    assert m.layers[1].attrs["experts"] == 128 and m.layers[1].attrs["top_k"] == 6
+    attn = m.layers[5].attention
+    assert (attn.heads, attn.kv_heads, attn.head_dim) == (32, 2, 128)
+    moe = m.layers[1].moe
+    assert (moe.experts, moe.top_k, moe.expert_intermediate, moe.shared_intermediate) == (128, 6, 1856, 3712)
 
 
 def test_layers_block_type_without_num_hidden_layers_matches_the_pattern():

@@ -133,8 +133,8 @@ def test_gemma4_wrapper_with_explicit_layer_types(tmp_path):
     path.write_text(json.dumps({"model_type": "gemma4", "text_config": text, "vision_config": {}}))
     m = load_layer_map(path)
     assert m.full_attention_layers == [5, 11] and len(m.sliding_attention_layers) == 10
-    assert m.layers[5].attrs["head_dim"] == 128 and m.layers[0].attrs["head_dim"] == 64
-    assert m.layers[0].attrs["window"] == 512
+    assert m.layers[5].attention.head_dim == 128 and m.layers[0].attention.head_dim == 64
+    assert m.layers[0].attention.window == 512
 
 
 def test_progress_and_cancel():
