@@ -40,7 +40,11 @@ def main(args: argparse.Namespace) -> int:
 
     layer_map = load_layer_map(args.source, pp=args.pp)
     if args.json:
-        json.dump(layer_map.to_json(), sys.stdout, indent=2)
+        from bringup.core.layermap.layer_schemes import quantization_json
+
+        doc = layer_map.to_json()
+        doc["quantization"] = quantization_json(layer_map)
+        json.dump(doc, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         sys.stdout.write(render_text(layer_map))
@@ -85,6 +89,11 @@ def render_text(m: LayerMap) -> str:
     if m.params_active is not None:
         params += f", {_count(m.params_active)} active per token"
     out.append(f"  parameters     {params}")
+    from bringup.core.layermap.layer_schemes import quantization_summary
+
+    quant = quantization_summary(m)
+    if quant:
+        out.append(f"  weights        {quant}")
     out.append(f"  full attention {len(m.full_attention_layers)}: {_ids(m.full_attention_layers)}")
     if m.sliding_attention_layers:
         window = {l.attention.window for l in m.layers if l.mixer == "sliding_attention" and l.attention} - {None}

@@ -29,7 +29,9 @@ def parse_target(target: str):
     return engine, version
 
 
-def _resolve_weights(layer_map: LayerMap, weights_bytes, checkpoint, elem_bytes: int) -> tuple[int, str, list[str]]:
+def _resolve_weights(layer_map: LayerMap, weights_bytes, checkpoint, elem_bytes: int,
+                     as_stored: bool = False) -> tuple[int, str, list[str]]:
+    """`as_stored`: the dtype was left to the checkpoint, so quantized weights count at their own bits."""
     if weights_bytes is not None:
         if weights_bytes < 0:
             raise UserError(f"weights_bytes must be >= 0, got {weights_bytes}")
@@ -45,6 +47,14 @@ def _resolve_weights(layer_map: LayerMap, weights_bytes, checkpoint, elem_bytes:
                                                          f"{ckpt.params:,} parameters"]
     if layer_map.params_total <= 0:
         raise UserError(f"the layer map of {layer_map.name or 'this model'} has no parameter count; pass the weight size")
+    if as_stored:
+        from bringup.core.layermap.layer_schemes import weights_bytes as quantized_bytes
+        from bringup.core.layermap.quantization import read_quantization
+
+        quant = read_quantization(layer_map.config)
+        if quant is not None:
+            notes.append(f"weights at the checkpoint's {quant.method} scheme ({quant.default.label})")
+            return quantized_bytes(layer_map, quant), "params", notes
     return layer_map.params_total * elem_bytes, "params", notes
 
 
@@ -98,7 +108,8 @@ def plan_memory(
     if max_running_requests is not None and max_running_requests < 1:
         raise UserError(f"--max-running-requests must be at least 1, got {max_running_requests}")
 
-    dtype = model_dtype(layer_map.config) if dtype in (None, "auto") else canonical_dtype(dtype)
+    as_stored = dtype in (None, "auto")
+    dtype = model_dtype(layer_map.config) if as_stored else canonical_dtype(dtype)
     kv_dtype = dtype if kv_dtype in (None, "auto") else canonical_dtype(kv_dtype, what="KV cache dtype")
     if conv_dtype in (None, "auto"):
         conv_dtype = "bfloat16" if kind == "sglang" else dtype
@@ -108,7 +119,8 @@ def plan_memory(
         declared = cfg.get("mamba_ssm_dtype") or (cfg.get("text_config") or {}).get("mamba_ssm_dtype")
         ssm_dtype = declared if kind == "sglang" and declared else "float32"
     ssm_dtype = canonical_dtype(ssm_dtype, what="SSM state dtype")
-    weights, source, weight_notes = _resolve_weights(layer_map, weights_bytes, checkpoint, dtype_bytes(dtype))
+    weights, source, weight_notes = _resolve_weights(layer_map, weights_bytes, checkpoint, dtype_bytes(dtype),
+                                                      as_stored)
 
     common = dict(
         device=device, device_memory=device_memory, mem_fraction=mem_fraction, weights_bytes=weights,

@@ -1,0 +1,26 @@
+"""The planner counts a quantized checkpoint's weights at their own bits unless a dtype is given."""
+
+from __future__ import annotations
+
+import json
+
+from bringup.core.families import build_layer_map
+from bringup.core.planner.plan import plan_memory
+
+from repo_paths import NANO_CONFIG
+
+FP8 = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic", "weight_block_size": [128, 128],
+       "modules_to_not_convert": ["lm_head", "backbone.embeddings"]}
+
+
+def test_fp8_checkpoint_weights_are_about_half_of_bf16():
+    config = json.loads(NANO_CONFIG.read_text())
+    dense = plan_memory(build_layer_map(config), device_memory=80 * 2**30, device="cuda", dtype="auto")
+    config["quantization_config"] = FP8
+    fp8 = plan_memory(build_layer_map(config), device_memory=80 * 2**30, device="cuda", dtype="auto")
+    assert 0.5 < fp8.weights_bytes / dense.weights_bytes < 0.56
+    assert any("fp8" in n for n in fp8.notes)
+    # --dtype bfloat16 dequantises: the weights are the bf16 ones again, and so are the pools.
+    again = plan_memory(build_layer_map(config), device_memory=80 * 2**30, device="cuda", dtype="bfloat16")
+    assert again.weights_bytes == dense.weights_bytes
+    assert fp8.kv_tokens > dense.kv_tokens
