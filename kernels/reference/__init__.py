@@ -12,6 +12,7 @@ from .causal_conv1d_varlen import causal_conv1d_varlen, causal_conv1d_varlen_inp
 from .gated_delta_rule import gated_delta_rule_chunk, gated_delta_rule_recurrent_inplace
 from .gated_rms_norm import gated_rms_norm
 from .kda import kda_chunk, kda_recurrent_inplace
+from .fp8_linear import fp8_linear
 from .kv_cache_write import kv_cache_write
 from .lightning_attention import lightning_attention_chunk, lightning_attention_recurrent_inplace
 from .mamba_chunk_scan import mamba_chunk_scan
@@ -20,6 +21,7 @@ from .mamba_state_update import mamba_state_update
 from .mamba_state_update_inplace import mamba_state_update_inplace
 from .mlp import mlp
 from .moe_experts import moe_experts
+from .moe_experts_fp8 import moe_experts_fp8
 from .moe_routing import route_sigmoid_grouped, route_softmax, router_logits
 from .paged_attention_decode import paged_attention_decode
 from .paged_attention_prefill import paged_attention_prefill
@@ -40,6 +42,7 @@ OPS = {
     "gated_rms_norm": gated_rms_norm,
     "kda_chunk": kda_chunk,
     "kda_recurrent_inplace": kda_recurrent_inplace,
+    "fp8_linear": fp8_linear,
     "kv_cache_write": kv_cache_write,
     "lightning_attention_chunk": lightning_attention_chunk,
     "lightning_attention_recurrent_inplace": lightning_attention_recurrent_inplace,
@@ -49,6 +52,7 @@ OPS = {
     "mamba_state_update_inplace": mamba_state_update_inplace,
     "mlp": mlp,
     "moe_experts": moe_experts,
+    "moe_experts_fp8": moe_experts_fp8,
     "route_sigmoid_grouped": route_sigmoid_grouped,
     "route_softmax": route_softmax,
     "router_logits": router_logits,

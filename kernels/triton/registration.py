@@ -30,6 +30,8 @@ FAST_OPS: dict[str, tuple[str, str, bool]] = {
     "route_sigmoid_grouped": ("triton", "triton.fused_moe", False),
     "router_logits": ("triton", "triton.fused_moe", False),
     "mlp": ("triton", "triton.fused_moe", False),
+    "fp8_linear": ("triton", "triton.fp8_linear", False),
+    "moe_experts_fp8": ("triton", "triton.fused_moe_fp8", False),
     "add_rms_norm": ("triton", "triton.norms", False),
     "gated_rms_norm": ("triton", "triton.norms", False),
 }

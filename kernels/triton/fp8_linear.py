@@ -1,0 +1,112 @@
+"""Block-scaled fp8_e4m3 linear layers in Triton: W8A16, the weights dequantised in registers.
+
+Reference: kernels/reference/fp8_linear.py. The weight [N, K] stays fp8 in memory (one byte a
+weight: batch-1 decode reads half the bytes of bf16); each tile is loaded as fp8, widened in
+registers, and its block's scale is applied to the partial product of that K block (one scale per
+column of the tile and K block), so no dequantised copy is ever written. Activations stay in the
+model dtype, so this runs on any device Triton serves (XPU included), FP8 matrix units or not.
+
+Two forms by rows: `_gemv_kernel` (decode, a few rows: multiply and sum in float32 on the vector
+units, the layer bound by reading the weights) and `_gemm_kernel` (prefill: tl.dot on tiles of
+16+ rows, the fp8 tile widened to the activation dtype first).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from .launch import num_warps
+
+GEMV_MAX_ROWS = 4
+# (BLOCK_N, BLOCK_K, warps) of the GEMV: narrow column tiles so enough programs stream the weights.
+GEMV_TILE = (16, 128, 4)
+
+
+@triton.jit
+def _gemv_kernel(x_ptr, w_ptr, s_ptr, b_ptr, out_ptr, N, K, s_xm, s_wn, s_sn, s_sk, s_om,
+                 BN: tl.constexpr, BK: tl.constexpr, HAS_BIAS: tl.constexpr,
+                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_ok = cols < N
+    ks = tl.arange(0, BLOCK_K)
+    acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+    s_rows = s_ptr + (cols // BN) * s_sn
+    for k0 in range(0, K, BLOCK_K):
+        k = k0 + ks
+        k_ok = k < K
+        xv = tl.load(x_ptr + row * s_xm + k, mask=k_ok, other=0.0).to(tl.float32)
+        wv = tl.load(w_ptr + cols[:, None].to(tl.int64) * s_wn + k[None, :], mask=col_ok[:, None] & k_ok[None, :],
+                     other=0.0)
+        part = tl.sum(wv.to(tl.float32) * xv[None, :], axis=1)
+        acc += part * tl.load(s_rows + (k0 // BK) * s_sk, mask=col_ok, other=0.0)
+    if HAS_BIAS:
+        acc += tl.load(b_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+    tl.store(out_ptr + row * s_om + cols, acc.to(out_ptr.dtype.element_ty), mask=col_ok)
+
+
+@triton.jit
+def _gemm_kernel(x_ptr, w_ptr, s_ptr, b_ptr, out_ptr, M, N, K, s_xm, s_wn, s_sn, s_sk, s_om,
+                 BN: tl.constexpr, BK: tl.constexpr, HAS_BIAS: tl.constexpr,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    row_ok = rows < M
+    col_ok = cols < N
+    ks = tl.arange(0, BLOCK_K)
+    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    s_cols = s_ptr + (cols // BN) * s_sn
+    for k0 in range(0, K, BLOCK_K):
+        k = k0 + ks
+        k_ok = k < K
+        xt = tl.load(x_ptr + rows[:, None].to(tl.int64) * s_xm + k[None, :], mask=row_ok[:, None] & k_ok[None, :],
+                     other=0.0)
+        wt = tl.load(w_ptr + cols[None, :].to(tl.int64) * s_wn + k[:, None], mask=k_ok[:, None] & col_ok[None, :],
+                     other=0.0)
+        part = tl.dot(xt, wt.to(xt.dtype))
+        acc += part * tl.load(s_cols + (k0 // BK) * s_sk, mask=col_ok, other=0.0)[None, :]
+    if HAS_BIAS:
+        acc += tl.load(b_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
+    tl.store(out_ptr + rows[:, None].to(tl.int64) * s_om + cols[None, :], acc.to(out_ptr.dtype.element_ty),
+             mask=row_ok[:, None] & col_ok[None, :])
+
+
+def _k_tile(bk: int, K: int, want: int) -> int:
+    """A K tile inside one scale block (a power of two dividing bk), at most `want`."""
+    tile = want
+    while tile > 16 and (bk % tile or tile > max(16, K)):
+        tile //= 2
+    return tile
+
+
+def fp8_linear(x, weight, scale, block, bias=None):
+    """Same arguments and result as kernels.reference.fp8_linear."""
+    from ..reference.fp8_linear import fp8_linear as reference
+
+    bn, bk = int(block[0]), int(block[1])
+    N, K = weight.shape
+    flat = x.reshape(-1, K)
+    M = flat.shape[0]
+    if M == 0 or x.dtype == torch.float32 or bk % 16 or weight.stride(1) != 1:
+        return reference(x, weight, scale, block, bias)
+    if flat.stride(1) != 1:
+        flat = flat.contiguous()
+    out = torch.empty(M, N, dtype=x.dtype, device=x.device)
+    b = bias if bias is not None else out
+    if M <= GEMV_MAX_ROWS:
+        block_n, want_k, warps = GEMV_TILE
+        block_k = _k_tile(bk, K, want_k)
+        _gemv_kernel[(M, triton.cdiv(N, block_n))](
+            flat, weight, scale, b, out, N, K, flat.stride(0), weight.stride(0), scale.stride(0), scale.stride(1),
+            out.stride(0), BN=bn, BK=bk, HAS_BIAS=bias is not None, BLOCK_N=block_n, BLOCK_K=block_k,
+            num_warps=num_warps(x.device.type, warps))
+    else:
+        block_m = 16 if M <= 16 else (32 if M <= 64 else 64)
+        block_n, block_k = 128, _k_tile(bk, K, 128)
+        _gemm_kernel[(triton.cdiv(M, block_m), triton.cdiv(N, block_n))](
+            flat, weight, scale, b, out, M, N, K, flat.stride(0), weight.stride(0), scale.stride(0), scale.stride(1),
+            out.stride(0), BN=bn, BK=bk, HAS_BIAS=bias is not None, BLOCK_M=block_m, BLOCK_N=block_n,
+            BLOCK_K=block_k, num_warps=num_warps(x.device.type, 4), num_stages=3)
+    return out.reshape(*x.shape[:-1], N)

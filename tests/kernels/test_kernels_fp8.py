@@ -1,0 +1,124 @@
+"""Block-scaled fp8 weights: the references (CPU), and the Triton kernels against them (GPU).
+
+The references are checked against first principles: quantising and dequantising a matrix returns
+it within fp8's rounding, and the fp8 linear / fused MoE equal the bf16 ones on the dequantised
+weights. The Triton kernels (W8A16) must then equal the references."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from bringup.kernels import reference as ref
+from bringup.kernels.reference.fp8_linear import (PER_TENSOR_BLOCK, dequantize_fp8_block, quantize_fp8_block,
+                                                  scale_shape)
+from bringup.kernels.reference.moe_experts import moe_experts_unsummed
+
+# fp8 e4m3 keeps 3 mantissa bits: one rounding is at most 2^-4 of the value.
+FP8_ROUNDING = 2.0**-4
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+def rel(a, b) -> float:
+    return ((a.float() - b.float()).abs().max() / b.float().abs().max().clamp(min=1e-6)).item()
+
+
+@pytest.mark.parametrize("shape, block", [((256, 384), (128, 128)), ((300, 200), (128, 128)),
+                                          ((3, 130, 96), (64, 32)), ((70, 50), PER_TENSOR_BLOCK)])
+def test_quantize_round_trip_within_fp8_rounding(shape, block):
+    w = torch.randn(shape) * 0.02
+    q, s = quantize_fp8_block(w, block)
+    assert q.dtype == torch.float8_e4m3fn and q.shape == w.shape
+    if block != PER_TENSOR_BLOCK:
+        assert s.shape == scale_shape(shape, block)
+    else:
+        assert s.shape == (1, 1)
+    back = dequantize_fp8_block(q, s, block)
+    # (below e4m3's smallest normal the spacing is absolute: 2^-9 of a scale unit)
+    assert ((back - w).abs() <= FP8_ROUNDING * w.abs() + 2.0**-9 * s.max()).all()
+
+
+def test_each_block_has_its_own_scale():
+    w = torch.randn(256, 256)
+    w[:128, :128] *= 1000  # one loud block must not flatten the others
+    q, s = quantize_fp8_block(w, (128, 128))
+    assert s[0, 0] > 100 * s[1, 1]
+    assert rel(dequantize_fp8_block(q, s, (128, 128))[128:, 128:], w[128:, 128:]) < FP8_ROUNDING
+
+
+@pytest.mark.parametrize("rows", [1, 5, 33])
+def test_fp8_linear_reference_is_the_dequantised_linear(rows, monkeypatch):
+    import sys
+
+    module = sys.modules["bringup.kernels.reference.fp8_linear"]
+    monkeypatch.setattr(module, "ROWS_PER_CHUNK", 128)  # several slabs, one ragged
+    w, b = torch.randn(300, 256) * 0.05, torch.randn(300)
+    q, s = quantize_fp8_block(w, (128, 128))
+    x = torch.randn(rows, 256)
+    expected = torch.nn.functional.linear(x.double(), dequantize_fp8_block(q, s, (128, 128)).double(), b.double())
+    got = ref.fp8_linear(x, q, s, (128, 128), b)
+    assert got.shape == (rows, 300) and got.dtype == x.dtype
+    assert rel(got, expected) < 1e-5
+
+
+def test_moe_fp8_reference_is_the_dequantised_moe():
+    E, I, H, T, k = 6, 64, 96, 7, 2
+    up, down = torch.randn(E, I, H) * 0.1, torch.randn(E, H, I) * 0.1
+    (uq, us), (dq, ds) = quantize_fp8_block(up, (32, 32)), quantize_fp8_block(down, (32, 32))
+    x = torch.randn(T, H)
+    ids = torch.stack([torch.randperm(E)[:k] for _ in range(T)])
+    weights = torch.rand(T, k)
+    expected = moe_experts_unsummed(x, weights, ids, dequantize_fp8_block(uq, us, (32, 32)),
+                                    dequantize_fp8_block(dq, ds, (32, 32)), None, "relu2", "sorted")
+    got = ref.moe_experts_fp8(x, weights, ids, uq, us, dq, ds, "relu2", (32, 32))
+    assert got.shape == (T, k, H)
+    assert rel(got, expected) < 1e-5
+
+
+# Triton (W8A16) against the references ----------------------------------------------------------
+
+def _gpu():
+    from test_kernels_gpu import GPU
+
+    return GPU
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rows", [1, 3, 16, 100, 513])
+@pytest.mark.parametrize("N, K, block", [(10304, 2688, (128, 128)), (2688, 4096, (128, 128)), (200, 96, PER_TENSOR_BLOCK),
+                                         (130, 384, (128, 128))])
+def test_triton_fp8_linear_matches_reference(rows, N, K, block):
+    from bringup.kernels.triton.fp8_linear import fp8_linear
+
+    dev = _gpu()
+    w = torch.randn(N, K, device=dev) * 0.02
+    q, s = quantize_fp8_block(w, block)
+    x = torch.randn(rows, K, device=dev, dtype=torch.bfloat16)
+    bias = torch.randn(N, device=dev, dtype=torch.bfloat16) if N == 130 else None
+    expected = ref.fp8_linear(x, q, s, block, bias)
+    got = fp8_linear(x, q, s, block, bias)
+    assert got.dtype == torch.bfloat16 and got.shape == expected.shape
+    assert torch.isfinite(got).all()
+    assert rel(got, expected) < 2e-2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("T", [1, 4, 37, 600])
+def test_triton_moe_fp8_matches_reference(T):
+    from bringup.kernels.triton.fused_moe_fp8 import moe_experts_fp8
+
+    dev = _gpu()
+    E, I, H, k = 16, 256, 384, 4  # Nano's block layout at small sizes
+    up, down = torch.randn(E, I, H, device=dev) * 0.05, torch.randn(E, H, I, device=dev) * 0.05
+    (uq, us), (dq, ds) = quantize_fp8_block(up, (128, 128)), quantize_fp8_block(down, (128, 128))
+    x = torch.randn(T, H, device=dev, dtype=torch.bfloat16)
+    ids = torch.stack([torch.randperm(E, device=dev)[:k] for _ in range(T)])
+    weights = torch.rand(T, k, device=dev)
+    expected = ref.moe_experts_fp8(x, weights, ids, uq, us, dq, ds, "relu2", (128, 128))
+    got = moe_experts_fp8(x, weights, ids, uq, us, dq, ds, "relu2", (128, 128))
+    assert got.shape == expected.shape and torch.isfinite(got).all()
+    assert rel(got, expected) < 3e-2
