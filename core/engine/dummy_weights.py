@@ -25,6 +25,7 @@ from pathlib import Path
 import torch
 
 from bringup.core.errors import UserError
+from bringup.core.engine.models.base import FP8_DTYPES
 
 DEFAULT_SEED = 0
 GB = 1024**3
@@ -75,12 +76,17 @@ def fill_dummy_(model, config: dict, seed: int = DEFAULT_SEED) -> None:
     gen = torch.Generator(device=dev)
     gen.manual_seed(int(seed))
     seen = set()
-    for name, p in model.named_parameters():
+    params = dict(model.named_parameters())
+    for name, p in params.items():
         if id(p) in seen:
             continue
         seen.add(id(p))
         leaf = name.rsplit(".", 1)[-1]
-        if leaf == "A_log":  # A = -exp(A_log) in [-16, -1], as Mamba2 initialises it
+        if p.dtype in FP8_DTYPES:  # drawn in float, stored as the checkpoint's scheme stores it
+            scale = params[name + "_scale_inv"]
+            seen.add(id(scale))
+            _fill_fp8_(p, scale, std, gen)
+        elif leaf == "A_log":  # A = -exp(A_log) in [-16, -1], as Mamba2 initialises it
             p.uniform_(1.0, 16.0, generator=gen).log_()
         elif leaf == "dt_bias":  # softplus(dt_bias) = dt in [time_step_min, time_step_max]
             lo = float(config.get("time_step_min", 1e-3))
@@ -98,6 +104,26 @@ def fill_dummy_(model, config: dict, seed: int = DEFAULT_SEED) -> None:
             p.normal_(0.0, std, generator=gen)
 
 
+def _fill_fp8_(weight, scale, std: float, gen, budget: int = 1 << 26) -> None:
+    """Normal(0, std) weights quantised block by block into fp8 + scales, `budget` float32 elements
+    at a time (a whole expert stack in float32 would be several GB)."""
+    from bringup.kernels.reference.fp8_linear import quantize_fp8_block
+
+    n, k = weight.shape[-2:]
+    sn, sk = scale.shape[-2:]
+    bn, bk = -(-n // sn), -(-k // sk)  # the block the grid was made for
+    flat_w, flat_s = weight.view(-1, n, k), scale.view(-1, sn, sk)
+    per = max(1, budget // (n * k))  # matrices at once
+    step = n if per > 1 else max(bn, budget // k // bn * bn)  # or rows of one matrix at once
+    for e in range(0, flat_w.shape[0], per):
+        for r in range(0, n, step):
+            count, rows = min(per, flat_w.shape[0] - e), min(step, n - r)
+            w = torch.empty(count, rows, k, device=weight.device).normal_(0.0, std, generator=gen)
+            q, s = quantize_fp8_block(w, (bn, bk))
+            flat_w[e:e + count, r:r + rows].copy_(q)
+            flat_s[e:e + count, r // bn:r // bn + s.shape[-2]].copy_(s)
+
+
 def load_dummy_model(source, *, device="cpu", dtype="auto", seed: int = DEFAULT_SEED, progress=None):
     """LoadedModel (as loader.load_model returns) with random weights; `folder` is the folder the
     config came from (None for the catalogue). Refuses before allocating when it cannot fit."""
@@ -112,6 +138,10 @@ def load_dummy_model(source, *, device="cpu", dtype="auto", seed: int = DEFAULT_
 
     config = decoder_config(decode_special_floats(loaded.config))
     dev, dt = resolve_device(device), resolve_dtype(dtype, config)
+    from .loader import checkpoint_quantization
+
+    quant, keep = checkpoint_quantization(config, dtype)
+    quant = quant if keep else None
     try:
         cls = model_class_for(config)
     except UnsupportedModelError as err:
@@ -127,13 +157,18 @@ def load_dummy_model(source, *, device="cpu", dtype="auto", seed: int = DEFAULT_
                             f"{err}") from None
         meta.to(dtype=dt)
         meta.apply_float32_exceptions()
+        from .quantized import apply_weight_scheme
+
+        apply_weight_scheme(meta, quant, config.get("model_type", ""))  # fp8 layers take their own bytes
     needed = plan_bytes(meta)
     del meta
     free = devices.free_memory(dev)
     if progress:
         progress(f"dummy weights for {loaded.name}: {needed / GB:.2f} GiB on {dev} ({free / GB:.2f} GiB free)")
     check_fits(needed, free, dev, f"{loaded.name}'s weights ({str(dt).removeprefix('torch.')})", dt)
-    model = build_model(config, device=dev, dtype=dt, name=loaded.name, source=loaded.source)
+    model = build_model(config, device=dev, dtype=dt, name=loaded.name, source=loaded.source, quantization=quant)
+    if quant is None and keep is False and checkpoint_quantization(config, "auto")[0] is not None:
+        model.weight_scheme.dequantised_from = checkpoint_quantization(config, "auto")[0].default.label
     fill_dummy_(model, config, seed)
     model.finish_loading()
     named_config = loaded.kind == "file" and Path(os.fspath(source)).name == "config.json"

@@ -54,6 +54,25 @@ DEFAULT_SSM_DTYPE = "float32"  # Mamba2 SSM state: EngineConfig(ssm_dtype=...)
 DEFAULT_CHUNKED_PREFILL_SIZE = 2048  # prompt tokens per step when nothing else chooses
 
 
+# Weight schemes (core/layermap/quantization.py keys) the engine runs as they are stored: fp8_e4m3
+# with a scale per block, per output channel or per tensor (kernels/triton/fp8_linear.py W8A16 on
+# GPUs, the dequantising reference on the CPU).
+RUNNABLE_WEIGHT_SCHEMES = frozenset({"fp8_block", "fp8_channel", "fp8_tensor"})
+# Model types whose layers take quantized linears (their MLPs and attention call the layer modules,
+# or check for quantized ones); NemotronH also takes fp8 routed experts (fused MoE, no gate).
+QUANTIZED_MODEL_TYPES = frozenset({"nemotron_h", "llama", "mistral", "qwen2", "qwen3", "qwen3_moe"})
+
+
+def refused_scheme_message(label: str, key: str, method: str, where: str, model_type: str | None = None) -> str:
+    """The engine's words when a checkpoint's weight scheme cannot run as stored (quantized.py)."""
+    if model_type is not None:
+        what = f"the embedded engine does not run {label} weights for model_type {model_type!r} yet"
+    else:
+        what = f"the embedded engine cannot run {label} weights ({key}) yet"
+    return (f"{method} checkpoint: {what} (first at {where}). Pass --dtype bfloat16 to dequantise the weights "
+            f"at load and run them in bf16 (twice or more the weight memory), or serve it with SGLang or vLLM")
+
+
 def supported_model_types() -> list[str]:
     return sorted(MODEL_CLASSES)
 

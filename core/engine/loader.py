@@ -26,6 +26,7 @@ from bringup.core.sources.gguf_file import is_gguf_path, iter_gguf_weights, load
 from bringup.kernels.dispatch import ops_for
 from bringup.kernels.precision import full_precision_fp32_dots
 
+from .quantized import apply_weight_scheme, dequantised_weights
 from .models import CausalLM, UnsupportedModelError, WeightLoadError, decoder_config, model_class_for
 
 Progress = Callable[[str], None]
@@ -205,6 +206,14 @@ def resolve_dtype(dtype, config: dict) -> torch.dtype:
     return resolved
 
 
+def checkpoint_quantization(config: dict, dtype):
+    """(the checkpoint's quantization or None, whether it runs as stored): "auto" keeps the scheme,
+    an explicit dtype dequantises (the way to run a scheme the engine cannot run as stored)."""
+    from bringup.core.layermap.quantization import read_quantization
+
+    return read_quantization(config), dtype in (None, "auto")
+
+
 def resolve_device(device) -> torch.device:
     try:
         dev = torch.device(device or "cpu")
@@ -220,9 +229,11 @@ def resolve_device(device) -> torch.device:
 # Building it -------------------------------------------------------------------------------------
 
 def build_model(config: dict, *, device="cpu", dtype=torch.float32, ops=None, name: str = "",
-                source: str = "") -> CausalLM:
+                source: str = "", quantization=None) -> CausalLM:
     """Our model for `config`, allocated (uninitialised) on `device` in `dtype`. Its layers are the
-    ones the config's layer map lists (`model.layer_map`, named `name`, from `source`)."""
+    ones the config's layer map lists (`model.layer_map`, named `name`, from `source`).
+    `quantization` (core/layermap/quantization.py): the checkpoint's weight scheme, run as stored
+    (quantized.py; a scheme the engine cannot run is refused here, before anything is allocated)."""
     from bringup.core.families import build_layer_map
 
     config = decoder_config(config)
@@ -241,6 +252,7 @@ def build_model(config: dict, *, device="cpu", dtype=torch.float32, ops=None, na
             raise UserError(f"config.json does not describe a {cls.__name__} the engine can build: {err}") from None
     model.to(dtype=dtype)
     model.apply_float32_exceptions()
+    model.weight_scheme = apply_weight_scheme(model, quantization, config.get("model_type", ""))
     # to_empty, but through torch.empty: empty_like of a meta tensor imports sympy (~0.5 s of every
     # engine start on a CPU). Parameters built on meta are contiguous, so nothing else changes.
     model._apply(lambda t: torch.empty(t.shape, dtype=t.dtype, device=device))
@@ -254,15 +266,20 @@ def load_model(source, *, device="cpu", dtype="auto", progress: Progress | None 
     folder = resolve_checkpoint(source, progress=progress)
     config = decoder_config(read_model_config(folder))
     dev, dt = resolve_device(device), resolve_dtype(dtype, config)
+    quant, keep = checkpoint_quantization(config, dtype)
     if progress:
         progress(f"building {config.get('model_type')} on {dev} in {str(dt).removeprefix('torch.')}")
     name = Path(os.fspath(source)).name if Path(os.fspath(source)).expanduser().exists() else os.fspath(source)
-    model = build_model(config, device=dev, dtype=dt, name=name, source=str(folder))
+    model = build_model(config, device=dev, dtype=dt, name=name, source=str(folder), quantization=quant if keep else None)
+    weights = iter_checkpoint(folder)
+    if quant is not None and not keep:
+        weights = dequantised_weights(weights, quant, dt)
+        model.weight_scheme.dequantised_from = quant.default.label
     if progress:
         progress(f"loading weights from {folder}")
     try:
         with torch.no_grad():
-            model.load_weights(iter_checkpoint(folder))
+            model.load_weights(weights)
     except WeightLoadError as err:
         raise UserError(f"{folder}: {err}") from None
     return LoadedModel(model, config, folder, name, dt, dev, time.monotonic() - started)

@@ -17,6 +17,11 @@ import torch
 from torch import nn
 
 
+# Names of static activation scales quantized checkpoints carry beside their weights.
+ACTIVATION_SCALES = frozenset({"input_scale", "k_scale", "v_scale", "input_global_scale"})
+FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
+
+
 class WeightLoadError(ValueError):
     """A checkpoint does not fit the model built from its config."""
 
@@ -114,6 +119,10 @@ class CausalLM(nn.Module):
             if target is None:
                 continue
             pname, index = target
+            if pname not in params and pname.endswith(".weight_scale") and pname + "_inv" in params:
+                pname += "_inv"  # modelopt's per-tensor `weight_scale` multiplies as `weight_scale_inv` does
+            if pname not in params and pname.rpartition(".")[2] in ACTIVATION_SCALES:
+                continue  # static activation scales: the engine's W8A16 kernels keep activations as they are
             if pname not in params:
                 raise WeightLoadError(
                     f"checkpoint weight {name!r} has no place in the {type(self).__name__} built from this config "
@@ -121,6 +130,13 @@ class CausalLM(nn.Module):
                 )
             param = params[pname]
             dest = param.data if index is None else param.data[index]
+            if tensor.numel() == 1 and dest.numel() == 1:
+                tensor = tensor.reshape(dest.shape)  # a per-tensor scale, stored as a scalar
+            if tensor.dtype in FP8_DTYPES and dest.dtype != tensor.dtype:
+                raise WeightLoadError(
+                    f"checkpoint weight {name!r} is {str(tensor.dtype).removeprefix('torch.')} but the model holds "
+                    f"{pname!r} in {str(dest.dtype).removeprefix('torch.')}: its quantization_config does not say "
+                    "this module is quantized; pass --dtype bfloat16 to dequantise the checkpoint at load")
             if tuple(dest.shape) != tuple(tensor.shape):
                 raise WeightLoadError(
                     f"checkpoint weight {name!r} has shape {list(tensor.shape)} but the model built from config.json "

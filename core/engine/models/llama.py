@@ -17,6 +17,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bringup.core.engine.quantized import is_quantized
+from bringup.kernels.reference.mlp import activation
+
 from .attention import head_geometry, paged_attention, window_of
 from .base import RMSNormWeight, linear
 from .rope import inv_freq_for
@@ -76,6 +79,8 @@ class GatedMLP(nn.Module):
         self.down_proj = linear(inter, cfg.hidden_size, bias)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        if is_quantized(self.up_proj) or is_quantized(self.down_proj) or is_quantized(self.gate_proj):
+            return self.down_proj(activation(self.act, self.gate_proj(hidden)) * self.up_proj(hidden))
         return self.ops.mlp(hidden, self.up_proj.weight, self.down_proj.weight, self.gate_proj.weight, self.act,
                             self.up_proj.bias, self.down_proj.bias, self.gate_proj.bias)
 

@@ -16,6 +16,9 @@ import re
 import torch
 from torch import nn
 
+from bringup.core.engine.quantized import is_quantized, map_expert_scale
+from bringup.kernels.reference.mlp import activation
+
 from .attention import head_geometry, paged_attention
 from .base import linear
 from .mamba2 import Mamba2Mixer, time_step_limit
@@ -59,6 +62,7 @@ class Attention(nn.Module):
     def forward(self, hidden: torch.Tensor, batch) -> torch.Tensor:
         T = hidden.shape[0]
         fuse = self.fuse_qkv if self.fuse_qkv is not None else hidden.device.type != "cpu"
+        fuse = fuse and not is_quantized(self.q_proj)  # fp8 layers keep their own scales
         if fuse and self.q_proj.bias is None:
             nq, nkv = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
             q, k, v = torch.nn.functional.linear(hidden, self._qkv_weight()).split([nq, nkv, nkv], dim=-1)
@@ -85,6 +89,8 @@ class MLP(nn.Module):
         self.down_proj = linear(size, cfg.hidden_size, bias)
 
     def forward(self, hidden: torch.Tensor, batch=None) -> torch.Tensor:
+        if is_quantized(self.up_proj) or is_quantized(self.down_proj):
+            return self.down_proj(activation(self.act, self.up_proj(hidden)))
         return self.ops.mlp(hidden, self.up_proj.weight, self.down_proj.weight, None, self.act,
                             self.up_proj.bias, self.down_proj.bias)
 
@@ -138,6 +144,13 @@ class MoE(nn.Module):
         weights, ids = self.ops.route_sigmoid_grouped(logits, self.gate.e_score_correction_bias, self.top_k,
                                                       self.n_group, self.topk_group, self.norm_topk_prob, self.scaling)
         x = hidden if self.fc1_latent_proj is None else self.fc1_latent_proj(hidden)
+        e = self.experts
+        if getattr(e, "fp8_block", None) is not None:  # fp8 experts: the fused fp8 MoE, the shared expert apart
+            routed = self.ops.moe_experts_fp8(x, weights, ids, e.up_proj, e.up_proj_scale_inv, e.down_proj,
+                                              e.down_proj_scale_inv, self.act, e.fp8_block)
+            if self.fc2_latent_proj is not None:
+                routed = self.fc2_latent_proj(routed.sum(1))
+            return (self.shared_experts(hidden), routed)
         shared = self.shared_experts
         if self.fc2_latent_proj is None and shared.up_proj.bias is None and shared.down_proj.bias is None \
                 and shared.act == self.act:
@@ -183,4 +196,4 @@ class NemotronHForCausalLM(StackedCausalLM):
         m = _EXPERT.match(name)
         if m:
             return f"{m.group(1)}.{m.group(3)}", int(m.group(2))
-        return name, None
+        return map_expert_scale(name) or (name, None)
