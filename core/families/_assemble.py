@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from bringup.core.families._blocks import Part
 from bringup.core.layermap.vocabulary import KV_MIXERS, STATE_MIXERS, Layer, LayerMap
@@ -64,9 +64,29 @@ def _number(specs: list[LayerSpec], stages: list[int]) -> tuple[Layer, ...]:
     return tuple(layers)
 
 
+def _with_weight_schemes(layers: tuple[Layer, ...], config: dict, notes: list[str]) -> tuple[Layer, ...]:
+    """Each layer with the scheme its checkpoint stores it in, where the checkpoint is quantized; a
+    quantization table the workbench cannot read is a note, the map is still drawn."""
+    from bringup.core.errors import UserError
+    from bringup.core.layermap.layer_schemes import schemes_of_layer
+    from bringup.core.layermap.quantization import read_quantization
+
+    try:
+        quant = read_quantization(config)
+    except UserError as err:
+        notes.append(str(err))
+        return layers
+    if quant is None:
+        return layers
+    model_type = config.get("model_type") if isinstance(config.get("model_type"), str) else ""
+    return tuple(replace(l, weights=schemes_of_layer(model_type, l, quant)) for l in layers)
+
+
 def assemble(result: FamilyResult, config: dict, *, name: str, source: str, pp: int, reader: str = "") -> LayerMap:
     specs = result.layers
     layers = _number(specs, stage_of_each_layer(len(specs), pp))
+    notes = list(result.notes)
+    layers = _with_weight_schemes(layers, config, notes)
     # MTP blocks live outside the decoder stack: their own numbering, on the last stage.
     mtp = _number(result.mtp_layers, [pp - 1] * len(result.mtp_layers))
     total = result.outside.params + sum(l.params for l in layers)
@@ -87,6 +107,6 @@ def assemble(result: FamilyResult, config: dict, *, name: str, source: str, pp: 
         mtp_layers=mtp,
         pp_size=pp,
         config=config,
-        notes=tuple(result.notes),
+        notes=tuple(notes),
         provenance=result.provenance or {"path": "family", "reader": reader},
     )

@@ -8,10 +8,8 @@ table or a GGUF file's per-tensor types show on the layers they touch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from .dtypes import model_dtype
-from .quantization import ModelQuantization, WeightScheme, dense, read_quantization
+from .quantization import LayerSchemes, ModelQuantization, WeightScheme, dense, read_quantization
 from .vocabulary import Layer, LayerMap
 
 # A representative weight of each mixer / FFN, after the layer prefix (first: the common HF name).
@@ -37,24 +35,8 @@ _NEMOTRON_H = {"attention": ("mixer.o_proj", "mixer.q_proj"), "mamba2": ("mixer.
                "mlp": ("mixer.down_proj", "mixer.up_proj"), "moe": ("mixer.experts.0.down_proj", "mixer.experts.0.up_proj")}
 
 
-@dataclass(frozen=True)
-class LayerSchemes:
-    index: int
-    mixer: WeightScheme | None  # None: the layer has no mixer (an FFN-only block)
-    ffn: WeightScheme | None
-
-    def to_json(self) -> dict:
-        return {"index": self.index, "mixer": self.mixer.key if self.mixer else None,
-                "ffn": self.ffn.key if self.ffn else None}
-
-    @property
-    def label(self) -> str:
-        parts = [s.label for s in (self.mixer, self.ffn) if s is not None]
-        return parts[0] if len(set(parts)) == 1 else " / ".join(parts)
-
-
-def _prefixes(m: LayerMap, index: int) -> tuple[str, ...]:
-    if m.model_type == "nemotron_h":
+def _prefixes(model_type: str, index: int) -> tuple[str, ...]:
+    if model_type == "nemotron_h":
         return (f"backbone.layers.{index}",)
     return (f"model.layers.{index}", f"model.language_model.layers.{index}")
 
@@ -68,30 +50,35 @@ def _scheme(quant: ModelQuantization, names: list[str]) -> WeightScheme:
     return quant.scheme_for(names[0])
 
 
-def schemes_of_layer(m: LayerMap, layer: Layer, quant: ModelQuantization | None) -> LayerSchemes:
-    if quant is None:
-        d = dense(model_dtype(m.config))
-        return LayerSchemes(layer.index, d if layer.mixer != "none" else None, d if layer.ffn != "none" else None)
-    table = _NEMOTRON_H if m.model_type == "nemotron_h" else None
+def schemes_of_layer(model_type: str, layer: Layer, quant: ModelQuantization) -> LayerSchemes:
+    """The schemes of one layer's mixer and FFN weights, looked up by the checkpoint's module names."""
+    table = _NEMOTRON_H if model_type == "nemotron_h" else None
 
     def of(kind: str, modules: dict) -> WeightScheme | None:
         if kind == "none":
             return None
         suffixes = (table or {}).get(kind) or modules.get(kind) or ("",)
-        return _scheme(quant, [f"{p}.{s}" for p in _prefixes(m, layer.index) for s in suffixes])
+        return _scheme(quant, [f"{p}.{s}" for p in _prefixes(model_type, layer.index) for s in suffixes])
 
     return LayerSchemes(layer.index, of(layer.mixer, _MIXER_MODULES), of(layer.ffn, _FFN_MODULES))
 
 
 def layer_schemes(m: LayerMap, quant: ModelQuantization | None = None) -> list[LayerSchemes]:
+    """Each layer's schemes: those the map carries (`Layer.weights`), else read from the config
+    (a dense checkpoint: its dtype everywhere)."""
+    if quant is None and all(l.weights is not None for l in m.layers):
+        return [l.weights for l in m.layers]
     quant = quant if quant is not None else read_quantization(m.config)
-    return [schemes_of_layer(m, layer, quant) for layer in m.layers]
+    if quant is None:
+        d = dense(model_dtype(m.config))
+        return [LayerSchemes(l.index, d if l.mixer != "none" else None, d if l.ffn != "none" else None) for l in m.layers]
+    return [schemes_of_layer(m.model_type, layer, quant) for layer in m.layers]
 
 
 def _ffn_params(m: LayerMap, layer: Layer) -> int:
     """The FFN's share of a layer holding both a mixer and an FFN (from its facts where known)."""
     hidden = int(m.config.get("hidden_size") or 0)
-    inter = layer.attrs.get("intermediate_size")
+    inter = layer.mlp.intermediate if layer.mlp is not None else None
     if layer.ffn == "mlp" and hidden and inter:
         return min(layer.params, 3 * hidden * int(inter))
     if layer.ffn == "moe":  # experts dominate: what the mixer holds is a few projections of hidden^2

@@ -128,6 +128,24 @@ def matches(pattern: str, module: str) -> bool:
     return module == pattern or module.startswith(pattern + ".") or pattern in module
 
 
+@dataclass(frozen=True)
+class LayerSchemes:
+    """The weight schemes of one layer of the map: its mixer's weights and its FFN's."""
+
+    index: int
+    mixer: WeightScheme | None  # None: the layer has no mixer (an FFN-only block)
+    ffn: WeightScheme | None
+
+    def to_json(self) -> dict:
+        return {"index": self.index, "mixer": self.mixer.key if self.mixer else None,
+                "ffn": self.ffn.key if self.ffn else None}
+
+    @property
+    def label(self) -> str:
+        parts = [s.label for s in (self.mixer, self.ffn) if s is not None]
+        return parts[0] if len(set(parts)) == 1 else " / ".join(parts)
+
+
 # Reading the dialects ---------------------------------------------------------------------------
 
 def quantization_config(config: dict) -> dict | None:

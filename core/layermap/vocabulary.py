@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from bringup.core.layermap.quantization import LayerSchemes
 from bringup.core.layermap.layer_geometry import (
     GEOMETRY_FIELDS,
     AttentionGeometry,
@@ -76,6 +77,8 @@ class Layer:
     short_conv: ShortConvGeometry | None = None
     mlp: MLPGeometry | None = None
     moe: MoEGeometry | None = None
+    # How the checkpoint stores this layer's weights (quantization.py): set when it is quantized.
+    weights: LayerSchemes | None = None
 
     @property
     def is_kv(self) -> bool:
@@ -106,6 +109,8 @@ class Layer:
         }
         if self.kv_shared_from is not None:  # only KV-sharing layers carry it: other documents keep their shape
             doc["kv_shared_from"] = self.kv_shared_from
+        if self.weights is not None:  # only quantized checkpoints' layers carry it
+            doc["weights"] = self.weights.to_json()
         return doc
 
 

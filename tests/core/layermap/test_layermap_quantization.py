@@ -153,3 +153,17 @@ def test_unknown_dialect_is_refused_with_its_name():
 ])
 def test_module_patterns(pattern, module, expected):
     assert matches(pattern, module) is expected
+
+
+def test_the_map_layers_carry_their_scheme_and_json_shows_it():
+    m = build_layer_map(nano(FP8_BLOCK))
+    assert all(l.weights is not None and l.weights.index == l.index for l in m.layers)
+    doc = m.layers[1].to_json()
+    assert doc["weights"] == {"index": 1, "mixer": None, "ffn": "fp8_block"}
+    assert "weights" not in build_layer_map(nano(None)).layers[1].to_json()  # dense documents keep their shape
+
+
+def test_an_unreadable_quantization_table_is_a_note_and_the_map_is_drawn():
+    m = build_layer_map(nano({"quant_method": "hqq", "nbits": 4}))
+    assert m.num_layers == 52 and all(l.weights is None for l in m.layers)
+    assert any("'hqq'" in n for n in m.notes)
