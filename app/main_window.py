@@ -24,11 +24,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from bringup.app.launch_state import LaunchState
 from bringup.app.layermap.panel import LayerMapPanel
 from bringup.app.leftover_bar import LeftoverEnginesBar
 from bringup.app.loader import ModelLoader
 from bringup.app.model_bar import ModelBar
 from bringup.app.settings import add_recent_model, app_settings
+from bringup.app.tabs.contract import SharesLaunchSettings
 from bringup.app.theme import STYLE
 from bringup.core.layermap.vocabulary import LayerMap
 
@@ -101,6 +103,7 @@ class MainWindow(QMainWindow):
         self._settle_pending = False
         self._fitted_for = 0  # the map height the splitter was last fitted to
 
+        self.launch_state = LaunchState(self)  # the launch settings every tab shares (Validate checks, Run starts)
         self.model_bar = ModelBar()
         self.banner = ErrorBanner()
         self.leftovers = LeftoverEnginesBar()
@@ -274,8 +277,6 @@ class MainWindow(QMainWindow):
     def _wire_tabs(self) -> None:
         """Tabs that feed each other: validated settings launch the engine, a crash log is diagnosed."""
         run, diagnose, validate = self.tab("Run"), self.tab("Diagnose"), self.tab("Validate")
-        if run is not None and validate is not None and hasattr(validate, "launch_validated"):
-            validate.launch_validated.connect(run.apply_launch)
         if run is not None and validate is not None and hasattr(validate, "probe_finished"):
             validate.probe_finished.connect(
                 lambda report: run.set_available_devices(report.available_devices() if report is not None else None))
@@ -291,6 +292,8 @@ class MainWindow(QMainWindow):
             tab.highlight_requested.connect(self.map_panel.set_highlight)
         if hasattr(tab, "select_requested"):
             tab.select_requested.connect(self.map_panel.state.select_layer)
+        if isinstance(tab, SharesLaunchSettings):  # Validate, Plan and Run edit and read the same settings
+            tab.set_launch_state(self.launch_state)
         self._call_tab(tab, "set_layer_map", self.layer_map)
 
     def tab_widgets(self) -> list[QWidget]:

@@ -25,6 +25,28 @@ class SessionExport:
         return write_report(self.record, path)
 
 
+def plan_rows(plan, device: str, advice=None) -> dict:
+    """A MemoryPlan as the report's readers need it: the device named, sizes with their units."""
+    from bringup.core.layermap.sizes import format_bytes
+
+    weights_from = {"checkpoint": "read from the checkpoint", "params": "from the parameter count"}
+    rows = {
+        "device": f"{device or plan.device} ({plan.device}), {format_bytes(plan.device_memory, short=True)}",
+        "target": plan.target,
+        "parallelism": f"TP {plan.tp} \u00d7 PP {plan.pp}",
+        "memory fraction": f"{plan.mem_fraction:.3f}",
+        "weights per device": f"{format_bytes(plan.weights_bytes, short=True)} "
+                              f"({weights_from.get(plan.weights_source, plan.weights_source)})",
+        "KV cache": f"{plan.kv_tokens:,} tokens \u00b7 {format_bytes(plan.kv_bytes_per_token, short=True)} per token",
+        "state pool": f"{plan.state_slots:,} slots \u00b7 {format_bytes(plan.state_bytes_per_request, short=True)} per request",
+        "max running requests": f"{plan.max_running_requests:,} (limited by {plan.bottleneck})",
+        "verdict": "fits" if plan.ok else "does not fit: " + "; ".join(plan.problems),
+    }
+    if advice is not None:
+        rows["advice"] = advice.text(device or plan.device)
+    return rows
+
+
 def collect_session(run_tab) -> SessionExport:
     """Model and layer map from the window, findings and plan from tabs that offer a
     `report_section() -> dict`, graphs, chats, start-up figures and the log from the Run tab."""
@@ -50,7 +72,8 @@ def collect_session(run_tab) -> SessionExport:
             if callable(section):
                 part = section() or {}
                 record.findings += part.get("findings", [])
-                record.plan.update(part.get("plan", {}))
+                if part.get("plan") is not None:
+                    record.plan.update(plan_rows(part["plan"], part.get("plan_device", ""), part.get("plan_advice")))
                 record.numerics.update(part.get("numerics", {}))
     record.findings += run_tab.crash_findings
     if run_tab.plots is not None and len(run_tab.plots.history):

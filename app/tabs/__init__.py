@@ -7,7 +7,10 @@ A tab is a QWidget class with
   (or None to clear): the window puts those red marks on the layer map;
 - optionally `set_selected_layer(layer_or_None)`: called when the user selects a layer on the map;
 - optionally a Qt signal `select_requested(int)`: the window selects that layer on the map;
-- optionally `open_file(path)`: `bringup gui --tab TITLE --open FILE` hands it a file (a log...).
+- optionally `open_file(path)`: `bringup gui --tab TITLE --open FILE` hands it a file (a log...);
+- optionally `set_launch_state(state)`: the window hands it its one `bringup.app.launch_state.LaunchState`
+  (the launch settings Validate checks, Plan plans and Run starts).
+`contract.py` writes these as `typing.Protocol`s.
 Its constructor takes no arguments (or `parent=None`).
 
 Register a tab with a one-line "module:Class" entry below; modules are imported only when the

@@ -31,7 +31,10 @@ from PySide6.QtWidgets import (
 from bringup.core.planner.device_presets import PRESETS as _PRESETS
 from bringup.core.layermap.sizes import format_bytes
 
+from bringup.app.launch_state import LaunchState
+
 from .background import Background
+from .launch_binding import FormBinding, combo_text
 from .plan_text import (
                         assumed_text,
                         bottleneck_name,
@@ -46,7 +49,6 @@ from .plan_widgets import GIB, FigureCard, MemoryBar, StageTable, fmt_count
 # Device memory presets: one entry per real device (a Max 1550 is two 64 GB devices in FLAT mode),
 # from core/planner/device_presets.py, each with its source as the tooltip; "Custom" keeps the spin box value.
 DEVICE_PRESETS = [(p.label, p.memory_gib, p.device, p.source) for p in _PRESETS]
-DEVICES = ("cuda", "xpu", "cpu")
 MEASURE = "measure"  # the preset that asks the device probe
 MEASURE_TEXT = "This machine (ask the device probe)"
 
@@ -76,6 +78,7 @@ class PlanTab(QWidget):
         super().__init__(parent)
         self.layer_map = None
         self.plan = None  # the last MemoryPlan
+        self.advice = None  # FitAdvice when the weights do not fit one device
         self._checkpoint = None  # CheckpointWeights of a local model folder
         self._checkpoint_problem = ""
         self.error = ""
@@ -91,9 +94,6 @@ class PlanTab(QWidget):
 
     # --- layout -------------------------------------------------------------------------------
     def _build(self) -> None:
-        from bringup.core.layermap.dtypes import DTYPE_BYTES
-
-        dtypes = list(DTYPE_BYTES)
         self.preset = QComboBox()
         self.preset.addItem(MEASURE_TEXT, MEASURE)
         for name, gib, device, source in DEVICE_PRESETS:
@@ -105,8 +105,10 @@ class PlanTab(QWidget):
         self.memory.setRange(1, 4096)
         self.memory.setDecimals(1)
         self.memory.setSuffix(" GiB")
+        from bringup.core.rules import settings as rule_settings
+
         self.device = QComboBox()
-        self.device.addItems(DEVICES)
+        self.device.addItems(rule_settings.DEVICES)
         from bringup.core.rules.targets import known_targets, vllm_targets
 
         targets = known_targets()  # embedded, then SGLang's rule profiles oldest first
@@ -126,11 +128,12 @@ class PlanTab(QWidget):
         self.pp = QSpinBox()
         self.pp.setRange(1, 64)
         self.kv_dtype = QComboBox()
-        self.kv_dtype.addItems(["auto"] + [d for d in dtypes if d != "int8"])
+        self.kv_dtype.addItems(rule_settings.KV_DTYPES)
         self.ssm_dtype = QComboBox()
-        self.ssm_dtype.addItems([d for d in ("float32", "bfloat16", "float16") if d in dtypes])
+        self.ssm_dtype.addItems(["auto", *rule_settings.SSM_DTYPES])
+        self.ssm_dtype.setToolTip("auto: as the target resolves it (the config's mamba_ssm_dtype, else float32)")
         self.strategy = QComboBox()
-        self.strategy.addItems(["auto", "no_buffer", "extra_buffer", "extra_buffer_lazy"])
+        self.strategy.addItems(rule_settings.MAMBA_STRATEGIES)
         self.strategy.setToolTip("SGLang's mamba radix cache strategy: state slots each running request holds")
         self.disable_radix = QCheckBox("Disable radix cache")
         # SGLang picks these by device memory and release; 0 keeps the release's default.
@@ -246,6 +249,55 @@ class PlanTab(QWidget):
         self.preset.setCurrentIndex(h200)
         self._preset_chosen(h200)
         self._target_chosen(self.target.currentText())
+        # The settings Validate shares: this tab's own state until the window hands it the shared one,
+        # seeded from the form (standalone, Plan opens on the embedded engine and an H200).
+        self.state = LaunchState(target=self.target.currentText(), device=self.device.currentText(),
+                                 mamba_ssm_dtype=None)
+        self.binding = FormBinding(self.state, self._shown)
+        for key, widget, read_show in (
+                ("target", self.target, None), ("device", self.device, None), ("tp", self.tp, None),
+                ("pp", self.pp, None), ("kv_dtype", self.kv_dtype, None),
+                ("mamba_ssm_dtype", self.ssm_dtype, combo_text(none_is_auto=True)),
+                ("mamba_strategy", self.strategy, None), ("disable_radix_cache", self.disable_radix, None)):
+            self.binding.bind(key, widget, read_show)
+        self.binding._show(self.state.values())
+
+    def set_launch_state(self, state: LaunchState) -> None:
+        """Plan what Validate checks: the window's shared launch settings."""
+        self.binding.set_state(state)
+        self.state = state
+
+    def _shown(self, changes: dict) -> None:
+        """Shared settings changed (here or in Validate): follow them and re-plan."""
+        if "target" in changes:
+            self._target_chosen(self.target.currentText())
+        memory = changes.get("device_memory")
+        if memory is not None and abs(memory - self.memory.value() * GIB) >= 1:  # not this tab's own edit
+            self._show_memory(memory)
+        elif "device" in changes:
+            data = self.preset.currentData()
+            if isinstance(data, tuple) and data[1] != self.device.currentText():
+                self._select_preset_quietly(self.preset.count() - 1)  # "Custom": the preset named another device
+        self.schedule()
+
+    def _show_memory(self, memory: int) -> None:
+        """The shared device memory: its preset (and that preset's device), else Custom with that size."""
+        index = next((i for i, p in enumerate(_PRESETS) if p.memory_bytes == memory and p.device == self.device.currentText()),
+                     next((i for i, p in enumerate(_PRESETS) if p.memory_bytes == memory), None))
+        self.memory.blockSignals(True)
+        self.memory.setValue(memory / GIB)
+        self.memory.blockSignals(False)
+        self._select_preset_quietly(self.preset.count() - 1 if index is None else index + 1)  # item 0 is "measure"
+
+    def _select_preset_quietly(self, index: int) -> None:
+        self.preset.blockSignals(True)
+        self.preset.setCurrentIndex(index)
+        self.preset.blockSignals(False)
+
+    def _share_memory(self) -> None:
+        """The user chose a device size here: Validate checks the launch against the same one."""
+        if hasattr(self, "state"):
+            self.state.update(device_memory=int(self.memory.value() * GIB))
 
     def _preset_chosen(self, index: int) -> None:
         data = self.preset.itemData(index)
@@ -259,6 +311,9 @@ class PlanTab(QWidget):
         self.memory.setValue(gib)
         self.memory.blockSignals(False)
         self.device.setCurrentText(device)
+        preset = _PRESETS[index - 1]  # item 0 is "measure"
+        if hasattr(self, "state"):
+            self.state.update(device_memory=preset.memory_bytes)
         self.schedule()
 
     def measure_this_machine(self) -> None:
@@ -281,6 +336,7 @@ class PlanTab(QWidget):
         self.memory.setValue(size / GIB)
         self.memory.blockSignals(False)
         self.device.setCurrentText(device)
+        self._share_memory()
         self.replan()
 
     def _measure_failed(self, token, text: str) -> None:
@@ -308,9 +364,8 @@ class PlanTab(QWidget):
     def _memory_edited(self, _value) -> None:
         data = self.preset.currentData()
         if data == MEASURE or (data is not None and abs(data[0] - self.memory.value()) > 1e-6):
-            self.preset.blockSignals(True)
-            self.preset.setCurrentIndex(self.preset.count() - 1)
-            self.preset.blockSignals(False)
+            self._select_preset_quietly(self.preset.count() - 1)
+        self._share_memory()
         self.schedule()
 
     # --- the tab contract ---------------------------------------------------------------------
@@ -325,25 +380,28 @@ class PlanTab(QWidget):
             self._timer.start()
 
     def settings(self) -> dict:
-        """The planner's keyword arguments as the controls set them."""
-        return {
+        """The planner's keyword arguments: the shared launch settings (what Validate checks) plus
+        this tab's what-ifs (memory fraction, context, SGLang's prefill and graph sizes)."""
+        shared = self.state.values()
+        target = shared["target"]
+        kwargs = {
             "device_memory": int(self.memory.value() * GIB),
-            "device": self.device.currentText(),
-            "target": self.target.currentText(),
+            "device": shared["device"],
+            "target": target,
             "mem_fraction": None if self.auto_fraction.isChecked() else round(self.fraction.value(), 3),
-            "tp": self.tp.value(),
-            "pp": self.pp.value(),
-            "kv_dtype": None if self.kv_dtype.currentText() == "auto" else self.kv_dtype.currentText(),
-            "ssm_dtype": self.ssm_dtype.currentText(),
+            "tp": shared["tp"],
+            "pp": shared["pp"],
+            "kv_dtype": None if shared["kv_dtype"] in (None, "auto") else shared["kv_dtype"],
+            "ssm_dtype": shared["mamba_ssm_dtype"],
             "context": self.context.value() or None,
-            **({} if self.target.currentText() == "embedded" else
-               {"disable_radix_cache": self.disable_radix.isChecked()} if self.target.currentText().startswith("vllm") else {
-                "mamba_strategy": self.strategy.currentText(),
-                "disable_radix_cache": self.disable_radix.isChecked(),
-                "chunked_prefill_size": self.chunked_prefill.value() or None,
-                "cuda_graph_max_bs": self.graph_max_bs.value() or None,
-            }),
         }
+        if target.startswith("vllm"):
+            kwargs["disable_radix_cache"] = shared["disable_radix_cache"]
+        elif target != "embedded":
+            kwargs.update(mamba_strategy=shared["mamba_strategy"], disable_radix_cache=shared["disable_radix_cache"],
+                          chunked_prefill_size=self.chunked_prefill.value() or None,
+                          cuda_graph_max_bs=self.graph_max_bs.value() or None)
+        return kwargs
 
     def replan(self) -> None:
         self._timer.stop()
@@ -380,16 +438,13 @@ class PlanTab(QWidget):
             self.fraction.blockSignals(False)
         if self._checkpoint is not None:
             self.plan.weights_source = "checkpoint"  # handed over as bytes, read from its headers
-        self._show_plan(self.plan.to_json(), kwargs)
+        self._show_plan(self.plan, kwargs)
 
     def report_section(self) -> dict:
         """For the session report: the plan's headline figures."""
         if self.plan is None:
             return {}
-        plan = self.plan.to_json()
-        keys = ("device_memory", "mem_fraction", "weights_bytes", "kv_bytes_per_token", "state_bytes_per_request",
-                "kv_tokens", "state_slots", "max_running_requests", "bottleneck", "page_size")
-        return {"plan": {k: plan[k] for k in keys if k in plan}}
+        return {"plan": self.plan, "plan_device": self._device_label(), "plan_advice": self.advice}
 
     # --- showing a plan -----------------------------------------------------------------------
     def _show_message(self, text: str, error: bool) -> None:
@@ -398,40 +453,49 @@ class PlanTab(QWidget):
         self.message.setText(f"<span style='color:{colour}'>{html.escape(text)}</span>" if text else "")
         self.message.setVisible(bool(text))
 
-    def _show_plan(self, plan: dict, kwargs: dict) -> None:
+    def _show_plan(self, plan, kwargs: dict) -> None:
         total = kwargs["device_memory"]
         tp_pp = kwargs["tp"] * kwargs["pp"]
         segments = plan_segments(plan)
         per_device = f" per device (TP {kwargs['tp']} \u00d7 PP {kwargs['pp']})" if tp_pp > 1 else ""
-        verdict = "fits" if plan.get("ok", True) else "does not fit"
-        self.bar.set_segments(segments, total, f"{format_bytes(total, short=True)} of device memory{per_device}: {verdict}")
-        problems = [str(p) for p in plan.get("problems") or []]
-        notes = [str(n) for n in plan.get("notes") or []]
+        verdict = "fits" if plan.ok else "does not fit"
+        device = self._device_label()
+        self.bar.set_segments(segments, total, f"{device}: {format_bytes(total, short=True)} of device memory"
+                                               f"{per_device}: {verdict}", device_label=device)
+        problems = [str(p) for p in plan.problems]
+        if not plan.ok and plan.weights_bytes > total:  # advice that can work: shard them
+            from .plan_advice import smallest_fit
+
+            self.advice = smallest_fit(self.layer_map, kwargs["target"], self.state.launch_settings(), total)
+            problems.append(self.advice.text(device))
+        else:
+            self.advice = None
+        notes = [str(n) for n in plan.notes]
         if self._checkpoint_problem:
             notes.insert(0, f"weights from the parameter count: {self._checkpoint_problem}")
         self._show_message(" \u00b7 ".join(problems or notes), error=bool(problems))
-        assumed = plan.get("assumed") or {}
+        assumed = plan.assumed
         self.assumed.setText(assumed_text(assumed))
         self.assumed.setToolTip("\n".join(f"{k} = {v}" for k, v in assumed.items()))
         self.assumed.setVisible(bool(assumed))
-        bottleneck = plan.get("bottleneck")
-        page = plan.get("page_size")
+        bottleneck = plan.bottleneck
+        page = plan.page_size
         self.cards["kv_tokens"].set(
-            fmt_count(plan.get("kv_tokens")),
-            f"{format_bytes(plan.get('kv_bytes_per_token') or 0, short=True)} per token" + (f", page {page}" if page else ""),
+            fmt_count(plan.kv_tokens),
+            f"{format_bytes(plan.kv_bytes_per_token or 0, short=True)} per token" + (f", page {page}" if page else ""),
             accent="#D62828" if bottleneck == "kv" else None,
         )
         self.cards["state_slots"].set(
-            fmt_count(plan.get("state_slots")),
-            f"{format_bytes(plan.get('state_bytes_per_request') or 0, short=True)} per request",
+            fmt_count(plan.state_slots),
+            f"{format_bytes(plan.state_bytes_per_request or 0, short=True)} per request",
             accent="#D62828" if bottleneck == "state" else None,
         )
-        self.cards["max_running_requests"].set(fmt_count(plan.get("max_running_requests")), running_note(plan))
+        self.cards["max_running_requests"].set(fmt_count(plan.max_running_requests), running_note(plan))
         self.cards["bottleneck"].set(bottleneck_name(bottleneck), bottleneck_note(plan))
         table, meaning = comparison_html(plan, self.layer_map)
         self.compare.setText(table)
         self.compare_text.setText(meaning)
-        stages = plan.get("stages") or []
+        stages = plan.stages
         self.stage_box.setVisible(len(stages) > 1)
         self.stage_table.set_stages(stages, busiest_stage(plan))
 
@@ -444,8 +508,16 @@ class PlanTab(QWidget):
         from bringup.app.layermap.highlight import Highlight
 
         stage = self.stage_table.stages[rows[0].row()]
-        first, last = stage["layers"]
+        first, last = stage.layers
         self.highlight_requested.emit(Highlight(
             requested=[], related=list(range(first, last + 1)), severity="info",
-            message=f"PP stage {stage['stage']}: layers {first}\u2013{last}, {stage['kv_layers']} KV and "
-                    f"{stage['state_layers']} state layers"))
+            message=f"PP stage {stage.stage}: layers {first}\u2013{last}, {stage.kv_layers} KV and "
+                    f"{stage.state_layers} state layers"))
+
+    def _device_label(self) -> str:
+        """The device as its preset names it ("Intel Arc Pro B60"), else its kind."""
+        data = self.preset.currentData()
+        if isinstance(data, tuple):
+            return self.preset.currentText().split(" \u00b7 ")[0]
+        return {"cuda": "CUDA device", "xpu": "Intel XPU", "cpu": "CPU"}.get(self.device.currentText(),
+                                                                            self.device.currentText())

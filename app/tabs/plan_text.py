@@ -1,5 +1,5 @@
 """What the Plan tab writes: bar segments, card notes and the all-attention comparison, from a
-plan's JSON. Plain functions (no widgets), so the wording can be read and tested on its own."""
+`MemoryPlan` (core/planner/memory_plan.py). Plain functions (no widgets), so the wording can be read and tested on its own."""
 
 from __future__ import annotations
 
@@ -23,42 +23,41 @@ SEGMENT_COLOURS = {
 }
 
 
-def plan_segments(plan: dict) -> list[Segment]:
+def plan_segments(plan) -> list[Segment]:
     """The plan's own breakdown (weights / KV pool / state pool / reserve / free) as bar segments."""
     weights_from = {"checkpoint": "from the checkpoint", "params": "from the parameter count"}
     notes = {
-        "weights": weights_from.get(plan.get("weights_source"), ""),
-        "kv_pool": f"{fmt_count(plan.get('kv_tokens'))} tokens",
-        "state_pool": f"{fmt_count(plan.get('state_slots'))} slots",
-        "swa_pool": f"{fmt_count(plan.get('swa_tokens'))} tokens, window {plan.get('swa_window')}",
+        "weights": weights_from.get(plan.weights_source, ""),
+        "kv_pool": f"{fmt_count(plan.kv_tokens)} tokens",
+        "state_pool": f"{fmt_count(plan.state_slots)} slots",
+        "swa_pool": f"{fmt_count(plan.swa_tokens)} tokens, window {plan.swa_window}",
     }
     return [
-        Segment(SEGMENT_NAMES.get(seg["name"], seg["name"]), seg["bytes"],
-                SEGMENT_COLOURS.get(seg["name"], "#9aa3b2"),
-                notes.get(seg["name"], seg.get("label", "") if seg["name"] == "block_pool" else ""))
-        for seg in plan.get("breakdown") or []
+        Segment(SEGMENT_NAMES.get(seg.name, seg.name), seg.bytes, SEGMENT_COLOURS.get(seg.name, "#9aa3b2"),
+                notes.get(seg.name, seg.label if seg.name == "block_pool" else ""))
+        for seg in plan.breakdown
     ]
 
 
 _BOTTLENECKS = {"kv": "KV cache", "state": "State slots", "max_running_requests": "Request cap"}
 
 
-def busiest_stage(plan: dict) -> int | None:
+def busiest_stage(plan) -> int | None:
     """The stage the plan's per-device figures are for (its note names it), else the heaviest."""
-    for note in plan.get("notes") or []:
+    for note in plan.notes or []:
         match = re.search(r"busiest stage \(stage (\d+)\)", str(note))
         if match:
             return int(match.group(1))
-    stages = plan.get("stages") or []
-    return max(stages, key=lambda s: s["weights_bytes"])["stage"] if stages else None
+    stages = plan.stages or []
+    return max(stages, key=lambda s: s.weights_bytes).stage if stages else None
 
 
 def bottleneck_name(bottleneck) -> str:
     return _BOTTLENECKS.get(bottleneck, str(bottleneck or "\u2014"))
 
 
-def bottleneck_note(plan: dict) -> str:
-    b = plan.get("bottleneck")
+def bottleneck_note(plan) -> str:
+    b = plan.bottleneck
     if b == "kv":
         return "KV tokens run out before state slots"
     if b == "state":
@@ -68,41 +67,42 @@ def bottleneck_note(plan: dict) -> str:
     return ""
 
 
-def running_note(plan: dict) -> str:
+def running_note(plan) -> str:
     parts = []
-    if plan.get("requests_at_context") is not None and plan.get("context"):
-        parts.append(f"{fmt_count(plan['requests_at_context'])} at a full {fmt_count(plan['context'])}-token context")
-    ratio = plan.get("state_slots_per_request")
+    if plan.requests_at_context is not None and plan.context:
+        parts.append(f"{fmt_count(plan.requests_at_context)} at a full {fmt_count(plan.context)}-token context")
+    ratio = plan.state_slots_per_request
     if ratio:
-        parts.append(f"{ratio} state slot{'s' if ratio != 1 else ''} each ({plan.get('strategy')})")
+        parts.append(f"{ratio} state slot{'s' if ratio != 1 else ''} each ({plan.strategy})")
     return "; ".join(parts)
 
 
-def comparison_html(plan: dict, layer_map) -> tuple[str, str]:
+def comparison_html(plan, layer_map) -> tuple[str, str]:
     """The same memory if every layer were attention (the reason hybrids exist): a table of
     figures, and what they mean in a few sentences."""
-    other = plan.get("all_attention") or {}
-    if not other:
+    other = plan.all_attention
+    if other is None:
         return "", "<span style='color:#6b7280'>No all-attention comparison for this plan.</span>"
-    n = layer_map.num_layers if layer_map is not None else "all"
-    ours_req = plan.get("max_running_requests")
-    theirs_req = other.get("max_running_requests")
-    ours_tok = plan.get("kv_bytes_per_token") or 0
-    theirs_tok = other.get("kv_bytes_per_token") or 0
+    # Only mixer layers would change (MoE and MLP layers hold no cache): "all 29", not the map's 52.
+    mixers = (plan.kv_layers or 0) + (plan.state_layers or 0)
+    ours_req = plan.max_running_requests
+    theirs_req = other.max_running_requests
+    ours_tok = plan.kv_bytes_per_token or 0
+    theirs_tok = other.kv_bytes_per_token or 0
     rows = [
         ("KV bytes per token", format_bytes(ours_tok, short=True), format_bytes(theirs_tok, short=True)),
-        ("KV tokens", fmt_count(plan.get("kv_tokens")), fmt_count(other.get("kv_tokens"))),
+        ("KV tokens", fmt_count(plan.kv_tokens), fmt_count(other.kv_tokens)),
         ("Max running requests", fmt_count(ours_req), fmt_count(theirs_req)),
-        (f"Requests at a full {fmt_count(plan.get('context'))}-token context",
-         fmt_count(plan.get("requests_at_context")), fmt_count(other.get("requests_at_context"))),
+        (f"Requests at a full {fmt_count(plan.context)}-token context",
+         fmt_count(plan.requests_at_context), fmt_count(other.requests_at_context)),
     ]
-    context = plan.get("context") or 0
-    ours_req_bytes = context * ours_tok + (plan.get("state_bytes_per_request") or 0)
-    theirs_req_bytes = context * theirs_tok + (other.get("state_bytes_per_request") or 0)
+    context = plan.context or 0
+    ours_req_bytes = context * ours_tok + (plan.state_bytes_per_request or 0)
+    theirs_req_bytes = context * theirs_tok + (other.state_bytes_per_request or 0)
     if context:
         rows.insert(1, ("Cache per request at full context", format_bytes(ours_req_bytes, short=True), format_bytes(theirs_req_bytes, short=True)))
     head = ("<tr><th></th><th align='right' style='padding:0 10px'>this hybrid</th>"
-            f"<th align='right' style='padding:0 10px'>all {n} layers attention</th></tr>")
+            f"<th align='right' style='padding:0 10px'>all {mixers} mixer layers attention</th></tr>")
     body = "".join(
         f"<tr><td>{a}</td><td align='right' style='padding:0 10px'><b>{b}</b></td>"
         f"<td align='right' style='padding:0 10px'>{c}</td></tr>" for a, b, c in rows
@@ -111,15 +111,15 @@ def comparison_html(plan: dict, layer_map) -> tuple[str, str]:
     if ours_tok and theirs_tok:
         sentences.append(f"Each token costs <b>{theirs_tok / ours_tok:.1f}\u00d7</b> less KV memory than it would "
                          "if every layer kept a KV cache.")
-    ours_ctx, theirs_ctx = plan.get("requests_at_context"), other.get("requests_at_context")
+    ours_ctx, theirs_ctx = plan.requests_at_context, other.requests_at_context
     if context and ours_ctx is not None and theirs_ctx is not None and ours_ctx != theirs_ctx:
         gain = f" ({ours_ctx / theirs_ctx:.1f}\u00d7)" if theirs_ctx else ""
         sentences.append(f"At a full {fmt_count(context)}-token context the same memory holds <b>{fmt_count(ours_ctx)}</b> "
                          f"requests instead of {fmt_count(theirs_ctx)}{gain}.")
-    if ours_req is not None and theirs_req is not None and ours_req < theirs_req and plan.get("bottleneck") == "state":
-        slots = plan.get("state_slots_per_request") or 1
+    if ours_req is not None and theirs_req is not None and ours_req < theirs_req and plan.bottleneck == "state":
+        slots = plan.state_slots_per_request or 1
         sentences.append(f"Short requests are capped by state slots instead: each running request holds {slots} "
-                         f"slot{'s' if slots != 1 else ''} ({plan.get('strategy')}).")
+                         f"slot{'s' if slots != 1 else ''} ({plan.strategy}).")
     return f"<table cellspacing='0' cellpadding='2'>{head}{body}</table>", " ".join(sentences)
 
 

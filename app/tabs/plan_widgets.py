@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from PySide6.QtCore import QRectF, QSize, Qt
-from PySide6.QtGui import QColor, QFont, QPainter, QPainterPath, QPen
+from PySide6.QtGui import QBrush, QColor, QFont, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import (
                                QAbstractItemView,
                                QFrame,
@@ -54,16 +54,22 @@ class MemoryBar(QWidget):
         self.total = 0.0
         self.title = ""
         self.overflow = False  # the segments add up to more than the device holds
+        self.device_bytes = 1.0
+        self.device_label = "device"
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.setFixedHeight(self.sizeHint().height())
 
     def sizeHint(self) -> QSize:
         return QSize(600, self.BAR_HEIGHT + 30 + 2 * 22)
 
-    def set_segments(self, segments: list[Segment], total: float, title: str = "") -> None:
+    def set_segments(self, segments: list[Segment], total: float, title: str = "", device_label: str = "device") -> None:
+        """`total`: the device's bytes. When the segments need more, the bar is scaled to the need and
+        the device's edge is drawn where its memory ends: what lies right of it does not fit."""
         self.segments = [s for s in segments if s.bytes > 0]
         used = sum(s.bytes for s in self.segments)
         self.overflow = used > total * 1.0001
+        self.device_bytes = max(float(total), 1.0)
+        self.device_label = device_label
         self.total = max(float(total), used, 1.0)
         self.title = title
         self._fit_height()
@@ -74,7 +80,8 @@ class MemoryBar(QWidget):
         fm = self.fontMetrics()
         texts = []
         for seg in self.segments:
-            text = f"{seg.label}  {format_bytes(seg.bytes, short=True)}  ({100.0 * seg.bytes / self.total:.0f}%)"
+            share = 100.0 * seg.bytes / self.device_bytes  # of the device, so weights that overflow read > 100 %
+            text = f"{seg.label}  {format_bytes(seg.bytes, short=True)}  ({share:.0f}% of the device)"
             texts.append(text + (f"  \u00b7  {seg.note}" if seg.note else ""))
         widest = max((fm.horizontalAdvance(t) for t in texts), default=100) + 40
         columns = max(1, min(len(texts) or 1, int(width // widest)))
@@ -119,10 +126,22 @@ class MemoryBar(QWidget):
                 painter.setPen(QColor("white") if _is_dark(seg.colour) else QColor("#222"))
                 painter.drawText(rect, Qt.AlignmentFlag.AlignCenter, text)
             x += w
+        if self.overflow:  # past the device's edge: hatched, it does not fit
+            edge = bar.left() + bar.width() * self.device_bytes / self.total
+            painter.fillRect(QRectF(edge, bar.top(), bar.right() - edge, bar.height()),
+                             QBrush(QColor(198, 40, 40, 150), Qt.BrushStyle.BDiagPattern))
         painter.restore()
-        painter.setPen(QPen(QColor("#c62828") if self.overflow else QColor("#b8bcc4"), 2 if self.overflow else 1))
+        painter.setPen(QPen(QColor("#b8bcc4"), 1))
         painter.setBrush(Qt.BrushStyle.NoBrush)
         painter.drawRoundedRect(bar, 8, 8)
+        if self.overflow:
+            edge = bar.left() + bar.width() * self.device_bytes / self.total
+            painter.setPen(QPen(QColor("#c62828"), 3))
+            painter.drawLine(int(edge), int(bar.top()) - 4, int(edge), int(bar.bottom()) + 4)
+            label = f"\u25c0 {self.device_label} ends here ({format_bytes(self.device_bytes, short=True)})"
+            painter.setFont(font)
+            painter.drawText(QRectF(edge + 6, bar.bottom() - 16, bar.right() - edge - 8, 16),
+                             Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, label)
         # Legend: swatch, label, size, share and note, in as many columns as fit.
         painter.setFont(font)
         texts, columns, col_w = self._legend(width)
@@ -198,23 +217,23 @@ class StageTable(QTableWidget):
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.stages: list[dict] = []
+        self.stages: list = []  # StagePlan
 
-    def set_stages(self, stages: list[dict], busiest: int | None = None) -> None:
+    def set_stages(self, stages: list, busiest: int | None = None) -> None:
         self.stages = list(stages)
         self.setRowCount(0)
         for stage in self.stages:
             row = self.rowCount()
             self.insertRow(row)
-            first, last = stage["layers"]
-            kv_tokens = stage.get("kv_tokens")
-            cells = [str(stage["stage"]), f"{first}\u2013{last}", str(stage["kv_layers"]), str(stage["state_layers"]),
-                     format_bytes(stage["weights_bytes"], short=True), "no KV layer" if kv_tokens is None else fmt_count(kv_tokens),
-                     fmt_count(stage["state_slots"])]
+            first, last = stage.layers
+            kv_tokens = stage.kv_tokens
+            cells = [str(stage.stage), f"{first}\u2013{last}", str(stage.kv_layers), str(stage.state_layers),
+                     format_bytes(stage.weights_bytes, short=True), "no KV layer" if kv_tokens is None else fmt_count(kv_tokens),
+                     fmt_count(stage.state_slots)]
             for col, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
-                if stage["stage"] == busiest:
+                if stage.stage == busiest:
                     font = item.font()
                     font.setBold(True)
                     item.setFont(font)

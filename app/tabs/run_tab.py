@@ -195,6 +195,13 @@ class RunTab(QWidget):
         if not self.controller.busy:
             self.model_field.setText(serve_source_for(layer_map))
 
+    def set_launch_state(self, state) -> None:
+        """Start what Validate approved: the shared launch settings' last `ValidationResult`."""
+        self.launch_state = state
+        state.validated.connect(lambda result: result is not None and self.apply_launch(result.launch))
+        if state.launch is not None:
+            self.apply_launch(state.launch)
+
     def apply_launch(self, launch: Launch) -> None:
         """The launch the Validate tab just checked (and shows as its command): the next Start runs it,
         with this tab's model and device (the model field keeps what runs here, see serve_source.py)."""

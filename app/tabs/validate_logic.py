@@ -84,21 +84,15 @@ def launch_settings(settings: dict):
     return settings.get("target") or "embedded", LaunchSettings(**fields)
 
 
-def validate(layer_map, settings: dict, available_devices: list[str] | None = None) -> dict:
-    """Validate the form's settings; the result as the widgets read it (the `--json` shape), plus
-    "launch": the Launch itself, which the Run tab starts."""
+def validate(layer_map, settings: dict, available_devices: list[str] | None = None):
+    """Validate the form's settings: the `ValidationResult` (findings, resolved settings, command,
+    memory plan and the Launch itself, which the Run tab starts)."""
     from bringup.core.validate.validate import validate as core_validate
 
     target, launch = launch_settings(settings)
     memory = settings.get("device_memory")  # bytes of one device: Validate then includes the memory plan
-    result = core_validate(layer_map, target, launch, available_devices=available_devices, device_memory=memory,
-                           memory_how=_preset_name(memory))
-    report = result.to_json()
-    resolved = dict(report["resolved"])
-    report["why"] = resolved.pop("why", {}) or {}
-    report["resolved"] = resolved
-    report["launch"] = result.launch
-    return report
+    return core_validate(layer_map, target, launch, available_devices=available_devices, device_memory=memory,
+                         memory_how=_preset_name(memory))
 
 
 def _preset_name(memory: int | None) -> str:

@@ -35,24 +35,37 @@ from PySide6.QtWidgets import (
 from bringup.app.layermap.highlight import Highlight
 
 from . import validate_logic as logic
+from bringup.app.launch_state import LaunchState
+
 from .findings_widgets import FindingsList, as_dict, layer_rows, severity_style
+from .launch_binding import FormBinding, combo_text, spin_value
 from .matrix_widgets import CompatMatrixView
 from .numerics_panel import NumericsPanel
 from .probe_runner import ProbeRunner
 from .validate_widgets import LaunchCommand, ProbeChecklist, ResolvedTable
 
 
+def _show_memory(combo: QComboBox, value) -> None:
+    """One device's memory in bytes: its preset, or a "Custom" entry (Plan's own size)."""
+    index = combo.findData(value)
+    if index < 0:
+        from bringup.core.layermap.sizes import format_bytes
+
+        combo.addItem(f"Custom \u00b7 {format_bytes(value, short=True)}", value)
+        index = combo.count() - 1
+    combo.setCurrentIndex(index)
+
+
 class ValidateTab(QWidget):
     title = "Validate"
     highlight_requested = Signal(object)
     probe_finished = Signal(object)  # the probe report, for tests and for other tabs
-    launch_validated = Signal(object)  # the Launch after each validation (its command is shown): the Run tab starts it
     PROBE_OPTIONS: dict = {}  # defaults for new tabs (tests narrow the steps to skip the torch import)
 
     def __init__(self, parent=None, *, probe_on_show: bool = True) -> None:
         super().__init__(parent)
         self.layer_map = None
-        self.report = None  # the last validation report (dict)
+        self.result = None  # the last ValidationResult (None: nothing validated, or it failed)
         self.matrix = None  # the last compatibility matrix (dict)
         self.probe_report = None
         self.probe_on_show = probe_on_show
@@ -190,19 +203,22 @@ class ValidateTab(QWidget):
         layout.addWidget(columns, 1)
         layout.addLayout(command_row)
 
-        for combo in (self.target, self.device, self.gpu, self.backend, self.strategy, self.dtype, self.kv_dtype,
-                      self.ssm_dtype, self.memory):
-            combo.currentTextChanged.connect(self.schedule)
+        self.state = LaunchState()  # this tab's own until the window hands it the shared one
+        self.binding = FormBinding(self.state, self._shown)
+        for key, widget, read_show in (
+                ("target", self.target, None), ("device", self.device, None),
+                ("gpu", self.gpu, combo_text(none_is_auto=True)),
+                ("attention_backend", self.backend, combo_text(none_is_auto=True)),
+                ("mamba_strategy", self.strategy, None), ("dtype", self.dtype, None),
+                ("kv_dtype", self.kv_dtype, None), ("mamba_ssm_dtype", self.ssm_dtype, combo_text(none_is_auto=True)),
+                ("page_size", self.page_size, spin_value(zero_is_none=True)), ("tp", self.tp, None),
+                ("pp", self.pp, None), ("disable_radix_cache", self.disable_radix, None),
+                ("disable_overlap_schedule", self.disable_overlap, None),
+                ("device_memory", self.memory, (lambda combo: combo.currentData(), _show_memory))):
+            self.binding.bind(key, widget, read_show)
         self.device.currentTextChanged.connect(self._device_chosen)
         self.target.currentTextChanged.connect(self._target_chosen)
-        self.target.setCurrentText([t for t in choices["targets"] if t.startswith("sglang")][-1])  # the newest SGLang
-        self.device.setCurrentText("xpu" if "xpu" in choices["devices"] else choices["devices"][0])
-        self._device_chosen(self.device.currentText())
-        self._target_chosen()
-        for spin in (self.page_size, self.tp, self.pp):
-            spin.valueChanged.connect(self.schedule)
-        self.disable_radix.toggled.connect(self.schedule)
-        self.disable_overlap.toggled.connect(self.schedule)
+        self.binding._show(self.state.values())
         self.device.activated.connect(lambda _i: setattr(self, "_device_touched", True))
         self._clear("Load a model to validate a launch.", "info")
 
@@ -214,66 +230,39 @@ class ValidateTab(QWidget):
         self.validate()
 
     # --- settings -----------------------------------------------------------------------------
-    def settings(self) -> dict:
-        """The launch settings as the form sets them: `target` plus LaunchSettings' fields."""
-        def opt(combo):
-            text = combo.currentText().strip()
-            return None if text in ("", "auto") else text
+    def set_launch_state(self, state: LaunchState) -> None:
+        """Show and edit the window's shared launch settings (Plan and Run read the same)."""
+        self.binding.set_state(state)
+        self.state = state
+        self.validate()
 
-        device = self.device.currentText()
-        if self._embedded():  # the SGLang-only fields are greyed out: send their defaults
-            return {
-                "target": self.target.currentText().strip(), "device": device, "gpu": None,
-                "attention_backend": None, "mamba_strategy": "auto", "disable_radix_cache": False,
-                "disable_overlap_schedule": False, "page_size": self.page_size.value() or None,
-                "tp": self.tp.value(), "pp": self.pp.value(), "dtype": self.dtype.currentText(),
-                "kv_dtype": self.kv_dtype.currentText(), "mamba_ssm_dtype": opt(self.ssm_dtype), "xmx": None,
-                "device_memory": self.memory.currentData(),
-            }
-        return {
-            "target": self.target.currentText().strip(),
-            "device": device,
-            "gpu": opt(self.gpu) if device == "cuda" else None,
-            "attention_backend": opt(self.backend),
-            "mamba_strategy": self.strategy.currentText(),
-            "disable_radix_cache": self.disable_radix.isChecked(),
-            "disable_overlap_schedule": self.disable_overlap.isChecked(),
-            "page_size": self.page_size.value() or None,
-            "tp": self.tp.value(),
-            "pp": self.pp.value(),
-            "dtype": self.dtype.currentText(),
-            "kv_dtype": self.kv_dtype.currentText(),
-            "mamba_ssm_dtype": opt(self.ssm_dtype),
-            # From the probe: does this machine's XPU have XMX (intel_xpu falls back to triton without)?
-            "xmx": logic.xmx_of(self.probe_report) if device == "xpu" else None,
-            "device_memory": self.memory.currentData(),
-        }
+    def settings(self) -> dict:
+        """The launch settings as Validate checks them: `target` plus LaunchSettings' fields and
+        `device_memory`, from the shared state; SGLang-only fields read as their defaults for the
+        embedded engine (the form greys them out) and `xmx` comes from the probe."""
+        values = self.state.values()
+        device = values["device"]
+        if self._embedded():
+            values.update(gpu=None, attention_backend=None, mamba_strategy="auto", disable_radix_cache=False,
+                          disable_overlap_schedule=False, xmx=None)
+            return values
+        values["gpu"] = values["gpu"] if device == "cuda" else None
+        # From the probe: does this machine's XPU have XMX (intel_xpu falls back to triton without)?
+        values["xmx"] = logic.xmx_of(self.probe_report) if device == "xpu" else None
+        return values
 
     def set_settings(self, **values) -> None:
-        """Set form fields by settings() key; one validation follows."""
-        combos = {"target": self.target, "device": self.device, "gpu": self.gpu, "attention_backend": self.backend,
-                  "mamba_strategy": self.strategy, "dtype": self.dtype, "kv_dtype": self.kv_dtype,
-                  "mamba_ssm_dtype": self.ssm_dtype}
-        spins = {"page_size": self.page_size, "tp": self.tp, "pp": self.pp}
-        checks = {"disable_radix_cache": self.disable_radix, "disable_overlap_schedule": self.disable_overlap}
-        for key, value in values.items():
-            if key in combos:
-                combo = combos[key]
-                text = "auto" if value is None else str(value)
-                if combo.findText(text) < 0 and combo.isEditable():
-                    combo.addItem(text)
-                combo.setCurrentText(text)
-            elif key in spins:
-                spins[key].setValue(int(value or 0))
-            elif key in checks:
-                checks[key].setChecked(bool(value))
-            elif key == "xmx":
-                continue  # comes from the probe, not the form
-            elif key == "device_memory":
-                index = self.memory.findData(value)
-                self.memory.setCurrentIndex(max(index, 0))
-            else:
-                raise KeyError(f"unknown setting {key!r}")
+        """Set launch settings by settings() key (the state's keys); one validation follows."""
+        values.pop("xmx", None)  # comes from the probe, not the form
+        self.state.update(**values)
+        self.schedule()
+
+    def _shown(self, changes: dict) -> None:
+        """The state changed (here or in another tab): adjust the form and validate again."""
+        if "device" in changes:
+            self._device_chosen(self.device.currentText())
+        if "target" in changes or "device" in changes:
+            self._target_chosen()
         self.schedule()
 
     def _embedded(self) -> bool:
@@ -324,7 +313,7 @@ class ValidateTab(QWidget):
         settings = self.settings()
         devices = self.probe_report.available_devices() if self.probe_report is not None else None
         try:
-            report = logic.validate(self.layer_map, settings, devices)
+            result = logic.validate(self.layer_map, settings, devices)
         except logic.UserError as exc:
             self._clear(str(exc), "error")
             return
@@ -333,37 +322,38 @@ class ValidateTab(QWidget):
             self._clear(f"The rules failed on these settings: {type(exc).__name__}: {exc}. This is a bug in the "
                         "workbench; please report it with these settings and the model's config.json", "error")
             return
-        self.report = report
-        findings = [as_dict(f) for f in report["findings"]] + self._probe_findings()
+        self.result = result
+        findings = [*result.findings, *self._probe_findings()]
         self.findings.set_empty_text("No findings: this launch should work.", ok=True)
         self.findings.set_findings(findings)
-        self.resolved.set_resolved(report.get("resolved") or {}, settings, report.get("why") or {})
-        self.command.set_command(report.get("command") or "")
+        self.resolved.set_resolved(result.resolved, settings)
+        self.command.set_command(result.command)
         self._show_verdict(findings, settings)
         self._refresh_matrix(settings)
-        self.launch_validated.emit(report["launch"])
+        self.state.set_result(result)
 
     def report_section(self) -> dict:
         """For the session report: this launch's findings, and the Numerics page's check and comparison."""
         section = {"numerics": self.numerics.report_section()}
-        if self.report is not None:
-            section["findings"] = [as_dict(f) for f in self.report["findings"]] + self._probe_findings()
+        if self.result is not None:
+            section["findings"] = [as_dict(f) for f in [*self.result.findings, *self._probe_findings()]]
         return section
 
-    def _probe_findings(self) -> list[dict]:
+    def _probe_findings(self) -> list:
         """A probe step that crashed, hung or failed concerns any launch on this machine."""
         if self.probe_report is None:
             return []
-        return [f.to_json() for f in self.probe_report.findings if f.severity in ("error", "warning")]
+        return [f for f in self.probe_report.findings if f.severity in ("error", "warning")]
 
     def _clear(self, text: str, severity: str) -> None:
-        self.report = None
+        self.result = None
+        self.state.set_result(None)
         self.matrix = None
         self._matrix_key = None
         self.findings.set_findings([])
         self.findings.set_empty_text(text, ok=False)
         self.command.set_command("")
-        self.resolved.set_resolved({})
+        self.resolved.set_resolved(None)
         self.grid.set_matrix(None)
         self.grid_caption.setText("")
         self._show_banner(html.escape(text), severity)
@@ -388,15 +378,15 @@ class ValidateTab(QWidget):
         scroll.setMinimumWidth(widget.minimumSizeHint().width() + scroll.verticalScrollBar().sizeHint().width())
         return scroll
 
-    def _show_verdict(self, findings: list[dict], settings: dict) -> None:
-        errors = sum(1 for f in findings if severity_style(f.get("severity"))[2] == 0)
-        warnings = sum(1 for f in findings if severity_style(f.get("severity"))[2] == 1)
+    def _show_verdict(self, findings: list, settings: dict) -> None:
+        errors = sum(1 for f in findings if severity_style(f.severity)[2] == 0)
+        warnings = sum(1 for f in findings if severity_style(f.severity)[2] == 1)
         target = settings["target"]
         where = html.escape(f"{target} on {settings['device']}")
         if errors:
             text = (f"<b>This launch would fail</b> ({where}): {errors} error{'s' if errors > 1 else ''}"
                     + (f", {warnings} warning{'s' if warnings > 1 else ''}" if warnings else "")
-                    + "." + (" Click a finding to see the layers it names." if any(f.get("layers") for f in findings) else ""))
+                    + "." + (" Click a finding to see the layers it names." if any(f.layers for f in findings) else ""))
             self._show_banner(text, "error")
         elif warnings:
             self._show_banner(f"<b>This launch should start</b> ({where}), with {warnings} "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFont, QFontDatabase, QGuiApplication
 from PySide6.QtWidgets import (
@@ -155,11 +157,15 @@ class ResolvedTable(QTableWidget):
         self.setAlternatingRowColors(True)
         self.setWordWrap(False)
 
-    def set_resolved(self, resolved: dict, requested: dict | None = None, why: dict | None = None) -> None:
+    def set_resolved(self, resolved, requested: dict | None = None) -> None:
+        """`resolved`: the target's `Resolved` settings (None: none); `requested`: the form's values."""
         requested = requested or {}
-        why = why or {}
         self.setRowCount(0)
-        for key, value in resolved.items():
+        if resolved is None:
+            return
+        values = dataclasses.asdict(resolved)
+        why = values.pop("why", None) or {}
+        for key, value in values.items():
             row = self.rowCount()
             self.insertRow(row)
             shown = "\u2014" if value is None else str(value)

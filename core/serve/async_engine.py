@@ -21,6 +21,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from .engine_protocol import SteppingEngine
 from .metrics import EngineMetrics
 
 log = logging.getLogger("bringup.engine")
@@ -61,7 +62,7 @@ class RequestStream:
 class AsyncEngine:
     """Runs `engine.step()` in a thread while work exists; fans outputs out to asyncio queues."""
 
-    def __init__(self, engine, metrics: EngineMetrics):
+    def __init__(self, engine: SteppingEngine, metrics: EngineMetrics):
         self.engine = engine
         self.metrics = metrics
         self._commands: queue.Queue = queue.Queue()

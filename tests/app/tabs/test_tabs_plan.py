@@ -72,7 +72,7 @@ def test_mem_fraction_and_device_memory(tab, qtbot):
 
 
 def test_all_attention_comparison_shows_why_a_hybrid_matters(tab):
-    assert "all 52 layers attention" in tab.compare.text()
+    assert "all 29 mixer layers attention" in tab.compare.text()  # 6 attention + 23 Mamba2; MoE layers hold no cache
     text = tab.compare_text.text()
     ratio = tab.plan.all_attention.kv_bytes_per_token / tab.plan.kv_bytes_per_token
     assert f"{ratio:.1f}\u00d7" in text
@@ -82,7 +82,7 @@ def test_another_model_and_no_model(tab, qtbot):
     tab.set_layer_map(layer_map(LFM2))  # short-conv hybrid: 8 attention, 22 conv layers
     assert tab.plan.model == layer_map(LFM2).name
     assert (tab.plan.kv_layers, tab.plan.state_layers) == (8, 22)
-    assert "all 30 layers attention" in tab.compare.text()
+    assert "all 30 mixer layers attention" in tab.compare.text()
     tab.set_layer_map(None)
     assert tab.plan is None
     assert tab.bar.segments == []
@@ -186,3 +186,16 @@ def test_vllm_target_plans_with_vllms_formulas(tab, qtbot):
     tab.disable_radix.setChecked(True)
     qtbot.waitUntil(lambda: tab.plan.strategy == "none", timeout=2000)
     assert tab.plan.state_slots_per_request == 4
+
+
+def test_weights_that_do_not_fit_overflow_the_device_edge_with_a_tp_that_would(tab, qtbot):
+    tab.target.setCurrentText("sglang==0.5.23")
+    b60 = next(i for i in range(tab.preset.count()) if "B60" in tab.preset.itemText(i))
+    tab.preset.setCurrentIndex(b60)  # 24 GiB for Nemotron-3-Nano's 58.8 GiB of weights
+    qtbot.waitUntil(lambda: tab.plan is not None and tab.plan.device_memory == 24 * GIB, timeout=2000)
+    assert not tab.plan.ok and tab.bar.overflow
+    assert tab.bar.total > tab.bar.device_bytes == 24 * GIB  # scaled to the need, the device's edge inside
+    assert "Weights  58.8 GiB  (245% of the device)" in tab.bar._legend(2000)[0][0]
+    # The smallest TP the target's rules accept (3 does not divide the heads) that the plan fits.
+    assert tab.advice.tp == 4 and "--tp 4 (4 \u00d7 Intel Arc Pro B60)" in tab.message.text()
+    assert not tab.bar.grab().isNull()

@@ -30,7 +30,7 @@ def codes(tab) -> list[str]:
 
 def test_pr_32227_launch_fails_with_both_crashes(tab, qtbot):
     tab.set_settings(target="sglang==0.5.17", device="xpu")
-    qtbot.waitUntil(lambda: tab.report is not None and tab.report["target"]["label"] == "sglang==0.5.17", timeout=2000)
+    qtbot.waitUntil(lambda: tab.result is not None and tab.result.target.label == "sglang==0.5.17", timeout=2000)
     assert {"EXTRA_BUFFER_PLATFORM", "TRITON_LAYER0_PROBE"} <= set(codes(tab))
     assert "would fail" in tab.banner.text()
     assert tab.resolved.value("mamba_strategy").startswith("extra_buffer")
@@ -92,7 +92,7 @@ def test_matrix_cells_and_choosing_one(tab, qtbot):
         qtbot.mouseClick(tab.grid, Qt.MouseButton.LeftButton, pos=rect.center().toPoint())
     qtbot.waitUntil(lambda: tab.settings()["disable_radix_cache"], timeout=2000)
     assert tab.settings()["attention_backend"] == "intel_xpu"
-    qtbot.waitUntil(lambda: tab.report["verdict"] == "ok", timeout=2000)
+    qtbot.waitUntil(lambda: tab.result.verdict == "ok", timeout=2000)
     assert "should work" in tab.banner.text()
 
 
@@ -103,14 +103,14 @@ def test_lfm2_refuses_triton_and_bad_input_is_a_message(tab, qtbot):
     assert any("triton" in (f.get("engine_message") or "") for f in tab.findings.findings())
     tab.target.setEditText("sglang==banana")
     tab.validate()
-    assert tab.report is None
+    assert tab.result is None
     assert "sglang==X.Y.Z" in tab.banner.text()
     assert tab.command.command() == ""
 
 
 def test_no_model(tab):
     tab.set_layer_map(None)
-    assert tab.report is None and tab.grid.cells() == []
+    assert tab.result is None and tab.grid.cells() == []
     assert "Load a model" in tab.banner.text()
 
 
@@ -119,7 +119,7 @@ def test_embedded_target_greys_out_sglang_only_settings(tab, qtbot):
     tab.set_settings(target="embedded", device="cpu")
     assert not tab.backend.isEnabled() and not tab.strategy.isEnabled() and not tab.disable_radix.isEnabled()
     tab.validate()
-    assert tab.report["target"]["engine"] == "embedded"
+    assert tab.result.target.engine == "embedded"
     assert tab.command.command().startswith("bringup serve")
     assert "EMBEDDED_BACKEND_IGNORED" not in codes(tab)  # the greyed-out triton is not sent
     tab.tp.setValue(2)
@@ -158,5 +158,5 @@ def test_a_bug_in_the_rules_is_shown_not_raised(tab, monkeypatch, capsys):
     monkeypatch.setattr(logic, "validate", broken)
     tab.validate()
     assert "bug in the workbench" in tab.banner.text() and "KeyError" in tab.banner.text()
-    assert tab.report is None and tab.command.command() == ""
+    assert tab.result is None and tab.command.command() == ""
     assert "Traceback" in capsys.readouterr().err  # for the bug report, on stderr

@@ -25,7 +25,7 @@ def _plan_codes(tab) -> list[str]:
 def test_no_memory_no_plan_then_a_device_that_is_too_small(tab):
     tab.set_settings(target="sglang==0.5.23", device="xpu")
     tab.validate()
-    assert _plan_codes(tab) == [] and tab.report["plan"] is None
+    assert _plan_codes(tab) == [] and tab.result.plan is None
     tab.set_settings(device_memory=preset("b60").memory_bytes)  # 24 GiB for a 59 GiB model
     tab.validate()
     assert _plan_codes(tab) == ["PLAN_WEIGHTS_DO_NOT_FIT"]
@@ -38,7 +38,7 @@ def test_a_device_that_fits_shows_the_plans_numbers(tab):
     tab.set_settings(target="sglang==0.5.23", device="cuda", device_memory=preset("h200").memory_bytes)
     tab.validate()
     assert _plan_codes(tab) == ["PLAN_FITS"]
-    assert tab.report["plan"]["max_running_requests"] > 0
+    assert tab.result.plan.max_running_requests > 0
     assert "nvidia-smi" in tab.memory.itemData(tab.memory.currentIndex(), Qt.ItemDataRole.ToolTipRole)  # its source
 
 
@@ -49,5 +49,5 @@ def test_vllm_is_a_target_with_its_own_plan(tab):
     tab.validate()
     assert not tab.strategy.isEnabled() and tab.disable_radix.isEnabled()  # vLLM: prefix caching sets the mode
     assert _plan_codes(tab) == ["PLAN_FITS"]
-    plan = tab.report["plan"]
-    assert plan["target"] == "vllm==0.33.0" and plan["strategy"] == "align" and plan["max_running_requests"] > 0
+    plan = tab.result.plan
+    assert plan.target == "vllm==0.33.0" and plan.strategy == "align" and plan.max_running_requests > 0

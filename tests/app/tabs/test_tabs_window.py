@@ -36,7 +36,14 @@ def window(qtbot, monkeypatch):
 def test_every_tab_got_the_model(window):
     assert [t.title for t in window.tab_widgets()] == ["Validate", "Plan", "Diagnose"]
     assert window.tab("Plan").plan.kv_bytes_per_token == 6144
-    assert window.tab("Validate").report is not None
+    assert window.tab("Validate").result is not None
+
+
+def test_validate_and_plan_edit_the_windows_one_launch_state(window):
+    validate, plan = window.tab("Validate"), window.tab("Plan")
+    assert validate.state is window.launch_state and plan.state is window.launch_state
+    validate.device.setCurrentText("cpu")
+    assert plan.device.currentText() == "cpu" and window.launch_state["device"] == "cpu"
 
 
 def test_diagnose_log_opened_through_the_window_marks_layer_0(window, tmp_path):
