@@ -118,7 +118,8 @@ class Engine:
         devices.synchronize(self.device)
         self.log(
             f"Load weight end. elapsed={time.monotonic() - started:.2f} s, type={self.architecture}, "
-            f"dtype={_name(self.dtype)}, avail mem={devices.free_memory(self.device) / GB:.2f} GB, "
+            f"dtype={_name(self.dtype)}, weights={weight_scheme(self.model).label}, "
+            f"avail mem={devices.free_memory(self.device) / GB:.2f} GB, "
             f"mem usage={self.weights_bytes / GB:.2f} GB."
         )
         packed = self.packed_weights_bytes_now()
@@ -426,6 +427,9 @@ class Engine:
             "device_name": devices.device_name(self.device),
             "cpu_threads": self.cpu_threads,
             "dtype": _name(self.dtype),
+            # The weight scheme running (fp8 as stored, or the model dtype; `dequantised_from` when an
+            # explicit --dtype dequantised a quantized checkpoint), with the kernels that read it.
+            "weights": weight_scheme(self.model).to_json(),
             "kv_dtype": _name(self.kv_dtype),
             "conv_dtype": _name(self.conv_dtype),
             "ssm_dtype": _name(self.ssm_dtype),
@@ -490,6 +494,13 @@ class Engine:
                 f"no request is running but {held_pages} KV page(s), {held_swa} SWA page(s) and {held_slots} "
                 "state slot(s) are held"
             )
+
+
+def weight_scheme(model):
+    """What the model's weights run as (quantized.RunningScheme; build_model sets it)."""
+    from .quantized import RunningScheme
+
+    return getattr(model, "weight_scheme", None) or RunningScheme(_name(model.dtype))
 
 
 def _name(dtype: torch.dtype) -> str:

@@ -28,6 +28,19 @@ from .launch import next_pow2, num_warps
 _ACT = {None: 0, "relu2": 1, "relu": 2, "silu": 3}
 
 
+@triton.jit
+def activate(acc, ACT: tl.constexpr):
+    """The epilogue's activation, by `_ACT` code (0: none)."""
+    if ACT == 1:
+        acc = tl.maximum(acc, 0.0)
+        acc = acc * acc
+    elif ACT == 2:
+        acc = tl.maximum(acc, 0.0)
+    elif ACT == 3:
+        acc = acc * tl.sigmoid(acc)
+    return acc
+
+
 # Token counts change every step; they are bounds, not strides, so they are not specialized on
 # (each divisibility by 16 would be its own compile in the middle of serving).
 @triton.jit(do_not_specialize=["n", "R"])
@@ -119,13 +132,7 @@ def _grouped_gemm_kernel(x_ptr, w_ptr, out_ptr, sorted_ptr, block_expert_ptr, we
         xt = tl.load(x_rows + k[None, :] * s_xk, mask=valid[:, None] & k_ok[None, :], other=0.0)
         wt = tl.load(w_cols + k[:, None] * s_wk, mask=k_ok[:, None] & col_ok[None, :], other=0.0)
         acc = tl.dot(xt, wt, acc)
-    if ACT == 1:
-        acc = tl.maximum(acc, 0.0)
-        acc = acc * acc
-    elif ACT == 2:
-        acc = tl.maximum(acc, 0.0)
-    elif ACT == 3:
-        acc = acc * tl.sigmoid(acc)
+    acc = activate(acc, ACT)
     if HAS_WEIGHTS:
         rw = tl.load(weights_ptr + a, mask=valid, other=0.0).to(tl.float32)
         acc = acc * rw[:, None]
@@ -322,13 +329,7 @@ def _moe_gemv_kernel(x_ptr, w_ptr, ws_ptr, out_ptr, ids_ptr, weights_ptr, N, K,
         xv = tl.load(x_row + k * s_xk, mask=k_ok, other=0.0).to(tl.float32)
         wv = tl.load(w_base + cols[:, None] * sn + k[None, :] * sk, mask=col_ok[:, None] & k_ok[None, :], other=0.0)
         acc += tl.sum(wv.to(tl.float32) * xv[None, :], axis=1)
-    if ACT == 1:
-        acc = tl.maximum(acc, 0.0)
-        acc = acc * acc
-    elif ACT == 2:
-        acc = tl.maximum(acc, 0.0)
-    elif ACT == 3:
-        acc = acc * tl.sigmoid(acc)
+    acc = activate(acc, ACT)
     if HAS_WEIGHTS:
         if j < TOP_K:
             acc = acc * tl.load(weights_ptr + token * TOP_K + j).to(tl.float32)

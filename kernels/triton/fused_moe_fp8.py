@@ -14,7 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .fused_moe import _ACT, block_m_for, moe_align
+from .fused_moe import _ACT, activate, block_m_for, moe_align
 from .launch import num_warps
 
 GEMV_MAX_TOKENS = 4
@@ -46,13 +46,7 @@ def _gemv_kernel(x_ptr, w_ptr, s_ptr, out_ptr, ids_ptr, weights_ptr, N, K,
         wv = tl.load(w_base + k[None, :], mask=col_ok[:, None] & k_ok[None, :], other=0.0)
         part = tl.sum(wv.to(tl.float32) * xv[None, :], axis=1)
         acc += part * tl.load(s_base + (k0 // BK) * s_sk, mask=col_ok, other=0.0)
-    if ACT == 1:
-        acc = tl.maximum(acc, 0.0)
-        acc = acc * acc
-    elif ACT == 2:
-        acc = tl.maximum(acc, 0.0)
-    elif ACT == 3:
-        acc = acc * tl.sigmoid(acc)
+    acc = activate(acc, ACT)
     if HAS_WEIGHTS:
         acc = acc * tl.load(weights_ptr + a).to(tl.float32)
     tl.store(out_ptr + a.to(tl.int64) * s_om + cols, acc.to(out_ptr.dtype.element_ty), mask=col_ok)
@@ -85,13 +79,7 @@ def _grouped_kernel(x_ptr, w_ptr, s_ptr, out_ptr, sorted_ptr, block_expert_ptr, 
         wt = tl.load(w_cols + k[:, None], mask=k_ok[:, None] & col_ok[None, :], other=0.0)
         part = tl.dot(xt, wt.to(xt.dtype))
         acc += part * tl.load(s_cols + (k0 // BK) * s_sk, mask=col_ok, other=0.0)[None, :]
-    if ACT == 1:
-        acc = tl.maximum(acc, 0.0)
-        acc = acc * acc
-    elif ACT == 2:
-        acc = tl.maximum(acc, 0.0)
-    elif ACT == 3:
-        acc = acc * tl.sigmoid(acc)
+    acc = activate(acc, ACT)
     if HAS_WEIGHTS:
         acc = acc * tl.load(weights_ptr + a, mask=valid, other=0.0).to(tl.float32)[:, None]
     tl.store(out_ptr + a.to(tl.int64)[:, None] * s_om + cols[None, :], acc.to(out_ptr.dtype.element_ty),

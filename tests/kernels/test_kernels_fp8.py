@@ -82,9 +82,9 @@ def test_moe_fp8_reference_is_the_dequantised_moe():
 # Triton (W8A16) against the references ----------------------------------------------------------
 
 def _gpu():
-    from test_kernels_gpu import GPU
+    from bringup.kernels.triton import availability
 
-    return GPU
+    return next(d for d in availability.GPU_DEVICE_TYPES if availability.triton_reason(d) is None)
 
 
 @pytest.mark.gpu

@@ -18,7 +18,12 @@ from bringup.core.errors import UserError
 from bringup.kernels.reference.fp8_linear import quantize_fp8_block
 
 from engine_helpers import tiny_nemotron_h
-from models_helpers import Req, run_engine
+from models_helpers import Req, make_pools, run_engine
+
+
+def pools(model) -> dict:
+    kv, state = make_pools(model, dtype=torch.bfloat16)
+    return {"kv_pool": kv, "state_pool": state}
 
 BLOCK = [16, 16]
 FP8_CONFIG = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic", "weight_block_size": BLOCK,
@@ -119,3 +124,27 @@ def test_nvfp4_dequantisation():
     out = dequantize_nvfp4(packed, scale, torch.tensor(0.5))
     assert out.shape == (1, 16)
     assert out[0, :2].tolist() == [0.5, 6.0]
+
+
+@pytest.mark.gpu
+def test_fp8_on_the_gpu_matches_its_dequantised_twin(checkpoints, tmp_path):
+    """The Triton W8A16 path (bf16 activations) against the bf16 model on the dequantised weights."""
+    from bringup.kernels.triton import availability
+
+    GPU = next(d for d in availability.GPU_DEVICE_TYPES if availability.triton_reason(d) is None)
+    _, fp8 = checkpoints
+    bf16 = tmp_path / "fp8_bf16"
+    shutil.copytree(fp8, bf16)
+    config = json.loads((bf16 / "config.json").read_text())
+    config["torch_dtype"] = "bfloat16"  # as FP8 checkpoints say: the activations' dtype
+    (bf16 / "config.json").write_text(json.dumps(config))
+    quantized = load_model(bf16, device=GPU, dtype="auto").model
+    assert set(quantized.weight_scheme.kernels.values()) == {"triton"}
+    twin = load_model(bf16, device=GPU, dtype="bfloat16").model
+    prompt = list(range(3, 40))
+    for chunks in ([37], [30, 7]):  # a prefill, then a chunk small enough for the GEMV forms
+        a = run_engine(quantized, [Req(prompt, chunks, steps=2)], **pools(quantized))[0]
+        b = run_engine(twin, [Req(prompt, chunks, steps=2)], **pools(twin))[0]
+        same_prefix = 1 + (a.tokens[0] == b.tokens[0])  # the first decode step reads the same token
+        for x, y in list(zip(a.logits, b.logits))[:same_prefix]:
+            assert (x.float() - y.float()).abs().max() <= 5e-2 * y.float().abs().max()
