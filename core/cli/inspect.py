@@ -38,16 +38,23 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from bringup.core.sources.resolve import load_layer_map
 
+    from bringup.core.layermap.constraints import map_problems, problem_findings
+
     layer_map = load_layer_map(args.source, pp=args.pp)
+    problems = map_problems(layer_map)
     if args.json:
         from bringup.core.layermap.layer_schemes import quantization_json
 
         doc = layer_map.to_json()
         doc["quantization"] = quantization_json(layer_map)
+        if problems:  # sizes the engine cannot build with (the same findings validate reports)
+            doc["findings"] = [f.to_json() for f in problem_findings(problems)]
         json.dump(doc, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         sys.stdout.write(render_text(layer_map))
+        for problem in problems:
+            sys.stdout.write(f"  problem: {problem.text()}; the engine cannot build this model (fix {problem.field})\n")
     return 0
 
 

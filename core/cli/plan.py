@@ -144,6 +144,9 @@ def main(args: argparse.Namespace) -> int:
     )
     plan.notes[:0] = notes
     plan.notes.extend(_parallel_blockers(layer_map, args.target, device, args.tp, args.pp))
+    from bringup.core.layermap.constraints import map_problems
+
+    plan.notes.extend(f"this model would not load: {p.text()}. Fix {p.field} in config.json" for p in map_problems(layer_map))
     rows = None
     if log is not None:
         from bringup.core.planner.startup_log import compare

@@ -17,5 +17,7 @@ def bamba_style_mamba2(view: ConfigView, hidden: int, heads: int, head_dim: int,
         conv_bias=view.bool("mamba_conv_bias", default=True),
         intermediate=intermediate,
         chunk_size=view.int("mamba_chunk_size", default=256, minimum=0),
+        keys=view.keys(heads="mamba_n_heads", head_dim="mamba_d_head", groups="mamba_n_groups", d_state="mamba_d_state",
+                       conv_kernel="mamba_d_conv", chunk_size="mamba_chunk_size"),
         **extra,
     )

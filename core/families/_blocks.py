@@ -85,6 +85,7 @@ def attention(
     window: int | None = None,
     in_dim: int | None = None,  # Zamba2 feeds attention a wider input
     sinks: bool = False,  # gpt-oss: one learnt sink logit per head
+    keys: dict | None = None,  # size name -> config field (ConfigView.keys), for messages
 ) -> Part:
     d_in = in_dim or hidden
     p = (
@@ -95,14 +96,14 @@ def attention(
         + (heads if sinks else 0)
     )
     geometry = AttentionGeometry(heads=heads, kv_heads=kv_heads, head_dim=head_dim, window=window or None,
-                                 sinks=sinks, in_dim=in_dim)
+                                 sinks=sinks, in_dim=in_dim, keys=keys or {})
     return Part(params=p, kv_elems=2 * kv_heads * head_dim, attention=geometry)
 
 
-def mlp(hidden: int, inter: int, *, gated: bool = True, bias: bool = False) -> Part:
+def mlp(hidden: int, inter: int, *, gated: bool = True, bias: bool = False, key: str = "intermediate_size") -> Part:
     n = 3 if gated else 2
     p = n * hidden * inter + ((n - 1) * inter + hidden if bias else 0)
-    return Part(params=p, mlp=MLPGeometry(inter))
+    return Part(params=p, mlp=MLPGeometry(inter, keys={"intermediate": key}))
 
 
 def moe(
@@ -117,11 +118,12 @@ def moe(
     expert_intermediate: int | None = None,  # the sizes the engine builds (MoEGeometry)
     shared_intermediate: int = 0,
     latent: int = 0,
+    keys: dict | None = None,
 ) -> Part:
     p = experts * expert_params + router + shared + other
     active = min(top_k, experts) * expert_params + router + shared + other
     geometry = MoEGeometry(experts=experts, top_k=top_k, expert_intermediate=expert_intermediate,
-                           shared_intermediate=shared_intermediate, latent=latent)
+                           shared_intermediate=shared_intermediate, latent=latent, keys=keys or {})
     return Part(params=p, active=active, moe=geometry)
 
 
@@ -139,6 +141,7 @@ def mamba2(
     gated_norm: bool = True,
     intermediate: int | None = None,
     chunk_size: int | None = None,
+    keys: dict | None = None,
 ) -> Part:
     inter = intermediate if intermediate is not None else heads * head_dim
     conv_dim = inter + 2 * groups * d_state
@@ -154,8 +157,18 @@ def mamba2(
         conv_elems=conv_dim * (conv_kernel - 1),
         ssm_elems=heads * head_dim * d_state,
         mamba2=Mamba2Geometry(heads=heads, head_dim=head_dim, groups=groups, d_state=d_state,
-                              conv_kernel=conv_kernel, chunk_size=chunk_size),
+                              conv_kernel=conv_kernel, chunk_size=chunk_size, keys=keys or {}),
     )
+
+
+def attention_keys(view, heads=("num_attention_heads",), kv_heads=("num_key_value_heads",),
+                   head_dim=("head_dim",)) -> dict:
+    """Where the usual attention fields are read from (the family passes its own spellings)."""
+    return view.keys(heads=heads, kv_heads=kv_heads, head_dim=head_dim)
+
+
+def moe_keys(view, experts, top_k=("num_experts_per_tok",), expert_intermediate=("moe_intermediate_size",)) -> dict:
+    return view.keys(experts=experts, top_k=top_k, expert_intermediate=expert_intermediate)
 
 
 def check_divisible(view, what: str, num: int, den: int, keys: str) -> None:

@@ -34,6 +34,15 @@ class ConfigView:
                 return k, self.data[k]
         return keys[0], _MISSING
 
+    def key(self, *keys: str) -> str:
+        """The spelling of a field this config uses (the first of `keys` present, else the first)."""
+        return self._raw(keys)[0]
+
+    def keys(self, **aliases: str | tuple[str, ...]) -> dict[str, str]:
+        """{size name: config field} for a geometry's `keys`, each alias list resolved to the spelling
+        this config uses, so a message about the size names the field to fix."""
+        return {name: self.key(*((a,) if isinstance(a, str) else a)) for name, a in aliases.items()}
+
     def bad(self, key: str, value, expected: str) -> UserError:
         shown = repr(value)
         if len(shown) > 60:

@@ -65,11 +65,13 @@ def build(view: ConfigView) -> FamilyResult:
             router=experts * h,
             shared=b.mlp(h, shared_inter).params + h if shared_inter else 0,  # shared expert and its gate
             expert_intermediate=moe_inter, shared_intermediate=shared_inter,
+            keys=b.moe_keys(view, ("num_local_experts", "num_experts"),
+                            expert_intermediate=("moe_intermediate_size", "intermediate_size")),
         )
     layers = []
     for m, f in zip(mixers(view, n, model_type), ffns):
         attn = b.attention(h, heads, kv_heads, head_dim, qkv_bias=qkv_bias, o_bias=o_bias, qk_norm=qk_norm,
-                           window=window if m == "sliding_attention" else None)
+                           window=window if m == "sliding_attention" else None, keys=b.attention_keys(view))
         layers.append(LayerSpec(m, f, attn + (moe if f == "moe" else mlp) + b.norm(2 * h)))
     return FamilyResult(
         layers=layers,

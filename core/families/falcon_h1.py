@@ -46,7 +46,7 @@ def build(view: ConfigView) -> FamilyResult:
         out_bias=view.bool("projectors_bias", default=False),
         gated_norm=view.bool("mamba_rms_norm", default=False),
     )
-    attn = b.attention(h, heads, kv_heads, head_dim, qkv_bias=bias, o_bias=bias)
+    attn = b.attention(h, heads, kv_heads, head_dim, qkv_bias=bias, o_bias=bias, keys=b.attention_keys(view))
     mlp = b.mlp(h, view.int("intermediate_size", default=14336), bias=view.bool("mlp_bias", default=False))
     notes = []
     if view.has("attn_layer_indices"):

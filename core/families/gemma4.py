@@ -91,7 +91,9 @@ def _attention(view: ConfigView, h: int, heads: int, kv_heads: int, head_dim: in
         if not k_eq_v:
             p += b.linear(h, kv_heads * head_dim, bias)  # v_proj
     p += b.linear(heads * head_dim, h, bias)  # o_proj
-    geometry = AttentionGeometry(heads=heads, kv_heads=kv_heads, head_dim=head_dim, window=window or None, k_eq_v=k_eq_v)
+    geometry = AttentionGeometry(heads=heads, kv_heads=kv_heads, head_dim=head_dim, window=window or None, k_eq_v=k_eq_v,
+                                 keys=view.keys(heads="num_attention_heads", kv_heads="num_key_value_heads",
+                                                head_dim="head_dim"))
     return b.Part(params=p, kv_elems=2 * kv_heads * head_dim, attention=geometry)
 
 
@@ -101,7 +103,7 @@ def _moe(view: ConfigView, h: int) -> b.Part:
     inter = view.int("moe_intermediate_size")
     router = b.linear(h, experts) + h + experts  # proj, scale, per-expert scale (its norm has no weight)
     part = b.moe(h, experts, top_k, expert_params=b.gated_experts(h, inter), router=router, other=3 * h,  # 3 norms
-                 expert_intermediate=inter)
+                 expert_intermediate=inter, keys=b.moe_keys(view, "num_experts", "top_k_experts"))
     part.moe = dataclasses.replace(part.moe, dense_mlp_alongside=True)  # the dense MLP runs beside it
     return part
 

@@ -39,7 +39,8 @@ def build(view: ConfigView) -> FamilyResult:
     kv_heads = view.int("num_key_value_heads", default=heads)
     b.check_divisible(view, "hidden_size", h, heads, "hidden_size / num_attention_heads")
     bias = view.bool("attention_bias", default=False)
-    attn = b.attention(h, heads, kv_heads, h // heads, qkv_bias=bias, o_bias=bias)
+    attn = b.attention(h, heads, kv_heads, h // heads, qkv_bias=bias, o_bias=bias,
+                       keys=b.attention_keys(view, head_dim="hidden_size"))
     inter = view.int("mamba_expand", default=2) * h
     m_heads = view.int("mamba_n_heads", default=128)
     b.check_divisible(view, "mamba width (mamba_expand x hidden_size)", inter, m_heads, "mamba_n_heads")
@@ -56,7 +57,7 @@ def build(view: ConfigView) -> FamilyResult:
     else:
         experts = view.int("num_local_experts", default=8, minimum=0)
         shared_inter = view.int("shared_intermediate_size", default=1024)
-        shared = b.mlp(h, shared_inter)
+        shared = b.mlp(h, shared_inter, key="shared_intermediate_size")
         if experts:
             ffn_kind = "moe"
             moe_inter = view.int("intermediate_size", default=11008)
@@ -66,6 +67,7 @@ def build(view: ConfigView) -> FamilyResult:
                 router=experts * h,
                 shared=shared.params,
                 expert_intermediate=moe_inter, shared_intermediate=shared_inter,
+                keys=b.moe_keys(view, "num_local_experts", expert_intermediate="intermediate_size"),
             )
         else:
             ffn_kind, ffn = "mlp", shared

@@ -52,7 +52,9 @@ def mamba1(view: ConfigView, h: int) -> b.Part:
         + rank + 2 * d_state  # dt, B and C layernorms
     )
     return b.Part(params=params, conv_elems=inner * (kernel - 1), ssm_elems=inner * d_state,
-                  mamba=MambaGeometry(inner=inner, d_state=d_state, conv_kernel=kernel, dt_rank=rank))
+                  mamba=MambaGeometry(inner=inner, d_state=d_state, conv_kernel=kernel, dt_rank=rank,
+                                      keys=view.keys(inner="mamba_expand", d_state="mamba_d_state",
+                                                     conv_kernel="mamba_d_conv", dt_rank="mamba_dt_rank")))
 
 
 def build(view: ConfigView) -> FamilyResult:
@@ -61,14 +63,15 @@ def build(view: ConfigView) -> FamilyResult:
     heads = view.int("num_attention_heads", default=32)
     kv_heads = view.int("num_key_value_heads", default=8)
     b.check_divisible(view, "hidden_size", h, heads, "hidden_size / num_attention_heads")
-    attn = b.attention(h, heads, kv_heads, h // heads)
+    attn = b.attention(h, heads, kv_heads, h // heads, keys=b.attention_keys(view, head_dim="hidden_size"))
     mixer_parts = {"attention": attn, "mamba": mamba1(view, h)}
     experts = view.int("num_experts", default=16)
     inter = view.int("intermediate_size", default=14336)
     ffn_parts = {
         "mlp": b.mlp(h, inter),
         "moe": b.moe(h, experts, view.int("num_experts_per_tok", default=2),
-                     expert_params=b.gated_experts(h, inter), router=experts * h, expert_intermediate=inter),
+                     expert_params=b.gated_experts(h, inter), router=experts * h, expert_intermediate=inter,
+                     keys=b.moe_keys(view, "num_experts", expert_intermediate="intermediate_size")),
     }
     layers = [LayerSpec(m, f, mixer_parts[m] + ffn_parts[f] + b.norm(2 * h)) for m, f in schedule(view, n)]
     return FamilyResult(

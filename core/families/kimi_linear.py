@@ -58,7 +58,8 @@ def mla(view: ConfigView, h: int) -> b.Part:
     )
     # SGLang's MLA pool keeps the compressed latent and the rope key: one vector per token.
     geometry = AttentionGeometry(heads=heads, kv_heads=None, head_dim=qk, v_head_dim=v_dim,
-                                 latent=LatentKV(kv_lora_rank=kv_rank, qk_rope_head_dim=rope, q_lora_rank=q_rank))
+                                 latent=LatentKV(kv_lora_rank=kv_rank, qk_rope_head_dim=rope, q_lora_rank=q_rank),
+                                 keys=view.keys(heads="num_attention_heads", head_dim="qk_nope_head_dim"))
     return b.Part(params=params, kv_elems=kv_rank + rope, attention=geometry)
 
 
@@ -78,7 +79,14 @@ def kda(linear: ConfigView | None, view: ConfigView, h: int) -> b.Part:
         + width * h
     )
     return b.Part(params=params, conv_elems=3 * width * (kernel - 1), ssm_elems=heads * dim * dim,
-                  kda=KimiDeltaGeometry(heads=heads, head_dim=dim, conv_kernel=kernel))
+                  kda=KimiDeltaGeometry(heads=heads, head_dim=dim, conv_kernel=kernel, keys=kda_keys(linear, view)))
+
+
+def kda_keys(linear: ConfigView | None, view: ConfigView) -> dict:
+    if linear is not None:
+        return {name: f"linear_attn_config.{key}" for name, key in
+                linear.keys(heads="num_heads", head_dim="head_dim", conv_kernel="short_conv_kernel_size").items()}
+    return view.keys(heads="linear_num_heads", head_dim="linear_head_dim", conv_kernel="linear_conv_kernel_dim")
 
 
 def build(view: ConfigView) -> FamilyResult:
@@ -95,6 +103,7 @@ def build(view: ConfigView) -> FamilyResult:
         router=experts * h,
         shared=b.mlp(h, moe_inter * shared).params if shared else 0,
         expert_intermediate=moe_inter, shared_intermediate=moe_inter * shared,
+        keys=b.moe_keys(view, ("num_experts", "num_local_experts"), ("num_experts_per_token", "num_experts_per_tok")),
     ) if experts else None
     parts = {
         "attention": mla(view, h),

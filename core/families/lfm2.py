@@ -55,10 +55,12 @@ def build(view: ConfigView) -> FamilyResult:
     conv = b.Part(
         params=b.linear(h, 3 * h, bias) + h * kernel + (h if bias else 0) + b.linear(h, h, bias),
         conv_elems=h * (kernel - 1),
-        short_conv=ShortConvGeometry(channels=h, conv_kernel=kernel),
+        short_conv=ShortConvGeometry(channels=h, conv_kernel=kernel,
+                                     keys=view.keys(channels=("hidden_size", "block_dim"), conv_kernel="conv_L_cache")),
     )
-    attn = b.attention(h, heads, kv_heads, head_dim, qk_norm=2 * head_dim)
-    mlp = b.mlp(h, ffn_width(view))
+    attn = b.attention(h, heads, kv_heads, head_dim, qk_norm=2 * head_dim,
+                       keys=b.attention_keys(view, heads=("num_attention_heads", "num_heads"), head_dim="hidden_size"))
+    mlp = b.mlp(h, ffn_width(view), key=view.key("block_ff_dim", "intermediate_size"))
     layers = [LayerSpec(m, "mlp", (attn if m == "attention" else conv) + mlp + b.norm(2 * h)) for m in mixers(view)]
     tied = view.bool("tie_embedding", "tie_word_embeddings", default=True)
     return FamilyResult(

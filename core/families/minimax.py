@@ -40,9 +40,10 @@ def build(view: ConfigView) -> FamilyResult:
     lightning = b.Part(
         params=h * 3 * width + width * h + h * width + width,  # qkv, out, output gate, norm
         ssm_elems=heads * head_dim * head_dim,  # the linear-attention KV state per head
-        lightning=LightningGeometry(heads=heads, head_dim=head_dim),
+        lightning=LightningGeometry(heads=heads, head_dim=head_dim,
+                                    keys=view.keys(heads="num_attention_heads", head_dim="head_dim")),
     )
-    attn = b.attention(h, heads, kv_heads, head_dim)
+    attn = b.attention(h, heads, kv_heads, head_dim, keys=b.attention_keys(view))
     experts = view.int("num_local_experts", "num_experts", default=8)
     inter = view.int("intermediate_size", default=14336)
     moe = b.moe(
@@ -50,6 +51,7 @@ def build(view: ConfigView) -> FamilyResult:
         expert_params=b.gated_experts(h, inter),
         router=experts * h,
         expert_intermediate=inter,
+        keys=b.moe_keys(view, ("num_local_experts", "num_experts"), expert_intermediate="intermediate_size"),
     )
     notes = []
     if view.int("shared_intermediate_size", default=0, minimum=0):

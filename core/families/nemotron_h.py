@@ -96,10 +96,13 @@ def _parts(view: ConfigView) -> dict[str, LayerSpec]:
         conv_bias=view.bool("use_conv_bias", "mamba_conv_bias", default=True),
         proj_bias=use_bias,
         chunk_size=view.int("chunk_size", "mamba_chunk_size", default=128, minimum=0),
+        keys=view.keys(heads="mamba_num_heads", head_dim="mamba_head_dim", groups=("n_groups", "mamba_n_groups"),
+                       d_state=("ssm_state_size", "mamba_d_state"), conv_kernel=("conv_kernel", "mamba_d_conv"),
+                       chunk_size=("chunk_size", "mamba_chunk_size")),
     )
     b.check_divisible(view, "mamba intermediate size", mamba.mamba2.intermediate, mamba.mamba2.groups,
                       "mamba_num_heads * mamba_head_dim / n_groups")
-    attn = b.attention(h, heads, kv_heads, head_dim)
+    attn = b.attention(h, heads, kv_heads, head_dim, keys=b.attention_keys(view, head_dim=("head_dim", "attention_head_dim")))
     dense = b.mlp(h, view.int("intermediate_size", default=21504), gated=False, bias=mlp_bias)
     experts = view.int("n_routed_experts", "num_local_experts", default=8)
     top_k = view.int("num_experts_per_tok", default=2)
@@ -114,6 +117,7 @@ def _parts(view: ConfigView) -> dict[str, LayerSpec]:
         shared=b.mlp(h, shared_inter, gated=False, bias=mlp_bias).params,
         other=(b.linear(h, latent, mlp_bias) + b.linear(latent, h, mlp_bias)) if latent else 0,
         expert_intermediate=moe_inter, shared_intermediate=shared_inter, latent=latent,
+        keys=b.moe_keys(view, ("n_routed_experts", "num_local_experts")),
     )
     norm = b.norm(h)
     return {

@@ -54,8 +54,11 @@ def gated_delta_net(view: ConfigView, h: int) -> b.Part:
         params=params,
         conv_elems=conv_dim * (kernel - 1),
         ssm_elems=nv * dk * dv,
-        gated_delta_net=GatedDeltaNetGeometry(key_heads=nk, value_heads=nv, key_head_dim=dk, value_head_dim=dv,
-                                              conv_kernel=kernel),
+        gated_delta_net=GatedDeltaNetGeometry(
+            key_heads=nk, value_heads=nv, key_head_dim=dk, value_head_dim=dv, conv_kernel=kernel,
+            keys=view.keys(key_heads="linear_num_key_heads", value_heads="linear_num_value_heads",
+                           key_head_dim="linear_key_head_dim", value_head_dim="linear_value_head_dim",
+                           conv_kernel="linear_conv_kernel_dim")),
     )
 
 
@@ -67,7 +70,8 @@ def build(view: ConfigView) -> FamilyResult:
     head_dim = view.int("head_dim", default=256)
     bias = view.bool("attention_bias", default=False)
     # The query projection is twice as wide: half of it gates the attention output.
-    attn = b.attention(h, heads, kv_heads, head_dim, qkv_bias=bias, o_bias=bias, qk_norm=2 * head_dim)
+    attn = b.attention(h, heads, kv_heads, head_dim, qkv_bias=bias, o_bias=bias, qk_norm=2 * head_dim,
+                       keys=b.attention_keys(view))
     attn.params += h * heads * head_dim + (heads * head_dim if bias else 0)
     gdn = gated_delta_net(view, h)
     mlp = b.mlp(h, view.int("intermediate_size", default=5632))
@@ -83,7 +87,7 @@ def build(view: ConfigView) -> FamilyResult:
             router=experts * h,
             shared=b.mlp(h, shared_inter).params if shared_inter else 0,
             other=h if shared_inter else 0,  # the shared expert's sigmoid gate
-            expert_intermediate=moe_inter, shared_intermediate=shared_inter,
+            expert_intermediate=moe_inter, shared_intermediate=shared_inter, keys=b.moe_keys(view, "num_experts"),
         )
     norms = b.norm(2 * h)
     layers = []

@@ -45,6 +45,7 @@ def build(view: ConfigView) -> FamilyResult:
             expert_params=2 * h * inter + 2 * inter + inter * h + h,  # gate_up and down, with biases
             router=experts * h + experts,
             expert_intermediate=inter,
+            keys=b.moe_keys(view, "num_local_experts", ("num_experts_per_tok", "experts_per_token"), "intermediate_size"),
         )
         norms, qk_norm, sinks = 2 * h, 0, True
     else:
@@ -55,7 +56,7 @@ def build(view: ConfigView) -> FamilyResult:
     layers = []
     for m in mixers(view, n, model_type):
         attn = b.attention(h, heads, kv_heads, head_dim, qkv_bias=bias, o_bias=bias, qk_norm=qk_norm, sinks=sinks,
-                           window=window if m == "sliding_attention" else None)
+                           window=window if m == "sliding_attention" else None, keys=b.attention_keys(view))
         layers.append(LayerSpec(m, ffn_kind, attn + ffn + b.norm(norms)))
     tied = view.bool("tie_word_embeddings", default=model_type != "gpt_oss")
     outside = b.embeddings(view.int("vocab_size", default=262144), h, tied)

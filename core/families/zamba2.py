@@ -51,8 +51,10 @@ def build(view: ConfigView) -> FamilyResult:
         conv_bias=True,
         proj_bias=bias,
         chunk_size=view.int("chunk_size", default=256, minimum=0),
+        keys=view.keys(heads="n_mamba_heads", head_dim="mamba_expand", groups="mamba_ngroups", d_state="mamba_d_state",
+                       conv_kernel="mamba_d_conv", chunk_size="chunk_size"),
     ) + b.norm(h)
-    attn = b.attention(h, heads, kv_heads, head_dim, in_dim=2 * h)
+    attn = b.attention(h, heads, kv_heads, head_dim, in_dim=2 * h, keys=b.attention_keys(view, head_dim="hidden_size"))
     # One shared transformer block: attention, its two norms, the MLP.
     shared = attn.params + 2 * h + h + b.linear(h, 2 * inter, bias) + b.linear(inter, h, bias)
     # Per hybrid layer: its own linear, its MLP adapter and (optionally) q/k/v attention adapters.

@@ -7,11 +7,53 @@ norm epsilon, RoPE) stays in the config, read by the engine model that needs it.
 
 Every size is at TP 1. A field that the generic (transformers) reader cannot learn is None.
 `facts()` gives each geometry as the flat name -> value pairs the details panel shows.
+
+`problems()` states, beside each geometry, what the engine's modules assume of its sizes (KV heads
+divide the query heads, Mamba2 groups divide its heads, top-k within the experts, positive sizes, a
+chunk of at least one token). `core/layermap/constraints.py` collects them over a map: `inspect` and
+`validate` report them as findings and the engine refuses to build a model that has any. `keys`
+names the config field each size was read from (the family knows its spelling), so a message says
+which field to fix.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
+
+
+@dataclass(frozen=True)
+class SizeProblem:
+    """A size the engine cannot build with: the config field to fix and what is wrong with it."""
+
+    field: str
+    message: str
+
+
+def _keys():
+    return field(default_factory=dict, compare=False, hash=False, repr=False)
+
+
+def _name(geometry, size: str) -> str:
+    """The config field a size came from, where the family said, else the size's own name."""
+    return geometry.keys.get(size, size)
+
+
+def _positive(geometry, *sizes: str) -> list[SizeProblem]:
+    out = []
+    for size in sizes:
+        value = getattr(geometry, size)
+        if isinstance(value, int) and value < 1:
+            out.append(SizeProblem(_name(geometry, size), f"{_name(geometry, size)} is {value}; it must be at least 1"))
+    return out
+
+
+def _divides(geometry, part: str, whole: str, why: str) -> list[SizeProblem]:
+    """`part` must divide `whole` (both known and positive), else a problem naming `part`'s field."""
+    p, w = getattr(geometry, part), getattr(geometry, whole)
+    if not (isinstance(p, int) and isinstance(w, int)) or p < 1 or w < 1 or w % p == 0:
+        return []
+    return [SizeProblem(_name(geometry, part),
+                        f"{_name(geometry, part)} ({p}) does not divide {_name(geometry, whole)} ({w}): {why}")]
 
 
 def _facts(obj, names: dict[str, str]) -> dict:
@@ -48,6 +90,7 @@ class AttentionGeometry:
     indexer_head_dim: int | None = None  # sparse attention (DSA): the indexer's cached key per token
     index_topk: int | None = None  # sparse attention: keys each query reads
 
+    keys: dict = _keys()  # size name -> the config field it was read from
     @property
     def q_width(self) -> int:
         return self.heads * self.head_dim
@@ -55,6 +98,12 @@ class AttentionGeometry:
     @property
     def kv_width(self) -> int:
         return self.kv_heads * self.head_dim
+
+    def problems(self) -> list[SizeProblem]:
+        if self.latent is not None:
+            return _positive(self, "heads", "head_dim")
+        return _positive(self, "heads", "kv_heads", "head_dim") + _divides(
+            self, "kv_heads", "heads", "each KV head serves the same number of query heads (grouped-query attention)")
 
     def facts(self) -> dict:
         doc = _facts(self, {"heads": "heads", "kv_heads": "kv_heads", "head_dim": "head_dim", "window": "window",
@@ -77,6 +126,7 @@ class Mamba2Geometry:
     conv_kernel: int
     chunk_size: int | None = None  # the chunked scan's block, as the config states it (None: not known)
 
+    keys: dict = _keys()  # size name -> the config field it was read from
     @property
     def intermediate(self) -> int:
         return self.heads * self.head_dim
@@ -85,6 +135,10 @@ class Mamba2Geometry:
     def conv_dim(self) -> int:
         """Channels of the causal conv: x, B and C."""
         return self.intermediate + 2 * self.groups * self.d_state
+
+    def problems(self) -> list[SizeProblem]:
+        out = _positive(self, "heads", "head_dim", "groups", "d_state", "conv_kernel", "chunk_size")
+        return out + _divides(self, "groups", "heads", "B and C are shared by the same number of heads in each group")
 
     def facts(self) -> dict:
         return _facts(self, {"heads": "mamba_heads", "head_dim": "mamba_head_dim", "groups": "mamba_groups",
@@ -100,6 +154,10 @@ class MambaGeometry:
     conv_kernel: int | None
     dt_rank: int | None
 
+    keys: dict = _keys()  # size name -> the config field it was read from
+    def problems(self) -> list[SizeProblem]:
+        return _positive(self, "inner", "d_state", "conv_kernel", "dt_rank")
+
     def facts(self) -> dict:
         return _facts(self, {"inner": "mamba_inner", "d_state": "d_state", "conv_kernel": "conv_kernel",
                              "dt_rank": "dt_rank"})
@@ -113,6 +171,7 @@ class GatedDeltaNetGeometry:
     value_head_dim: int
     conv_kernel: int
 
+    keys: dict = _keys()  # size name -> the config field it was read from
     @property
     def key_dim(self) -> int:
         return self.key_heads * self.key_head_dim
@@ -124,6 +183,10 @@ class GatedDeltaNetGeometry:
     @property
     def conv_dim(self) -> int:
         return 2 * self.key_dim + self.value_dim
+
+    def problems(self) -> list[SizeProblem]:
+        out = _positive(self, "key_heads", "value_heads", "key_head_dim", "value_head_dim", "conv_kernel")
+        return out + _divides(self, "key_heads", "value_heads", "each key head serves the same number of value heads")
 
     def facts(self) -> dict:
         return _facts(self, {"key_heads": "linear_key_heads", "value_heads": "linear_value_heads",
@@ -139,9 +202,13 @@ class KimiDeltaGeometry:
     head_dim: int
     conv_kernel: int
 
+    keys: dict = _keys()  # size name -> the config field it was read from
     @property
     def width(self) -> int:
         return self.heads * self.head_dim
+
+    def problems(self) -> list[SizeProblem]:
+        return _positive(self, "heads", "head_dim", "conv_kernel")
 
     def facts(self) -> dict:
         return _facts(self, {"heads": "linear_heads", "head_dim": "linear_head_dim", "conv_kernel": "conv_kernel"})
@@ -154,6 +221,10 @@ class LightningGeometry:
     heads: int
     head_dim: int
 
+    keys: dict = _keys()  # size name -> the config field it was read from
+    def problems(self) -> list[SizeProblem]:
+        return _positive(self, "heads", "head_dim")
+
     def facts(self) -> dict:
         return _facts(self, {"heads": "heads", "head_dim": "head_dim"})
 
@@ -165,6 +236,10 @@ class ShortConvGeometry:
     channels: int
     conv_kernel: int
 
+    keys: dict = _keys()  # size name -> the config field it was read from
+    def problems(self) -> list[SizeProblem]:
+        return _positive(self, "channels", "conv_kernel")
+
     def facts(self) -> dict:
         return _facts(self, {"channels": "conv_channels", "conv_kernel": "conv_kernel"})
 
@@ -172,6 +247,10 @@ class ShortConvGeometry:
 @dataclass(frozen=True)
 class MLPGeometry:
     intermediate: int
+
+    keys: dict = _keys()  # size name -> the config field it was read from
+    def problems(self) -> list[SizeProblem]:
+        return _positive(self, "intermediate")
 
     def facts(self) -> dict:
         return {"intermediate_size": self.intermediate}
@@ -185,6 +264,15 @@ class MoEGeometry:
     shared_intermediate: int = 0  # the always-active shared expert(s), all together; 0: none
     latent: int = 0  # routed experts run in a smaller latent width (Nemotron-3 Super's moe_latent_size); 0: hidden
     dense_mlp_alongside: bool = False  # a dense MLP runs beside the experts in the same layer (Gemma 4)
+
+    keys: dict = _keys()  # size name -> the config field it was read from
+    def problems(self) -> list[SizeProblem]:
+        out = _positive(self, "experts", "top_k", "expert_intermediate")
+        if isinstance(self.top_k, int) and self.experts >= 1 and self.top_k > self.experts:
+            top_k, experts = _name(self, "top_k"), _name(self, "experts")
+            out.append(SizeProblem(top_k, f"{top_k} ({self.top_k}) is more than {experts} ({self.experts}): "
+                                          "each token picks that many different experts"))
+        return out
 
     def facts(self) -> dict:
         doc = _facts(self, {"experts": "experts", "top_k": "top_k", "expert_intermediate": "moe_intermediate_size",

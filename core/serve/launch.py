@@ -109,6 +109,18 @@ def serve(config: EngineConfig, *, host: str = "127.0.0.1", port: int = DEFAULT_
     return asyncio.run(_serve_async(engine, sock, info, options))
 
 
+def warmup_failure(err: BaseException, prompt_tokens: int, context: int | None) -> str:
+    """What to tell a user whose server failed its warm-up request: the field when the error names
+    one (the model's context), else the error itself and that the config's sizes were checked."""
+    what = f"{type(err).__name__}: {err}"
+    head = f"the warm-up request ({prompt_tokens} prompt token(s), 2 new) failed: {what}"
+    if "context" in str(err) and context is not None:
+        return (f"{head}. The model's context is {context} tokens (max_position_embeddings in config.json): "
+                "raise it, or check that config.json belongs to this checkpoint")
+    return (f"{head}. The config's sizes passed the engine's checks (core/layermap/constraints.py), so this is "
+            "a bug of the engine or a kernel on this device: report it with this log")
+
+
 class ServeOptions:
     def __init__(self, host, port, model_name, api_key, aliases, allowed_hosts, limits):
         self.host, self.port, self.model_name, self.api_key = host, port, model_name, api_key
@@ -156,11 +168,17 @@ async def _serve_async(engine, sock, info, opts: ServeOptions) -> int:
         # uvicorn stays silent about sockets it was handed; say it in its own words.
         shown = f"[{opts.host}]" if ":" in opts.host else opts.host
         log.info("Uvicorn running on http://%s:%d (Press CTRL+C to quit)", shown, opts.port)
-        # A real request through the whole path before saying "ready" (SGLang does the same).
-        warm_ids = list(tokenizer("Hello", add_special_tokens=False).input_ids) or [0]
-        stream = await aengine.submit(warm_ids, SamplingParams(max_new_tokens=2, temperature=0.0, ignore_eos=True))
-        while not (await stream.get()).finished:
-            pass
+        # A real request through the whole path before saying "ready" (SGLang does the same), short
+        # enough for any context the engine took (the config's sizes were checked when it was built).
+        context = info.get("context_len")
+        warm_ids = (list(tokenizer("Hello", add_special_tokens=False).input_ids) or [0])[: max(1, (context or 2) - 1)]
+        try:
+            stream = await aengine.submit(warm_ids, SamplingParams(max_new_tokens=2, temperature=0.0, ignore_eos=True))
+            while not (await stream.get()).finished:
+                pass
+        except Exception as err:  # noqa: BLE001 - said as the cause, not as a traceback
+            log.error(warmup_failure(err, len(warm_ids), context))
+            return 1
         state.ready = True
         log.info("The server is fired up and ready to roll!")
         await task

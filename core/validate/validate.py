@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bringup.core.layermap.constraints import map_problems, problem_findings
 from bringup.core.layermap.vocabulary import LayerMap
 from bringup.core.launch.launch import Launch, launch_for, shell
 from bringup.core.launch.model_path import model_path as model_path_of
@@ -101,6 +102,11 @@ def validate(layer_map: LayerMap, target: str | Target, settings: LaunchSettings
     else:
         check = check_sglang(facts, settings, target.profile)
     findings = list(target.findings) + check.findings + _launch_findings(target, settings)
+    # Sizes the model's modules cannot be built with: the embedded engine refuses them at load (an
+    # error); for another engine they are a warning that the config contradicts itself.
+    embedded = target.engine == "embedded"
+    findings += problem_findings(map_problems(layer_map), severity="error" if embedded else "warning",
+                                 engine_words=embedded)
     if available_devices is not None:
         here = "cuda" if settings.device == "rocm" else settings.device
         if here not in available_devices:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 
 from ..facts import MODEL_CLASSES, TEXT_DECODER_WRAPPERS, supported_model_types, unsupported_model_message
-from .base import CacheSpec, CausalLM, WeightLoadError
+from .base import CacheSpec, CausalLM, ModelSizeError, WeightLoadError
 
 
 class UnsupportedModelError(ValueError):
@@ -43,5 +43,5 @@ def model_class_for(config: dict) -> type[CausalLM]:
     return getattr(importlib.import_module(f"{__name__}.{module}"), name)
 
 
-__all__ = ["CacheSpec", "CausalLM", "UnsupportedModelError", "WeightLoadError", "decoder_config", "model_class_for",
+__all__ = ["CacheSpec", "CausalLM", "ModelSizeError", "UnsupportedModelError", "WeightLoadError", "decoder_config", "model_class_for",
            "supported_model_types"]

@@ -16,6 +16,9 @@ from typing import Iterable
 import torch
 from torch import nn
 
+from bringup.core.errors import UserError
+from bringup.core.layermap.constraints import map_problems, problems_message
+
 
 # Names of static activation scales quantized checkpoints carry beside their weights.
 ACTIVATION_SCALES = frozenset({"input_scale", "k_scale", "v_scale", "input_global_scale"})
@@ -24,6 +27,10 @@ FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
 
 class WeightLoadError(ValueError):
     """A checkpoint does not fit the model built from its config."""
+
+
+class ModelSizeError(UserError):
+    """The config's sizes contradict what the model's modules assume (core/layermap/constraints.py)."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +86,9 @@ class CausalLM(nn.Module):
 
     def __init__(self, config: dict, ops, layer_map):
         super().__init__()
+        problems = map_problems(layer_map)
+        if problems:  # the same checks inspect and validate report, so a config that validates builds
+            raise ModelSizeError(problems_message(layer_map.name or "model", problems))
         self.config = Config(config)
         self.ops = ops
         self.layer_map = layer_map  # a LayerMap: which mixer and FFN each layer has, which hold caches
