@@ -94,7 +94,8 @@ class GptOssMoE(nn.Module):
             setattr(self.experts, name, nn.Parameter(torch.zeros(shape), requires_grad=False))
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        logits = F.linear(hidden, self.router.weight, self.router.bias)
+        # The router is held in float32 (keep_float32): its logits are computed there, whatever the model dtype.
+        logits = F.linear(hidden.to(self.router.weight.dtype), self.router.weight, self.router.bias)
         top, ids = torch.topk(logits, self.top_k, dim=-1)
         weights = torch.softmax(top, dim=-1)
         e = self.experts

@@ -18,6 +18,7 @@ from bringup.core.families import build_layer_map
 from bringup.kernels.dispatch import ops_for
 
 from repo_paths import SHARED_MODELS
+from tiny_family_configs import tiny_family_configs
 
 transformers = pytest.importorskip("transformers")
 
@@ -35,30 +36,7 @@ def _shared_configs() -> list[tuple[str, dict]]:
     return out
 
 
-def _tiny_configs() -> list[tuple[str, dict]]:
-    """Every tiny config the model and engine tests build, as config.json would hold it."""
-    from engine_helpers import tiny_lfm2_config, tiny_llama_config, tiny_qwen3_next_config
-    from hybrid_configs import VARIANTS as HYBRIDS
-    from sliding_configs import COMMON as SLIDING_COMMON, VARIANTS as SLIDING
-    from test_models_kimi_linear import tiny_kimi_config
-    from test_models_minimax import CONFIG as MINIMAX
-    from test_models_nemotron_h import BASE as NEMOTRON, VARIANTS as NEMOTRON_VARIANTS
-
-    out = [(f"hybrid-{name}", getattr(transformers, cls)(**kwargs).to_dict()) for name, (cls, _, kwargs) in HYBRIDS.items()]
-    out += [(f"sliding-{name}", getattr(transformers, cls)(**dict(SLIDING_COMMON, **kwargs)).to_dict())
-            for name, (cls, _, kwargs) in SLIDING.items()]
-    out += [(f"nemotron-{name}", transformers.NemotronHConfig(**NEMOTRON, **extra).to_dict())
-            for name, extra in NEMOTRON_VARIANTS.items()]
-    out += [("kimi", tiny_kimi_config().to_dict()), ("minimax", transformers.MiniMaxConfig(**MINIMAX).to_dict()),
-            ("qwen3_next", tiny_qwen3_next_config(96).to_dict()), ("lfm2", tiny_lfm2_config(96).to_dict()),
-            ("llama", tiny_llama_config(96).to_dict())]
-    from bringup.core.sources.default_model import TINY_TEST_SPEC, build_config
-
-    out.append(("nemotron-bundled", build_config(TINY_TEST_SPEC, 96).to_dict()))
-    return out
-
-
-CASES = _shared_configs() + _tiny_configs()
+CASES = _shared_configs() + tiny_family_configs()
 
 
 def _build(config: dict):
@@ -198,9 +176,9 @@ def test_engine_tensors_have_the_maps_sizes(name, config):
 def test_a_size_the_map_and_engine_disagreed_on_is_now_read_once():
     """NemotronH without n_routed_experts: the map counted transformers' default (8) while the engine
     refused the config (it read cfg.n_routed_experts without a default); now both build 8 experts."""
-    from test_models_nemotron_h import BASE
+    from tiny_family_configs import NEMOTRON_H
 
-    config = transformers.NemotronHConfig(**BASE, hybrid_override_pattern="M*E").to_dict()
+    config = transformers.NemotronHConfig(**NEMOTRON_H, hybrid_override_pattern="M*E").to_dict()
     config.pop("n_routed_experts")
     layer_map, model = _build(config)
     moe = model.decoder.layers[2].ffn_module

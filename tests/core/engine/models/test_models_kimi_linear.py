@@ -10,22 +10,11 @@ import torch
 from models_helpers import DEVICE, Req, assert_matches_hf, randomize, run_engine, standard_requests
 
 from bringup.core.engine.loader import load_model
+from tiny_family_configs import tiny_kimi_config
 
 transformers = pytest.importorskip("transformers")
 
 VOCAB = 96
-# Layers 1-5 (1-based): KDA, MLA, KDA, KDA, MLA; a dense MLP first, MoE after.
-LINEAR = {"full_attn_layers": [2, 5], "kda_layers": [1, 3, 4], "num_heads": 2, "head_dim": 8,
-          "short_conv_kernel_size": 4}
-
-
-def tiny_kimi_config(**extra):
-    return transformers.KimiLinearConfig(
-        vocab_size=VOCAB, hidden_size=32, intermediate_size=48, moe_intermediate_size=16, num_hidden_layers=5,
-        num_attention_heads=3, num_key_value_heads=3, kv_lora_rank=12, qk_nope_head_dim=8, qk_rope_head_dim=4,
-        v_head_dim=6, num_experts=6, num_experts_per_token=2, num_expert_group=2, topk_group=1,
-        routed_scaling_factor=1.7, linear_attn_config=LINEAR, first_k_dense_replace=1, pad_token_id=0,
-        bos_token_id=1, eos_token_id=2, **extra)
 
 
 @pytest.fixture(scope="module")

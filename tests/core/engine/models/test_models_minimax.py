@@ -12,16 +12,10 @@ import torch
 from models_helpers import DEVICE, Req, randomize, run_engine, standard_requests, assert_matches_hf
 
 from bringup.core.engine.loader import load_model
+from tiny_family_configs import MINIMAX as CONFIG
 
 transformers = pytest.importorskip("transformers")
 
-CONFIG = dict(
-    vocab_size=96, hidden_size=48, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, head_dim=12,
-    intermediate_size=32, num_local_experts=4, num_experts_per_tok=2, block_size=8,
-    layer_types=["linear_attention", "full_attention", "linear_attention", "linear_attention"],
-    full_attn_alpha_factor=1.2, full_attn_beta_factor=0.8, linear_attn_alpha_factor=0.9, linear_attn_beta_factor=1.1,
-    mlp_alpha_factor=1.05, mlp_beta_factor=0.95,
-)
 
 
 @pytest.fixture(scope="module")

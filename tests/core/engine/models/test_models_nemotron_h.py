@@ -13,21 +13,10 @@ from models_helpers import DEVICE, Req, make_pools, randomize, run_engine, stand
 from bringup.core.engine.forward_batch import ForwardBatch
 from bringup.core.engine.loader import load_model
 from bringup.core.engine.pools import PoolLayerError
+from tiny_family_configs import NEMOTRON_H as BASE, NEMOTRON_H_VARIANTS as VARIANTS
 
 transformers = pytest.importorskip("transformers")
 
-BASE = dict(
-    vocab_size=96, hidden_size=48, num_attention_heads=4, num_key_value_heads=2, head_dim=12,
-    intermediate_size=64, mamba_num_heads=6, mamba_head_dim=8, n_groups=2, ssm_state_size=8, conv_kernel=4,
-    chunk_size=4, n_routed_experts=8, num_experts_per_tok=3, moe_intermediate_size=24,
-    moe_shared_expert_intermediate_size=40, routed_scaling_factor=2.5,
-)
-VARIANTS = {
-    # Every block kind, grouped routing (best 2 of 4 groups), normalised top-k.
-    "grouped": dict(hybrid_override_pattern="M*-EM*E", n_group=4, topk_group=2, norm_topk_prob=True),
-    # Mamba-first like Nemotron-3-Nano, ungrouped routing, raw weights, latent MoE projections.
-    "latent": dict(hybrid_override_pattern="MEM*EM", n_group=1, topk_group=1, norm_topk_prob=False, moe_latent_size=16),
-}
 
 
 @pytest.fixture(scope="module", params=sorted(VARIANTS))
