@@ -28,7 +28,7 @@ from bringup.app.launch_state import LaunchState
 from bringup.app.layermap.panel import LayerMapPanel
 from bringup.app.leftover_bar import LeftoverEnginesBar
 from bringup.app.loader import ModelLoader
-from bringup.app.model_bar import ModelBar
+from bringup.app.model_bar import ModelBar, RunningBadge
 from bringup.app.settings import add_recent_model, app_settings
 from bringup.app.tabs.contract import SharesLaunchSettings
 from bringup.app.theme import STYLE
@@ -105,6 +105,8 @@ class MainWindow(QMainWindow):
 
         self.launch_state = LaunchState(self)  # the launch settings every tab shares (Validate checks, Run starts)
         self.model_bar = ModelBar()
+        self.running = RunningBadge()  # what the engine runs, and whether the map shows it
+        self.running.switch_requested.connect(lambda source: self.load(source))
         self.banner = ErrorBanner()
         self.leftovers = LeftoverEnginesBar()
         self.map_panel = LayerMapPanel()
@@ -123,6 +125,7 @@ class MainWindow(QMainWindow):
         box.setContentsMargins(0, 0, 0, 0)
         box.setSpacing(0)
         box.addWidget(self.model_bar)
+        box.addWidget(self.running)
         banner_box = QVBoxLayout()
         banner_box.setContentsMargins(12, 6, 12, 0)
         banner_box.addWidget(self.banner)
@@ -212,6 +215,7 @@ class MainWindow(QMainWindow):
         """Show a model: the bar, the map, and every tab (they all get the same LayerMap)."""
         self.layer_map = layer_map
         self.model_bar.show_model(layer_map)
+        self.running.show_running(self.running.served, layer_map)
         self.map_panel.set_layer_map(layer_map)
         self.setWindowTitle(f"Bring-up Workbench — {layer_map.name}" if layer_map else "Bring-up Workbench")
         if not self._user_sized_splitter:
@@ -224,6 +228,13 @@ class MainWindow(QMainWindow):
             self.map_panel.view.update()
         else:
             self._settle_soon()
+
+    def show_running(self, served) -> None:
+        """The engine's model (a ServedModel from /server_info, None: none runs): named under the
+        model bar, with a one-click switch when the map shows another model."""
+        self.running.show_running(served, self.layer_map)
+        title = f"Bring-up Workbench — {self.layer_map.name}" if self.layer_map else "Bring-up Workbench"
+        self.setWindowTitle(title + (f" (running: {served.name})" if served is not None else ""))
 
     def _fit_map(self, *, force: bool = True) -> None:
         """Give the map the height it needs; the tabs get the rest. A resize refits only when
@@ -280,6 +291,8 @@ class MainWindow(QMainWindow):
         if run is not None and validate is not None and hasattr(validate, "probe_finished"):
             validate.probe_finished.connect(
                 lambda report: run.set_available_devices(report.available_devices() if report is not None else None))
+        if run is not None and hasattr(run, "running_changed"):  # the header follows what runs
+            run.running_changed.connect(self.show_running)
         if run is not None and diagnose is not None and hasattr(run, "crash_log"):
             run.crash_log.connect(lambda text: diagnose.set_text(text, "engine log"))
         if run is not None and validate is not None and hasattr(run, "tensor_dump_started") and hasattr(validate, "numerics"):

@@ -35,6 +35,55 @@ def model_facts(layer_map: LayerMap) -> str:
     return "   ·   ".join(parts)
 
 
+class RunningBadge(QFrame):
+    """What the engine runs now, under the model bar; when the map shows another model, says so
+    and offers to show the running one."""
+
+    switch_requested = Signal(str)  # the source to load: the running model's
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("runningBadge")
+        self.served = None
+        self.text = QLabel()
+        self.text.setObjectName("runningText")
+        self.text.setWordWrap(True)
+        self.text.setTextFormat(Qt.TextFormat.RichText)
+        self.text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.switch = QPushButton("Show the running model")
+        self.switch.setToolTip("Load the running model's map")
+        self.switch.clicked.connect(lambda: self.served is not None and self.switch_requested.emit(self.served.map_source))
+        row = QHBoxLayout(self)
+        row.setContentsMargins(12, 4, 12, 4)
+        row.addWidget(self.text, 1)
+        row.addWidget(self.switch)
+        self.hide()
+
+    @property
+    def mismatch(self) -> bool:
+        """Whether it says the map shows another model than the one running."""
+        return self.served is not None and not self.switch.isHidden()
+
+    def show_running(self, served, layer_map: LayerMap | None) -> None:
+        """`served`: a ServedModel, or None (nothing runs: the badge goes)."""
+        import html
+
+        self.served = served
+        if served is None:
+            self.hide()
+            return
+        same = served.is_map_of(layer_map)
+        noise = " · <b style='color:#C62828'>random weights</b>" if served.random_weights else ""
+        text = f"<b style='color:#2E7D32'>▶ Running</b> {html.escape(served.name)} · {html.escape(served.label)}{noise}"
+        if not same:
+            shown = html.escape(layer_map.name) if layer_map is not None else "no model"
+            text += (f"<br><b style='color:#B45309'>The map is not the running model</b>: it shows {shown}.")
+        self.text.setText(text)
+        self.switch.setVisible(not same)
+        self.setProperty("mismatch", not same)
+        self.show()
+
+
 class ModelBar(QFrame):
     load_requested = Signal(str, int)  # source, pp
     cancel_requested = Signal()

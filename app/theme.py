@@ -18,6 +18,8 @@ QFrame#divider { color: #DDE1E7; }
 QFrame#errorBanner { background: #FDECEC; border: 1px solid #F1B5B5; border-radius: 4px; }
 QLabel#errorText { color: #8F1D1D; }
 QFrame#errorBanner QToolButton { border: none; color: #8F1D1D; font-weight: 600; }
+QFrame#runningBadge { background: #EEF7EF; border-bottom: 1px solid #CFE3D1; }
+QFrame#runningBadge[mismatch="true"] { background: #FFF4E0; border-bottom: 1px solid #F0C987; }
 QFrame#leftoverBar { background: #FFF4E0; border: 1px solid #F0C987; border-radius: 4px; }
 QFrame#leftoverBar QLabel { color: #6B4500; }
 QTabWidget::pane { border: none; background: #FFFFFF; }

@@ -20,7 +20,9 @@ from bringup.core.numerics.kernel_rows import row_label
 
 @dataclass
 class SessionRecord:
-    model: dict = field(default_factory=dict)  # name, source, family, layers, params...
+    model: dict = field(default_factory=dict)  # the map's model: name, source, family, layers, params...
+    served: dict = field(default_factory=dict)  # what the engine ran, from its /server_info (ServedModel.facts())
+    random_weights: bool = False  # the served weights were random: its answers are noise
     images: dict[str, bytes] = field(default_factory=dict)  # caption -> PNG bytes
     findings: list[dict] = field(default_factory=list)  # validation and diagnosis findings
     plan: dict = field(default_factory=dict)
@@ -61,19 +63,31 @@ def render_html(record: SessionRecord) -> str:
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{e(record.title)}</title>",
              f"<style>{_CSS}</style></head><body>",
              f"<h1>{e(record.title)}</h1><p class='muted'>Exported {e(time.strftime('%Y-%m-%d %H:%M:%S'))} by Bring-up Workbench</p>"]
+    if record.served:
+        parts += ["<h2>Served model</h2>", "<p class='muted'>What the engine ran, from its /server_info.</p>",
+                  _table(record.served)]
+        if record.random_weights:
+            parts.append("<p class='error' style='font-size:1.3em'>Random weights: the answers below are noise, "
+                         "not the model's.</p>")
+    else:
+        parts.append("<h2>Served model</h2><p class='muted'>No engine ran in this session.</p>")
     if record.model:
-        parts += ["<h2>Model</h2>", _table(record.model)]
+        heading = "Model on the map" + ("" if not record.served else " (the layer map below)")
+        parts += [f"<h2>{heading}</h2>", _table(record.model)]
     for caption, png in record.images.items():
         data = base64.b64encode(png).decode("ascii")
         parts.append(f"<h2>{e(caption)}</h2><img alt='{e(caption)}' src='data:image/png;base64,{data}'>")
     if record.findings:
-        parts.append("<h2>Findings</h2><table><tr><th>severity</th><th>code</th><th>message</th><th>fix</th><th>layers</th></tr>")
+        parts.append("<h2>Findings</h2><table><tr><th>severity</th><th>code</th><th>message</th><th>fix</th><th>layers</th>"
+                     "<th>log lines</th></tr>")
         for f in record.findings:
             sev = str(f.get("severity", "info"))
+            said = f.get("explanation") if f.get("title") else ""
+            message = str(f.get("message") or f.get("title") or "") + (f": {said}" if said else "")
             parts.append(
                 f"<tr><td class='{e(sev)}'>{e(sev)}</td><td>{e(str(f.get('code', '')))}</td>"
-                f"<td>{e(str(f.get('message') or f.get('title') or ''))}</td><td>{e(str(f.get('fix', '')))}</td>"
-                f"<td>{e(_fmt(f.get('layers') or []))}</td></tr>")
+                f"<td>{e(message)}</td><td>{e(str(f.get('fix', '')))}</td>"
+                f"<td>{e(_fmt(f.get('layers') or []))}</td><td>{_log_lines(f)}</td></tr>")
         parts.append("</table>")
     if record.numerics.get("kernels"):
         parts += _kernels_html(record.numerics["kernels"])
@@ -87,12 +101,24 @@ def render_html(record: SessionRecord) -> str:
         parts.append("<h2>Chat samples</h2>")
         for chat in record.chats:
             figures = ", ".join(f"{k} {_fmt(chat[k])}" for k in ("ttft_s", "tok_s") if chat.get(k) is not None)
-            parts.append(f"<p><b>Prompt:</b> {e(chat.get('prompt', ''))}<br><b>Answer:</b> {e(chat.get('answer', ''))}"
+            who = f" ({chat['model']}{', random weights: noise' if chat.get('random_weights') else ''})" if chat.get("model") else ""
+            parts.append(f"<p><b>Prompt:</b> {e(chat.get('prompt', ''))}<br><b>Answer{e(who)}:</b> {e(chat.get('answer', ''))}"
                          f"<br><span class='muted'>{e(figures)}</span></p>")
     if record.log_tail:
         parts += ["<h2>Engine log (last lines)</h2>", f"<pre>{e(chr(10).join(record.log_tail))}</pre>"]
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def _log_lines(finding: dict) -> str:
+    """The log lines a diagnosis read ("line 12: ValueError: ..."), as the finding carries them."""
+    numbers = finding.get("lines") or []
+    matched = finding.get("matched") or ""
+    if not numbers and not matched:
+        return ""
+    where = "line " + ", ".join(str(n) for n in numbers[:6]) if numbers else ""
+    text = f"<code>{html.escape(str(matched))}</code>" if matched else ""
+    return html.escape(where) + (": " if where and text else "") + text
 
 
 def _num(value, fmt: str = ".2e") -> str:

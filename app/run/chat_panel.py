@@ -1,4 +1,8 @@
-"""Chat with the running engine: streamed answers with time to first token and tokens/s."""
+"""Chat with the running engine: streamed answers with time to first token and tokens/s.
+
+One conversation per served model: the model is named above the transcript, its `model` field is
+sent with each request, and a new server or model starts a new chat (an old transcript sent as
+context to another model makes its first answer noise). New chat starts one by hand."""
 
 from __future__ import annotations
 
@@ -6,7 +10,8 @@ import html
 import threading
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import (QDoubleSpinBox, QFormLayout, QHBoxLayout, QPlainTextEdit, QPushButton,
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (QDoubleSpinBox, QFormLayout, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton,
                                QSpinBox, QTextBrowser, QVBoxLayout, QWidget)
 
 from bringup.app.elided_label import ElidedLabel
@@ -22,13 +27,26 @@ class ChatPanel(QWidget):
         super().__init__(parent)
         self.base_url: str | None = None
         self.api_key: str | None = None
-        self.messages: list[dict] = []
-        self.samples: list[dict] = []
+        self.messages: list[dict] = []  # this conversation's turns (sent as context)
+        self.samples: list[dict] = []  # every answer of the session, with the model that gave it (the report's)
+        self.served = None  # ServedModel: who answers
+        self._conversation = 0
+        self._asked_in = 0  # the conversation the streaming answer belongs to
         self._answer = ""
         self._prompt = ""
         self._cancel = threading.Event()
         self._thread: threading.Thread | None = None
 
+        self.who = QLabel("No model running.")
+        self.who.setObjectName("chatModel")
+        self.who.setWordWrap(True)
+        self.who.setTextFormat(Qt.TextFormat.RichText)
+        self.new_button = QPushButton("New chat")
+        self.new_button.setToolTip("Forget this conversation: the next prompt is sent without it")
+        self.new_button.clicked.connect(lambda: self.new_chat())
+        head = QHBoxLayout()
+        head.addWidget(self.who, 1)
+        head.addWidget(self.new_button, 0, Qt.AlignmentFlag.AlignTop)
         self.transcript = QTextBrowser()
         self.prompt = QPlainTextEdit(placeholderText="Ask the model something…")
         self.prompt.setMaximumHeight(80)
@@ -50,6 +68,7 @@ class ChatPanel(QWidget):
         buttons.addWidget(self.send_button)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
+        layout.addLayout(head)
         layout.addWidget(self.transcript, 1)
         layout.addWidget(self.prompt)
         layout.addLayout(form)
@@ -58,7 +77,33 @@ class ChatPanel(QWidget):
         self._done.connect(self._on_done)
         self.set_server(None)
 
+    def new_chat(self, why: str = "") -> None:
+        """Start a new conversation (the session's samples stay for the report)."""
+        if self.busy:
+            self._cancel.set()
+        self.messages = []
+        self._conversation += 1  # an answer still streaming belongs to the old one
+        self.transcript.clear()
+        if why:
+            self.transcript.append(f"<p style='color:#6b7280'><i>{html.escape(why)}</i></p>")
+
+    def set_model(self, served) -> None:
+        """The served model (a `ServedModel`, None: none): named above the transcript and in each
+        request; another model than the last starts a new chat."""
+        previous, self.served = self.served, served
+        if served is None:
+            self.who.setText("No model running.")
+            return
+        noise = ("<br><span style='color:#C62828;font-size:13pt;font-weight:700'>Random weights: its answers are "
+                 "noise</span>" if served.random_weights else "")
+        self.who.setText(f"Chatting with <b>{html.escape(served.name)}</b>"
+                         f"<br><span style='color:#6b7280'>{html.escape(served.label)}</span>{noise}")
+        if previous is not None and (previous.name, previous.url) != (served.name, served.url) and self.messages:
+            self.new_chat(f"New chat: {served.name} is running now; the conversation with {previous.name} was not sent to it.")
+
     def set_server(self, base_url: str | None, api_key: str | None = None) -> None:
+        if base_url is not None and self.base_url is not None and base_url != self.base_url and self.messages:
+            self.new_chat(f"New chat: another server ({base_url}).")
         self.base_url, self.api_key = base_url, api_key
         self.send_button.setEnabled(base_url is not None and not self.busy)
         self.stop_button.setEnabled(self.busy)
@@ -78,19 +123,22 @@ class ChatPanel(QWidget):
         self.prompt.clear()
         self._prompt, self._answer = text, ""
         self.messages.append({"role": "user", "content": text})
+        self._asked_in = self._conversation
         self.transcript.append(f"<p><b>You:</b> {html.escape(text)}</p><p><b>Model:</b> ")
         self._cancel.clear()
-        args = (self.base_url, list(self.messages), self.max_tokens.value(), self.temperature.value(), self.top_p.value())
+        model = self.served.name if self.served is not None else "default"
+        args = (self.base_url, list(self.messages), model, self.max_tokens.value(), self.temperature.value(),
+                self.top_p.value())
         self._thread = threading.Thread(target=self._run, args=args, name="chat", daemon=True)
         self._thread.start()
         self.send_button.setEnabled(False)
         self.stop_button.setEnabled(True)
         self.figures.setText("waiting for the first token…")
 
-    def _run(self, url, messages, max_tokens, temperature, top_p) -> None:
+    def _run(self, url, messages, model, max_tokens, temperature, top_p) -> None:
         timing = AnswerTiming()
         try:
-            for piece in stream_chat(url, messages, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
+            for piece in stream_chat(url, messages, model=model, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
                                      api_key=self.api_key, timing=timing, should_stop=self._cancel.is_set):
                 self._piece.emit(piece)
             self._done.emit(timing, "")
@@ -99,13 +147,16 @@ class ChatPanel(QWidget):
 
     def _on_piece(self, piece: str) -> None:
         self._answer += piece
+        if self._asked_in != self._conversation:
+            return  # the user started a new chat meanwhile
         cursor = self.transcript.textCursor()
         cursor.movePosition(cursor.MoveOperation.End)
         cursor.insertText(piece)
         self.transcript.ensureCursorVisible()
 
     def _on_done(self, timing: AnswerTiming, error: str) -> None:
-        self.messages.append({"role": "assistant", "content": self._answer})
+        if self._asked_in == self._conversation:
+            self.messages.append({"role": "assistant", "content": self._answer})
         parts = []
         if timing.ttft_s is not None:
             parts.append(f"TTFT {timing.ttft_s * 1000:.0f} ms")
@@ -118,7 +169,8 @@ class ChatPanel(QWidget):
         self.figures.setText(" · ".join(parts) if not error else f"error: {error}")
         if error:
             self.transcript.append(f"<p style='color:#C62828'>{html.escape(error)}</p>")
-        sample = {"prompt": self._prompt, "answer": self._answer, "ttft_s": timing.ttft_s, "tok_s": timing.tok_s,
+        sample = {"model": self.served.name if self.served is not None else "", "prompt": self._prompt,
+                  "answer": self._answer, "random_weights": bool(self.served and self.served.random_weights), "ttft_s": timing.ttft_s, "tok_s": timing.tok_s,
                   "decode_tok_s": timing.decode_tok_s, "tokens": timing.tokens, "chunks": timing.chunks,
                   "tokens_counted_by": timing.tokens_counted_by}
         self.samples.append(sample)

@@ -93,6 +93,18 @@ class LivePlots(QWidget):
         self._timer.start()
         self.redraw()
 
+    def set_served(self, served) -> None:
+        """Show the state pool only for a model with recurrent layers: an engine reports a pool of
+        a few slots even for a model without any, and an empty graph of them says what is not there."""
+        stateless = served is not None and served.state_layers == ()
+        for (title, *_), plot in zip(PANELS, self._plots):
+            if title == "State pool":
+                plot.setVisible(not stateless)
+                plot.setToolTip(f"{served.name} has no recurrent layers: no state pool" if stateless else "")
+
+    def panel_visible(self, title: str) -> bool:
+        return next(not plot.isHidden() for (t, *_), plot in zip(PANELS, self._plots) if t == title)
+
     # data in
     def add_sample(self, sample: EngineSample) -> None:
         if self._t0 is None:

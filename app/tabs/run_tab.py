@@ -21,6 +21,7 @@ from bringup.app.run.tensor_dump_option import TensorDumpOption
 from bringup.app.run.load_panel import LoadPanel
 from bringup.app.run.log_console import LogConsole
 from bringup.app.run.serve_source import serve_source_for
+from bringup.core.client.running_label import ServedModel
 from bringup.core.engine import facts as engine_facts
 from bringup.core.launch import Launch
 from bringup.core.layermap.vocabulary import LayerMap
@@ -46,6 +47,7 @@ class RunTab(QWidget):
     highlight_requested = Signal(object)
     crash_log = Signal(str)  # the crashed engine's log, for the Diagnose tab
     tensor_dump_started = Signal(str)  # SGLang started dumping its layers into this folder (Numerics compares it)
+    running_changed = Signal(object)  # the ServedModel now running (from /server_info), or None
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -54,6 +56,8 @@ class RunTab(QWidget):
         self.crash_findings: list[dict] = []
         self.launch: Launch | None = None  # what the Validate tab checked: the next Start launches it
         self.plots = None  # LivePlots, built on first show (pyqtgraph costs start-up time)
+        self.served = None  # ServedModel: what the engine really runs, once /server_info answered
+        self.last_served = None  # ... and the session's last one, after it stopped (the report names it)
 
         # launch bar
         self.engine = QComboBox()
@@ -255,6 +259,7 @@ class RunTab(QWidget):
             self.clear_button.clicked.connect(self.plots.clear)
             self.csv_button.clicked.connect(lambda: self._export("CSV files (*.csv)", ".csv", self.plots.export_csv))
             self.png_button.clicked.connect(lambda: self._export("PNG images (*.png)", ".png", self.plots.export_png))
+            self.plots.set_served(self.served)
         return self.plots
 
     # actions
@@ -355,10 +360,22 @@ class RunTab(QWidget):
         label = running_label(info) or device_text(info)  # what really runs: architecture, weights, device
         if label and label not in self.stage.text():
             self.stage.setText(self.stage.text() + f" · {label}")
+        self._set_served(ServedModel.from_info(info, self.controller.base_url or ""))
+
+    def _set_served(self, served) -> None:
+        """The model that runs now (None: none): the chat, graphs and window follow it."""
+        self.served = served
+        if served is not None:
+            self.last_served = served
+        self.chat.set_model(served)
+        if self.plots is not None and hasattr(self.plots, "set_served"):
+            self.plots.set_served(served)
+        self.running_changed.emit(served)
 
     def _on_crash(self, code: int, tail: list[str]) -> None:
         self.load.set_server(None)
         self.chat.set_server(None)
+        self._set_served(None)
         from bringup.core.exit_status import exit_text, likely_cause
 
         # Killed by a signal, the last log line is whatever came before ("ready to roll!"): say why instead.
@@ -400,6 +417,7 @@ class RunTab(QWidget):
         self.progress.setValue(0)
         self.chat.set_server(None)
         self.load.set_server(None)
+        self._set_served(None)
 
     def diagnose_text(self, text: str) -> list:
         """Findings from the log; the first one naming layers goes on the map at once."""
@@ -456,12 +474,36 @@ class RunTab(QWidget):
                 QMessageBox.warning(self, "Export failed", f"Could not write {path}: {err}")
 
     def _ask_report_path(self) -> None:
-        path, _ = QFileDialog.getSaveFileName(self, "Export session report", "bringup-session.html", "HTML (*.html)")
-        if path:
-            try:
-                self.export_report(path)
-            except OSError as err:
-                QMessageBox.warning(self, "Export failed", f"Could not write {path}: {err}")
+        from bringup.app.run.report import report_name, reports_folder
+
+        folder = reports_folder()
+        folder.mkdir(parents=True, exist_ok=True)
+        path, _ = QFileDialog.getSaveFileName(self, "Export session report", str(folder / report_name(self)),
+                                              "HTML (*.html)")
+        if not path:
+            return
+        try:
+            written = self.export_report(path)
+        except OSError as err:
+            QMessageBox.warning(self, "Export failed", f"Could not write {path}: {err}")
+            return
+        self.confirm_report(written)
+
+    def confirm_report(self, path: Path) -> QMessageBox:
+        """Say where the report went, with Open (the browser) and Show folder."""
+        from PySide6.QtCore import QUrl
+        from PySide6.QtGui import QDesktopServices
+
+        box = QMessageBox(QMessageBox.Icon.Information, "Report saved", f"The session report was saved to\n{path}",
+                          parent=self)
+        open_button = box.addButton("Open", QMessageBox.ButtonRole.AcceptRole)
+        folder_button = box.addButton("Show folder", QMessageBox.ButtonRole.ActionRole)
+        box.addButton(QMessageBox.StandardButton.Close)
+        box.buttonClicked.connect(lambda button: QDesktopServices.openUrl(QUrl.fromLocalFile(
+            str(path if button is open_button else Path(path).parent))) if button in (open_button, folder_button) else None)
+        self._report_box = box
+        box.open()
+        return box
 
     def export_report(self, path: str | Path) -> Path:
         from bringup.app.run.report import collect_session

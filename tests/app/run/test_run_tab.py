@@ -106,12 +106,18 @@ def test_real_engine_flow(qtbot, tmp_path):
     qtbot.waitUntil(lambda: tab.plots.panel_has_data("KV pool") and tab.plots.panel_has_data("State pool"), timeout=15000)
     assert tab.plots.history.last("kv_total") == figures["kv_tokens"]
 
+    # what runs, from /server_info: the chat names it and sends its name as the request's model
+    qtbot.waitUntil(lambda: tab.served is not None, timeout=15000)
+    assert tab.served.name.startswith("nemotron-3-nano-pattern-tiny") and tab.served.random_weights
+    assert tab.served.name in tab.chat.who.text()
+
     # chat: a streamed answer with its figures
     tab.chat.max_tokens.setValue(12)
     tab.chat.send("Hello there")
     qtbot.waitUntil(lambda: len(tab.chat.samples) == 1, timeout=60000)
     sample = tab.chat.samples[0]
     assert sample["answer"] and sample["ttft_s"] is not None
+    assert sample["model"] == tab.served.name and sample["random_weights"]
     assert "tok/s" in tab.chat.figures.text()
 
     # load fills the pools; the graphs see requests running

@@ -1,0 +1,78 @@
+"""The window follows what runs (issue 33): the served model from /server_info names the chat,
+marks the map when it shows another model, and decides which pool graphs are there."""
+
+from __future__ import annotations
+
+import pytest
+
+from bringup.app.run.chat_panel import ChatPanel
+from bringup.core.client.running_label import ServedModel
+from repo_paths import SHARED_MODELS
+
+NANO = SHARED_MODELS / "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B.json"
+# /server_info as our engine writes it (core/engine/engine.py server_info), for two real models.
+MINIATURE = {"model": "nemotron-3-nano-pattern-tiny-v1", "architecture": "NemotronHForCausalLM", "load_format": "auto",
+             "params": 22_209_704, "dtype": "float32", "device": "cpu", "device_name": "x86_64",
+             "kv_layers": [5, 12], "state_layers": [0, 2, 4], "model_path": "/cache/nemotron-3-nano-pattern-tiny-v1"}
+SMOLLM2 = {"model": "SmolLM2-135M-Instruct.Q4_1", "architecture": "LlamaForCausalLM", "load_format": "auto",
+           "params": 134_515_008, "dtype": "float32", "device": "cpu", "device_name": "x86_64",
+           "kv_layers": list(range(30)), "state_layers": [], "model_path": "/cache/gguf/SmolLM2-135M-Instruct.Q4_1.gguf"}
+
+
+def test_served_model_in_words():
+    tiny = ServedModel.from_info(MINIATURE, "http://127.0.0.1:30001")
+    assert tiny.random_weights and "noise" in tiny.weights and tiny.map_source == "default"
+    assert tiny.device_name == "the CPU (x86_64)"
+    smol = ServedModel.from_info(SMOLLM2)
+    assert not smol.random_weights and smol.weights == "checkpoint weights" and smol.state_layers == ()
+    assert ServedModel.from_info({"device": "cuda:0", "device_name": "NVIDIA H200"}).device_name == "NVIDIA H200"
+    assert ServedModel.from_info({"device": "xpu:0"}).device_name == "Intel XPU (xpu:0)"
+
+
+def test_chat_names_its_model_and_starts_over_for_another(qtbot):
+    chat = ChatPanel()
+    qtbot.addWidget(chat)
+    chat.set_server("http://127.0.0.1:30001")
+    chat.set_model(ServedModel.from_info(MINIATURE, "http://127.0.0.1:30001"))
+    assert "nemotron-3-nano-pattern-tiny-v1" in chat.who.text() and "Random weights" in chat.who.text()
+    chat.messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "noise"}]
+    chat.set_model(ServedModel.from_info(MINIATURE, "http://127.0.0.1:30001"))  # the same model again: kept
+    assert len(chat.messages) == 2
+    chat.set_model(ServedModel.from_info(SMOLLM2, "http://127.0.0.1:30001"))
+    assert chat.messages == [] and "SmolLM2" in chat.who.text() and "Random weights" not in chat.who.text()
+    assert "was not sent to it" in chat.transcript.toPlainText()
+    chat.messages = [{"role": "user", "content": "hi"}]
+    chat.new_button.click()
+    assert chat.messages == [] and chat.transcript.toPlainText() == ""
+
+
+def test_the_map_says_when_it_is_not_the_running_model_and_switches(qtbot, monkeypatch):
+    from bringup.app import tabs as tab_registry
+    from bringup.app.main_window import MainWindow
+
+    monkeypatch.setattr(tab_registry, "TAB_FACTORIES", [])
+    window = MainWindow()
+    qtbot.addWidget(window)
+    with qtbot.waitSignal(window.settled, timeout=10000):
+        window.load(str(NANO))
+    window.show_running(ServedModel.from_info(MINIATURE))
+    assert window.running.isVisibleTo(window) and window.running.mismatch
+    assert "The map is not the running model" in window.running.text.text()
+    assert "running: nemotron-3-nano-pattern-tiny-v1" in window.windowTitle()
+    with qtbot.waitSignal(window.settled, timeout=10000):
+        window.running.switch.click()  # one click: the running model's map
+    assert window.layer_map.source == "default" and not window.running.mismatch
+    window.show_running(None)
+    assert not window.running.isVisibleTo(window)
+
+
+def test_no_state_pool_graph_for_a_model_without_recurrent_layers(qtbot):
+    pytest.importorskip("pyqtgraph")
+    from bringup.app.run.live_plots import LivePlots
+
+    plots = LivePlots()
+    qtbot.addWidget(plots)
+    plots.set_served(ServedModel.from_info(SMOLLM2))
+    assert not plots.panel_visible("State pool") and plots.panel_visible("KV pool")
+    plots.set_served(ServedModel.from_info(MINIATURE))
+    assert plots.panel_visible("State pool")
