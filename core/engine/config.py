@@ -44,7 +44,7 @@ class EngineConfig:
     kv_dtype: str | None = None  # None: the model's dtype
     conv_dtype: str | None = None  # Mamba2 conv state; None: the model's dtype
     ssm_dtype: str = facts.DEFAULT_SSM_DTYPE
-    chunked_prefill_size: int | None = None  # prompt tokens per step; None: facts.DEFAULT_CHUNKED_PREFILL_SIZE
+    chunked_prefill_size: int | None = None  # prompt tokens per step beside the decodes; None: the planner's
     cuda_graphs: bool | None = None  # decode graphs; None: where the device has them (BRINGUP_CUDA_GRAPHS)
     warmup: bool | None = None  # start-up warm-up; None: on accelerators (BRINGUP_WARMUP)
     cpu_compile: bool | None = None  # CPU decode step through torch.compile; None: on for CPU (BRINGUP_CPU_COMPILE)
@@ -64,11 +64,6 @@ class EngineConfig:
         if self.mem_fraction is not None and not 0 < self.mem_fraction <= 1:
             raise UserError(f"{_name('mem_fraction')} {self.mem_fraction:g} must be in (0, 1], e.g. --mem-fraction 0.8")
         # (device and dtype names are checked where they are resolved: device.py, loader.py, pools.py)
-
-    @property
-    def prefill_chunk(self) -> int:
-        """Prompt tokens per step: the one chosen, else the engine's default."""
-        return self.chunked_prefill_size or facts.DEFAULT_CHUNKED_PREFILL_SIZE
 
     def replace(self, **changes) -> "EngineConfig":
         return dataclasses.replace(self, **changes)

@@ -26,6 +26,7 @@ import torch
 from bringup.core.errors import UserError
 
 from . import device as devices
+from . import facts
 from .batch_log import BatchLog
 from .config import EngineConfig
 from .detokenize import IncrementalDetokenizer
@@ -83,6 +84,7 @@ class Engine:
             self.cpu_threads, why = apply_cpu_threads(c.cpu_threads)
             self.log(f"CPU threads: {self.cpu_threads} ({why})")
         started = time.monotonic()
+        self.startup_seconds: dict[str, float] = {}  # stage -> seconds (load, pools, graphs, compile, warm-up)
         free_before = devices.free_memory(self.device)
         self.log(f"Load weight begin. avail mem={free_before / GB:.2f} GB")
         from .dummy_weights import dummy_tokenizer
@@ -127,6 +129,8 @@ class Engine:
             self.log(f"CPU: oneDNN packed copies of the linear weights, {packed / GB:.2f} GB more (products of a "
                      "few rows and more read them; the MoE's are made at its first wide batch)")
 
+        self.startup_seconds["load"] = time.monotonic() - started
+        stage = time.monotonic()
         self.max_context = int(c.context_length or self.config.get("max_position_embeddings") or 0) or None
         # The map the model was built from: the plan sizes the pools the model's layers use.
         self.layer_map = self.model.layer_map
@@ -134,14 +138,16 @@ class Engine:
         self.kv_dtype = as_dtype(c.kv_dtype) if c.kv_dtype else self.dtype
         self.conv_dtype = as_dtype(c.conv_dtype) if c.conv_dtype else self.dtype
         self.ssm_dtype = as_dtype(c.ssm_dtype)
-        self.plan = self._plan(free_before, c.mem_fraction, c.max_running_requests, page_size, c.context_length)
+        self.plan = self._plan(free_before, c)
         kv_tokens = self.plan.kv_tokens
         if c.max_total_tokens is not None:
             kv_tokens = min(kv_tokens, int(c.max_total_tokens))
         num_pages = kv_tokens // page_size if spec.kv_layer_ids else 0
         self.max_running_requests = max(1, int(self.plan.max_running_requests))
         num_slots = int(self.plan.state_slots) if spec.state_layer_ids else self.max_running_requests
-        chunked_prefill_size = c.prefill_chunk
+        # Prompt tokens per step beside the decode rows: the user's, else the planner's (step_budget.py).
+        chunked_prefill_size = int(c.chunked_prefill_size or self.plan.chunked_prefill_size
+                                   or facts.DEFAULT_CHUNKED_PREFILL_SIZE)
         swa_pages = self._swa_pages(page_size, chunked_prefill_size)
         graphs = self._graphs_wanted(c.cuda_graphs, graph_factory)
         if graphs and swa_pages:
@@ -168,16 +174,32 @@ class Engine:
                                   hybrid=bool(spec.state_layer_ids))
         self._totals = {"requests": 0, "steps": 0}
         self.last_step = None  # the ScheduledStep step() ran last (bench and warm-up read it)
+        self.log(f"Prompt tokens per step: {chunked_prefill_size:,} beside every running request's decode "
+                 f"({'--chunked-prefill-size' if c.chunked_prefill_size else 'the planner'}'s choice)")
+        stage = self._stage("pools", stage)
         if graphs:
             self.capture_decode_graphs(graph_factory)
+            stage = self._stage("graphs", stage)
         self.cpu_compile_seconds = None
         if self._cpu_compile_wanted(c.cpu_compile):
             self.compile_cpu_decode()
+            stage = self._stage("compile", stage)
         self.warmup_report = self.warm_up() if self._warmup_wanted(c.warmup) else None
+        if self.warmup_report is not None:
+            stage = self._stage("warm-up", stage)
         self.batch_log.restart()
         free_after = devices.free_memory(self.device)
         self.log(f"Memory pool end. avail mem={free_after / GB:.2f} GB")
+        self.log("Start-up: " + ", ".join(f"{k} {v:.2f} s" for k, v in self.startup_seconds.items())
+                 + f" ({time.monotonic() - started:.1f} s in all)" + _compile_caches(self.device))
         # The server prints SGLang's max_total_num_tokens=... summary line from server_info().
+
+    def _stage(self, name: str, since: float) -> float:
+        """Record a start-up stage's seconds (the device drained, so its work counts in its stage)."""
+        devices.synchronize(self.device)
+        now = time.monotonic()
+        self.startup_seconds[name] = now - since
+        return now
 
     @property
     def decode_graphs(self):
@@ -280,14 +302,16 @@ class Engine:
         least = -(-(spec.sliding_window - 1 + chunk) // page_size) + 1
         return max(per_request, least)
 
-    def _plan(self, free_before, mem_fraction, max_running_requests, page_size, context_length):
+    def _plan(self, free_before, c: EngineConfig):
         from bringup.core.planner import plan_memory
 
+        chunk = {"chunked_prefill_size": c.chunked_prefill_size} if c.chunked_prefill_size else {}
         plan = plan_memory(
             self.layer_map, device_memory=int(free_before), target="embedded", device=self.device.type,
-            mem_fraction=mem_fraction, dtype=_name(self.dtype), kv_dtype=_name(self.kv_dtype),
-            conv_dtype=_name(self.conv_dtype), ssm_dtype=_name(self.ssm_dtype), page_size=page_size,
-            context=context_length, max_running_requests=max_running_requests, weights_bytes=self.weights_bytes,
+            mem_fraction=c.mem_fraction, dtype=_name(self.dtype), kv_dtype=_name(self.kv_dtype),
+            conv_dtype=_name(self.conv_dtype), ssm_dtype=_name(self.ssm_dtype), page_size=c.page_size,
+            context=c.context_length, max_running_requests=c.max_running_requests, weights_bytes=self.weights_bytes,
+            **chunk,
         )
         if getattr(plan, "problems", None):
             raise UserError("cannot size the engine's pools: " + "; ".join(plan.problems))
@@ -423,6 +447,7 @@ class Engine:
             "cpu_compiled_decode_seconds": (round(self.cpu_compile_seconds, 3)
                                             if self.runner.compiled_decode is not None else None),
             "warmup_seconds": round(self.warmup_report.seconds, 3) if self.warmup_report is not None else None,
+            "startup_seconds": {k: round(v, 3) for k, v in self.startup_seconds.items()},
             "device": str(self.device),
             "device_name": devices.device_name(self.device),
             "cpu_threads": self.cpu_threads,
@@ -501,6 +526,23 @@ def weight_scheme(model):
     from .quantized import RunningScheme
 
     return getattr(model, "weight_scheme", None) or RunningScheme(_name(model.dtype))
+
+
+def _compile_caches(device) -> str:
+    """Where this start's compiled kernels are kept for the next one: inductor's on-disk cache (the
+    CPU's compiled decode step), Triton's (the GPU kernels); a second start of the same model reuses them."""
+    if device.type == "cpu":
+        from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+        return f"; inductor's cache {cache_dir()} (a second start reuses it)"
+    try:
+        import triton
+    except ImportError:
+        return ""
+    knobs = getattr(triton, "knobs", None)  # triton >= 3.4 states its cache folder there
+    folder = (getattr(getattr(knobs, "cache", None), "dir", None) or os.environ.get("TRITON_CACHE_DIR")
+              or os.path.join(os.path.expanduser("~"), ".triton", "cache"))
+    return f"; Triton's cache {folder} (a second start reuses it)"
 
 
 def _name(dtype: torch.dtype) -> str:

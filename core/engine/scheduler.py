@@ -1,11 +1,15 @@
-"""Continuous batching over two pools.
+"""Continuous batching over two pools, with mixed chunked prefill.
 
-Each step the scheduler picks, under a token budget (`chunked_prefill_size`):
-1. the running requests, oldest first: a decode token, or the next chunk of a long prompt (its
-   state slot carries the Mamba state from chunk to chunk);
-2. then waiting requests, in order, while both pools admit them: a free state slot (one per
-   request) and KV pages for the whole prompt plus room for the first output token (and, when
-   others are running, a small watermark so their decodes do not preempt at once).
+Each step carries every running request that decodes (one token each, never held back by prompt
+work) plus prompt tokens up to a budget (`chunked_prefill_size`, the planner's choice by default:
+core/planner/step_budget.py), as SGLang's mixed chunked prefill and vLLM's token budget do, so no
+decoding request waits a whole prompt's prefill for its next token:
+1. the running requests, oldest first: a decode token, or, within the budget, the next chunk of a
+   long prompt (its state slot carries the Mamba state from chunk to chunk) or of a preempted
+   request's recompute;
+2. then waiting requests, in order, while the budget lasts and both pools admit them: a free state
+   slot (one per request) and KV pages for the whole prompt plus room for the first output token
+   (and, when others are running, a small watermark so their decodes do not preempt at once).
 The step lists its requests in state-slot order (`order_by_state_slot`), whatever order chose them.
 
 When a running request needs a KV page and none is free, the newest running request is preempted:
@@ -128,17 +132,21 @@ class Scheduler:
 
     # One step
     def schedule(self) -> ScheduledStep:
-        budget = self.token_budget if self.token_budget is not None else float("inf")
+        budget = self.token_budget if self.token_budget is not None else float("inf")  # prompt tokens
         step = ScheduledStep([], [], [])
         queue = deque(self.running)
-        while queue and budget > 0:
+        while queue:
             req = queue.popleft()
-            n = int(min(req.num_uncomputed, budget))
+            decode = req.num_uncomputed == 1 and req.num_computed >= len(req.prompt_ids)
+            n = 1 if decode else int(min(req.num_uncomputed, budget))
+            if n <= 0:  # prompt work, and the budget is spent: it goes on next step
+                continue
             if not self._grow(req, n, queue, step):
                 continue
             step.requests.append(req)
             step.num_new_tokens.append(n)
-            budget -= n
+            if not decode:
+                budget -= n
         if not step.preempted:  # after a preemption the pool is tight: admit nothing new
             self._admit(step, budget)
         order_by_state_slot(step)

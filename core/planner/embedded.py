@@ -12,7 +12,7 @@ slots goes to KV pages up to `max_running_requests * context` tokens (more could
 A model with sliding-window layers beside full ones (Gemma 2/3, gpt-oss) gets a third pool, the
 SWA pool, as SGLang does: the sliding layers keep only their window, so a request costs the full
 layers' KV for `context` tokens plus the sliding layers' KV for its window (and a page either
-side), and the pool keeps room for one prefill chunk (SWA_CHUNK) more.
+side), and the pool keeps room for one prefill chunk more.
 
 Defaults, chosen for this engine:
 - GPU (cuda, xpu, ...): reserve max(1 GiB, 10 %) of the device for activations, the allocator and
@@ -32,6 +32,7 @@ from bringup.core.layermap import geometry
 from .budget import config_context, page_ceil, page_floor
 from bringup.core.layermap.sizes import format_bytes
 from .memory_plan import Capacity, MemoryPlan, Segment
+from .step_budget import prefill_budget
 
 GIB = 1024**3
 CPU_POOL_SHARE = 0.25
@@ -43,7 +44,6 @@ DEFAULT_MAX_RUNNING = {"cpu": 8}
 DEFAULT_MAX_RUNNING_GPU = 256
 DEFAULT_CONTEXT = {"cpu": 4096}
 DEFAULT_CONTEXT_GPU = 8192
-SWA_CHUNK = 2048  # prompt tokens one step may bring (the engine's default chunked_prefill_size)
 
 
 def swa_layers(layers) -> tuple[list, int]:
@@ -94,6 +94,7 @@ def plan_embedded(
     layer_map: LayerMap, *, device: str, device_memory: int, mem_fraction: float | None, weights_bytes: int,
     weights_source: str, dtype: str, kv_dtype: str, conv_dtype: str, ssm_dtype: str, dtype_bytes,
     page_size: int | None, context: int | None, max_running_requests: int | None,
+    chunked_prefill_size: int | None = None,
 ) -> MemoryPlan:
     notes: list[str] = []
     problems: list[str] = []
@@ -104,6 +105,12 @@ def plan_embedded(
         context = min(default, model_context) if model_context else default
         notes.append(f"pools planned for requests of up to {context} tokens (--context to change)")
     cap = max_running_requests or DEFAULT_MAX_RUNNING.get(device, DEFAULT_MAX_RUNNING_GPU)
+    assumed = {}
+    chunk = chunked_prefill_size
+    if chunk is None:
+        chunk, why = prefill_budget(layer_map, device=device, weights_bytes=weights_bytes)
+        assumed["chunked_prefill_size"] = f"{chunk} ({why})"
+        notes.append(f"prompt tokens per step {chunk:,} beside the decode rows: {why}")
     if mem_fraction is None:
         mem_fraction = auto_mem_fraction(device, device_memory, weights_bytes)
         notes.append(f"mem fraction {mem_fraction:.3f} chosen for {device} (see core/planner/embedded.py)")
@@ -124,7 +131,7 @@ def plan_embedded(
     per_state = conv + ssm
     swa_cell = geometry.kv_bytes_per_token(sliding, 1, kv_b)
     swa_per_request = swa_tokens_per_request(window, page_size, page_ceil(context, page_size)) if sliding else 0
-    swa_chunk = page_ceil(min(SWA_CHUNK, context), page_size) if sliding else 0
+    swa_chunk = page_ceil(min(chunk, context), page_size) if sliding else 0
     # Each request's window rides with its state slot; the chunk's room comes off the top.
     requests, kv_tokens, bottleneck = _fit(pool_bytes - swa_chunk * swa_cell, per_state + swa_per_request * swa_cell,
                                            cell, context, page_size, cap)
@@ -169,4 +176,5 @@ def plan_embedded(
         state_slots_per_request=1 if per_state else 0, kv_layers=len(layer_map.kv_layers),
         state_layers=len(layer_map.state_layers), all_attention=all_attention, breakdown=breakdown,
         notes=notes, problems=problems, swa_tokens=swa_tokens, swa_bytes_per_token=swa_cell, swa_window=window,
+        assumed=assumed, chunked_prefill_size=chunk,
     )

@@ -101,6 +101,9 @@ class MemoryPlan:
     swa_tokens: int = 0
     swa_bytes_per_token: int = 0
     swa_window: int = 0
+    # The embedded engine: prompt tokens one step carries beside its decode rows (step_budget.py's
+    # choice unless the user gave --chunked-prefill-size). None for other targets (see `assumed`).
+    chunked_prefill_size: int | None = None
 
     @property
     def ok(self) -> bool:

@@ -131,11 +131,14 @@ def plan_memory(
     if kind == "embedded":
         if tp != 1 or pp != 1:
             raise UserError("the embedded engine runs on one device; use --tp 1 --pp 1, or plan for --target sglang==X.Y.Z")
+        chunk = sglang_options.pop("chunked_prefill_size", None)  # the one such option the engine has
         if sglang_options:
             raise UserError(f"options {', '.join(sorted(sglang_options))} apply to SGLang targets only")
+        if chunk is not None and chunk < 1:
+            raise UserError(f"--chunked-prefill-size must be at least 1, got {chunk}")
         from .embedded import plan_embedded
 
-        plan = plan_embedded(layer_map, **common)
+        plan = plan_embedded(layer_map, **common, chunked_prefill_size=chunk)
     elif kind == "vllm":
         from .vllm import plan_vllm
 

@@ -22,8 +22,7 @@ def _parsed(module, argv):
 def test_defaults_are_the_engines_facts():
     config = EngineConfig("m")
     assert (config.page_size, config.ssm_dtype) == (facts.DEFAULT_PAGE_SIZE, facts.DEFAULT_SSM_DTYPE)
-    assert config.prefill_chunk == facts.DEFAULT_CHUNKED_PREFILL_SIZE
-    assert config.replace(chunked_prefill_size=512).prefill_chunk == 512
+    assert config.chunked_prefill_size is None  # the planner's choice (core/planner/step_budget.py)
 
 
 @pytest.mark.parametrize("changes, message", [

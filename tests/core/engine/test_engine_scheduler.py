@@ -309,3 +309,63 @@ def test_a_step_lists_its_requests_in_state_slot_order():
     slots = [r.state_slot for r in step.requests]
     assert slots == sorted(slots) == list(range(4))
     assert step.num_new_tokens == [r.num_uncomputed for r in step.requests]  # each count moved with its request
+
+
+def _decoding(s: Scheduler) -> list:
+    return [r for r in s.running if r.num_computed >= len(r.prompt_ids) and r.num_uncomputed == 1]
+
+
+def _prompt_tokens(step) -> int:
+    return sum(n for _, n in step.prefill())
+
+
+def test_decode_rows_run_every_step_while_a_long_prompt_is_chunked():
+    """Mixed chunked prefill: decodes are never held back by a prompt, and prompt tokens keep to the budget
+    (a budget smaller than the decode rows still lets every row decode)."""
+    s = make(num_pages=64, num_slots=8, chunk=3)
+    decoders = [req(2, max_new=12) for _ in range(4)]
+    for r in decoders:
+        s.add(r)
+    while any(r.num_computed < len(r.prompt_ids) for r in decoders):
+        run_step(s)
+    long = req(20, max_new=2)
+    s.add(long)
+    chunked = 0
+    while long.num_computed < len(long.prompt_ids):
+        decoding = {r.id for r in _decoding(s)}
+        step = run_step(s)
+        scheduled = {r.id for r in step.requests}
+        assert decoding <= scheduled  # every decoding request got its token this step
+        assert _prompt_tokens(step) <= 3
+        chunked += 1
+    assert chunked == 7  # 20 prompt tokens in chunks of 3: the decodes took none of the budget
+    drain(s)
+    assert all(len(r.output_ids) == 12 for r in decoders) and long.output_ids == [7, 7]
+
+
+def test_preemption_and_abort_mid_chunk_free_everything_and_the_rest_finish():
+    s = make(num_pages=8, num_slots=4, chunk=2)  # 32 tokens of KV
+    a, b = req(6, max_new=10), req(18, max_new=3)
+    s.add(a)
+    while not a.output_ids:
+        run_step(s)
+    s.add(b)
+    run_step(s)  # b's first chunk: mid-prompt
+    assert 0 < b.num_computed < len(b.prompt_ids)
+    while not b.num_preemptions:  # a grows, the pool runs short: b, the newest, goes back mid-prompt
+        before = b.num_computed
+        run_step(s)
+    assert 0 < before < len(b.prompt_ids) and b.num_computed == 0 and b.status is Status.WAITING
+    drain(s)  # and is recomputed once a is done
+    assert a.output_ids == [7] * 10 and b.output_ids == [7] * 3
+    c, d = req(5, max_new=4), req(15, max_new=4)
+    s.add(c)
+    s.add(d)
+    run_step(s)
+    assert 0 < d.num_computed < len(d.prompt_ids) or d.status is Status.WAITING
+    s.finish(d, "abort")  # aborted mid-chunk: its pages and slot come back at once
+    assert d.pages == [] and d.state_slot is None
+    s.check()
+    drain(s)
+    assert c.output_ids == [7] * 4
+    assert s.kv_pool.num_used_pages == 0 and s.state_pool.num_used_slots == 0

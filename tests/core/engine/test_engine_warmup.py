@@ -50,8 +50,9 @@ def test_warmup_covers_real_step_shapes_and_leaves_no_trace(tiny):
     assert report is not None and report.seconds > 0
     steps = report.steps
     full_pure = [s for s in steps if s["tokens"] == 64 and s["decodes"] == 0 and s["prompt_tokens"] == 64]
-    full_mixed = [s for s in steps if s["tokens"] == 64 and s["decodes"] > 0 and s["resumed"] > 0
-                  and s["prompt_tokens"] > s["resumed"]]
+    # (a mixed step carries its decodes beside a full chunk of prompt tokens: the budget is prompt tokens)
+    full_mixed = [s for s in steps if s["prompt_tokens"] == 64 and s["tokens"] == 64 + s["decodes"]
+                  and s["decodes"] > 0 and s["resumed"] > 0 and s["prompt_tokens"] > s["resumed"]]
     assert full_pure and full_mixed, steps
     assert any(s["prompt_tokens"] and s["tokens"] % 16 for s in steps), steps
     assert any(not s["prompt_tokens"] for s in steps), steps  # decode-only steps too

@@ -1,0 +1,49 @@
+"""How many prompt tokens one engine step may carry (the chunk size), chosen from the device and the model.
+
+Every step of the embedded engine carries all running decode rows plus prompt tokens up to this
+budget (SGLang's mixed chunked prefill). A decode step must read the weights once whatever it
+computes; prompt tokens add compute. Below the point where a step's compute takes as long as its
+weight reads, prompt tokens ride almost free on the reads; far above it, a step takes many decode
+steps' time and every decoding request waits that long for its next token. So on an accelerator the
+budget is the prompt tokens whose compute takes as long as STEP_WEIGHT_READS reads of the weights:
+
+    tokens = STEP_WEIGHT_READS * FLOP_PER_BYTE * weights_bytes / (2 * active parameters)
+
+(2 FLOPs per active parameter per token), rounded up to a power of two within [MIN, MAX]. A mixed
+step then lasts about 1 + STEP_WEIGHT_READS decode steps at most, and prompts run near the device's
+compute rate. Sparse models get larger budgets: a token touches few of the weights a step reads.
+E.g. Nemotron-3-Nano-30B-A3B in bf16 (63 GB of weights, 3.6 B active): 3,531 -> 4,096 tokens; a
+dense 8B model: 400 -> 2,048 (the floor). On the CPU a step is host-bound and its prompt compute is
+slow: the engine's default (facts.DEFAULT_CHUNKED_PREFILL_SIZE).
+"""
+
+from __future__ import annotations
+
+from bringup.core.engine.facts import DEFAULT_CHUNKED_PREFILL_SIZE
+
+# bf16 matrix FLOP/s over memory bytes/s of current accelerators (their spec sheets): H200 989 T /
+# 4.8 TB/s = 206, H100 SXM 989 / 3.35 = 295, A100 312 / 2.04 = 153, MI300X 1307 / 5.3 = 247.
+FLOP_PER_BYTE = 200
+STEP_WEIGHT_READS = 2
+MIN_TOKENS = 2048  # below this the per-step costs (launches, the weight reads) dominate the prompt work
+MAX_TOKENS = 16384
+
+
+def _pow2_ceil(n: float) -> int:
+    p = 1
+    while p < n:
+        p *= 2
+    return p
+
+
+def prefill_budget(layer_map, *, device: str, weights_bytes: int) -> tuple[int, str]:
+    """(prompt tokens per step, why) for the embedded engine on `device`."""
+    if device == "cpu":
+        return DEFAULT_CHUNKED_PREFILL_SIZE, "the CPU's steps are host-bound: the engine's default"
+    active = int(layer_map.params_active or layer_map.params_total or 0)
+    if active <= 0 or weights_bytes <= 0:
+        return DEFAULT_CHUNKED_PREFILL_SIZE, "the model's parameter count is unknown: the engine's default"
+    raw = STEP_WEIGHT_READS * FLOP_PER_BYTE * weights_bytes / (2 * active)
+    tokens = max(MIN_TOKENS, min(MAX_TOKENS, _pow2_ceil(raw)))
+    return tokens, (f"the prompt tokens whose compute takes {STEP_WEIGHT_READS} weight reads on a {device} device: "
+                    f"{raw:,.0f} -> {tokens:,} within [{MIN_TOKENS:,}, {MAX_TOKENS:,}] (core/planner/step_budget.py)")
