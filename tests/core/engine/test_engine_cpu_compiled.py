@@ -105,7 +105,12 @@ def test_compiled_decode_gives_the_eager_tokens_with_one_compile(tiny_folder, on
     graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
     assert graphs - before == (1 if one_graph else 2)
     prompts, params = _workload(compiled)
+    splits, split = [], compiled.runner._forward_split
+    compiled.runner._forward_split = lambda step, d, p: splits.append((len(d), len(p))) or split(step, d, p)
     got = compiled.generate(prompts, params)
+    # 6 requests on 4 slots: the late ones join running decodes; those mixed steps ran their decode rows
+    # compiled and their prompt rows eagerly, and the tokens are the eager engine's below.
+    assert splits and all(d >= 1 and p >= 1 for d, p in splits)
     # The warm-up compiled every size: batches of 1 to 4 and growing contexts compiled nothing new.
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == graphs
     assert compiled.stats()["state_slots_used"] == 0 and compiled.stats()["kv_tokens_used"] == 0
