@@ -5,6 +5,11 @@ HTTP handlers hand it work through a command queue (add, abort, or any call such
 `server_info`), each with a future for the answer, and read their request's outputs from an
 asyncio queue that the loop fills after every step. A client that goes away aborts its request,
 which frees its KV pages and state slot at the next step.
+
+The loop thread does only the engine's work: after a step it hands all of that step's outputs to
+each event loop in ONE call (not one wake-up per request), and the text of a request's tokens is
+decoded there, on the event loop, while the engine runs its next step (the engine decodes only the
+requests with stop strings, whose end depends on the text).
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ class RequestStream:
     prompt_len: int
     queue: asyncio.Queue = field(default_factory=asyncio.Queue)
     finished: bool = False
+    detokenizer: Any = None  # IncrementalDetokenizer run on the event loop; None: the engine's text is used
 
     async def get(self):
         out = await self.queue.get()
@@ -109,15 +115,22 @@ class AsyncEngine:
         All or none: if the engine refuses one, those already added are aborted and its error is
         raised. If the caller is cancelled (the client left) while waiting, all are aborted.
         """
+        from bringup.core.engine.detokenize import IncrementalDetokenizer
+
         rids = [r or uuid.uuid4().hex for r in (request_ids or [None] * len(prompts))]
-        streams = [RequestStream(rid, len(p)) for rid, p in zip(rids, prompts)]
+        tokenizer = getattr(self.engine, "tokenizer", None)
+        streams = [RequestStream(rid, len(p), detokenizer=None if sp.stop or tokenizer is None
+                                 else IncrementalDetokenizer(tokenizer, p))
+                   for rid, p, sp in zip(rids, prompts, params)]
         loop = asyncio.get_running_loop()
 
         def add():
             added = []
             try:
                 for prompt, sp, stream in zip(prompts, params, streams):
-                    self.engine.add_request(prompt, sp, request_id=stream.request_id)
+                    # Text here only for stop strings (the engine must see them); else the event loop decodes.
+                    self.engine.add_request(prompt, sp, request_id=stream.request_id,
+                                            detokenize=stream.detokenizer is None)
                     added.append(stream.request_id)
             except BaseException:
                 for rid in added:
@@ -221,10 +234,22 @@ class AsyncEngine:
             self.metrics.record_step(start, end, max(totals[0] - self._totals[0], 0), max(totals[1] - self._totals[1], 0))
             self._totals = totals
             self.metrics.record_pools(stats)
-            for out in outputs:
-                self._deliver(out, end)
+            self._hand_out([self._deliver(out, end) for out in outputs])
 
-    def _deliver(self, out, now: float) -> None:
+    def _hand_out(self, deliveries) -> None:
+        """A step's outputs to their event loops: one call per loop, whatever the number of requests."""
+        by_loop: dict = {}
+        for entry in deliveries:
+            if entry is not None:
+                by_loop.setdefault(entry[1], []).append((entry[0], entry[2]))
+        for loop, items in by_loop.items():
+            try:
+                loop.call_soon_threadsafe(_put_all, items)
+            except RuntimeError:  # the event loop is closed (shutting down)
+                pass
+
+    def _deliver(self, out, now: float):
+        """Record a step output's times; (stream, loop, output) for the hand-out, or None (stream gone)."""
         entry = self._streams.get(out.request_id)
         times = self._times.get(out.request_id)
         if times is not None and out.token_ids:
@@ -245,9 +270,10 @@ class AsyncEngine:
                 out = dataclasses.replace(out, error=reason)
             if times is not None:
                 self.metrics.record_request_end(out.finish_reason, now - times.arrival)
-        if entry is not None:
-            stream, loop = entry
-            _put(loop, stream.queue, out)
+        if entry is None:
+            return None
+        stream, loop = entry
+        return stream, loop, out
 
     def _fail_all(self, exc: Exception) -> None:
         """The step raised: end every request we know with the error, abort them in the engine."""
@@ -276,6 +302,17 @@ class AsyncEngine:
         prompt = stats.get("prompt_tokens_total", stats.get("total_prompt_tokens", 0))
         gen = stats.get("generated_tokens_total", stats.get("total_generated_tokens", 0))
         return int(prompt or 0), int(gen or 0)
+
+
+def _put_all(items) -> None:
+    """On the event loop: decode each output's text where the stream decodes its own, then queue it."""
+    for stream, out in items:
+        det = stream.detokenizer
+        if det is not None:
+            for token in out.token_ids:
+                det.add(token)
+            out = dataclasses.replace(out, text=det.take(final=out.finished))
+        stream.queue.put_nowait(out)
 
 
 def _put(loop: asyncio.AbstractEventLoop, q: asyncio.Queue, item) -> None:

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import os
 import logging
 import socket
 import sys
+import time
 
 from bringup.core.errors import UserError
 
@@ -89,6 +91,7 @@ def serve(config: EngineConfig, *, host: str = "127.0.0.1", port: int = DEFAULT_
     """Serve the engine `config` describes (its `model` as the user named it: a catalogue name,
     `default`, a folder...). `limits`: overrides for limits.default_limits (max_body_bytes,
     max_prompts, max_queued_requests, max_queued_tokens, drain_grace_s); None values keep the defaults."""
+    started = time.monotonic() - (_process_age() or 0.0)  # count the interpreter's start and imports too
     setup_logging()
     source = config.model
     model, name = model_source(source, config.load_format)
@@ -106,6 +109,7 @@ def serve(config: EngineConfig, *, host: str = "127.0.0.1", port: int = DEFAULT_
     log.info(summary_line(info, engine.device.type, devices.free_memory(engine.device)))
     aliases = tuple(dict.fromkeys(a for a in ("default", name, source, model, *model_aliases) if a))
     options = ServeOptions(host, port, served_model_name or name, api_key, aliases, allowed_hosts, limits or {})
+    options.started = started
     return asyncio.run(_serve_async(engine, sock, info, options))
 
 
@@ -121,10 +125,23 @@ def warmup_failure(err: BaseException, prompt_tokens: int, context: int | None) 
             "a bug of the engine or a kernel on this device: report it with this log")
 
 
+def _process_age() -> float | None:
+    """Seconds since this process started (Linux: /proc), or None where the OS does not say."""
+    try:
+        with open("/proc/self/stat") as f:
+            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
 class ServeOptions:
     def __init__(self, host, port, model_name, api_key, aliases, allowed_hosts, limits):
         self.host, self.port, self.model_name, self.api_key = host, port, model_name, api_key
         self.aliases, self.allowed_hosts, self.limits = aliases, allowed_hosts, limits
+        self.started = time.monotonic()  # when `bringup serve` started (the ready line counts from it)
 
 
 async def _serve_async(engine, sock, info, opts: ServeOptions) -> int:
@@ -172,6 +189,7 @@ async def _serve_async(engine, sock, info, opts: ServeOptions) -> int:
         # enough for any context the engine took (the config's sizes were checked when it was built).
         context = info.get("context_len")
         warm_ids = (list(tokenizer("Hello", add_special_tokens=False).input_ids) or [0])[: max(1, (context or 2) - 1)]
+        first = time.monotonic()
         try:
             stream = await aengine.submit(warm_ids, SamplingParams(max_new_tokens=2, temperature=0.0, ignore_eos=True))
             while not (await stream.get()).finished:
@@ -179,6 +197,9 @@ async def _serve_async(engine, sock, info, opts: ServeOptions) -> int:
         except Exception as err:  # noqa: BLE001 - said as the cause, not as a traceback
             log.error(warmup_failure(err, len(warm_ids), context))
             return 1
+        stages = ", ".join(f"{k} {v:.2f} s" for k, v in (info.get("startup_seconds") or {}).items())
+        log.info("Ready in %.1f s since the process started (engine: %s; first request %.2f s)",
+                 time.monotonic() - opts.started, stages or "-", time.monotonic() - first)
         state.ready = True
         log.info("The server is fired up and ready to roll!")
         await task

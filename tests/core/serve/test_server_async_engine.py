@@ -156,3 +156,34 @@ def test_a_refused_prompt_in_a_batch_adds_none_of_them(engine):
 
     stats, unfinished = run_with_loop(engine, scenario)
     assert unfinished == 0 and stats["num_queued"] == 0 and stats["num_running"] == 0
+
+
+def test_a_steps_outputs_reach_the_event_loop_in_one_call_and_are_decoded_there(engine, monkeypatch):
+    """The loop thread wakes the event loop once per step, not once per request, and leaves the text
+    to the event loop (the engine decodes only requests with stop strings): the text is the same."""
+    import threading
+
+    from bringup.core.serve import async_engine
+
+    calls, threads = [], set()
+    real = async_engine._put_all
+
+    def counted(items):
+        calls.append(len(items))
+        threads.add(threading.current_thread().name)
+        real(items)
+
+    monkeypatch.setattr(async_engine, "_put_all", counted)
+    prompts = [[5, 6, 7 + i] for i in range(4)]
+
+    async def scenario(ae):
+        streams = await ae.submit_many(prompts, [greedy(6)] * 4)
+        return [await drain(s) for s in streams]
+
+    results = run_with_loop(engine, scenario)
+    assert max(calls) == 4 and len(calls) < sum(len(outs) for outs in results)  # four streams, one call a step
+    assert threads == {threading.main_thread().name}  # decoded on the event loop, not the engine's thread
+    ids = [[t for o in outs for t in o.token_ids] for outs in results]
+    texts = ["".join(o.text for o in outs) for outs in results]
+    assert texts == [engine.tokenizer.decode(i, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+                     for i in ids]
