@@ -1,0 +1,167 @@
+"""The server path against the engine in-process, same workload, same run: what HTTP costs a user.
+
+    python bench/serving_vs_engine.py SOURCE [--device cuda] [--load-format dummy] [--levels 1,16,64,256]
+        [--input-len 1024] [--output-len 256] [--prompts 8,32,128,256] [--json-out F] [-- serve flags]
+
+1. In-process: the engine with `bringup serve`'s default settings (EngineConfig as serve builds it)
+   runs each level's requests with at most `level` in flight (a closed loop, as the serving
+   benchmark's clients), greedy with ignore_eos: output tok/s and per-request tok/s. With
+   `--in-process-chunk N` the largest level runs once more with N prompt tokens per step (e.g.
+   bench/nano_full.py's 32768).
+2. The server: `bringup serve SOURCE` with its default flags (plus any after --), driven by
+   bench/serving.py at each level on the very same requests (same seeds); its table, with each
+   level's share of the in-process figure. Then a second start of the server, to show the start-up
+   with Triton's / inductor's caches warm (`--second-start`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import serving  # noqa: E402  (bench/serving.py)
+from serve_check import start, stop  # noqa: E402
+
+
+def in_process_level(engine, work, concurrency: int) -> dict:
+    from bringup.core.engine.sampling import SamplingParams
+
+    queue = list(work)
+    live: dict[str, float] = {}
+    produced, per_request = 0, []
+    started = time.perf_counter()
+    while queue or live:
+        while queue and len(live) < concurrency:
+            prompt, n = queue.pop(0)
+            rid = engine.add_request(prompt, SamplingParams(max_new_tokens=n, temperature=0.0, ignore_eos=True),
+                                     detokenize=False)
+            live[rid] = time.perf_counter()
+        for out in engine.step():
+            produced += len(out.token_ids)
+            if out.finished:
+                per_request.append(out.completion_tokens / (time.perf_counter() - live.pop(out.request_id)))
+    seconds = time.perf_counter() - started
+    return {"concurrency": concurrency, "requests": len(work), "output_tokens": produced, "seconds": seconds,
+            "output_tok_s": produced / seconds, "per_request_tok_s": sum(per_request) / len(per_request)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("source")
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--load-format", default="auto")
+    ap.add_argument("--levels", default="1,16,64,256")
+    ap.add_argument("--prompts", default=None, help="requests per level, comma-separated (default 2 x level, >= 8)")
+    ap.add_argument("--input-len", type=int, default=1024)
+    ap.add_argument("--output-len", type=int, default=256)
+    ap.add_argument("--range-ratio", type=float, default=1.0)
+    ap.add_argument("--dataset", default="random")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--in-process-chunk", type=int, default=None)
+    ap.add_argument("--second-start", action="store_true")
+    ap.add_argument("--all-at-once", action="store_true",
+                    help="in-process, submit each level's requests at once (as `bringup bench` does) instead of a closed loop")
+    ap.add_argument("--repeats", type=int, default=1, help="runs per level and side, the fastest counts (CPU: 3)")
+    ap.add_argument("--ready-timeout", type=float, default=600)
+    ap.add_argument("--json-out", default=None)
+    ap.add_argument("extra", nargs="*", help="more `bringup serve` flags (after --)")
+    args = ap.parse_args()
+    levels = [int(x) for x in args.levels.split(",")]
+    counts = [int(x) for x in args.prompts.split(",")] if args.prompts else [max(8, 2 * c) for c in levels]
+    result: dict = {"source": args.source, "levels": levels, "prompts": counts}
+
+    from bringup.core.engine import device as devices
+    from bringup.core.engine.config import EngineConfig
+    from bringup.core.engine.engine import Engine
+    from bringup.core.engine.model_source import model_source
+    from bringup.core.sources.default_model import resolve_default
+
+    model = resolve_default(args.source) or model_source(args.source, args.load_format)[0]
+    t = time.monotonic()
+    engine = Engine(EngineConfig(model, device=args.device, load_format=args.load_format),
+                    log=lambda m: print(f"  [engine] {m}", flush=True))
+    result["in_process_start_s"] = time.monotonic() - t
+    vocab = int(engine.vocab_size or len(engine.tokenizer))
+    works = [serving.make_requests(args.dataset, n, args.input_len, args.output_len, args.range_ratio, vocab,
+                                   args.seed + k) for k, n in enumerate(counts)]
+    from bringup.core.engine.sampling import SamplingParams
+
+    # one tiny request: the first steps' one-time costs
+    engine.generate([works[0][0][0][:16]], SamplingParams(max_new_tokens=4, temperature=0.0, ignore_eos=True))
+    rows = []
+    for c, work in zip(levels, works):
+        runs = [in_process_level(engine, work, len(work) if args.all_at_once else c) for _ in range(args.repeats)]
+        row = max(runs, key=lambda r: r["output_tok_s"])
+        row["runs_tok_s"] = [r["output_tok_s"] for r in runs]
+        rows.append(row)
+        print(f"in-process concurrency {c}: {row['output_tok_s']:,.0f} output tok/s, "
+              f"{row['per_request_tok_s']:,.0f} per request", flush=True)
+    result["in_process"] = rows
+    if args.in_process_chunk:
+        engine.scheduler.token_budget = args.in_process_chunk
+        row = in_process_level(engine, works[-1], levels[-1])
+        row["chunk"] = args.in_process_chunk
+        result["in_process_chunk"] = row
+        print(f"in-process concurrency {levels[-1]}, {args.in_process_chunk} prompt tokens per step: "
+              f"{row['output_tok_s']:,.0f} output tok/s", flush=True)
+    engine.check_pools()
+    device = engine.device
+    del engine
+    devices.empty_cache(device)
+
+    argv = [sys.executable, "-m", "bringup", "serve", args.source, "--host", "127.0.0.1", "--port", "0",
+            "--device", args.device, "--load-format", args.load_format, *args.extra]
+    starts = []
+    for attempt in range(2 if args.second_start else 1):
+        print("$ " + " ".join(argv), flush=True)
+        t0 = time.monotonic()
+        proc, base, lines = start(argv, args.ready_timeout)
+        starts.append({"ready_s": time.monotonic() - t0,
+                       "lines": [x for x in lines if "Start-up:" in x or "Ready in" in x or "Warm-up" in x
+                                 or "Prompt tokens per step" in x or "Capture cuda graph end" in x]})
+        try:
+            if attempt == 0:
+                served = []
+                for k, (c, work) in enumerate(zip(levels, works)):
+                    target = serving.Target(base, None, None)
+                    asyncio.run(serving.run_level(target, [(p[:16], 4) for p, _ in work[:2]], None, float("inf"), 0))
+                    runs = []
+                    for _ in range(args.repeats):
+                        res, seconds = asyncio.run(serving.run_level(target, work, c, float("inf"), args.seed + k))
+                        runs.append(serving.summarise(res, seconds, c, float("inf")))
+                    row = max(runs, key=lambda r: r["output_tok_s"])
+                    row["runs_tok_s"] = [r["output_tok_s"] for r in runs]
+                    served.append(row)
+                    print(f"served concurrency {c}: {row['output_tok_s']:,.0f} output tok/s, {row['errors']} errors",
+                          flush=True)
+                result["served"] = served
+        finally:
+            stop(proc)
+    result["starts"] = starts
+    for s in starts:
+        print(f"start: ready in {s['ready_s']:.1f} s; " + " | ".join(s["lines"]), flush=True)
+    mode = "all requests at once, as `bringup bench`" if args.all_at_once else "closed loop"
+    print(f"\nIn-process (the engine alone, serve's defaults, {mode}):")
+    print("| concurrent | requests | output tok/s | per request tok/s |\n|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['concurrency']} | {r['requests']} | {r['output_tok_s']:,.0f} | {r['per_request_tok_s']:,.0f} |")
+    print("\nThrough `bringup serve` (bench/serving.py), share of the in-process figure per level:")
+    table = serving.table(result["served"], None).splitlines()
+    table[0] += " share of in-process |"
+    table[1] += "---|"
+    for i, (srv, inp) in enumerate(zip(result["served"], rows)):
+        table[2 + i] += f" {srv['output_tok_s'] / inp['output_tok_s']:.0%} |"
+    print("\n".join(table))
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(result, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
