@@ -1,14 +1,14 @@
 """The server path against the engine in-process, same workload, same run: what HTTP costs a user.
 
     python bench/serving_vs_engine.py SOURCE [--device cuda] [--load-format dummy] [--levels 1,16,64,256]
-        [--input-len 1024] [--output-len 256] [--prompts 8,32,128,256] [--json-out F] [-- serve flags]
+        [--input-len 1024] [--output-len 256] [--prompts 8,32,128,256] [--json-out F] [--serve-flags '...']
 
 1. In-process: the engine with `bringup serve`'s default settings (EngineConfig as serve builds it)
    runs each level's requests with at most `level` in flight (a closed loop, as the serving
    benchmark's clients), greedy with ignore_eos: output tok/s and per-request tok/s. With
    `--in-process-chunk N` the largest level runs once more with N prompt tokens per step (e.g.
    bench/nano_full.py's 32768).
-2. The server: `bringup serve SOURCE` with its default flags (plus any after --), driven by
+2. The server: `bringup serve SOURCE` with its default flags (plus --serve-flags), driven by
    bench/serving.py at each level on the very same requests (same seeds); its table, with each
    level's share of the in-process figure. Then a second start of the server, to show the start-up
    with Triton's / inductor's caches warm (`--second-start`).
@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -70,7 +71,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=1, help="runs per level and side, the fastest counts (CPU: 3)")
     ap.add_argument("--ready-timeout", type=float, default=600)
     ap.add_argument("--json-out", default=None)
-    ap.add_argument("extra", nargs="*", help="more `bringup serve` flags (after --)")
+    ap.add_argument("--serve-flags", default="", help="more `bringup serve` flags, one string (e.g. '--cpu-threads 1')")
     args = ap.parse_args()
     levels = [int(x) for x in args.levels.split(",")]
     counts = [int(x) for x in args.prompts.split(",")] if args.prompts else [max(8, 2 * c) for c in levels]
@@ -113,54 +114,70 @@ def main() -> int:
     engine.check_pools()
     device = engine.device
     del engine
-    devices.empty_cache(device)
+    import gc
 
-    argv = [sys.executable, "-m", "bringup", "serve", args.source, "--host", "127.0.0.1", "--port", "0",
-            "--device", args.device, "--load-format", args.load_format, *args.extra]
-    starts = []
-    for attempt in range(2 if args.second_start else 1):
-        print("$ " + " ".join(argv), flush=True)
-        t0 = time.monotonic()
-        proc, base, lines = start(argv, args.ready_timeout)
-        starts.append({"ready_s": time.monotonic() - t0,
-                       "lines": [x for x in lines if "Start-up:" in x or "Ready in" in x or "Warm-up" in x
-                                 or "Prompt tokens per step" in x or "Capture cuda graph end" in x]})
-        try:
-            if attempt == 0:
-                served = []
-                for k, (c, work) in enumerate(zip(levels, works)):
-                    target = serving.Target(base, None, None)
-                    asyncio.run(serving.run_level(target, [(p[:16], 4) for p, _ in work[:2]], None, float("inf"), 0))
-                    runs = []
-                    for _ in range(args.repeats):
-                        res, seconds = asyncio.run(serving.run_level(target, work, c, float("inf"), args.seed + k))
-                        runs.append(serving.summarise(res, seconds, c, float("inf")))
-                    row = max(runs, key=lambda r: r["output_tok_s"])
-                    row["runs_tok_s"] = [r["output_tok_s"] for r in runs]
-                    served.append(row)
-                    print(f"served concurrency {c}: {row['output_tok_s']:,.0f} output tok/s, {row['errors']} errors",
-                          flush=True)
-                result["served"] = served
-        finally:
-            stop(proc)
-    result["starts"] = starts
-    for s in starts:
+    gc.collect()
+    devices.empty_cache(device)  # the server below takes the device's memory for itself
+
+    argv = [sys.executable, "-P", "-m", "bringup", "serve", args.source, "--host", "127.0.0.1", "--port", "0",
+            "--device", args.device, "--load-format", args.load_format, *shlex.split(args.serve_flags)]
+    result["starts"] = [serve_levels(argv, args, levels, works, result)]
+    report(result, rows, args)
+    if args.second_start:  # the same start again: Triton's and inductor's caches are warm now
+        result["starts"].append(serve_levels(argv, args, [], [], result))
+        report(result, rows, args)
+    return 0
+
+
+def serve_levels(argv, args, levels, works, result) -> dict:
+    """Start the server, run the levels through bench/serving.py (none: only the start), stop it."""
+    print("$ " + " ".join(argv), flush=True)
+    t0 = time.monotonic()
+    proc, base, lines = start(argv, args.ready_timeout)
+    started = {"ready_s": time.monotonic() - t0,
+               "lines": [x for x in lines if "Start-up:" in x or "Ready in" in x or "Warm-up" in x
+                         or "Prompt tokens per step" in x or "Capture cuda graph end" in x]}
+    try:
+        served = []
+        for k, (c, work) in enumerate(zip(levels, works)):
+            target = serving.Target(base, None, None)
+            asyncio.run(serving.run_level(target, [(p[:16], 4) for p, _ in work[:2]], None, float("inf"), 0))
+            runs = []
+            for _ in range(args.repeats):
+                res, seconds = asyncio.run(serving.run_level(target, work, c, float("inf"), args.seed + k))
+                runs.append(serving.summarise(res, seconds, c, float("inf")))
+            row = max(runs, key=lambda r: r["output_tok_s"])
+            row["runs_tok_s"] = [r["output_tok_s"] for r in runs]
+            served.append(row)
+            print(f"served concurrency {c}: {row['output_tok_s']:,.0f} output tok/s, {row['errors']} errors", flush=True)
+        if levels:
+            result["served"] = served
+    finally:
+        stop(proc)
+    return started
+
+
+def report(result, rows, args) -> None:
+    for s in result["starts"]:
         print(f"start: ready in {s['ready_s']:.1f} s; " + " | ".join(s["lines"]), flush=True)
     mode = "all requests at once, as `bringup bench`" if args.all_at_once else "closed loop"
     print(f"\nIn-process (the engine alone, serve's defaults, {mode}):")
     print("| concurrent | requests | output tok/s | per request tok/s |\n|---|---|---|---|")
     for r in rows:
         print(f"| {r['concurrency']} | {r['requests']} | {r['output_tok_s']:,.0f} | {r['per_request_tok_s']:,.0f} |")
+    if "in_process_chunk" in result:
+        r = result["in_process_chunk"]
+        print(f"| {r['concurrency']}, chunk {r['chunk']} | {r['requests']} | {r['output_tok_s']:,.0f} | "
+              f"{r['per_request_tok_s']:,.0f} |")
     print("\nThrough `bringup serve` (bench/serving.py), share of the in-process figure per level:")
-    table = serving.table(result["served"], None).splitlines()
+    table = serving.table(result.get("served", []), None).splitlines()
     table[0] += " share of in-process |"
     table[1] += "---|"
-    for i, (srv, inp) in enumerate(zip(result["served"], rows)):
+    for i, (srv, inp) in enumerate(zip(result.get("served", []), rows)):
         table[2 + i] += f" {srv['output_tok_s'] / inp['output_tok_s']:.0%} |"
-    print("\n".join(table))
+    print("\n".join(table), flush=True)
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(result, indent=2, default=str))
-    return 0
 
 
 if __name__ == "__main__":

@@ -48,7 +48,8 @@ class EngineConfig:
     cuda_graphs: bool | None = None  # decode graphs; None: where the device has them (BRINGUP_CUDA_GRAPHS)
     warmup: bool | None = None  # start-up warm-up; None: on accelerators (BRINGUP_WARMUP)
     cpu_compile: bool | None = None  # CPU decode step through torch.compile; None: on for CPU (BRINGUP_CPU_COMPILE)
-    cpu_threads: int | None = None  # torch threads on the CPU; None: the cores idle at start
+    cpu_threads: int | None = None  # torch threads on the CPU; None: the cores idle at start, less:
+    cpu_cores_reserved: int = 0  # cores left to the process's other threads (serve: 1, its HTTP event loop)
     decode_log_interval: int = 40  # decode steps per "Decode batch" log line (SGLang's); 0: none
 
     def __post_init__(self) -> None:
@@ -61,6 +62,7 @@ class EngineConfig:
         _at_least(self, "max_total_tokens", 1)
         _at_least(self, "context_length", 2)
         _at_least(self, "decode_log_interval", 0)
+        _at_least(self, "cpu_cores_reserved", 0)
         if self.mem_fraction is not None and not 0 < self.mem_fraction <= 1:
             raise UserError(f"{_name('mem_fraction')} {self.mem_fraction:g} must be in (0, 1], e.g. --mem-fraction 0.8")
         # (device and dtype names are checked where they are resolved: device.py, loader.py, pools.py)

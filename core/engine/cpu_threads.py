@@ -76,23 +76,27 @@ def idle_cores(cores: int, busy: float | None) -> int:
     return max(1, min(cores, cores - int(busy + 0.5)))
 
 
-def choose_cpu_threads(requested: int | None = None) -> tuple[int, str]:
-    """(threads, why) for a CPU engine: `requested` when given, else the idle cores."""
+def choose_cpu_threads(requested: int | None = None, reserved: int = 0) -> tuple[int, str]:
+    """(threads, why) for a CPU engine: `requested` when given, else the idle cores less `reserved`
+    (the cores the process's other threads need: `bringup serve`'s HTTP event loop, whose turns
+    would otherwise stall the whole thread team, as another process's do)."""
     if requested is not None:
         if requested < 1:
             raise UserError(f"--cpu-threads {requested} must be at least 1")
         return requested, "as requested"
     cores, measured = usable_cores(), busy_cores()
-    if measured is None:
-        return cores, f"{cores} usable cores"
-    threads = idle_cores(cores, measured[0])
-    return threads, f"{cores} usable cores, {measured[1]}: {threads} idle"
+    idle = cores if measured is None else idle_cores(cores, measured[0])
+    threads = max(1, idle - reserved)
+    why = f"{cores} usable cores" + ("" if measured is None else f", {measured[1]}: {idle} idle")
+    if reserved and threads < idle:
+        why += f", {idle - threads} left to the server's event loop"
+    return threads, why
 
 
-def apply_cpu_threads(requested: int | None = None) -> tuple[int, str]:
+def apply_cpu_threads(requested: int | None = None, reserved: int = 0) -> tuple[int, str]:
     """Set torch's intra-op threads for this process (a CPU engine owns its process); returns (threads, why)."""
     import torch
 
-    threads, why = choose_cpu_threads(requested)
+    threads, why = choose_cpu_threads(requested, reserved)
     torch.set_num_threads(threads)
     return threads, why

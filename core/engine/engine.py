@@ -81,7 +81,7 @@ class Engine:
         if self.device.type == "cpu":
             from .cpu_threads import apply_cpu_threads
 
-            self.cpu_threads, why = apply_cpu_threads(c.cpu_threads)
+            self.cpu_threads, why = apply_cpu_threads(c.cpu_threads, c.cpu_cores_reserved)
             self.log(f"CPU threads: {self.cpu_threads} ({why})")
         started = time.monotonic()
         self.startup_seconds: dict[str, float] = {}  # stage -> seconds (load, pools, graphs, compile, warm-up)

@@ -132,3 +132,15 @@ def test_packed_weight_copies_are_counted_and_left_out_when_memory_is_short(tmp_
     assert not onednn_packed.ENABLED and short.server_info()["allocated"]["packed_weights_bytes"] == 0
     assert any("no oneDNN packed weight copies" in line for line in lines)
     assert short.generate([[5, 6, 7, 8]] * 4, greedy) == engine.generate([[5, 6, 7, 8]] * 4, greedy)
+
+
+def test_a_server_leaves_a_core_to_its_event_loop(monkeypatch):
+    """`bringup serve` reserves one core for its HTTP thread (a thread team with every core stalls on its turns)."""
+    monkeypatch.setattr(cpu_threads, "usable_cores", lambda: 4)
+    monkeypatch.setattr(cpu_threads, "busy_cores", lambda: (1.0, "1.00 busy over 0.1 s"))
+    assert cpu_threads.choose_cpu_threads(None) == (3, "4 usable cores, 1.00 busy over 0.1 s: 3 idle")
+    threads, why = cpu_threads.choose_cpu_threads(None, reserved=1)
+    assert threads == 2 and why.endswith("1 left to the server's event loop")
+    monkeypatch.setattr(cpu_threads, "busy_cores", lambda: (3.0, "3.00 busy over 0.1 s"))
+    assert cpu_threads.choose_cpu_threads(None, reserved=1)[0] == 1  # never fewer than one
+    assert cpu_threads.choose_cpu_threads(2, reserved=1) == (2, "as requested")  # --cpu-threads wins
