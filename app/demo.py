@@ -39,17 +39,52 @@ QListWidget, QTextBrowser { background: #1D2230; color: #E9EDF5; border: 1px sol
                             font-size: 12pt; padding: 6px; }
 QListWidget::item { padding: 6px 4px; }
 QListWidget::item:selected { background: #2C3850; }
+QLabel#noise { color: #FFB4A9; font-size: 20pt; font-weight: 700; }
 """
+
+
+def stakeholder_profile() -> DemoProfile:
+    """The demo without --profile: a real-weights model once one is here (SmolLM2's GGUF fetched
+    from the package index), else the bundled miniature's pattern demo."""
+    from bringup.core.client.demo_profile import DEFAULT_PROFILE
+    from bringup.core.sources.packaged import cached_path
+
+    real = DEFAULT_PROFILE.parent / "smollm2.json"
+    return load_profile(real if real.is_file() and cached_path("smollm2") is not None else DEFAULT_PROFILE)
+
+
+def bundled_profile_for(source: str) -> DemoProfile | None:
+    """The bundled profile whose map is `source` (a catalogue name, "default", or a fetched file)."""
+    from bringup.core.client.demo_profile import DEFAULT_PROFILE
+    from bringup.core.sources.packaged import cached_path
+
+    for path in sorted(DEFAULT_PROFILE.parent.glob("*.json")):
+        profile = load_profile(path)
+        names = {profile.model, profile.layer_map_source or ""}
+        fetched = [str(cached_path(n)) for n in names if n and cached_path(n) is not None]
+        if source in names or source in fetched:
+            return profile
+    return None
+
+
+def profile_for(served) -> DemoProfile:
+    """A demo of the model that runs (a ServedModel): its name and device in the title, its map, and
+    the pinned prompts of the bundled profile for that model (the default profile's otherwise)."""
+    base = bundled_profile_for(served.map_source) or load_profile()
+    return DemoProfile(title=f"{served.name} on {served.device_name or served.device or 'this machine'}",
+                       model=served.name, device=served.device or "auto", prompts=list(base.prompts),
+                       max_tokens=base.max_tokens, temperature=base.temperature, concurrency=base.concurrency,
+                       layer_map_source=served.map_source)
 
 
 class DemoWindow(QWidget):
     def __init__(self, profile: DemoProfile | None = None, *, attach_url: str | None = None,
-                 api_key: str | None = None, parent: QWidget | None = None) -> None:
+                 api_key: str | None = None, port: int | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("demo")
         self.setStyleSheet(_STYLE)
         self.setWindowTitle("Bring-up Workbench: demo")
-        self.profile = profile or load_profile()
+        self.profile = profile or stakeholder_profile()
         self.controller = EngineController(self)
         self.runner: PromptRunner | None = None
         self.answers: dict[int, str] = {}
@@ -61,7 +96,15 @@ class DemoWindow(QWidget):
         self.failure = ""  # why the engine is not serving, once it failed (the command's exit code reads it)
         self.setWindowIcon(QApplication.windowIcon())
 
+        self.served = None  # ServedModel, once /server_info answered
         title = QLabel(self.profile.title, objectName="demoTitle")
+        title.setWordWrap(True)
+        self.title = title
+        # Where answers show, in large type: random weights make noise, and the audience must know.
+        self.noise = QLabel("Random weights: these answers are noise. They show speed, not what the model knows.",
+                            objectName="noise")
+        self.noise.setWordWrap(True)
+        self.noise.hide()
         self.sub = QLabel("", objectName="demoSub")
         self.status = QLabel("Starting the engine…", objectName="status")
         self.big = QLabel("—", objectName="bigNumber")
@@ -95,8 +138,9 @@ class DemoWindow(QWidget):
         lower = QGridLayout()
         lower.addWidget(QLabel("<b>Pinned prompts</b>"), 0, 0)
         lower.addWidget(QLabel("<b>Latest answer</b>"), 0, 1)
-        lower.addWidget(self.prompts, 1, 0)
-        lower.addWidget(self.output, 1, 1)
+        lower.addWidget(self.prompts, 1, 0, 2, 1)
+        lower.addWidget(self.noise, 1, 1)
+        lower.addWidget(self.output, 2, 1)
         lower.setColumnStretch(0, 1)
         lower.setColumnStretch(1, 1)
         head = QHBoxLayout()
@@ -130,7 +174,7 @@ class DemoWindow(QWidget):
         if attach_url:
             c.attach(attach_url, api_key)
         else:
-            c.launch_embedded(self.profile.model, device=self.profile.device, extra=self.profile.serve_flags())
+            c.launch_embedded(self.profile.model, device=self.profile.device, extra=self.profile.serve_flags(), port=port)
 
     def _build_layer_map(self) -> QWidget | None:
         from bringup.app.layermap.view import LayerMapView
@@ -166,10 +210,14 @@ class DemoWindow(QWidget):
         self._update_sub()
 
     def _on_info(self, info: dict) -> None:
-        from bringup.core.client.running_label import running_label
+        from bringup.core.client.running_label import ServedModel, running_label
 
-        self.device_text = _device_text(info) or self.device_text
+        self.served = ServedModel.from_info(info, self.controller.base_url or "")
+        self.device_text = self.served.device_name or _device_text(info) or self.device_text
         self.running = running_label(info)  # what really runs, random weights labelled as such
+        self.noise.setVisible(self.served.random_weights)
+        if self.served.state_layers == ():
+            self.state_gauge.setToolTip(f"{self.served.name} has no recurrent layers: no state pool")
         # An attention-only model (SmolLM2, Llama) keeps no recurrent state: say so rather than
         # show the per-request slots the engine books for it as a Mamba2 pool.
         self.no_state_layers = info.get("state_layers") == []
@@ -177,7 +225,9 @@ class DemoWindow(QWidget):
 
     def _update_sub(self) -> None:
         running = getattr(self, "running", "")
-        parts = [f"model: {self.profile.model}", running or f"device: {self.device_text}"]
+        model = self.served.name if self.served is not None else self.profile.model
+        parts = [f"model: {model}", f"on {self.device_text}" if self.device_text else "", running]
+        parts = [p for p in parts if p]
         if "kv_tokens" in self.figures:
             parts.append(f"KV pool {self.figures['kv_tokens']:,} tokens")
         if "state_slots" in self.figures:
@@ -253,7 +303,8 @@ def _used_of(used: float | None, total: float | None, unit: str) -> str:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", help="demo profile JSON (model, device, settings, prompts); "
-                        "default: the bundled Nemotron-3-Nano pattern demo")
+                        "default: SmolLM2 (real weights) once `bringup models fetch smollm2` got it, else the bundled "
+                        "Nemotron-3-Nano pattern demo")
     parser.add_argument("--screenshot", metavar="PNG",
                         help="capture the screen after --after seconds, then exit: 0 when the engine served, 1 when "
                              "it crashed or was not ready by then (the PNG is written either way), 2 for bad input")
@@ -261,12 +312,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="seconds before the screenshot (default 30)")
     parser.add_argument("--windowed", action="store_true",
                         help="a 1600x900 window (or smaller, to fit the screen) instead of full screen")
+    parser.add_argument("--port", type=int, default=None, metavar="N",
+                        help="the port the demo's engine listens on (default: a free one)")
     parser.add_argument("--load-format", choices=("auto", "dummy"), default=None,
                         help="dummy: the profile's model at full size with seeded random weights (speed, not text)")
 
 
 def main(args: argparse.Namespace) -> int:
-    profile = load_profile(args.profile)  # a bad profile fails here, before any window or engine
+    # a bad profile fails here, before any window or engine
+    profile = load_profile(args.profile) if args.profile else stakeholder_profile()
     if getattr(args, "load_format", None):
         profile.settings["load-format"] = args.load_format
     if args.screenshot and args.after <= 0:
@@ -290,7 +344,11 @@ def main(args: argparse.Namespace) -> int:
     from bringup.app.qt_messages import quiet_known_noise
 
     quiet_known_noise()
-    window = DemoWindow(profile)
+    if args.port is not None and not 0 < args.port < 65536:
+        from bringup.core.errors import UserError
+
+        raise UserError(f"--port must be between 1 and 65535, got {args.port}")
+    window = DemoWindow(profile, port=args.port)
     if args.screenshot:
         window.resize(1600, 900)
         window.show()

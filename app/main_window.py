@@ -95,6 +95,7 @@ class MainWindow(QMainWindow):
         self.setWindowIcon(app_icon())
         self.setStyleSheet(STYLE)
         self.remember = remember  # only the real app (bringup gui) remembers: scripts and screenshots must not change it
+        self.confirm_quit = remember  # the real app asks before losing a session; scripts and tests close at once
         self._restore_tab: str | None = None
         self._closing = False
         self.layer_map: LayerMap | None = None
@@ -295,8 +296,9 @@ class MainWindow(QMainWindow):
             run.running_changed.connect(self.show_running)
         if run is not None and diagnose is not None and hasattr(run, "crash_log"):
             run.crash_log.connect(lambda text: diagnose.set_text(text, "engine log"))
-        if run is not None and validate is not None and hasattr(run, "tensor_dump_started") and hasattr(validate, "numerics"):
-            run.tensor_dump_started.connect(validate.numerics.dump_folder.setText)  # ready for "Compare dump"
+        numerics = self.tab("Numerics")
+        if run is not None and numerics is not None and hasattr(run, "tensor_dump_started"):
+            run.tensor_dump_started.connect(numerics.dump_folder.setText)  # ready for "Compare dump"
 
     def add_tab(self, tab: QWidget) -> None:
         """Add a tab that follows the contract in `bringup.app.tabs`, and hand it the current model."""
@@ -357,11 +359,33 @@ class MainWindow(QMainWindow):
         if self.layer_map is not None:
             QTimer.singleShot(0, lambda: self._fit_map(force=False))
 
+    def _quit_allowed(self) -> bool:
+        """Ask before a session with chat, load runs or findings is lost; Export report first offers the file."""
+        from bringup.app.session_guard import ask_before_quit, session_contents
+
+        held = session_contents(self)
+        if not held:
+            return True
+        box = ask_before_quit(self, held)
+        self.quit_question = box  # for tests and scripts: the box while it is asked
+        box.exec()
+        self.quit_question = None
+        clicked = box.clickedButton()
+        if clicked is box.export_button:
+            run = self.tab("Run")
+            if run is not None:
+                run._ask_report_path()
+            return False  # exported (or not): the window stays; Quit again to leave
+        return clicked is box.quit_button
+
     def showEvent(self, event) -> None:  # noqa: N802 (Qt)
         self._closing = False
         super().showEvent(event)
 
     def closeEvent(self, event) -> None:
+        if self.confirm_quit and not self._quit_allowed():
+            event.ignore()
+            return
         self._closing = True
         self.save_state()
         for tab in self.tab_widgets():  # engines and probes are child processes: end them now

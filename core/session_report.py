@@ -141,7 +141,11 @@ def _finding_lines(doc: dict) -> list[str]:
 def _kernels_html(doc: dict) -> list[str]:
     """`bringup check-kernels --json`: one row per kernel, its error coloured against its tolerance."""
     e = html.escape
-    verdict = "all pass" if doc.get("ok") else "FAILED"
+    rows_in = doc.get("kernels") or []
+    reference = sum(1 for k in rows_in if k.get("implementation") == "reference")
+    verdict = (f"{len(rows_in) - reference} device kernels pass" + (
+        f"; {reference} rows run the plain reference there (no device kernel: compared with itself)" if reference else "")
+               if doc.get("ok") else "FAILED")
     rows = ["<h2>Kernel check</h2>", f"<p>{e(str(doc.get('device', '')))}: {verdict}</p>",
             "<table><tr><th>kernel</th><th>implementation</th><th>dtype</th><th>shape</th><th>max abs</th>"
             "<th>max rel</th><th>tolerance</th><th>ms</th><th>reference ms</th><th>verdict</th></tr>"]

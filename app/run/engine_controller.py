@@ -85,19 +85,19 @@ class EngineController(QObject):
     def busy(self) -> bool:
         return self.state in ("starting", "connecting", "ready", "attached", "lost", "stopping")
 
-    def start(self, launch: Launch, *, host: str = "127.0.0.1") -> Endpoint:
-        """Start `launch` (as Validate showed it) on a free port of `host`, with this interpreter."""
-        endpoint = Endpoint(host, free_port(host))
+    def start(self, launch: Launch, *, host: str = "127.0.0.1", port: int | None = None) -> Endpoint:
+        """Start `launch` (as Validate showed it) on `port` of `host` (None or 0: a free one), with this interpreter."""
+        endpoint = Endpoint(host, port or free_port(host))
         self.launch(launch.argv(endpoint=endpoint, python=sys.executable), endpoint.url, engine=launch.engine)
         return endpoint
 
     def launch_embedded(self, source: str, *, device: str = "cpu", host: str = "127.0.0.1",
-                        extra: list[str] | None = None) -> int:
-        """Our engine on `source` with serve options `extra` (the demo's profile)."""
+                        extra: list[str] | None = None, port: int | None = None) -> int:
+        """Our engine on `source` with serve options `extra` (the demo's profile), on `port` (None: a free one)."""
         from bringup.core.rules.settings import LaunchSettings
 
         launch = Launch("embedded", source, LaunchSettings(device="cpu"), device=device, extra=tuple(extra or ()))
-        return self.start(launch, host=host).port
+        return self.start(launch, host=host, port=port).port
 
     def launch(self, argv: list[str], base_url: str, *, engine: str = "embedded") -> None:
         """Start `argv`; `engine` says whose start-up lines to follow (vLLM logs its own)."""

@@ -1,4 +1,4 @@
-"""Validate's "Numerics" page: compare each block with the reference, and check every kernel.
+"""The Numerics tab's page: compare each block with the reference, and check every kernel.
 
 Both run `bringup compare --json` / `bringup check-kernels --json` as child processes, waited on from
 a plain thread (the window never imports torch and never freezes); results come back through queued
@@ -16,7 +16,8 @@ import sys
 import threading
 
 from PySide6.QtCore import QObject, Signal
-from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel, QLineEdit, QPushButton, QTableWidget,
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QPushButton, QTableWidget,
                                QTableWidgetItem, QVBoxLayout, QWidget)
 
 from bringup.app.layermap.highlight import Highlight
@@ -67,6 +68,18 @@ def compare_highlight(doc: dict) -> Highlight:
                      errors=tuple((l["index"], l["rel_err"]) for l in doc.get("layers", [])), tolerance=tol)
 
 
+def kernel_count_text(doc: dict) -> str:
+    """What a passing check proves: device kernels apart from ops that run the reference itself there."""
+    rows = doc.get("kernels") or []
+    reference = sum(1 for k in rows if k.get("implementation") == "reference")
+    device = len(rows) - reference
+    text = f"{device} device kernel{'s' if device != 1 else ''} pass on {doc.get('device')}"
+    if reference:
+        text += (f"; {reference} more row{'s' if reference != 1 else ''} (grey) run the plain reference there: no "
+                 "device kernel yet, so they are compared with themselves")
+    return text
+
+
 class NumericsPanel(QWidget):
     highlight_requested = Signal(object)
     compare_finished = Signal(object)  # the compare document (or an error text), for tests and the report
@@ -97,7 +110,12 @@ class NumericsPanel(QWidget):
         self.table.setHorizontalHeaderLabels(["block / kernel", "kind", "rel err", "max abs", "ok", "flips"])
         self.table.horizontalHeaderItem(5).setToolTip("MoE blocks: tokens whose experts differ from the reference's own "
                                                       "choice (the reference follows the device's)")
-        self.table.setMinimumWidth(0)  # a side page: it must not widen the window
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)  # kernel names are long: they get the room
+        for column in range(1, 6):
+            header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
+        self.table.verticalHeader().setVisible(False)
+        self.table.setAlternatingRowColors(True)
         layout = QVBoxLayout(self)
         for widgets in ((QLabel("Device"), self.device), (self.compare_button, self.kernels_button),
                         (self.dump_folder, self.browse_button), (self.dump_button,)):
@@ -145,7 +163,8 @@ class NumericsPanel(QWidget):
 
     def report_section(self) -> dict:
         """For the session report: the last comparison and kernel check, as their JSON documents."""
-        return {k: v for k, v in (("compare", self.last_compare), ("kernels", self.last_kernels)) if v is not None}
+        return {"numerics": {k: v for k, v in (("compare", self.last_compare), ("kernels", self.last_kernels))
+                             if v is not None}}
 
     def _done(self, kind: str, result) -> None:
         for b in self._buttons:
@@ -160,13 +179,18 @@ class NumericsPanel(QWidget):
             self._show_kernels(result)
         (self.compare_finished if kind == "compare" else self.kernels_finished).emit(result)
 
-    def _fill(self, rows) -> None:
+    def _fill(self, rows, muted: set[int] = frozenset()) -> None:
+        """`muted`: rows shown in grey (a reference run on the device: compared with itself)."""
         self.table.setRowCount(len(rows))
         for r, (cells, colour) in enumerate(rows):
             for c, text in enumerate(cells):
                 item = QTableWidgetItem(text)
-                if c == 2 and colour is not None:
+                if c == 2 and colour is not None and r not in muted:
                     item.setBackground(colour)
+                if r in muted:
+                    item.setForeground(QColor("#8a8f98"))
+                    item.setToolTip("No device kernel for this op yet: the device runs the plain reference, so this "
+                                    "row compares the reference with itself and proves nothing about the device")
                 self.table.setItem(r, c, item)
 
     def _show_compare(self, doc: dict) -> None:
@@ -190,8 +214,10 @@ class NumericsPanel(QWidget):
         self.highlight_requested.emit(compare_highlight(doc))
 
     def _show_kernels(self, doc: dict) -> None:
-        rows = []
-        for k in doc.get("kernels", []):
+        rows, muted = [], set()
+        for i, k in enumerate(doc.get("kernels", [])):
+            if k.get("implementation") == "reference":
+                muted.add(i)
             cells = [row_label(k), f"{k.get('implementation') or ''} {k['dtype']}",
                      "-" if k["max_rel_err"] is None else f"{k['max_rel_err']:.2e}",
                      "-" if k["max_abs_err"] is None else f"{k['max_abs_err']:.2e}",
@@ -199,7 +225,7 @@ class NumericsPanel(QWidget):
             # A kernel that crashed or hung has no error to show: red, as one beyond tolerance.
             rel = k["max_rel_err"] if k["max_rel_err"] is not None else float("nan")
             rows.append((cells + [""], error_colour(rel, k["tolerance"] if k["tolerance"] is not None else 0.0)))
-        self._fill(rows)
+        self._fill(rows, muted)
         findings = doc.get("findings") or []
-        self.status.setText(f"all {len(doc.get('kernels', []))} kernels pass on {doc.get('device')}" if doc.get("ok")
+        self.status.setText(kernel_count_text(doc) if doc.get("ok")
                             else "; ".join(f["message"] for f in findings) or "the kernel check failed")

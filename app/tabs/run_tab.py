@@ -9,7 +9,7 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QApplication, QComboBox, QFileDialog, QFrame, QHBoxLayout, QLabel, QLineEdit,
-                               QMessageBox, QProgressBar, QPushButton, QScrollArea, QSizePolicy, QSplitter,
+                               QMessageBox, QProgressBar, QPushButton, QScrollArea, QSizePolicy, QSpinBox, QSplitter,
                                QTabWidget, QVBoxLayout, QWidget)
 
 from bringup.app.elided_label import ElidedLabel
@@ -84,6 +84,11 @@ class RunTab(QWidget):
         self.weights.setToolTip("checkpoint: the model's own weights. dummy: the model's real architecture and size "
                                 "with seeded random weights made on the device (works from a catalogue name or a "
                                 "config.json alone; its text is noise)")
+        self.port = QSpinBox()  # where the launched engine listens; 0: a free port
+        self.port.setRange(0, 65535)
+        self.port.setSpecialValueText("any port")  # a chosen one reads as the number: its tooltip says what it is
+        self.port.setToolTip("The port the engine listens on (127.0.0.1); 'any free' picks one. A port in use "
+                             "stops the engine with the busy-port message")
         self.dump_option = TensorDumpOption()  # SGLang only: its per-layer tensor dumps
         self.url_field = QLineEdit("http://127.0.0.1:30000")
         self.url_field.setToolTip("A running server (http:// or https://): ours, SGLang started with --enable-metrics, or vLLM")
@@ -93,7 +98,8 @@ class RunTab(QWidget):
         self.start_button.clicked.connect(self.start)
         self.stop_button = QPushButton("Stop")
         self.stop_button.clicked.connect(self.stop)
-        self.demo_button = QPushButton("Demo mode")
+        self.demo_button = QPushButton("Demo")
+        self.demo_button.setToolTip("Demo mode, full screen: the running model's map, gauges and pinned prompts")
         self.demo_button.clicked.connect(self.open_demo)
         self.report_button = QPushButton("Export report…")
         self.report_button.clicked.connect(self._ask_report_path)
@@ -110,6 +116,8 @@ class RunTab(QWidget):
             bar.addWidget(w, stretch)
             if group:
                 (self._launch_fields if group == "launch" else self._attach_fields).extend([lab, w])
+        bar.addWidget(self.port)
+        self._launch_fields.append(self.port)
         bar.addWidget(self.dump_option, 1)
         for b in (self.start_button, self.stop_button, self.demo_button, self.report_button):
             bar.addWidget(b)
@@ -283,7 +291,7 @@ class RunTab(QWidget):
                     launch = launch.with_(extra=launch.extra + ("--load-format", "dummy"))
                 if launch.engine == "sglang" and self.dump_option.chosen_folder():
                     launch = launch.with_(tensor_dump=self.dump_option.chosen_folder())
-                self.controller.start(launch)
+                self.controller.start(launch, port=self.port.value() or None)
                 if launch.tensor_dump:
                     self.tensor_dump_started.emit(launch.tensor_dump)
         except (OSError, RuntimeError) as err:
@@ -324,7 +332,12 @@ class RunTab(QWidget):
         from bringup.app.demo import DemoWindow
 
         attach = self.controller.base_url if self.controller.state in ("ready", "attached") else None
-        self._demo = DemoWindow(attach_url=attach, api_key=self.controller.api_key if attach else None)
+        if attach and self.served is not None:  # the demo of what runs: its name, map, device and prompts
+            from bringup.app.demo import profile_for
+
+            self._demo = DemoWindow(profile_for(self.served), attach_url=attach, api_key=self.controller.api_key)
+        else:
+            self._demo = DemoWindow(attach_url=attach, api_key=self.controller.api_key if attach else None)
         self._demo.showFullScreen()
 
     # controller events

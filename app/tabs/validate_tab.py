@@ -40,7 +40,6 @@ from bringup.app.launch_state import LaunchState
 from .findings_widgets import FindingsList, as_dict, layer_rows, severity_style
 from .launch_binding import FormBinding, combo_text, spin_value
 from .matrix_widgets import CompatMatrixView
-from .numerics_panel import NumericsPanel
 from .probe_runner import ProbeRunner
 from .validate_widgets import LaunchCommand, ProbeChecklist, ResolvedTable
 
@@ -181,9 +180,6 @@ class ValidateTab(QWidget):
         self.side.addTab(grid_scroll, "Compatibility matrix")
         self.side.addTab(self.resolved, "Resolved settings")
         self.side.addTab(self.probe, "This machine")
-        self.numerics = NumericsPanel()  # compare with the reference, check kernels (background children)
-        self.numerics.highlight_requested.connect(self.highlight_requested)
-        self.side.addTab(self.numerics, "Numerics")
 
         columns = QSplitter(Qt.Orientation.Horizontal)
         columns.addWidget(self._scrolled(settings_box))
@@ -225,7 +221,6 @@ class ValidateTab(QWidget):
     # --- the tab contract ---------------------------------------------------------------------
     def set_layer_map(self, layer_map) -> None:
         self.layer_map = layer_map
-        self.numerics.set_layer_map(layer_map)
         self._matrix_key = None
         self.validate()
 
@@ -333,8 +328,8 @@ class ValidateTab(QWidget):
         self.state.set_result(result)
 
     def report_section(self) -> dict:
-        """For the session report: this launch's findings, and the Numerics page's check and comparison."""
-        section = {"numerics": self.numerics.report_section()}
+        """For the session report: this launch's findings."""
+        section = {}
         if self.result is not None:
             section["findings"] = [as_dict(f) for f in [*self.result.findings, *self._probe_findings()]]
         return section

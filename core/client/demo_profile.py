@@ -37,7 +37,7 @@ class DemoProfile:
 
 
 def load_profile(path: str | Path | None = None) -> DemoProfile:
-    """Read and check a profile; every problem names the file and the field."""
+    """Read and check a profile (None: the bundled default); every problem names the file and the field."""
     path = Path(path) if path else DEFAULT_PROFILE
     bundled = DEFAULT_PROFILE.parent / f"{path.name}.json"
     if not path.exists() and path.suffix == "" and path.name == str(path) and bundled.is_file():

@@ -45,3 +45,13 @@ def cell_colour(panel, index: int) -> str:
     cell = panel.view.map_layout().cell_of(("layer", index))
     rect = cell.mixer_rect if cell.layer.mixer != "none" else cell.ffn_rect
     return image.pixelColor(int(rect.left() + 3), int(rect.top() + 3)).name().upper()
+
+
+# The end of an SGLang log that crashed on layer 0 (PR #32227): Diagnose finds it on line 5.
+LAYER0_LOG = """\
+[2026-07-23 10:00:04 TP0] Load weight begin. avail mem=22.10 GB
+Traceback (most recent call last):
+  File "/opt/sglang/python/sglang/srt/layers/attention/triton_backend.py", line 101, in __init__
+    self.v_head_dim = model_runner.token_to_kv_pool.get_value_buffer(0).shape[-1]
+ValueError: layer_id=0 not in full attention layers: dict_keys([5, 12, 19, 26, 33, 42])
+"""

@@ -8,16 +8,10 @@ from pathlib import Path
 import pytest
 
 from bringup.core.client.running_label import ServedModel
+from gui_helpers import LAYER0_LOG as LOG
 from repo_paths import REPO
 from test_run_served_model import MINIATURE, NANO
 
-LOG = """\
-[2026-07-23 10:00:04 TP0] Load weight begin. avail mem=22.10 GB
-Traceback (most recent call last):
-  File "/opt/sglang/python/sglang/srt/layers/attention/triton_backend.py", line 101, in __init__
-    self.v_head_dim = model_runner.token_to_kv_pool.get_value_buffer(0).shape[-1]
-ValueError: layer_id=0 not in full attention layers: dict_keys([5, 12, 19, 26, 33, 42])
-"""
 
 
 @pytest.fixture

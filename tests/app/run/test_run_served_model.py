@@ -76,3 +76,36 @@ def test_no_state_pool_graph_for_a_model_without_recurrent_layers(qtbot):
     assert not plots.panel_visible("State pool") and plots.panel_visible("KV pool")
     plots.set_served(ServedModel.from_info(MINIATURE))
     assert plots.panel_visible("State pool")
+
+
+def test_the_demo_is_built_from_what_runs(qtbot):
+    from bringup.app.demo import DemoWindow, profile_for
+
+    served = ServedModel.from_info(MINIATURE, "http://127.0.0.1:9")
+    profile = profile_for(served)
+    assert profile.title == "nemotron-3-nano-pattern-tiny-v1 on the CPU (x86_64)"
+    assert profile.layer_map_source == "default" and profile.prompts  # the miniature's map and its pinned prompts
+    demo = DemoWindow(profile, attach_url="http://127.0.0.1:9")  # nothing listens: the attach is refused
+    qtbot.addWidget(demo)
+    demo._on_info(MINIATURE)
+    assert demo.noise.isVisibleTo(demo) and "noise" in demo.noise.text()
+    assert "on the CPU (x86_64)" in demo.sub.text() and "model: nemotron-3-nano-pattern-tiny-v1" in demo.sub.text()
+    demo._on_info(SMOLLM2)
+    assert not demo.noise.isVisibleTo(demo)
+    demo.close()
+
+
+def test_the_stakeholder_demo_is_real_weights_once_they_are_fetched(tmp_path, monkeypatch):
+    from bringup.app.demo import bundled_profile_for, stakeholder_profile as load_profile
+    from bringup.core.sources.packaged import find_package, target_path
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert load_profile().model == "default"  # nothing fetched: the miniature's pattern demo
+    package = find_package("smollm2")
+    gguf = target_path(package)
+    gguf.parent.mkdir(parents=True)
+    with open(gguf, "wb") as fh:  # a file of the recipe's size is what cached_path accepts as fetched
+        fh.truncate(package.bytes)
+    assert load_profile().model == "smollm2"
+    assert bundled_profile_for(str(gguf)).model == "smollm2" and bundled_profile_for("default").model == "default"
+    assert bundled_profile_for("/somewhere/else") is None

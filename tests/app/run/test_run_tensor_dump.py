@@ -36,7 +36,7 @@ def test_run_offers_the_dump_for_sglang_only_and_starts_with_it(qtbot, monkeypat
     tab.dump_option.enabled.setChecked(True)
     tab.dump_option.folder.setText(str(tmp_path / "dump"))
     started = []
-    monkeypatch.setattr(tab.controller, "start", started.append)
+    monkeypatch.setattr(tab.controller, "start", lambda launch, **_where: started.append(launch))
     tab.start()
     [launch] = started
     assert launch.engine == "sglang" and launch.tensor_dump == str(tmp_path / "dump")
@@ -55,14 +55,14 @@ def test_an_sglang_too_old_for_dumps_is_said_at_start(qtbot, monkeypatch):
     assert "SGLang 0.5.4 writes no per-layer tensor dumps" in tab.reason.text()
 
 
-def test_the_dump_folder_is_handed_to_validates_numerics_page(qtbot, monkeypatch, tmp_path):
+def test_the_dump_folder_is_handed_to_the_numerics_tab(qtbot, monkeypatch, tmp_path):
     from gui_helpers import window_on_nano
 
-    w = window_on_nano(qtbot, monkeypatch, "bringup.app.tabs.validate_tab:ValidateTab", "bringup.app.tabs.run_tab:RunTab")
-    run, validate = w.tab("Run"), w.tab("Validate")
+    w = window_on_nano(qtbot, monkeypatch, "bringup.app.tabs.numerics_tab:NumericsTab", "bringup.app.tabs.run_tab:RunTab")
+    run, numerics = w.tab("Run"), w.tab("Numerics")
     run.engine.setCurrentIndex(1)
     run.dump_option.enabled.setChecked(True)
     run.dump_option.folder.setText(str(tmp_path / "dump"))
-    monkeypatch.setattr(run.controller, "start", lambda launch: None)
+    monkeypatch.setattr(run.controller, "start", lambda launch, **_where: None)
     run.start()
-    assert validate.numerics.dump_folder.text() == str(tmp_path / "dump")  # one click from "Compare dump"
+    assert numerics.dump_folder.text() == str(tmp_path / "dump")  # one click from "Compare dump"

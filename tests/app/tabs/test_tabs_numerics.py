@@ -1,4 +1,4 @@
-"""Validate's Numerics page: compare and check-kernels run as children in the background; the map is
+"""The Numerics tab: compare and check-kernels run as children in the background; the map is
 told which block diverges first. Offscreen, with a tiny real checkpoint."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from bringup.app.layermap.panel import LayerMapPanel
 from bringup.app.layermap.style import ERROR_COLORS
 from bringup.app.tabs.numerics_panel import NumericsPanel, error_colour
-from bringup.app.tabs.validate_tab import ValidateTab
+from bringup.app.tabs.numerics_tab import NumericsTab
 from bringup.core.session_report import SessionRecord, render_html
 from bringup.core.sources.resolve import load_layer_map
 
@@ -25,9 +25,9 @@ def checkpoint(tmp_path_factory):
 
 def test_compare_runs_in_the_background_colours_the_rows_and_marks_the_first_divergent_block(qtbot, checkpoint,
                                                                                            no_orphans):
-    tab = ValidateTab(probe_on_show=False)
+    tab = NumericsTab()
     qtbot.addWidget(tab)
-    panel = tab.numerics
+    panel = tab
     panel.set_layer_map(SimpleNamespace(source=str(checkpoint)))
     highlights = []
     tab.highlight_requested.connect(highlights.append)
@@ -97,4 +97,20 @@ def test_a_failed_run_is_said_in_the_panel(qtbot):
     with qtbot.waitSignal(panel.kernels_finished, timeout=60000):
         panel.start("check-kernels")
     assert panel.status.text().startswith("check-kernels failed:") and "no such folder" in panel.status.text()
-    assert panel.report_section() == {}  # nothing ran to completion: nothing for the report
+    assert panel.report_section() == {"numerics": {}}  # nothing ran to completion: nothing for the report
+
+
+def test_the_kernel_count_tells_device_kernels_from_the_reference_run_on_the_device(qtbot):
+    tab = NumericsTab()
+    qtbot.addWidget(tab)
+    rows = [{"name": "mamba_chunk_scan", "phase": "prefill", "implementation": "triton", "dtype": "bfloat16",
+             "max_rel_err": 2e-3, "max_abs_err": 1e-3, "tolerance": 1e-2, "ok": True},
+            {"name": "rms_norm", "phase": "decode", "implementation": "reference", "dtype": "bfloat16",
+             "max_rel_err": 0.0, "max_abs_err": 0.0, "tolerance": 1e-2, "ok": True},
+            {"name": "silu_mul", "phase": "decode", "implementation": "reference", "dtype": "bfloat16",
+             "max_rel_err": 0.0, "max_abs_err": 0.0, "tolerance": 1e-2, "ok": True}]
+    tab._done("check-kernels", {"ok": True, "device": "xpu", "kernels": rows, "findings": []})
+    assert tab.status.text().startswith("1 device kernel pass on xpu; 2 more rows (grey) run the plain reference")
+    assert "proves nothing" in tab.table.item(1, 0).toolTip() and not tab.table.item(0, 0).toolTip()
+    page = render_html(SessionRecord(numerics=tab.report_section()["numerics"]))
+    assert "1 device kernels pass; 2 rows run the plain reference" in page

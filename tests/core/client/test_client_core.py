@@ -212,3 +212,4 @@ def test_chat_timing_figures():
     t = AnswerTiming(tokens=11, ttft_s=0.5, total_s=1.5)
     assert t.tok_s == pytest.approx(11 / 1.5) and t.decode_tok_s == pytest.approx(10.0)
     assert AnswerTiming().tok_s is None and AnswerTiming(tokens=1, ttft_s=0.1, total_s=0.1).decode_tok_s is None
+
