@@ -8,7 +8,7 @@ from html import escape
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QWidget
 
-from bringup.core.client.engine_lifetime import EngineRecord, end_leftover, leftover_engines
+from bringup.core.client.engine_records import EngineRecord, end_leftover, scan_records
 
 
 class LeftoverEnginesBar(QFrame):
@@ -34,17 +34,23 @@ class LeftoverEnginesBar(QFrame):
         self.hide()
 
     def check(self) -> list[EngineRecord]:
-        self.records = leftover_engines()
-        if not self.records:
-            self.hide()
-            return []
+        """Offer to end only the engines whose records are proved; say which records were removed."""
+        scan = scan_records()
+        self.records = scan.found
+        notes = " ".join(escape(note) for note in scan.notes)
         n = len(self.records)
-        self.end_button.setText("End it" if n == 1 else "End them")
-        items = "; ".join(escape(r.describe()) for r in self.records)
-        self.label.setText(f"<b>{'An engine' if n == 1 else f'{n} engines'} from an earlier session "
-                           f"{'is' if n == 1 else 'are'} still running</b> (its window is gone), holding "
-                           f"{'its port' if n == 1 else 'their ports'} and memory: {items}.")
-        self.show()
+        self.end_button.setVisible(n > 0)
+        if n:
+            self.keep_button.setText("Leave running")
+            self.end_button.setText("End it" if n == 1 else "End them")
+            items = "; ".join(escape(r.describe()) for r in self.records)
+            self.label.setText(f"<b>{'An engine' if n == 1 else f'{n} engines'} from an earlier session "
+                               f"{'is' if n == 1 else 'are'} still running</b> (its window is gone), holding "
+                               f"{'its port' if n == 1 else 'their ports'} and memory: {items}." + (f" {notes}" if notes else ""))
+        elif notes:
+            self.keep_button.setText("OK")
+            self.label.setText(f"<b>Engine records that did not match their process were removed.</b> {notes}")
+        self.setVisible(bool(n or notes))
         return self.records
 
     def end_all(self) -> int:
@@ -53,7 +59,8 @@ class LeftoverEnginesBar(QFrame):
         self.records = left
         if left:
             self.label.setText("Could not end " + "; ".join(escape(r.describe()) for r in left)
-                               + " (another user's process?). End it from a terminal: kill PID.")
+                               + " (it no longer matches its record, or belongs to another user). "
+                               "If it is yours, end it from a terminal: kill PID.")
         else:
             self.hide()
         self.cleaned.emit(len(ended))

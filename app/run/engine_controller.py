@@ -16,7 +16,7 @@ import urllib.request
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from bringup.core.client.engine_lifetime import redact_argv
+from bringup.core.client.engine_records import redact_argv
 from bringup.core.client.engine_process import EngineProcess, free_port
 from bringup.core.client.metrics_scrape import EngineSample, MetricsReader, fetch_metrics
 from bringup.core.client.server_http import get, split_base_url, why_unreachable

@@ -6,25 +6,19 @@ Three guards, because each covers what the others cannot:
 - A pipe from the window (every POSIX system): the window holds the write end; when the window dies
   the kernel closes it, and `bringup serve` (which watches the read end) ends its whole process
   group. This also reaches the engine's own children and escalates to SIGKILL if SIGTERM is ignored.
-- A pid file per engine under the cache dir: if all else failed (a crash of the machine's session,
-  an engine that ignores signals), the next start finds the engine still holding its port and
-  offers to end it.
+- A record per engine under the cache dir (core.client.engine_records): if all else failed (a crash
+  of the machine's session, an engine that ignores signals), the next start finds the engine still
+  holding its port and, once the record is proved to name that very engine, offers to end it.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
 import threading
-import time
-from dataclasses import dataclass
-from pathlib import Path
 
-import psutil
-
-from bringup.core.client.process_tree import descendants, end_processes, end_tree, signal_group
+from bringup.core.client.process_tree import descendants, end_processes, signal_group
 
 # Where `bringup serve` finds the read end of the window's pipe (an inherited fd number).
 PARENT_FD_ENV = "BRINGUP_PARENT_FD"
@@ -54,129 +48,6 @@ def parent_death_preexec():
             os.kill(os.getpid(), signal.SIGTERM)
 
     return _set
-
-
-def engines_dir() -> Path:
-    """`$BRINGUP_ENGINES_DIR`, else `$XDG_CACHE_HOME/bringup/engines` (~/.cache/bringup/engines)."""
-    explicit = os.environ.get("BRINGUP_ENGINES_DIR")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "bringup" / "engines"
-
-
-@dataclass
-class EngineRecord:
-    """What the pid file says about one engine the window started."""
-
-    pid: int
-    created: float  # the engine's process start time: a reused pid is not our engine
-    url: str
-    argv: list[str]
-    parent_pid: int
-    parent_created: float
-    path: Path | None = None
-
-    @property
-    def port(self) -> int | None:
-        tail = self.url.rsplit(":", 1)[-1].split("/")[0]
-        return int(tail) if tail.isdigit() else None
-
-    def describe(self) -> str:
-        started = time.strftime("%Y-%m-%d %H:%M", time.localtime(self.created))
-        return f"pid {self.pid}, {self.url}, started {started}"
-
-
-def record_engine(pid: int, url: str, argv: list[str]) -> Path | None:
-    """Write the engine's pid file (atomically); None when the cache dir is not writable."""
-    try:
-        created = psutil.Process(pid).create_time()
-        me = psutil.Process()
-        folder = engines_dir()
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"{pid}.json"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"pid": pid, "created": created, "url": url, "argv": _redacted(argv),
-                                   "parent_pid": me.pid, "parent_created": me.create_time()}), encoding="utf-8")
-        os.replace(tmp, path)
-        return path
-    except (OSError, psutil.Error):
-        return None
-
-
-def forget_engine(pid: int | None) -> None:
-    if pid is None:
-        return
-    try:
-        (engines_dir() / f"{pid}.json").unlink()
-    except OSError:
-        pass
-
-
-def leftover_engines() -> list[EngineRecord]:
-    """Engines from earlier sessions that still run although the window that started them is gone.
-
-    Pid files of engines that ended are removed on the way (they are what a clean kill leaves)."""
-    found = []
-    folder = engines_dir()
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            rec = EngineRecord(int(data["pid"]), float(data["created"]), str(data["url"]), list(data["argv"]),
-                               int(data["parent_pid"]), float(data["parent_created"]), path)
-        except (OSError, ValueError, KeyError, TypeError):
-            _unlink(path)  # half-written or foreign: nothing to offer
-            continue
-        if not _alive(rec.pid, rec.created):
-            _unlink(path)
-        elif not _alive(rec.parent_pid, rec.parent_created):
-            found.append(rec)
-        # else: a window that is still open owns it (a second window on this machine)
-    return found
-
-
-def end_leftover(rec: EngineRecord, timeout: float = 5.0) -> bool:
-    """End a leftover engine and everything it started; True when it is gone."""
-    if _alive(rec.pid, rec.created):
-        end_tree(rec.pid, timeout, group=True)  # its own session: the group reaches its children
-    gone = not _alive(rec.pid, rec.created)
-    if gone and rec.path is not None:
-        _unlink(rec.path)
-    return gone
-
-
-def _alive(pid: int, created: float) -> bool:
-    try:
-        p = psutil.Process(pid)
-        return abs(p.create_time() - created) < 1.0 and p.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
-def _unlink(path: Path) -> None:
-    try:
-        path.unlink()
-    except OSError:
-        pass
-
-
-def _redacted(argv: list[str]) -> list[str]:
-    """argv with the value after --api-key hidden: pid files and logs never hold the key."""
-    return redact_argv(argv)
-
-
-def redact_argv(argv: list[str]) -> list[str]:
-    out, hide = [], False
-    for arg in argv:
-        if hide:
-            out.append("***")
-            hide = False
-        elif arg.startswith("--api-key="):
-            out.append("--api-key=***")
-        else:
-            out.append(arg)
-            hide = arg == "--api-key"
-    return out
 
 
 # --- the engine's side ---------------------------------------------------------------------------

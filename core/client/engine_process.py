@@ -17,7 +17,7 @@ import time
 from typing import Callable
 
 
-from bringup.core.client import engine_lifetime
+from bringup.core.client import engine_lifetime, engine_records
 from bringup.core.client.process_tree import descendants, end_processes, signal_group
 
 
@@ -70,7 +70,7 @@ class EngineProcess:
             raise
         finally:
             os.close(read_end)
-        engine_lifetime.record_engine(self.proc.pid, self.url, self.argv)
+        engine_records.record_engine(self.proc.pid, self.url, self.argv)
         self.started_at = time.monotonic()
         self._reader = threading.Thread(target=self._read, name="engine-log", daemon=True)
         self._reader.start()
@@ -117,7 +117,7 @@ class EngineProcess:
     def _forget(self) -> None:
         """The engine is gone: no pid file to find at the next start, no pipe to hold."""
         self._close_lifeline()
-        engine_lifetime.forget_engine(self.pid)
+        engine_records.forget_engine(self.pid)
 
     def stop(self, timeout: float = 5.0) -> int | None:
         """SIGTERM the whole tree, SIGKILL what is left after `timeout`; returns the exit code."""

@@ -20,6 +20,7 @@ import contextlib
 import ctypes
 import json
 import logging
+import os
 import time
 from dataclasses import replace
 from typing import AsyncIterator, Callable
@@ -27,6 +28,8 @@ from typing import AsyncIterator, Callable
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.requests import ClientDisconnect
+
+from bringup.core.client.engine_records import HEALTH_PID_HEADER
 
 from .access import AccessGuard
 from .formats import ChatFormat, CompletionFormat, GenerateFormat, Result
@@ -119,12 +122,16 @@ def create_app(state: ServerState) -> FastAPI:
     @app.api_route("/health", methods=["GET", "HEAD"])
     async def health():
         if not state.aengine.alive:
-            return error("the engine loop has stopped", 503)
-        if state.draining:
-            return error("the server is shutting down", 503)
-        if not state.ready:
-            return error("the server is still starting", 503)
-        return {"status": "ok"}
+            answer = error("the engine loop has stopped", 503)
+        elif state.draining:
+            answer = error("the server is shutting down", 503)
+        elif not state.ready:
+            answer = error("the server is still starting", 503)
+        else:
+            answer = JSONResponse({"status": "ok"})
+        # Names this process: a later window proves an engine record against it (core/client/engine_records.py).
+        answer.headers[HEALTH_PID_HEADER] = str(os.getpid())
+        return answer
 
     @app.api_route("/ready", methods=["GET", "HEAD"])
     async def ready():  # SGLang's cheap readiness probe

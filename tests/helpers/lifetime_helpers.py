@@ -33,12 +33,20 @@ WINDOW_WITH_ENGINE = textwrap.dedent("""\
 """)
 
 # Started by a window that then dies: it ignores SIGTERM and never looks at the lifeline, as a hung
-# engine would, so it outlives its window.
+# engine would, so it outlives its window. Its command line is the engine's own (`python -m bringup
+# serve ...`): a stand-in `bringup` package in its working folder answers to it, so the record it
+# leaves passes the same proof a real engine's does.
 STUBBORN_ENGINE = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(120)"
 LEAVE_BEHIND = textwrap.dedent(f"""\
-    import os, sys, time
+    import os, sys, tempfile, time
     from bringup.core.client.engine_process import EngineProcess
-    p = EngineProcess([sys.executable, "-c", {STUBBORN_ENGINE!r}], url="http://127.0.0.1:39999")
+    stand_in = tempfile.mkdtemp(prefix="stand-in-engine-")
+    os.mkdir(os.path.join(stand_in, "bringup"))
+    open(os.path.join(stand_in, "bringup", "__init__.py"), "w").close()
+    with open(os.path.join(stand_in, "bringup", "__main__.py"), "w") as f:
+        f.write({STUBBORN_ENGINE!r})
+    p = EngineProcess([sys.executable, "-m", "bringup", "serve", "--port", "39999"], cwd=stand_in,
+                      url="http://127.0.0.1:39999")
     p.start()
     while "up" not in p.lines:
         time.sleep(0.05)

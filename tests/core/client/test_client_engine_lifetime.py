@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from bringup.core.client import engine_lifetime as life
+from bringup.core.client import engine_records as records
 from lifetime_helpers import (LEAVE_BEHIND, PIPE_ONLY_WINDOW, WINDOW_WITH_ENGINE, gone, read_until, spawn_python,
                               wait_gone)
 
@@ -21,7 +21,7 @@ def test_sigkilled_window_takes_its_real_engine_with_it():
         line = read_until(window, "READY", timeout=180)
         engine_pid = int(line.split()[1])
         assert not gone(engine_pid)
-        assert (life.engines_dir() / f"{engine_pid}.json").is_file()  # the record a later start would read
+        assert (records.engines_dir() / f"{engine_pid}.json").is_file()  # the record a later start would read
         t0 = time.monotonic()
         os.kill(window.pid, signal.SIGKILL)
         window.wait(10)
@@ -33,8 +33,8 @@ def test_sigkilled_window_takes_its_real_engine_with_it():
             window.wait()
         if "engine_pid" in locals() and not gone(engine_pid):  # the test failed: leave nothing behind
             os.killpg(engine_pid, signal.SIGKILL)
-    assert life.leftover_engines() == []  # nothing to offer: the engine went with its window
-    assert not (life.engines_dir() / f"{engine_pid}.json").exists()  # and its stale record was swept
+    assert records.leftover_engines() == []  # nothing to offer: the engine went with its window
+    assert not (records.engines_dir() / f"{engine_pid}.json").exists()  # and its stale record was swept
 
 
 @pytest.mark.timeout(120)
@@ -72,7 +72,7 @@ def test_an_engine_left_behind_is_found_and_ended_on_request(qtbot):
         assert f"pid {engine_pid}" in bar.label.text() and "39999" in bar.label.text()
         assert bar.end_all() == 1
         assert gone(engine_pid) and bar.isHidden()
-        assert life.leftover_engines() == []
+        assert records.leftover_engines() == []
     finally:
         if not gone(engine_pid):
             os.kill(engine_pid, signal.SIGKILL)
@@ -82,15 +82,17 @@ def test_records_of_ended_engines_are_swept_and_keys_never_written(tmp_path, mon
     monkeypatch.setenv("BRINGUP_ENGINES_DIR", str(tmp_path))
     child = spawn_python("import time; time.sleep(30)")
     try:
-        path = life.record_engine(child.pid, "http://127.0.0.1:1234",
+        path = records.record_engine(child.pid, "http://127.0.0.1:1234",
                                   ["bringup", "serve", "--api-key", "sk-secret", "--x=1", "--api-key=sk-two"])
+        assert path.stat().st_mode & 0o777 == 0o600  # owner-only: another user can neither read nor plant
+        assert [p.name for p in tmp_path.iterdir()] == [path.name]  # written in one step: no temp file left
         text = path.read_text()
         assert "sk-secret" not in text and "sk-two" not in text
         assert json.loads(text)["argv"] == ["bringup", "serve", "--api-key", "***", "--x=1", "--api-key=***"]
-        assert life.leftover_engines() == []  # its window (this process) is alive: not a leftover
+        assert records.leftover_engines() == []  # its window (this process) is alive: not a leftover
         (tmp_path / "junk.json").write_text("{half")
     finally:
         child.kill()
         child.wait()
-    assert life.leftover_engines() == []
+    assert records.leftover_engines() == []
     assert list(tmp_path.iterdir()) == []  # the ended engine's record and the broken file are gone

@@ -333,3 +333,19 @@ def test_a_busy_port_is_a_clear_error(server):
     assert done.returncode == 2
     assert f"port {port} on 127.0.0.1 is already in use" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_health_names_its_engine_so_a_record_of_it_is_proved(server):
+    """The proof a later window asks of an engine record, against a real engine: its /health names
+    its pid, and a record is believed only with the port it really listens on."""
+    from dataclasses import replace
+
+    from bringup.core.client.engine_records import HEALTH_PID_HEADER, disproof, engines_dir, read_record
+
+    pid = server.process.pid
+    with httpx.Client(base_url=server.base_url, timeout=10) as c:
+        assert c.get("/health").headers[HEALTH_PID_HEADER] == str(pid)
+    rec, why = read_record(engines_dir() / f"{pid}.json")
+    assert rec is not None, why
+    assert disproof(replace(rec, url=server.base_url)) is None
+    assert "not on the recorded port 1" in disproof(replace(rec, url="http://127.0.0.1:1"))
