@@ -9,9 +9,10 @@ between two scrapes when the engine exports no gauge for them.
 from __future__ import annotations
 
 import math
-import re
 import urllib.request
 from dataclasses import dataclass, fields
+
+from prometheus_client.parser import text_string_to_metric_families
 
 PREFIXES = ("bringup:", "sglang:", "vllm:")
 
@@ -28,32 +29,35 @@ VLLM_NAMES = {
     "num_requests_total": ("request_success_total",),
 }
 
-# name (labels) value [timestamp]
-_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
-
-
 def parse_prometheus(text: str) -> dict[str, float]:
     """Sum each metric over its label sets (TP ranks, model names): `{name: value}`.
 
-    Histogram series keep their `_sum`/`_count` suffixes; `_bucket` lines are skipped.
+    prometheus_client's parser reads the text; histogram series keep their `_sum`/`_count`
+    suffixes, `_bucket` series and NaN are skipped. A scrape the parser refuses as a whole
+    (one malformed line from a proxy or a foreign exporter) is read line by line, so only the bad
+    lines are lost, never every graph.
     """
+    try:
+        return _sum_samples(text_string_to_metric_families(text))
+    except ValueError:
+        out: dict[str, float] = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                try:
+                    for name, value in _sum_samples(text_string_to_metric_families(line + "\n")).items():
+                        out[name] = out.get(name, 0.0) + value
+                except ValueError:
+                    continue
+        return out
+
+
+def _sum_samples(families) -> dict[str, float]:
     out: dict[str, float] = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        m = _LINE.match(line)
-        if not m:
-            continue
-        name, value = m.group(1), m.group(3)
-        if name.endswith("_bucket"):
-            continue
-        try:
-            v = float(value)
-        except ValueError:
-            continue
-        if math.isnan(v):
-            continue
-        out[name] = out.get(name, 0.0) + v
+    for family in families:
+        for sample in family.samples:
+            if sample.name.endswith("_bucket") or math.isnan(sample.value):
+                continue
+            out[sample.name] = out.get(sample.name, 0.0) + sample.value
     return out
 
 

@@ -6,9 +6,10 @@ SGLang, `token_usage` is the fuller pool (KV, SWA or state), the SWA pool's coun
 `swa_{used,available}_tokens` and `swa_token_usage` (0 for a model without an SWA pool), and the mamba slot counts are also exported
 under SGLang's `mamba_*_tokens` spelling (they are slot counts there too).
 
-The text exposition format is small enough to write by hand, which keeps the engine free of a
-global metrics registry: every server owns one `EngineMetrics`, written by the engine loop thread
-and read by the HTTP handler, under one lock.
+The exposition is `prometheus_client`'s: each server owns one `CollectorRegistry` holding one
+collector that reads this object's figures, so two servers in one process (the tests) never share
+a global registry. The figures themselves live here, written by the engine loop thread and read by
+the HTTP handler under one lock; `snapshot()` (`/server_info`) reads the same ones.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ import collections
 import math
 import threading
 import time
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 PREFIX = "bringup:"
 
@@ -30,18 +34,6 @@ E2E_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.
                1200.0, 2400.0)
 # Throughput is averaged over this many seconds of recent steps (SGLang: one log interval).
 THROUGHPUT_WINDOW_S = 5.0
-
-
-def _fmt(value: float) -> str:
-    if isinstance(value, float) and math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    if float(value).is_integer():
-        return str(int(value))
-    return repr(float(value))
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
 class Histogram:
@@ -58,15 +50,12 @@ class Histogram:
         self.sum += value
         self.count += 1
 
-    def lines(self, name: str, labels: str) -> list[str]:
+    def cumulative(self) -> list[tuple[str, int]]:
+        """(upper bound, observations at or below it) per bucket, ending with +Inf."""
         out, running = [], 0
         for bound, n in zip(self.bounds + (math.inf,), self.counts):
             running += n
-            sep = "," if labels else ""
-            out.append(f'{name}_bucket{{{labels}{sep}le="{_fmt(bound)}"}} {running}')
-        lab = f"{{{labels}}}" if labels else ""
-        out.append(f"{name}_sum{lab} {_fmt(self.sum)}")
-        out.append(f"{name}_count{lab} {self.count}")
+            out.append(("+Inf" if math.isinf(bound) else repr(float(bound)), running))
         return out
 
 
@@ -112,6 +101,9 @@ class EngineMetrics:
         self.itl = Histogram(ITL_BUCKETS)
         self.e2e = Histogram(E2E_BUCKETS)
         self.started = time.time()
+        # This server's own registry (never the process-wide default): described lazily, read on scrape.
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(self)
 
     # ---- writers (engine loop thread) -------------------------------------------------------
 
@@ -204,42 +196,49 @@ class EngineMetrics:
                     "prompt_throughput": prompt}
 
     def render(self) -> str:
-        """The Prometheus text exposition (format 0.0.4)."""
-        gen, prompt = self.throughput()
-        labels = f'model_name="{_escape(self.model_name)}"'
-        out: list[str] = []
+        """The Prometheus text exposition (format 0.0.4), written by prometheus_client."""
+        return generate_latest(self.registry).decode("utf-8")
 
-        def metric(name: str, kind: str, help_text: str, value: float) -> None:
-            full = PREFIX + name
-            out.extend((f"# HELP {full} {help_text}", f"# TYPE {full} {kind}", f"{full}{{{labels}}} {_fmt(value)}"))
+    def collect(self):
+        """prometheus_client's collector protocol: every family, read under the lock at once."""
+        gen, prompt = self.throughput()
+        model = [self.model_name]
+
+        def family(kind, name: str, help_text: str, value: float):
+            fam = kind(PREFIX + name, help_text, labels=["model_name"])
+            fam.add_metric(model, value)
+            return fam
 
         with self._lock:
-            g = dict(self.gauges)
-            for name, help_text in _GAUGE_HELP.items():
-                metric(name, "gauge", help_text, g.get(name, 0))
-            metric("gen_throughput", "gauge", "Generation throughput (tokens/s) over a sliding window.", gen)
-            metric("prompt_throughput", "gauge", "Prompt (prefill) throughput (tokens/s) over a sliding window.", prompt)
-            for name, value in sorted(self.static.items()):
-                metric(name, "gauge", "Start-up constant.", value)
-            for name, help_text in _COUNTER_HELP.items():
-                metric(name, "counter", help_text, self.counters.get(name, 0))
-            full = PREFIX + "num_finished_requests_total"
-            out += [f"# HELP {full} Finished requests by finish reason.", f"# TYPE {full} counter"]
-            for reason, n in sorted(self.finished_by_reason.items()):
-                out.append(f'{full}{{{labels},finish_reason="{_escape(reason)}"}} {n}')
-            full = PREFIX + "num_rejected_requests_by_reason_total"
-            out += [f"# HELP {full} Requests refused by admission control, by reason.", f"# TYPE {full} counter"]
-            for reason, n in sorted(self.rejected_by_reason.items()):
-                out.append(f'{full}{{{labels},reason="{_escape(reason)}"}} {n}')
+            out = [family(GaugeMetricFamily, name, help_text, self.gauges.get(name, 0))
+                   for name, help_text in _GAUGE_HELP.items()]
+            out.append(family(GaugeMetricFamily, "gen_throughput",
+                              "Generation throughput (tokens/s) over a sliding window.", gen))
+            out.append(family(GaugeMetricFamily, "prompt_throughput",
+                              "Prompt (prefill) throughput (tokens/s) over a sliding window.", prompt))
+            out += [family(GaugeMetricFamily, name, "Start-up constant.", value)
+                    for name, value in sorted(self.static.items())]
+            out += [family(CounterMetricFamily, name, help_text, self.counters.get(name, 0))
+                    for name, help_text in _COUNTER_HELP.items()]
+            for name, label, help_text, counts in (
+                ("num_finished_requests_total", "finish_reason", "Finished requests by finish reason.",
+                 self.finished_by_reason),
+                ("num_rejected_requests_by_reason_total", "reason", "Requests refused by admission control, by reason.",
+                 self.rejected_by_reason),
+            ):
+                fam = CounterMetricFamily(PREFIX + name, help_text, labels=["model_name", label])
+                for reason, n in sorted(counts.items()):
+                    fam.add_metric([self.model_name, reason], n)
+                out.append(fam)
             for name, hist, help_text in (
                 ("time_to_first_token_seconds", self.ttft, "Time to first token (s)."),
                 ("inter_token_latency_seconds", self.itl, "Time between output tokens (s)."),
                 ("e2e_request_latency_seconds", self.e2e, "Request latency from arrival to finish (s)."),
             ):
-                full = PREFIX + name
-                out += [f"# HELP {full} {help_text}", f"# TYPE {full} histogram"]
-                out += hist.lines(full, labels)
-        return "\n".join(out) + "\n"
+                fam = HistogramMetricFamily(PREFIX + name, help_text, labels=["model_name"])
+                fam.add_metric(model, hist.cumulative(), hist.sum)
+                out.append(fam)
+        return out
 
 
 _GAUGE_HELP = {

@@ -308,6 +308,28 @@ def test_a_non_streaming_client_that_gives_up_frees_its_slots(server, client):
     assert info["stats"]["state_slots_used"] == 0 and info["pools_check"] == "ok"
 
 
+def test_a_real_servers_metrics_read_with_prometheus_client(client):
+    """/metrics of a running server, read by prometheus_client's own parser: every family typed,
+    SGLang's names, one model label, and the figures the GUI's scraper reads from the same text."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from bringup.core.client.metrics_scrape import MetricsReader
+
+    completion_tokens(client, {"prompt": "metrics", "max_tokens": 3, "ignore_eos": True})
+    response = client.get("/metrics")
+    assert response.headers["content-type"].startswith("text/plain; version=0.0.4")
+    families = {f.name: f for f in text_string_to_metric_families(response.text)}
+    assert {"gauge", "counter", "histogram"} <= {f.type for f in families.values()}
+    assert families["bringup:generation_tokens"].type == "counter"
+    assert families["bringup:e2e_request_latency_seconds"].type == "histogram"
+    assert all(s.labels.get("model_name") for f in families.values() for s in f.samples)
+    generated = families["bringup:generation_tokens"].samples[0].value
+    assert generated >= 3
+    sample = MetricsReader().sample(response.text, t=0.0)
+    assert sample.kv_total == families["bringup:max_total_num_tokens"].samples[0].value > 0
+    assert sample.requests_total == families["bringup:num_requests"].samples[0].value >= 1
+
+
 def _metric(client, name: str) -> float:
     from bringup.core.client.metrics_scrape import parse_prometheus
 

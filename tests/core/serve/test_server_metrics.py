@@ -55,10 +55,32 @@ def test_histogram_buckets_are_cumulative():
     h = Histogram((0.1, 1.0))
     for v in (0.05, 0.1, 0.5, 3.0):
         h.observe(v)
-    lines = h.lines("x", 'a="b"')
-    assert lines[:3] == ['x_bucket{a="b",le="0.1"} 2', 'x_bucket{a="b",le="1"} 3', 'x_bucket{a="b",le="+Inf"} 4']
-    assert lines[-1] == 'x_count{a="b"} 4'
-    assert float(lines[-2].split()[-1]) == pytest.approx(3.65)
+    assert h.cumulative() == [("0.1", 2), ("1.0", 3), ("+Inf", 4)]
+    assert (h.count, h.sum) == (4, pytest.approx(3.65))
+
+
+def test_each_server_has_its_own_registry_with_typed_families():
+    from prometheus_client import CollectorRegistry, REGISTRY
+
+    a, b = busy_metrics(), EngineMetrics("b")
+    b.record_request_start()
+    b.record_request_start()
+    assert isinstance(a.registry, CollectorRegistry) and a.registry is not b.registry
+    assert a.registry.get_sample_value("bringup:num_requests_total", {"model_name": 'model "x"\\y'}) == 1
+    assert b.registry.get_sample_value("bringup:num_requests_total", {"model_name": "b"}) == 2
+    assert REGISTRY.get_sample_value("bringup:num_requests_total", {"model_name": "b"}) is None  # not the global one
+    kinds = {f.name: f.type for f in a.registry.collect()}
+    assert kinds["bringup:num_requests"] == "counter" and kinds["bringup:token_usage"] == "gauge"
+    assert kinds["bringup:time_to_first_token_seconds"] == "histogram"
+    assert a.registry.get_sample_value("bringup:inter_token_latency_seconds_bucket",
+                                       {"model_name": 'model "x"\\y', "le": "0.01"}) == 2
+
+
+def test_a_malformed_line_costs_that_line_only():
+    text = busy_metrics().render().replace("bringup:num_queue_reqs{", "bringup:num queue{", 1)
+    values = parse_prometheus(text)
+    assert "bringup:num_queue_reqs" not in values
+    assert values["bringup:num_running_reqs"] == 3 and values["bringup:kv_total_tokens"] == 1024
 
 
 def test_throughput_is_right_as_soon_as_load_starts_and_decays_when_it_stops():
