@@ -141,7 +141,7 @@ def load_dummy_model(source, *, device="cpu", dtype="auto", seed: int = DEFAULT_
     from .loader import checkpoint_quantization
 
     quant, keep = checkpoint_quantization(config, dtype)
-    quant = quant if keep else None
+    quant = quant if keep and quant is not None and quant.method != "gguf" else None  # random bytes are no GGUF blocks
     try:
         cls = model_class_for(config)
     except UnsupportedModelError as err:

@@ -31,6 +31,8 @@ from .batch_log import BatchLog
 from .config import EngineConfig
 from .detokenize import IncrementalDetokenizer
 from .model_runner import ModelRunner
+from bringup.core.sources.gguf_file import is_gguf_path
+
 from .pools import PoolIntegrityError, as_dtype
 from .request import Request, RequestRejected, StepOutput
 from .sampling import SamplingParams, make_generator
@@ -116,6 +118,13 @@ class Engine:
                          f"({2 * self.weights_bytes / GB:.2f} GB) would take more than {PACKED_SHARE:.0%} of the "
                          f"{free_before / GB:.2f} GB available")
             prepare_linears_for_cpu(self.model)  # same values; faster products on the CPU (cpu_linears.py)
+            from .gguf_weights import prepare_for_cpu
+
+            prepare_for_cpu(self.model)  # GGUF 4-bit blocks in torch's int4 layout (gguf_weights.py)
+        if self.folder is not None and is_gguf_path(self.folder):
+            from .gguf_weights import release_load_memory
+
+            release_load_memory()
         self.architecture = (self.config.get("architectures") or [type(self.model).__name__])[0]
         devices.synchronize(self.device)
         self.log(

@@ -179,9 +179,10 @@ def safetensors_files(folder: Path) -> list[Path]:
     return files
 
 
-def iter_checkpoint(folder: Path) -> Iterator[tuple[str, torch.Tensor]]:
+def iter_checkpoint(folder: Path, keep_blocks=frozenset()) -> Iterator[tuple[str, torch.Tensor]]:
+    """The checkpoint's tensors by name; a GGUF file's `keep_blocks` names as their quantized bytes."""
     if is_gguf_path(folder):
-        yield from iter_gguf_weights(folder)
+        yield from iter_gguf_weights(folder, keep_blocks=keep_blocks)
         return
     from safetensors import safe_open
 
@@ -211,7 +212,25 @@ def checkpoint_quantization(config: dict, dtype):
     an explicit dtype dequantises (the way to run a scheme the engine cannot run as stored)."""
     from bringup.core.layermap.quantization import read_quantization
 
-    return read_quantization(config), dtype in (None, "auto")
+    quant = read_quantization(config)
+    keep = dtype in (None, "auto")
+    if quant is not None and quant.method == "gguf":
+        # GGUF blocks stay blocks where the model's layers take them (gguf_weights.py); other GGUF
+        # models are dequantised at load, as an explicit dtype does.
+        from .facts import QUANTIZED_MODEL_TYPES
+        from .gguf_weights import KEPT_TYPES
+
+        keep = keep and config.get("model_type") in QUANTIZED_MODEL_TYPES and quant.default.weight_dtype in KEPT_TYPES
+    return quant, keep
+
+
+def model_dtype_for(quant, keep: bool, dt: torch.dtype) -> torch.dtype:
+    """The activations' dtype: GGUF blocks kept run with the CPU int4 product's bf16."""
+    if keep and quant is not None and quant.method == "gguf":
+        from .gguf_weights import ACTIVATION_DTYPE
+
+        return ACTIVATION_DTYPE
+    return dt
 
 
 def resolve_device(device) -> torch.device:
@@ -267,13 +286,17 @@ def load_model(source, *, device="cpu", dtype="auto", progress: Progress | None 
     config = decoder_config(read_model_config(folder))
     dev, dt = resolve_device(device), resolve_dtype(dtype, config)
     quant, keep = checkpoint_quantization(config, dtype)
+    dt = model_dtype_for(quant, keep, dt)
     if progress:
         progress(f"building {config.get('model_type')} on {dev} in {str(dt).removeprefix('torch.')}")
     name = Path(os.fspath(source)).name if Path(os.fspath(source)).expanduser().exists() else os.fspath(source)
     model = build_model(config, device=dev, dtype=dt, name=name, source=str(folder), quantization=quant if keep else None)
-    weights = iter_checkpoint(folder)
+    from .gguf_weights import kept_block_names
+
+    weights = iter_checkpoint(folder, keep_blocks=kept_block_names(model))
     if quant is not None and not keep:
-        weights = dequantised_weights(weights, quant, dt)
+        if quant.method != "gguf":  # (a GGUF reader dequantises what it is not asked to keep)
+            weights = dequantised_weights(weights, quant, dt)
         model.weight_scheme.dequantised_from = quant.default.label
     if progress:
         progress(f"loading weights from {folder}")

@@ -57,7 +57,10 @@ class Fp8Linear(nn.Module):
 
 
 def is_quantized(module) -> bool:
-    return isinstance(module, Fp8Linear)
+    """A layer holding quantized weights, whose own forward must do its product."""
+    from .gguf_weights import GgufLinear
+
+    return isinstance(module, (Fp8Linear, GgufLinear))
 
 
 @dataclass
@@ -106,10 +109,15 @@ def _expert_stacks(module: nn.Module) -> bool:
 def apply_weight_scheme(model: nn.Module, quant: ModelQuantization | None, model_type: str) -> RunningScheme:
     """Swap the linear layers and expert stacks the checkpoint quantized for their fp8 forms (on the
     meta device, before allocation); refuse what the engine cannot run. Returns what runs."""
-    dtype_name = str(next(model.parameters()).dtype).removeprefix("torch.")
+    dtype_name = str(model.dtype).removeprefix("torch.")
     if quant is None:
         return RunningScheme(dtype_name)
     running = RunningScheme(dtype_name, quant.method)
+    if quant.method == "gguf":
+        from .gguf_weights import keep_gguf_blocks
+
+        keep_gguf_blocks(model, quant, running)
+        return running
     skip = ("lm_head", "embed")  # kept in the model dtype (the checkpoints' converters leave them too)
     replaced = []
     for name, module in list(model.named_modules()):

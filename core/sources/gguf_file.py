@@ -133,6 +133,11 @@ def reader_for(path) -> "object":
     return _cached_reader(str(path), stat.st_mtime_ns, stat.st_size)
 
 
+def forget_readers() -> None:
+    """Drop the shared readers (a loaded engine needs them no more; a later read parses again)."""
+    _cached_reader.cache_clear()
+
+
 def _value(reader, key: str, default=None):
     field = reader.fields.get(key)
     if field is None:
@@ -158,6 +163,17 @@ def quantisation(reader) -> str:
 
     counts = Counter(t.tensor_type.name for t in reader.tensors)
     return ", ".join(f"{name} ({n})" for name, n in counts.most_common())
+
+
+def tensor_types(reader, arch: str | None) -> dict[str, str]:
+    """Hugging Face weight name -> ggml type of each tensor the engine places one to one (expert
+    stacks are split at load and left out): the layer map's per-layer schemes read these."""
+    out = {}
+    for t in reader.tensors:
+        target = hf_name(t.name, arch)
+        if target is not None:
+            out[target] = t.tensor_type.name
+    return out
 
 
 def read_gguf_config(path) -> dict:
@@ -202,7 +218,7 @@ def read_gguf_config(path) -> dict:
         config["query_pre_attn_scalar"] = config["head_dim"]
     config["torch_dtype"] = _float_dtype(reader)
     config["gguf"] = {"file": path.name, "architecture": arch, "name": _value(reader, "general.name"),
-                      "quantisation": quantisation(reader)}
+                      "quantisation": quantisation(reader), "tensor_types": tensor_types(reader, arch)}
     if any(t.name.startswith("rope_freqs") for t in reader.tensors) and "rope_scaling" not in config:
         # llama.cpp stores Llama 3.1's rope scaling as per-frequency factors, not as metadata.
         config["gguf"]["note"] = ("its rope_freqs tensor (Llama 3.1 style rope scaling) is not applied: "
@@ -271,8 +287,9 @@ def dequantised(tensor):
     return data.reshape(shape)
 
 
-def iter_gguf_weights(path, config: dict | None = None) -> Iterator[tuple[str, "object"]]:
-    """(Hugging Face name, float32 torch tensor) for every weight in the file, q/k un-permuted."""
+def iter_gguf_weights(path, config: dict | None = None, keep_blocks=frozenset()) -> Iterator[tuple[str, "object"]]:
+    """(Hugging Face name, float32 torch tensor) for every weight in the file, q/k un-permuted; the
+    names in `keep_blocks` come as the file's own bytes (uint8 rows of quantized blocks) instead."""
     import numpy as np
     import torch
 
@@ -295,11 +312,14 @@ def iter_gguf_weights(path, config: dict | None = None) -> Iterator[tuple[str, "
             if not name.startswith("rope_freqs"):
                 unknown.append(name)
             continue
-        data = dequantised(tensor)
+        data = np.asarray(tensor.data) if target in keep_blocks else dequantised(tensor)
         if arch in PERMUTED_QK and m and m.group(2) in ("attn_q", "attn_k"):
             data = unpermute_qk(data, heads if m.group(2) == "attn_q" else kv_heads)
         if arch in NORM_PLUS_ONE and target.endswith("norm.weight"):
             data = data - 1.0
+        if target in keep_blocks:
+            yield target, torch.from_numpy(np.array(data, order="C"))  # rows of blocks (row permutes keep them whole)
+            continue
         yield target, torch.from_numpy(np.array(data, dtype=np.float32, order="C"))  # a copy: the file is memory-mapped read-only
     if unknown:
         shown = ", ".join(unknown[:6]) + (f" and {len(unknown) - 6} more" if len(unknown) > 6 else "")

@@ -62,7 +62,8 @@ def byte_level_vocab(vocab_size: int = 320) -> tuple[list[str], list[str]]:
 
 def write_gguf(hf_model, path: Path, tokens: list[str], merges: list[str], *, quant: str = "mixed") -> Path:
     """`hf_model` (transformers Llama, Qwen3 or Gemma 3 text) as a GGUF file. quant: "f32" (every
-    tensor exact), or "mixed" (embedding Q8_0, attention Q4_0 where rows allow, MLP F16, norms F32).
+    tensor exact), "mixed" (embedding Q8_0, attention Q4_0 where rows allow, MLP F16, norms F32), or
+    "blocks" (as mixed, the MLP and an untied lm_head Q4_1).
     Gemma 3 as llama.cpp's converter writes it: norms stored as 1 + w, the window and its pattern."""
     import gguf
     from gguf.quants import quantize
@@ -114,11 +115,13 @@ def write_gguf(hf_model, path: Path, tokens: list[str], merges: list[str], *, qu
         elif arch == "llama" and ".k_proj." in name:
             data = permute(data, cfg.num_key_value_heads)
         kind = gguf.GGMLQuantizationType.F32
-        if quant == "mixed" and data.ndim == 2:
+        if quant in ("mixed", "blocks") and data.ndim == 2:
             if "embed_tokens" in name:
                 kind = gguf.GGMLQuantizationType.Q8_0
             elif "self_attn" in name and data.shape[1] % 32 == 0:
                 kind = gguf.GGMLQuantizationType.Q4_0
+            elif quant == "blocks" and data.shape[1] % 32 == 0:
+                kind = gguf.GGMLQuantizationType.Q4_1
             else:
                 kind = gguf.GGMLQuantizationType.F16
         if kind == gguf.GGMLQuantizationType.F32:

@@ -176,7 +176,10 @@ class CausalLM(nn.Module):
 
     @property
     def dtype(self) -> torch.dtype:
-        return next(self.parameters()).dtype
+        """The activations' dtype: that of the first floating-point parameter (quantized layers
+        hold uint8 blocks or fp8 weights beside it)."""
+        params = list(self.parameters())
+        return next((p.dtype for p in params if p.is_floating_point() and p.element_size() > 1), params[0].dtype)
 
     @property
     def device(self) -> torch.device:

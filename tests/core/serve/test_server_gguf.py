@@ -24,7 +24,10 @@ def gguf_path(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(gguf_path):
-    srv = start_server(gguf_path, "--max-running-requests", "4", "--model-aliases", "tiny")  # the name the chat test asks for
+    # float32: dequantised at load, so greedy tokens can equal transformers' float32 reading exactly
+    # (with the default, auto, the blocks stay blocks and run in bf16: tests/core/engine/test_engine_gguf_blocks.py)
+    srv = start_server(gguf_path, "--max-running-requests", "4", "--model-aliases", "tiny",  # the name the chat test asks for
+                       "--dtype", "float32")
     yield srv
     srv.process.stop()
 
@@ -59,6 +62,7 @@ def test_generate_single_and_batched_equal_transformers(server, reference):
     assert [a["output_ids"] for a in batched] == expected
     assert single["output_ids"] == expected[0]
     assert str(info.get("model_path", "")).endswith("tiny-llama.Q.gguf")
+    assert "Q4_0" in info["weights"]["dequantised_from"]  # what runs is what is shown: float32 from Q4_0 blocks
 
 
 def test_openai_chat_uses_the_files_template_and_equals_transformers(server, reference):

@@ -1,0 +1,136 @@
+"""A GGUF file's quantized matrices kept as llama.cpp's blocks in the engine.
+
+With `--dtype auto` the linear layers (and the embedding, and a lm_head tied to it) whose tensors
+are Q8_0, Q4_0, Q4_1, Q4_K or Q6_K hold the file's bytes as they are (`weight`: uint8 rows of
+blocks, loaded under the tensor's own name), and multiply through kernels/reference/gguf_blocks.py
+(a slab of rows dequantised per product). On the CPU, `prepare_for_cpu` re-lays the 4-bit types
+once into torch's int4 layout (kernels/cpu/gguf_int4.py, the same half byte a weight), the fastest
+product torch has for them, with bf16 activations. So memory is the quantized model's: the float32
+copy of every weight that dequantising at load made (and its packed oneDNN twin) is gone. An
+explicit --dtype dequantises at load, as before.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from bringup.kernels.reference.gguf_blocks import BLOCKS, gguf_embedding, gguf_linear, row_bytes
+
+KEPT_TYPES = frozenset(BLOCKS)
+# The activations' dtype of a model whose blocks are kept: the CPU int4 product's fast type.
+ACTIVATION_DTYPE = torch.bfloat16
+
+
+class GgufLinear(nn.Module):
+    def __init__(self, in_features: int, out_features: int, ggml_type: str, bias: bool = False):
+        super().__init__()
+        self.in_features, self.out_features, self.ggml_type = in_features, out_features, ggml_type
+        self.weight = nn.Parameter(torch.empty(out_features, row_bytes(ggml_type, in_features), dtype=torch.uint8),
+                                   requires_grad=False)
+        self.bias = nn.Parameter(torch.empty(out_features), requires_grad=False) if bias else None
+        self.int4 = None  # (packed codes, scales and zeros) once prepare_for_cpu re-laid a 4-bit type
+        self.cpu_q8 = False  # Q8_0 through the CPU's blockwise product (prepare_for_cpu)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.int4 is not None:
+            from bringup.kernels.cpu.gguf_int4 import int4_linear
+
+            return int4_linear(x, *self.int4, self.in_features, self.bias)
+        if self.cpu_q8:
+            from bringup.kernels.cpu.gguf_q8 import q8_0_linear
+
+            return q8_0_linear(x, self.weight, self.in_features, self.bias)
+        return gguf_linear(x, self.weight, self.ggml_type, self.in_features, self.bias)
+
+    def extra_repr(self) -> str:
+        return f"in={self.in_features}, out={self.out_features}, {self.ggml_type} blocks"
+
+
+class GgufEmbedding(nn.Module):
+    def __init__(self, num_embeddings: int, embedding_dim: int, ggml_type: str, dtype: torch.dtype):
+        super().__init__()
+        self.num_embeddings, self.embedding_dim, self.ggml_type, self.out_dtype = (num_embeddings, embedding_dim,
+                                                                                  ggml_type, dtype)
+        self.weight = nn.Parameter(torch.empty(num_embeddings, row_bytes(ggml_type, embedding_dim), dtype=torch.uint8),
+                                   requires_grad=False)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return gguf_embedding(ids, self.weight, self.ggml_type, self.embedding_dim, self.out_dtype)
+
+
+def keep_gguf_blocks(model: nn.Module, quant, running) -> None:
+    """Swap the modules whose GGUF tensor is a kept block type for their block-holding forms (on
+    the meta device). A lm_head tied to a kept embedding becomes a GgufLinear sharing its bytes."""
+    dtype = model.dtype
+    replaced = []
+    for name, module in list(model.named_modules()):
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            scheme = quant.scheme_for(name)
+            if scheme.weight_dtype not in KEPT_TYPES:
+                continue
+            if isinstance(module, nn.Embedding):
+                new = GgufEmbedding(module.num_embeddings, module.embedding_dim, scheme.weight_dtype, dtype)
+            else:
+                new = GgufLinear(module.in_features, module.out_features, scheme.weight_dtype, module.bias is not None)
+            replaced.append((name, new))
+    for name, new in replaced:
+        parent, _, leaf = name.rpartition(".")
+        setattr(model.get_submodule(parent) if parent else model, leaf, new)
+    embed = model.input_embedding
+    if getattr(model, "tied", False) and isinstance(embed, GgufEmbedding):
+        model.lm_head = GgufLinear(embed.embedding_dim, embed.num_embeddings, embed.ggml_type)
+        model.tie_weights()
+    types = sorted({m.ggml_type for m in model.modules() if isinstance(m, (GgufLinear, GgufEmbedding))})
+    running.quantized_linears = sum(isinstance(m, GgufLinear) for m in model.modules())
+    running.dense_linears = sum(type(m) is nn.Linear for m in model.modules())
+    if types:
+        running.label = f"GGUF {', '.join(types)} blocks"
+    running.kernels = {"gguf_linear": "reference"}
+
+
+def prepare_for_cpu(model: nn.Module) -> int:
+    """Re-lay the 4-bit block types for torch's CPU int4 product; returns how many were."""
+    from bringup.kernels.cpu.gguf_int4 import INT4_TYPES, pack_int4
+
+    from bringup.kernels.dispatch import kernel_choice
+
+    if kernel_choice() == "reference":  # BRINGUP_KERNELS=reference: the blocks' own product everywhere
+        return 0
+    done = 0
+    shared = {id(e.weight) for e in model.modules() if isinstance(e, GgufEmbedding)}
+    for m in model.modules():
+        if isinstance(m, GgufLinear) and m.ggml_type == "Q8_0" and m.weight.device.type == "cpu":
+            m.cpu_q8 = True
+            done += 1
+        if isinstance(m, GgufLinear) and m.ggml_type in INT4_TYPES and m.int4 is None and m.in_features % 32 == 0:
+            m.int4 = pack_int4(m.weight.data, m.ggml_type, m.in_features)
+            if id(m.weight) not in shared:  # the codes live in the int4 layout now: no second copy
+                m.weight = nn.Parameter(m.weight.data[:, :0].contiguous(), requires_grad=False)
+            done += 1
+    running = getattr(model, "weight_scheme", None)
+    if running is not None and done:
+        running.kernels = {"gguf_linear": "cpu: int4 product (Q4_0/Q4_1/Q4_K), blockwise Q8_0, reference (Q6_K)"}
+    return done
+
+
+def release_load_memory() -> None:
+    """After a GGUF load: drop the parsed readers (their memory maps and tokenizer arrays) and hand
+    the heap the load freed back to the system (glibc keeps it otherwise): on SmolLM2 Q4_1 the
+    resident memory goes from 877 to 474 MiB."""
+    import ctypes
+    import gc
+
+    from bringup.core.sources.gguf_file import forget_readers
+
+    forget_readers()
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: the memory stays with the process, nothing else changes
+        pass
+
+
+def kept_block_names(model: nn.Module) -> set[str]:
+    """Parameter names that take a GGUF tensor's bytes as they are."""
+    return {n for n, p in model.named_parameters() if p.dtype == torch.uint8}

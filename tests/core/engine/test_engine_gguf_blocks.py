@@ -1,0 +1,57 @@
+"""A GGUF file's quantized blocks stay blocks in the engine (`--dtype auto`): the layers hold the
+file's bytes, the model computes what the dequantised float32 model computes within bf16's
+rounding, and an explicit dtype still dequantises at load."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from gguf_helpers import byte_level_vocab, tiny_llama, write_gguf
+from models_helpers import Req, make_pools, run_engine
+
+from bringup.core.engine.gguf_weights import GgufEmbedding, GgufLinear, prepare_for_cpu
+from bringup.core.engine.loader import load_model, weights_bytes
+from bringup.core.families import build_layer_map
+from bringup.core.sources.gguf_file import read_gguf_config
+
+pytest.importorskip("gguf")
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["own-head", "tied"])
+def gguf_file(request, tmp_path_factory):
+    tokens, merges = byte_level_vocab()
+    hf = tiny_llama(len(tokens), tie_word_embeddings=request.param)
+    return write_gguf(hf, tmp_path_factory.mktemp("blocks") / "tiny-blocks.gguf", tokens, merges, quant="blocks")
+
+
+def test_blocks_are_kept_as_the_file_holds_them(gguf_file):
+    kept = load_model(gguf_file, dtype="auto").model
+    floats = load_model(gguf_file, dtype="float32").model
+    types = {m.ggml_type for m in kept.modules() if isinstance(m, GgufLinear)}
+    assert types >= {"Q4_0", "Q4_1"}
+    assert isinstance(kept.input_embedding, GgufEmbedding) and kept.input_embedding.ggml_type == "Q8_0"
+    assert all(m.weight.dtype == torch.uint8 for m in kept.modules() if isinstance(m, (GgufLinear, GgufEmbedding)))
+    assert "Q4_0" in kept.weight_scheme.label and kept.weight_scheme.quantized_linears > 0
+    assert "Q4_0" in floats.weight_scheme.dequantised_from and floats.weight_scheme.quantized_linears == 0
+    assert weights_bytes(kept) < 0.3 * weights_bytes(floats)
+
+
+def test_kept_blocks_compute_what_the_dequantised_model_computes(gguf_file):
+    kept = load_model(gguf_file, dtype="auto").model
+    assert kept.dtype == torch.bfloat16  # the CPU int4 product's activations
+    assert prepare_for_cpu(kept) > 0  # the 4-bit types in torch's int4 layout, Q8_0 blockwise
+    floats = load_model(gguf_file, dtype="float32").model
+    prompt = list(range(5, 30))
+    kv, state = make_pools(kept, dtype=kept.dtype)
+    a = run_engine(kept, [Req(prompt, [25], steps=3)], kv_pool=kv, state_pool=state)[0]
+    b = run_engine(floats, [Req(prompt, [25], steps=3)])[0]
+    x, y = a.logits[0].float(), b.logits[0]
+    assert (x - y).abs().max() <= 3e-2 * y.abs().max()
+    assert a.tokens[0] == b.tokens[0]
+
+
+def test_the_map_shows_each_layer_s_ggml_type(gguf_file):
+    m = build_layer_map(read_gguf_config(gguf_file))
+    layer = m.layers[0]
+    assert layer.weights.mixer.key == "gguf_q4_0" and layer.weights.ffn.key == "gguf_q4_1"
+    assert layer.weights.ffn.bits == pytest.approx(5.0)

@@ -1,0 +1,74 @@
+"""GGUF blocks: the torch decoders against gguf-py's numpy ones, and the CPU products (torch's int4
+kernel for the 4-bit types, the blockwise Q8_0 product) against the dequantising reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from bringup.kernels.cpu.gguf_int4 import int4_linear, pack_int4
+from bringup.kernels.cpu.gguf_q8 import q8_0_linear
+from bringup.kernels.reference.gguf_blocks import BLOCKS, dequantize_blocks, gguf_embedding, gguf_linear
+
+gguf = pytest.importorskip("gguf")
+# Where each type keeps its fp16 scales inside a block (the rest of the bytes are codes: any value).
+SCALE_FIELDS = {"Q8_0": (0,), "Q4_0": (0,), "Q4_1": (0, 2), "Q4_K": (0, 2), "Q6_K": (208,)}
+
+
+def random_blocks(ggml_type: str, rows: int, cols: int, seed: int = 0) -> np.ndarray:
+    per, size = BLOCKS[ggml_type]
+    rng = np.random.default_rng(seed)
+    raw = rng.integers(0, 256, size=(rows, cols // per, size), dtype=np.uint8)
+    for off in SCALE_FIELDS[ggml_type]:
+        scales = (rng.random((rows, cols // per)) * 0.01 + 1e-3).astype(np.float16)
+        raw[..., off:off + 2] = scales.view(np.uint8).reshape(rows, cols // per, 2)
+    return raw.reshape(rows, -1)
+
+
+@pytest.mark.parametrize("ggml_type", sorted(BLOCKS))
+def test_decoders_equal_gguf_py(ggml_type):
+    from gguf.quants import dequantize
+
+    raw = random_blocks(ggml_type, 6, 512)
+    expected = dequantize(raw, getattr(gguf.GGMLQuantizationType, ggml_type)).reshape(6, 512)
+    assert np.array_equal(dequantize_blocks(torch.from_numpy(raw), ggml_type, 512).numpy(), expected)
+
+
+@pytest.mark.parametrize("ggml_type", sorted(BLOCKS))
+def test_reference_linear_and_embedding_read_the_dequantised_weight(ggml_type, monkeypatch):
+    import sys
+
+    monkeypatch.setattr(sys.modules["bringup.kernels.reference.gguf_blocks"], "ROWS_PER_CHUNK", 7)  # ragged slabs
+    blocks = torch.from_numpy(random_blocks(ggml_type, 20, 256))
+    w = dequantize_blocks(blocks, ggml_type, 256)
+    x = torch.randn(3, 256)
+    assert torch.allclose(gguf_linear(x, blocks, ggml_type, 256), x @ w.T, rtol=1e-5, atol=1e-6)
+    ids = torch.tensor([[4, 0], [19, 4]])
+    assert torch.equal(gguf_embedding(ids, blocks, ggml_type, 256, torch.float32), w[ids])
+
+
+@pytest.mark.parametrize("ggml_type", ["Q4_0", "Q4_1", "Q4_K"])
+@pytest.mark.parametrize("rows", [1, 5])
+def test_int4_product_matches_reference(ggml_type, rows):
+    blocks = torch.from_numpy(random_blocks(ggml_type, 64, 512, seed=1))
+    packed, table = pack_int4(blocks, ggml_type, 512)
+    assert packed.numel() + 2 * table.numel() <= blocks.numel() * 1.15  # still about half a byte a weight
+    x = torch.randn(rows, 512)
+    expected = gguf_linear(x, blocks, ggml_type, 512)
+    got = int4_linear(x, packed, table, 512)
+    # bf16 activations and bf16 scales: a few parts in a thousand of the largest output
+    assert (got - expected).abs().max() <= 1e-2 * expected.abs().max()
+
+
+@pytest.mark.parametrize("rows", [1, 4])
+def test_blockwise_q8_product_matches_reference(rows, monkeypatch):
+    import sys
+
+    monkeypatch.setattr(sys.modules["bringup.kernels.cpu.gguf_q8"], "ROWS_PER_CHUNK", 24)
+    blocks = torch.from_numpy(random_blocks("Q8_0", 50, 256, seed=2))
+    x = torch.randn(rows, 256)
+    expected = gguf_linear(x, blocks, "Q8_0", 256)
+    got = q8_0_linear(x, blocks, 256)
+    assert got.shape == expected.shape
+    assert (got - expected).abs().max() <= 1e-2 * expected.abs().max()
