@@ -508,12 +508,15 @@ class Engine:
         }
 
     def packed_weights_bytes_now(self) -> int:
-        """The packed weight copies the model holds now (the CPU's; the MoE's come with its first wide batch)."""
+        """The packed weight copies the model holds now (the CPU's; the MoE's come with its first wide batch;
+        a kept GGUF model's float32 output projection)."""
         if self.device.type != "cpu":
             return 0
         from bringup.kernels.cpu.onednn_packed import packed_bytes
 
-        return packed_bytes(self.model)
+        from .gguf_weights import cpu_copies_bytes
+
+        return packed_bytes(self.model) + cpu_copies_bytes(self.model)
 
     def check_pools(self) -> None:
         """Raise PoolIntegrityError if a page or slot is owned twice, owned by nobody, or (with no
