@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Iterator
 
 from bringup.core.errors import UserError
+from bringup.core.sources.gguf_checks import check_relations, check_tensors, checked_scalar, checked_token_id
 
 GGUF_MAGIC = b"GGUF"
 
@@ -112,9 +113,10 @@ def _reader(path: Path):
         raise UserError(f"{path}: no such GGUF file; check the path (or `bringup models fetch smollm2` to get one)")
     try:
         return GGUFReader(str(path))
-    except (ValueError, OSError, IndexError, KeyError) as err:
-        raise UserError(f"{path} is not a readable GGUF file ({type(err).__name__}: {str(err)[:160]}); "
-                        "the download may be incomplete: fetch it again") from None
+    except (ValueError, OSError, IndexError, KeyError, OverflowError, MemoryError):
+        from bringup.core.sources.gguf_header import why_unreadable
+
+        raise UserError(f"{path} is not a readable GGUF file: {why_unreadable(path)}") from None
 
 
 @lru_cache(maxsize=4)
@@ -181,19 +183,19 @@ def read_gguf_config(path) -> dict:
     path = Path(os.fspath(path)).expanduser()
     reader = reader_for(path)
     arch = _value(reader, "general.architecture")
-    if arch not in ARCHITECTURES:
+    if not isinstance(arch, str) or arch not in ARCHITECTURES:
         raise UserError(f"{path}: GGUF architecture {arch!r} is not supported; the workbench reads "
                         f"{', '.join(sorted(ARCHITECTURES))} GGUF files. Use the model's Hugging Face checkpoint instead")
     model_type, architecture = ARCHITECTURES[arch]
     config: dict = {"model_type": model_type, "architectures": [architecture]}
     for suffix, key in _SCALARS.items():
-        value = _value(reader, f"{arch}.{suffix}")
-        if value is not None:
-            config[key] = value
+        field = reader.fields.get(f"{arch}.{suffix}")
+        if field is not None:
+            config[key] = checked_scalar(path, arch, suffix, field)
     for suffix, key in _TOKEN_IDS.items():
-        value = _value(reader, f"tokenizer.ggml.{suffix}")
-        if value is not None:
-            config[key] = int(value)
+        field = reader.fields.get(f"tokenizer.ggml.{suffix}")
+        if field is not None:
+            config[key] = checked_token_id(path, f"tokenizer.ggml.{suffix}", field)
     if "vocab_size" not in config:
         tokens = reader.fields.get("tokenizer.ggml.tokens")
         if tokens is not None:
@@ -204,17 +206,22 @@ def read_gguf_config(path) -> dict:
                 config["vocab_size"] = int(embed.shape[-1])
     missing = [k for k in ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size") if k not in config]
     if missing:
-        raise UserError(f"{path}: the GGUF metadata lacks {', '.join(missing)} for architecture {arch!r}; "
-                        "the file is incomplete or from an unusual converter")
+        keys = {v: f"{arch}.{k}" for k, v in _SCALARS.items()}
+        shown = ", ".join(f"{keys[k]} ({k})" for k in missing)
+        raise UserError(f"{path}: GGUF metadata {shown} is missing; expected in every {arch} file "
+                        "(llama.cpp's converter writes it): convert the file again, or use the Hugging Face checkpoint")
+    check_relations(path, arch, config, has_key_length="head_dim" in config)
     config.setdefault("num_key_value_heads", config["num_attention_heads"])
     config.setdefault("head_dim", config["hidden_size"] // config["num_attention_heads"])
-    _rope_scaling(reader, arch, config)
+    check_tensors(path, arch, config, reader.tensors)
+    _check_placeable(path, arch, reader.tensors)
+    _rope_scaling(reader, path, arch, config)
     config["tie_word_embeddings"] = not any(t.name == "output.weight" for t in reader.tensors)
     config["hidden_act"] = "gelu_pytorch_tanh" if arch == "gemma3" else "silu"
     if arch == "qwen2":
         config["attention_bias"] = any(t.name.endswith("attn_q.bias") for t in reader.tensors)
     if arch == "gemma3":
-        config.setdefault("sliding_window_pattern", int(_value(reader, "gemma3.attention.sliding_window_pattern", 6) or 6))
+        config.setdefault("sliding_window_pattern", _checked(reader, path, arch, "attention.sliding_window_pattern") or 6)
         config["query_pre_attn_scalar"] = config["head_dim"]
     config["torch_dtype"] = _float_dtype(reader)
     config["gguf"] = {"file": path.name, "architecture": arch, "name": _value(reader, "general.name"),
@@ -226,15 +233,32 @@ def read_gguf_config(path) -> dict:
     return config
 
 
-def _rope_scaling(reader, arch: str, config: dict) -> None:
-    kind = _value(reader, f"{arch}.rope.scaling.type")
-    factor = _value(reader, f"{arch}.rope.scaling.factor")
-    if kind in (None, "none") or not factor:
+def _check_placeable(path, arch: str, tensors) -> None:
+    """Every tensor has a place in the engine's model (refused here, before any weight is read)."""
+    unknown = [t.name for t in tensors if not t.name.startswith("rope_freqs") and hf_name(t.name, arch) is None
+               and not ((m := _BLOCK.match(t.name)) and m.group(2) in _EXPERTS)]
+    if unknown:
+        shown = ", ".join(unknown[:6]) + (f" and {len(unknown) - 6} more" if len(unknown) > 6 else "")
+        raise UserError(f"{path}: GGUF tensors the engine does not know how to place: {shown}; "
+                        f"expected llama.cpp's names for a {arch} model (blk.N.attn_q.weight, ...)")
+
+
+def _checked(reader, path, arch: str, suffix: str):
+    field = reader.fields.get(f"{arch}.{suffix}")
+    return None if field is None else checked_scalar(path, arch, suffix, field)
+
+
+def _rope_scaling(reader, path, arch: str, config: dict) -> None:
+    kind = _checked(reader, path, arch, "rope.scaling.type")
+    if kind in (None, "none"):
         return
-    scaling = {"rope_type": kind, "factor": float(factor)}
-    original = _value(reader, f"{arch}.rope.scaling.original_context_length")
+    factor = _checked(reader, path, arch, "rope.scaling.factor")
+    if not factor:
+        return
+    scaling = {"rope_type": kind, "factor": factor}
+    original = _checked(reader, path, arch, "rope.scaling.original_context_length")
     if original:
-        scaling["original_max_position_embeddings"] = int(original)
+        scaling["original_max_position_embeddings"] = original
     config["rope_scaling"] = scaling
 
 

