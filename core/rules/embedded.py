@@ -48,6 +48,7 @@ def check_embedded(m: ModelFacts, s: LaunchSettings) -> Check:
         c.add("EMBEDDED_NO_PREFIX_CACHE", "info",
               "The embedded engine has no prefix (radix) cache, so mamba cache strategies and --disable-radix-cache do "
               "not apply: each request holds one state slot.", source="core/engine/scheduler.py")
+    _check_weight_schemes(c, m, s)
     resolve_dtypes(c, conv_default=None)
     if m.is_hybrid:
         r.mamba_conv_dtype = r.dtype
@@ -63,3 +64,30 @@ def check_embedded(m: ModelFacts, s: LaunchSettings) -> Check:
     if s.kv_dtype == "auto":
         r.why["kv_dtype"] = "the model dtype"
     return c
+
+
+def _check_weight_schemes(c: Check, m: ModelFacts, s: LaunchSettings) -> None:
+    """A quantized checkpoint: which schemes run as stored (core/engine/quantized.py), which the
+    engine refuses at load unless an explicit --dtype dequantises them."""
+    if not m.weight_schemes or m.quant_method == "gguf":  # GGUF: kept where the layers take blocks, else dequantised
+        return
+    refused = [(k, label) for k, label in m.weight_schemes if k not in facts.RUNNABLE_WEIGHT_SCHEMES]
+    if s.dtype != "auto":
+        c.add("EMBEDDED_WEIGHTS_DEQUANTISED", "info",
+              f"--dtype {s.dtype} dequantises the {m.quant_method} weights ({', '.join(l for _, l in m.weight_schemes)}) "
+              "at load: they take the memory of that dtype.", fix="--dtype auto to run them as stored, where the engine can",
+              source="core/engine/quantized.py (dequantised_weights)", stage="model load")
+        return
+    if not refused and m.model_type in facts.QUANTIZED_MODEL_TYPES:
+        c.add("EMBEDDED_WEIGHTS_QUANTIZED", "info",
+              f"The {m.quant_method} weights run as stored: {', '.join(l for _, l in m.weight_schemes)} "
+              "(Triton W8A16 kernels on GPUs, the dequantising reference on the CPU).",
+              source="core/engine/quantized.py, kernels/triton/fp8_linear.py", stage="model load")
+        return
+    key, label = refused[0] if refused else m.weight_schemes[0]
+    message = facts.refused_scheme_message(label, key, m.quant_method, "the first such layer",
+                                           model_type=None if refused else m.model_type)
+    c.add("EMBEDDED_WEIGHT_SCHEME", "error",
+          f"The embedded engine cannot run this checkpoint's {label} weights as stored.",
+          fix="--dtype bfloat16 (dequantise at load), or serve with SGLang / vLLM", engine_message="UserError: " + message,
+          source="core/engine/facts.py (RUNNABLE_WEIGHT_SCHEMES, QUANTIZED_MODEL_TYPES)", stage="model load")

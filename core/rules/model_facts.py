@@ -32,6 +32,9 @@ class ModelFacts:
     config_dtype: str | None
     mla: bool  # full attention is MLA (Kimi-Linear)
     first_layer_mixer: str
+    # The checkpoint's quantized weight schemes on the map's layers, (key, label) each, and its dialect.
+    weight_schemes: tuple[tuple[str, str], ...] = ()
+    quant_method: str = ""
 
     @property
     def is_hybrid(self) -> bool:
@@ -94,7 +97,20 @@ def facts_of(lm: LayerMap) -> ModelFacts:
         config_dtype=dtype if isinstance(dtype, str) else None,
         mla=lm.family == "kimi_linear" or bool(_cfg_int(cfg, "kv_lora_rank")),
         first_layer_mixer=lm.layers[0].mixer if lm.layers else "none",
+        **_weight_schemes(lm),
     )
+
+
+def _weight_schemes(lm: LayerMap) -> dict:
+    seen: dict[str, str] = {}
+    for layer in lm.layers:
+        if layer.weights is not None:
+            for scheme in (layer.weights.mixer, layer.weights.ffn):
+                if scheme is not None and scheme.quantized:
+                    seen.setdefault(scheme.key, scheme.label)
+    method = next((s.method for l in lm.layers if l.weights is not None
+                   for s in (l.weights.mixer, l.weights.ffn) if s is not None and s.quantized), "")
+    return {"weight_schemes": tuple(seen.items()), "quant_method": method}
 
 
 def facts_for_pp(lm: LayerMap, pp: int) -> ModelFacts:

@@ -167,3 +167,4 @@ def test_an_unreadable_quantization_table_is_a_note_and_the_map_is_drawn():
     m = build_layer_map(nano({"quant_method": "hqq", "nbits": 4}))
     assert m.num_layers == 52 and all(l.weights is None for l in m.layers)
     assert any("'hqq'" in n for n in m.notes)
+
