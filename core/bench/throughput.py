@@ -76,6 +76,7 @@ class BenchResult:
     cpu_compile_seconds: float | None = None
     engine_runs: list[float] = field(default_factory=list)  # seconds of every run (the fastest is engine_seconds)
     baseline_runs: list[float] = field(default_factory=list)
+    weights: dict = field(default_factory=dict)  # the weight scheme the engine ran (/server_info's `weights`)
 
     @property
     def cpu_ratio(self) -> float | None:
@@ -107,7 +108,7 @@ class BenchResult:
                 "load": {k: round(v, 2) for k, v in self.load.items()},
                 "engine_runs": [round(v, 3) for v in self.engine_runs],
                 "baseline_runs": [round(v, 3) for v in self.baseline_runs],
-                **s, "notes": self.notes}
+                "weights": self.weights, **s, "notes": self.notes}
 
 
 def parse_range(text: str, what: str) -> tuple[int, int]:
@@ -261,7 +262,12 @@ def run_bench(settings: BenchSettings, log=print) -> BenchResult:
     batch_size = min(engine.max_running_requests, settings.num_seqs)
     on_cpu = device.type == "cpu"
     repeats = settings.repeats or (CPU_REPEATS if on_cpu else 1)
-    log(f"bench: {model_name} on {device} ({dtype_name}), {settings.num_seqs} seqs, input {settings.input_len[0]}:"
+    from bringup.core.engine.engine import weight_scheme
+
+    running = weight_scheme(engine.model)
+    log(f"bench: {model_name} on {device} ({dtype_name}; weights {running.label}"
+        + (f", dequantised from {running.dequantised_from}" if running.dequantised_from else "")
+        + f"), {settings.num_seqs} seqs, input {settings.input_len[0]}:"
         f"{settings.input_len[1]}, output {settings.output_len[0]}:{settings.output_len[1]}, seed {settings.seed}, "
         f"batch {batch_size}" + (f", {threads} CPU thread(s) for both sides" if threads else ""))
     pad_id = int(engine.config.get("pad_token_id") or 0)
@@ -323,7 +329,8 @@ def run_bench(settings: BenchSettings, log=print) -> BenchResult:
     engine_s = min(engine_runs)
     result = BenchResult(settings, model_name, batch_size, out_tokens, sum(len(p) for p, _ in work), engine_s,
                          out_tokens / engine_s, threads=threads, load=load, engine_runs=engine_runs,
-                         cpu_compile_seconds=engine.cpu_compile_seconds if on_cpu else None)
+                         cpu_compile_seconds=engine.cpu_compile_seconds if on_cpu else None,
+                         weights=running.to_json())
     if on_cpu:
         result.engine_cpu_seconds = engine_cpu[engine_runs.index(engine_s)]
     log(f"  engine        {out_tokens} output tokens in {engine_s:.2f} s = {result.engine_tok_s:.1f} tok/s"

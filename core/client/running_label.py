@@ -23,7 +23,8 @@ def is_random_weights(info: dict) -> bool:
 
 
 def running_label(info: dict) -> str:
-    """e.g. "NemotronHForCausalLM · 31.58 B params · dummy weights (...) · bfloat16 · cuda (NVIDIA H200)"."""
+    """e.g. "NemotronHForCausalLM · 31.58 B params · dummy weights (...) · fp8_e4m3, fp32 per 128x128 block
+    (W8A16) · bfloat16 · cuda (NVIDIA H200)": the weight scheme where the weights are quantized."""
     parts = []
     if info.get("architecture"):
         parts.append(str(info["architecture"]))
@@ -33,7 +34,10 @@ def running_label(info: dict) -> str:
     weights = weights_label(info)
     if weights:
         parts.append(weights)
-    if info.get("dtype"):
+    quant = _quantization(info)
+    if quant:
+        parts.append(quant)
+    if info.get("dtype") and not quant.startswith("dequantised"):
         parts.append(str(info["dtype"]))
     device, name = info.get("device") or "", info.get("device_name") or ""
     if device:
@@ -54,6 +58,13 @@ def audience_device(info: dict) -> str:
 
 
 def _quantization(info: dict) -> str:
+    """The weight scheme really running: ours says it in `weights` (core/engine/quantized.py:
+    RunningScheme), SGLang in `quantization`. "" for plain weights in the model dtype."""
+    ours = info.get("weights")
+    if isinstance(ours, dict):
+        if ours.get("dequantised_from"):
+            return f"dequantised to {info.get('dtype') or ours.get('scheme')} from {ours['dequantised_from']}"
+        return str(ours.get("scheme") or "") if ours.get("method") else ""
     q = info.get("quantization")
     if isinstance(q, dict):
         return str(q.get("scheme") or q.get("method") or "")

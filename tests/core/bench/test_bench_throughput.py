@@ -51,6 +51,9 @@ def test_bench_cli_json_runs_engine_and_transformers(tmp_path, capsys):
     assert result["ratio"] == pytest.approx(result["engine_tok_s"] / result["baseline_tok_s"], rel=1e-2)
     assert (result["num_seqs"], result["input_len"], result["output_len"], result["seed"]) == (5, [4, 12], [3, 6], 1)
     assert result["device"] == "cpu" and result["baseline"] == "transformers"
+    # the weights the engine ran are named (a dense checkpoint: its dtype, nothing dequantised)
+    assert result["weights"]["scheme"] and result["weights"]["dequantised_from"] == ""
+    assert "weights " + result["weights"]["scheme"] in captured.err
     # On the CPU both sides run with the engine's thread count, and each side's CPU time and the load
     # average around it come with the wall-clock figures (the noise of a shared machine shows).
     assert result["threads"] >= 1 and "CPU thread(s) for both sides" in captured.err
