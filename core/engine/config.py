@@ -50,6 +50,9 @@ class EngineConfig:
     cpu_compile: bool | None = None  # CPU decode step through torch.compile; None: on for CPU (BRINGUP_CPU_COMPILE)
     cpu_threads: int | None = None  # torch threads on the CPU; None: the cores idle at start, less:
     cpu_cores_reserved: int = 0  # cores left to the process's other threads (serve: 1, its HTTP event loop)
+    # Overlapped steps: the host schedules and launches step n+1 before reading step n's tokens, which
+    # the device hands from one step to the next (engine.py). None: BRINGUP_OVERLAP=1 turns it on.
+    overlap: bool | None = None
     decode_log_interval: int = 40  # decode steps per "Decode batch" log line (SGLang's); 0: none
 
     def __post_init__(self) -> None:

@@ -179,11 +179,13 @@ class DecodeGraphs:
                 rows[i] = None
         return index, pages
 
-    def run(self, tokens, prefix_lens, block_tables, state_slots) -> torch.Tensor:
+    def run(self, tokens, prefix_lens, block_tables, state_slots,
+            future: torch.Tensor | None = None) -> torch.Tensor:
         """Logits [n, vocab] of one decode step (one new token per request, each continuing its state).
         Host work is one pass over the requests and one upload: the static block table is updated
         only where it changed (see _table_updates); padding rows bring token 0 at position 0 into the
-        scratch page and slot."""
+        scratch page and slot. `future`: the device's last sampled token per state slot, for the
+        FUTURE placeholders of overlapped steps."""
         n = len(tokens)
         bucket = bucket_for(n, self.buckets)
         if bucket is None:
@@ -206,6 +208,9 @@ class DecodeGraphs:
         step, ctx, index_d, pages_d = upload(
             [values, [p + 1 for p in prefix_lens] + [1] * pad, index, pages], self.device)
         self._steps[bucket].view(-1).copy_(step)
+        if future is not None:  # overlapped steps: a FUTURE (-1) token is the one sampled last, by state slot
+            ids, slot_ids = self._steps[bucket][0], self._steps[bucket][3]
+            ids.copy_(torch.where(ids < 0, future[slot_ids], ids))
         static.context_lens_device.copy_(ctx)
         if index:
             static.block_tables.view(-1)[index_d] = pages_d.to(static.block_tables.dtype)

@@ -11,6 +11,10 @@ nano-vllm: the Scheduler (scheduler.py) keeps the books and finishes requests, t
 is schedule -> run -> postprocess: one scheduler decision, one model forward over the whole batch
 (any mix of prefill chunks and decodes) with one batched sampling call, then the bookkeeping. Pools are sized by the planner's `plan_memory` (the same function the GUI's
 Plan tab shows), from the device memory free before the weights were loaded.
+
+Overlapped steps (EngineConfig.overlap, BRINGUP_OVERLAP=1 on an accelerator): step() queues step
+n+1 on the device before it reads step n's tokens, so the host's bookkeeping, the server's hand-out
+and the next schedule run while the device computes; one device-to-host copy per step.
 """
 
 from __future__ import annotations
@@ -47,6 +51,8 @@ WARMUP_ENV = "BRINGUP_WARMUP"
 # Decode steps compiled with torch.compile on the CPU (cpu_compiled_decode.py): on by default there;
 # BRINGUP_CPU_COMPILE=0/1 sets the default that `cpu_compile=None` leaves open.
 CPU_COMPILE_ENV = "BRINGUP_CPU_COMPILE"
+# Overlapped steps (EngineConfig.overlap): BRINGUP_OVERLAP=1 sets the default to on.
+OVERLAP_ENV = "BRINGUP_OVERLAP"
 STRATEGY = ("embedded: paged KV pool over full-attention layers, an SWA pool holding only the window of "
             "sliding-window layers, one state slot per request, no radix cache")
 
@@ -183,6 +189,10 @@ class Engine:
                                   hybrid=bool(spec.state_layer_ids))
         self._totals = {"requests": 0, "steps": 0}
         self.last_step = None  # the ScheduledStep step() ran last (bench and warm-up read it)
+        # (the CPU computes as the host calls: nothing to overlap, so only an explicit True, for tests)
+        self.overlap = bool(c.overlap) if c.overlap is not None else (
+            self.device.type != "cpu" and _env_default(OVERLAP_ENV, False))
+        self._in_flight = None  # overlapped steps: the Launched step whose tokens are not read yet
         self.log(f"Prompt tokens per step: {chunked_prefill_size:,} beside every running request's decode "
                  f"({'--chunked-prefill-size' if c.chunked_prefill_size else 'the planner'}'s choice)")
         stage = self._stage("pools", stage)
@@ -358,12 +368,20 @@ class Engine:
         return True
 
     def has_unfinished(self) -> bool:
-        return bool(self._requests)
+        return bool(self._requests) or self._in_flight is not None
 
     # One step ---------------------------------------------------------------------------------
     def step(self) -> list[StepOutput]:
         """schedule -> run -> postprocess: the scheduler picks the work, the runner computes and
-        samples it, the scheduler records it and finishes requests; then what each request got."""
+        samples it, the scheduler records it and finishes requests; then what each request got.
+
+        Overlapped (EngineConfig.overlap): schedule step n+1 and queue it on the device first, then
+        read step n's tokens (the device runs n+1 meanwhile) and finish requests: outputs come a call
+        later, the first step returns none. Step n+1's decode rows read step n's tokens on the device
+        (the scheduler's FUTURE placeholders); a request that turns out to have stopped at step n
+        has one wasted row in n+1, dropped."""
+        if self.overlap:
+            return self._step_overlapped()
         started = time.monotonic()
         step = self.last_step = self.scheduler.schedule()
         reported = []
@@ -372,11 +390,34 @@ class Engine:
             tokens = self.runner.run(step)
             reported = self.scheduler.postprocess(step, tokens)
             self._totals["steps"] += 1
-            prefill_tokens = sum(n for _, n in prefill)
-            self.batch_log.after_step(
-                new_seqs=sum(1 for r, n in prefill if r.num_computed == n), prefill_tokens=prefill_tokens,
-                decode_tokens=step.num_tokens - prefill_tokens, seconds=time.monotonic() - started, stats=self.stats(),
-                graphed=self.runner.last_step_graphed)
+            self._log_step(step, _prefill_counts(prefill), started, self.runner.last_step_graphed)
+        return self._outputs(reported)
+
+    def _step_overlapped(self) -> list[StepOutput]:
+        step = self.last_step = self.scheduler.schedule()
+        launched = None
+        if step.requests:
+            prefill, sampled = step.prefill(), step.samples()
+            launched = self.runner.launch(step, sampled)
+            self.scheduler.launched(step, sampled)
+            launched.prefill = _prefill_counts(prefill)
+            self._totals["steps"] += 1
+        previous, self._in_flight = self._in_flight, launched
+        reported = []
+        if previous is not None:
+            tokens = self.runner.resolve(previous)
+            reported = self.scheduler.resolve(previous.step, previous.sampled, tokens)
+            self._log_step(previous.step, previous.prefill, previous.started, previous.graphed)
+        return self._outputs(reported)
+
+    def _log_step(self, step, prefill: tuple[int, int], started: float, graphed: bool) -> None:
+        new_seqs, prefill_tokens = prefill
+        self.batch_log.after_step(
+            new_seqs=new_seqs, prefill_tokens=prefill_tokens,
+            decode_tokens=step.num_tokens - prefill_tokens, seconds=time.monotonic() - started, stats=self.stats(),
+            graphed=graphed)
+
+    def _outputs(self, reported: list[Request]) -> list[StepOutput]:
         seen = {r.id for r in reported}
         reported += [r for r in self.scheduler.take_ended() if r.id not in seen]
         return [self._output(r) for r in reported]
@@ -538,6 +579,11 @@ def weight_scheme(model):
     from .quantized import RunningScheme
 
     return getattr(model, "weight_scheme", None) or RunningScheme(_name(model.dtype))
+
+
+def _prefill_counts(prefill) -> tuple[int, int]:
+    """(new sequences, prompt tokens) of a step's prefill work, once the step is recorded."""
+    return sum(1 for r, n in prefill if r.num_computed == n), sum(n for _, n in prefill)
 
 
 def _compile_caches(device) -> str:

@@ -14,6 +14,7 @@ step is the sampled tokens themselves.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
@@ -22,9 +23,23 @@ from bringup.core.errors import UserError
 
 from .forward_batch import ForwardBatch, upload
 from .pools import KVPool, StatePool, SWAPool
+from .request import FUTURE
 from .sampling import sample
 
 GB = 1024**3
+
+
+@dataclass
+class Launched:
+    """A step queued on the device (ModelRunner.launch): what `resolve` reads back."""
+
+    step: object  # the ScheduledStep
+    sampled: list[bool]  # which of its requests sample a token
+    started: float  # when the host began it (monotonic seconds)
+    graphed: bool  # it ran as a graph replay or the compiled step
+    host: torch.Tensor | None = None  # the sampled tokens on the host (pinned; valid once `event` is done)
+    event: object = None  # torch.cuda.Event recorded after the copy
+    prefill: tuple[int, int] = (0, 0)  # (new sequences, prompt tokens), for the batch log
 
 
 def uses_swa_pool(spec) -> bool:
@@ -87,6 +102,9 @@ class ModelRunner:
             log(f"Mamba Cache is allocated. max_mamba_cache_size: {num_slots}, "
                 f"conv_state size: {self.state_pool.conv_bytes / GB:.2f}GB, "
                 f"ssm_state size: {self.state_pool.ssm_bytes / GB:.2f}GB ")
+        # Overlapped steps: each request's last sampled token, on the device, by state slot (the next
+        # step reads a FUTURE placeholder's value from here; no host read in between).
+        self.future_tokens = torch.zeros(max(1, num_slots), dtype=torch.long, device=device)
         self.decode_graphs = None
         self.compiled_decode = None  # CPU: decode steps through torch.compile (cpu_compiled_decode.py)
         self.last_step_graphed = False  # the last forward was a graph replay or the compiled step (the log says so)
@@ -159,8 +177,10 @@ class ModelRunner:
             chunks, prefix_lens, tables, slots = step_inputs(step)
             if (all(len(c) == 1 for c in chunks) and all(p > 0 for p in prefix_lens)
                     and self.decode_graphs.fits(len(chunks), tables)):
-                return self.decode_graphs.run([c[0] for c in chunks], prefix_lens, tables, slots)
+                future = self.future_tokens if any(c[0] == FUTURE for c in chunks) else None
+                return self.decode_graphs.run([c[0] for c in chunks], prefix_lens, tables, slots, future=future)
         batch = build_batch(step, self.kv_pool, self.state_pool, self.device, self.swa_pool)
+        self._fill_future(batch, step)
         if self.compiled_decode is not None and self.compiled_decode.takes(batch):
             # (imported here: the module imports torch._dynamo, seconds an engine without it never pays)
             from .cpu_compiled_decode import COMPILE_ERRORS, error_summary
@@ -174,6 +194,18 @@ class ModelRunner:
         self.last_step_graphed = False
         return self.model(batch)
 
+    def _fill_future(self, batch, step) -> None:
+        """Put the device's values in place of the FUTURE placeholders of a batch (decode rows whose
+        input is the token the step before sampled, still on the device)."""
+        rows = [i for i, (r, n) in enumerate(zip(step.requests, step.num_new_tokens))
+                if n == 1 and r.output_ids and r.output_ids[-1] == FUTURE and r.num_computed == r.num_tokens - 1]
+        if not rows:
+            return
+        starts = batch.query_start_loc
+        pos, slots = upload([[starts[i] for i in rows], [step.requests[i].state_slot for i in rows]],
+                            batch.input_ids.device)
+        batch.input_ids[pos] = self.future_tokens[slots]
+
     def compile_decode(self, max_batch: int) -> float:
         """Compile the CPU's decode step now (cpu_compiled_decode.py); returns the seconds it took."""
         from .cpu_compiled_decode import CompiledDecode
@@ -182,6 +214,40 @@ class ModelRunner:
         seconds = compiled.warm_up(self.kv_pool, self.state_pool, max_batch)
         self.compiled_decode = compiled
         return seconds
+
+    @torch.inference_mode()
+    def launch(self, step, sampled: list[bool]) -> "Launched":
+        """Queue a scheduled step's forward and sampling on the device and return at once (no host
+        read): the sampled tokens go to `future_tokens` for the next step and, in one device-to-host
+        copy, to the host, read by `resolve` once the device has run the step."""
+        logits = self.forward(step)
+        rows = [i for i, s in enumerate(sampled) if s]
+        launched = Launched(step, list(sampled), time.monotonic(), self.last_step_graphed)
+        if not rows:
+            return launched
+        reqs = [step.requests[i] for i in rows]
+        picked = logits if len(rows) == len(sampled) else logits[upload([rows], logits.device)[0]]
+        tokens = sample(picked, [r.params for r in reqs], [r.generator for r in reqs])
+        (slots,) = upload([[r.state_slot for r in reqs]], tokens.device)
+        self.future_tokens[slots] = tokens
+        if tokens.device.type == "cuda":
+            launched.host = torch.empty(tokens.shape, dtype=tokens.dtype, pin_memory=True)
+            launched.host.copy_(tokens, non_blocking=True)
+            launched.event = torch.cuda.Event()
+            launched.event.record()
+        else:  # the CPU computes as it goes; other devices: a plain copy (it waits for the device)
+            launched.host = tokens.cpu()
+        return launched
+
+    @staticmethod
+    def resolve(launched: "Launched") -> list[int]:
+        """The launched step's sampled tokens on the host (waits for the device to finish that step,
+        not the ones queued after it)."""
+        if launched.host is None:
+            return []
+        if launched.event is not None:
+            launched.event.synchronize()
+        return launched.host.tolist()
 
     @torch.inference_mode()
     def run(self, step) -> list[int | None]:

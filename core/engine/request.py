@@ -14,6 +14,9 @@ class Status(enum.Enum):
     FINISHED = "finished"
 
 
+FUTURE = -1  # an output token id sampled on the device and not yet read (overlapped steps)
+
+
 class RequestRejected(ValueError):
     """A request that can never run (empty, or longer than the pool or the context); says why."""
 
@@ -54,6 +57,10 @@ class Request:
         self.num_preemptions = 0
         self.pending_tokens: list[int] = []  # generated since the last StepOutput
         self.computed_high = 0  # most tokens ever computed (what a preempted request recomputes up to)
+        # Overlapped steps (scheduler.launched): its last output is on the device, not yet read, and
+        # counts say it is its last (max_new_tokens, the context): no further step is scheduled.
+        self.finishing = False
+        self.finish_after: tuple[str, str] | None = None  # (reason, error) to end with once that token is read
 
     @property
     def all_ids(self) -> list[int]:

@@ -32,7 +32,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from .pools import KVPool, StatePool, SWAPool
-from .request import Request, RequestRejected, Status
+from .request import FUTURE, Request, RequestRejected, Status
 
 
 @dataclass
@@ -137,6 +137,8 @@ class Scheduler:
         queue = deque(self.running)
         while queue:
             req = queue.popleft()
+            if req.finishing:  # its last token is in flight (overlapped steps): nothing more to compute
+                continue
             decode = req.num_uncomputed == 1 and req.num_computed >= len(req.prompt_ids)
             n = 1 if decode else int(min(req.num_uncomputed, budget))
             if n <= 0:  # prompt work, and the budget is spent: it goes on next step
@@ -171,9 +173,12 @@ class Scheduler:
             self._preempt(req, step)
         else:  # alone and the pool is full: it can never grow
             pool = self.kv_pool if need > self.kv_pool.num_free_pages else self.swa_pool
-            self.finish(req, "length", error=(
-                f"the {pool.name} is full ({pool.capacity_tokens} tokens) with this request alone; "
-                "give the pool more memory or ask for fewer tokens"))
+            error = (f"the {pool.name} is full ({pool.capacity_tokens} tokens) with this request alone; "
+                     "give the pool more memory or ask for fewer tokens")
+            if req.output_ids and req.output_ids[-1] == FUTURE:  # its last token is still on the device:
+                req.finishing, req.finish_after = True, ("length", error)  # it ends once that is read
+            else:
+                self.finish(req, "length", error=error)
         return False
 
     # SWA pages
@@ -283,6 +288,59 @@ class Scheduler:
                 self._append_token(req, int(token))
                 got.append(req)
         return got
+
+    # Overlapped steps (the engine's overlap mode): the books move at launch, the tokens come a step later
+    def launched(self, step: ScheduledStep, sampled: list[bool]) -> None:
+        """Record a step whose forward is queued on the device: its tokens are (will be) in the pools,
+        and each sampling request gets a FUTURE placeholder as its next output, which the next step
+        reads on the device. A request whose count of outputs (or context) is now full is marked
+        `finishing`: it is scheduled no more, and ends when its token is read (`resolve`)."""
+        for req, n in zip(step.requests, step.num_new_tokens):
+            self._count_computed(req, n)
+        self.advance(step)
+        for req, s in zip(step.requests, sampled):
+            if s:
+                req.output_ids.append(FUTURE)
+                if len(req.output_ids) >= req.params.max_new_tokens or (
+                        self.max_context is not None and req.num_tokens >= self.max_context):
+                    req.finishing = True
+
+    def resolve(self, step: ScheduledStep, sampled: list[bool], tokens: list[int]) -> list[Request]:
+        """The sampled tokens of a launched step, now read: each replaces its request's first
+        placeholder and may finish it (as `postprocess` does); a token that came after its request
+        ended (an abort, a stop one step earlier) is dropped, and so are its later placeholders."""
+        got = []
+        values = iter(tokens)
+        for req, s in zip(step.requests, sampled):
+            if not s:
+                continue
+            token = int(next(values))
+            if req.is_finished:
+                continue
+            k = req.output_ids.index(FUTURE)
+            req.output_ids[k] = token
+            req.pending_tokens.append(token)
+            self.totals["generated"] += 1
+            got.append(req)
+            reason, error = self._stop_reason(req, token, k + 1), None
+            if reason is None and req.finish_after is not None:
+                reason, error = req.finish_after
+            if reason is not None:
+                del req.output_ids[k + 1:]  # a placeholder of a step in flight: never a real output
+                self.finish(req, reason, error=error)
+        return got
+
+    def _stop_reason(self, req: Request, token: int, outputs: int) -> str | None:
+        p = req.params
+        if token in p.stop_token_ids or (not p.ignore_eos and token in self.eos_token_ids):
+            return "stop"
+        if req.detokenizer is not None and req.detokenizer.add(token):
+            return "stop"
+        if outputs >= p.max_new_tokens:
+            return "length"
+        if self.max_context is not None and len(req.prompt_ids) + outputs >= self.max_context:
+            return "length"
+        return None
 
     def _count_computed(self, req: Request, n: int) -> None:
         """Prompt tokens count once; tokens computed again after a preemption count as recomputed."""

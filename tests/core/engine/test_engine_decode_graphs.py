@@ -130,8 +130,8 @@ def test_static_block_tables_follow_requests_that_come_go_and_grow(tmp_path):
     checked = []
     run = graphs.run
 
-    def run_and_check(tokens, prefix_lens, block_tables, state_slots):
-        logits = run(tokens, prefix_lens, block_tables, state_slots)
+    def run_and_check(tokens, prefix_lens, block_tables, state_slots, future=None):
+        logits = run(tokens, prefix_lens, block_tables, state_slots, future=future)
         bucket = next(b for b in graphs.buckets if b >= len(tokens))
         table = graphs._graphs[bucket][1].block_tables
         for row, pages in enumerate(block_tables):
