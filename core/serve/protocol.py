@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 from bringup.core.engine.sampling import InvalidSamplingParams, SamplingParams
 
+from .limits import Rejected
+
 COMPLETION_DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions
 CHAT_DEFAULT_MAX_TOKENS = 256  # OpenAI has none (the context); a random model never stops by itself
 
@@ -40,6 +42,32 @@ class ParseContext:
     vocab_size: int
     max_prompts: int = 1 << 30
     model_names: tuple[str, ...] = ()  # names a request's `model` may take; empty: any
+    context_len: int | None = None
+    max_queued_tokens: int | None = None
+    max_token_bytes: int | None = None  # see max_token_bytes(): None, no byte pre-check
+
+
+def max_token_bytes(tokenizer) -> int | None:
+    """The most bytes of text one token can stand for, when that bounds the token count from below.
+
+    A byte-level tokenizer (GPT-2's scheme, Nemotron's, Llama 3's, every GGUF BPE) puts every byte
+    of the text in some token, so B bytes hold at least B / (longest token's bytes) tokens: a text
+    far over the context can be refused before it is tokenised (seconds for megabytes). An NFC
+    normaliser can shrink text at most 4x (a 4-byte character stays at least 1 byte); any other
+    normaliser or pre-tokenizer may drop text (whitespace splitting, accent stripping): None, no
+    pre-check, only the exact check after tokenising.
+    """
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None or "ByteLevel" not in repr(backend.pre_tokenizer):
+        return None
+    normalizer = type(backend.normalizer).__name__ if backend.normalizer is not None else None
+    if normalizer not in (None, "NFC"):
+        return None
+    try:
+        longest = max((len(token.encode("utf-8")) for token in tokenizer.get_vocab()), default=0)
+    except (AttributeError, TypeError):
+        return None
+    return longest * (4 if normalizer else 1) or None
 
 
 @dataclass
@@ -122,26 +150,82 @@ def _is_int_list(x) -> bool:
 
 def check_ids(ids: list[int], vocab_size: int, what: str) -> list[int]:
     if not ids:
-        raise BadRequest(f"{what} is empty; send at least one token", param=what)
+        raise BadRequest(f"{what} is empty; send at least one token", param=_root(what))
     bad = [t for t in ids if t < 0 or t >= vocab_size]
     if bad:
-        raise BadRequest(f"{what} holds token id(s) {bad[:5]} outside the vocabulary [0, {vocab_size})", param=what)
+        raise BadRequest(f"{what} holds token id(s) {bad[:5]} outside the vocabulary [0, {vocab_size})",
+                         param=_root(what))
     return ids
 
 
-def _encode_all(tokenizer, texts: list[str], names: list[str]) -> list[list[int]]:
+def _encode_all(tokenizer, texts: list[str]) -> list[list[int]]:
     """Texts to token ids in one tokenizer call (a batch call runs outside the interpreter lock)."""
-    for text, name in zip(texts, names):
-        if not text:
-            raise BadRequest(f"{name} is empty; send some text", param=_root(name))
     ids = tokenizer(texts, add_special_tokens=False).input_ids
     return [list(x) for x in ids]
 
 
-def _count(items: list, ctx: ParseContext, name: str) -> None:
+def _prompt_list(value, name: str, *, text: bool, ids: bool) -> tuple[str, list, bool]:
+    """The shape of a prompt field: (kind "text" or "ids", the prompts, batch). One token-id list is
+    one prompt whatever its length; only a list of strings or of token-id lists is a batch."""
+    if text and isinstance(value, str):
+        return "text", [value], False
+    if ids and _is_int_list(value) and value:
+        return "ids", [value], False
+    if isinstance(value, list) and value:
+        if text and all(isinstance(p, str) for p in value):
+            return "text", value, True
+        if ids and all(_is_int_list(p) for p in value):
+            return "ids", value, True
+    raise BadRequest(_SHAPES[(text, ids)].format(name=name), param=name)
+
+
+_SHAPES = {(True, True): "{name} must be a string, a list of strings, a list of token ids, or a list of such lists",
+           (False, True): "{name} must be a non-empty list of token ids or a list of such lists",
+           (True, False): "{name} must be a string or a non-empty list of strings"}
+
+
+def _prompts(value, name: str, ctx: ParseContext, *, text: bool = True, ids: bool = True) -> tuple[list[list[int]], bool]:
+    """A prompt field to token-id prompts, checked in the documented order: shape (400), count
+    (413), size and context from the text's length in bytes before tokenising, then the ids."""
+    kind, items, batch = _prompt_list(value, name, text=text, ids=ids)
+    names = [f"{name}[{i}]" for i in range(len(items))] if batch else [name]
     if len(items) > ctx.max_prompts:
-        raise BadRequest(f"{name} holds {len(items)} prompts; this server takes at most {ctx.max_prompts} in one "
-                         "request (--max-prompts-per-request); split it", param=name)
+        raise Rejected(f"{name} holds {len(items)} prompts; this server takes at most {ctx.max_prompts} in one "
+                       "request (--max-prompts-per-request); split it", 413, "too_many_prompts", param=name)
+    if kind == "ids":
+        return [check_ids(p, ctx.vocab_size, n) for p, n in zip(items, names)], batch
+    for t, n in zip(items, names):
+        if not t:
+            raise BadRequest(f"{n} is empty; send some text", param=name)
+    _precheck_text_length(items, names, name, ctx)
+    return _encode_all(ctx.tokenizer, items), batch
+
+
+def _precheck_text_length(texts: list[str], names: list[str], field: str, ctx: ParseContext) -> None:
+    """Refuse texts that cannot fit from their length in bytes alone (see max_token_bytes)."""
+    per, context = ctx.max_token_bytes, ctx.context_len
+    if not per or not context:
+        return
+    sizes = [len(t.encode("utf-8")) for t in texts]
+    least = [-(-b // per) for b in sizes]  # tokens each text holds at the very least
+    work = sum(min(n, context) for n in least)
+    if ctx.max_queued_tokens and work > ctx.max_queued_tokens:
+        raise Rejected(f"{field} holds at least {work} tokens of prompts but the server admits at most "
+                       f"{ctx.max_queued_tokens} at a time; split the request", 413, "too_many_tokens", param=field)
+    for name, size, n in zip(names, sizes, least):
+        if n >= context:
+            raise BadRequest(f"{name} has {size} bytes, at least {n} tokens, but the model's context is {context}; "
+                             "shorten the prompt", param=field)
+
+
+def check_stop(stop, where: str, param: str) -> None:
+    """`stop`: a string or a list of at most MAX_STOP_STRINGS strings (a dict's keys are no stop list)."""
+    if stop is None or isinstance(stop, str):
+        return
+    if not isinstance(stop, list) or not all(isinstance(x, str) for x in stop):
+        raise BadRequest(f"{where} must be a string or a list of strings, got {type(stop).__name__}", param=param)
+    if len(stop) > MAX_STOP_STRINGS:
+        raise BadRequest(f"{where} holds {len(stop)} strings; at most {MAX_STOP_STRINGS} are accepted", param=param)
 
 
 # Every field each endpoint reads; anything else is refused by name rather than silently ignored.
@@ -223,10 +307,7 @@ def _flag(body: dict, key: str, default: bool = False) -> bool:
 def _openai_sampling(body: dict, default_max_tokens: int) -> SamplingParams:
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     stop = body.get("stop")
-    if stop is not None and not isinstance(stop, (str, list)):
-        raise BadRequest("stop must be a string or a list of strings", param="stop")
-    if isinstance(stop, list) and len(stop) > MAX_STOP_STRINGS:
-        raise BadRequest(f"stop holds {len(stop)} strings; at most {MAX_STOP_STRINGS} are accepted", param="stop")
+    check_stop(stop, "stop", "stop")
     stop_ids = body.get("stop_token_ids")
     if stop_ids is not None and not isinstance(stop_ids, list):
         raise BadRequest("stop_token_ids must be a list of token ids", param="stop_token_ids")
@@ -281,19 +362,7 @@ def completion_work(body: dict, ctx: ParseContext) -> Work:
     prompt = body.get("prompt")
     if prompt is None:
         raise BadRequest("prompt is missing", param="prompt")
-    if isinstance(prompt, list):
-        _count(prompt, ctx, "prompt")
-    if isinstance(prompt, str):
-        prompts, batch = _encode_all(ctx.tokenizer, [prompt], ["prompt"]), False
-    elif _is_int_list(prompt) and prompt:
-        prompts, batch = [check_ids(prompt, ctx.vocab_size, "prompt")], False
-    elif isinstance(prompt, list) and prompt and all(isinstance(p, str) for p in prompt):
-        prompts, batch = _encode_all(ctx.tokenizer, prompt, [f"prompt[{i}]" for i in range(len(prompt))]), True
-    elif isinstance(prompt, list) and prompt and all(_is_int_list(p) for p in prompt):
-        prompts, batch = [check_ids(p, ctx.vocab_size, f"prompt[{i}]") for i, p in enumerate(prompt)], True
-    else:
-        raise BadRequest("prompt must be a string, a list of strings, a list of token ids, or a list of such lists",
-                         param="prompt")
+    prompts, batch = _prompts(prompt, "prompt", ctx)
     params = _openai_sampling(body, COMPLETION_DEFAULT_MAX_TOKENS)
     stream, usage = _stream_flags(body)
     return Work(prompts, [params] * len(prompts), batch, stream, usage,
@@ -362,26 +431,9 @@ def generate_work(body: dict, ctx: ParseContext) -> Work:
     if has_text == has_ids:
         raise BadRequest("send exactly one of text or input_ids", param="text" if has_text else "input_ids")
     if has_ids:
-        ids = body["input_ids"]
-        if isinstance(ids, list):
-            _count(ids, ctx, "input_ids")
-        if _is_int_list(ids) and ids:
-            prompts, batch = [check_ids(ids, ctx.vocab_size, "input_ids")], False
-        elif isinstance(ids, list) and ids and all(_is_int_list(p) for p in ids):
-            prompts, batch = [check_ids(p, ctx.vocab_size, f"input_ids[{i}]") for i, p in enumerate(ids)], True
-        else:
-            raise BadRequest("input_ids must be a non-empty list of token ids or a list of such lists",
-                             param="input_ids")
+        prompts, batch = _prompts(body["input_ids"], "input_ids", ctx, text=False)
     else:
-        text = body["text"]
-        if isinstance(text, list):
-            _count(text, ctx, "text")
-        if isinstance(text, str):
-            prompts, batch = _encode_all(ctx.tokenizer, [text], ["text"]), False
-        elif isinstance(text, list) and text and all(isinstance(t, str) for t in text):
-            prompts, batch = _encode_all(ctx.tokenizer, text, [f"text[{i}]" for i in range(len(text))]), True
-        else:
-            raise BadRequest("text must be a string or a non-empty list of strings", param="text")
+        prompts, batch = _prompts(body["text"], "text", ctx, ids=False)
     raw = body.get("sampling_params") or {}
     if isinstance(raw, list):
         if len(raw) != len(prompts):
@@ -410,9 +462,7 @@ def _request_ids(rid, n: int) -> list[str] | None:
 def _generate_params(raw) -> SamplingParams:
     if not isinstance(raw, dict):
         raise BadRequest("sampling_params must be an object", param="sampling_params")
-    if isinstance(raw.get("stop"), list) and len(raw["stop"]) > MAX_STOP_STRINGS:
-        raise BadRequest(f"sampling_params: stop holds {len(raw['stop'])} strings; at most {MAX_STOP_STRINGS} "
-                         "are accepted", param="sampling_params")
+    check_stop(raw.get("stop"), "sampling_params: stop", "sampling_params")
     try:
         return SamplingParams.from_dict(raw)
     except InvalidSamplingParams as err:

@@ -35,7 +35,7 @@ from .access import AccessGuard
 from .formats import ChatFormat, CompletionFormat, GenerateFormat, Result
 from .limits import Admission, Rejected, ServerLimits, default_limits
 from .protocol import (BadRequest, ParseContext, Work, chat_work, completion_work, error_body, generate_work,
-                       parse_body)
+                       max_token_bytes, parse_body)
 from .schema import openapi_bodies
 from .async_engine import AsyncEngine, EngineFailed, RequestStream
 
@@ -63,6 +63,7 @@ class ServerState:
         self.limits = limits or default_limits({"context_len": context_len})
         self.admission = Admission(self.limits)
         self.host_names = host_names
+        self.max_token_bytes = max_token_bytes(tokenizer)  # read once: the vocabulary does not change
         self.created = int(time.time())
         self.static_info: dict = {}  # the engine's server_info() at start-up (model path, type...)
         self.ready = False  # set once the warm-up request went through
@@ -80,7 +81,10 @@ class ServerState:
             pool.shutdown(wait=False, cancel_futures=True)
 
     def context(self) -> ParseContext:
-        return ParseContext(self.tokenizer, self.vocab_size, self.limits.max_prompts, self.model_names)
+        lim = self.limits
+        return ParseContext(self.tokenizer, self.vocab_size, lim.max_prompts, self.model_names,
+                            context_len=lim.context_len, max_queued_tokens=lim.max_queued_tokens,
+                            max_token_bytes=self.max_token_bytes)
 
 
 class ClientGone(Exception):
@@ -299,10 +303,24 @@ def trim_memory() -> None:
 
 
 def prepare(raw: bytes, build: Callable, ctx: ParseContext, limits: ServerLimits) -> Work:
-    """In the parse worker: JSON -> checked Work whose every prompt fits the pools."""
+    """In the parse worker: JSON -> checked Work whose every prompt fits the pools.
+
+    The checks come in the documented order: the body's shape (400) and prompt count (413) while
+    it is read, then the request's size against the queue (413), then each prompt against the
+    context and the KV pool (400)."""
     work = build(parse_body(raw), ctx)
+    check_work_size(work, limits)
     fit_to_pool(work, limits)
     return work
+
+
+def check_work_size(work: Work, limits: ServerLimits) -> None:
+    """413 for a request bigger than the whole queue. Each prompt counts only up to what one request
+    can reach: fit_to_pool trims a default max_tokens there and names a given one that is too big."""
+    admission = Admission(limits)
+    cap = limits.max_request_tokens or (1 << 62)
+    costs = [min(admission.cost(len(p), sp.max_new_tokens), cap) for p, sp in zip(work.prompts, work.params)]
+    admission.check_size(len(costs), sum(costs))
 
 
 def fit_to_pool(work: Work, limits: ServerLimits) -> None:

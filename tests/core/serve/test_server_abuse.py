@@ -60,12 +60,16 @@ def health_latencies(base_url: str, n: int, pause: float = 0.01) -> list[float]:
 
 def test_a_big_body_does_not_stall_health(server, client):
     idle = health_latencies(server.base_url, 20)
-    # A text prompt just under the body limit: ~1 s of tokenising, once done on the event loop.
-    text = "the engine keeps going. " * (limits(client)["max_body_bytes"] // 25)
+    # Text prompts each short enough in bytes to pass the byte pre-check (13 bytes a token at most
+    # in this vocabulary) but over the context once tokenised (~2.6 bytes a token): about a second of
+    # tokenising in all, once done on the event loop.
+    lim = limits(client)
+    text = ("the engine keeps going. " * (13 * lim["context_len"] // 24))[: 13 * lim["context_len"] - 64]
+    n = max(1, min(10, lim["max_body_bytes"] // len(text) - 1, lim["max_queued_tokens"] // lim["context_len"]))
     answers = []
 
     def post_big():
-        answers.append(client.post("/v1/completions", json={"prompt": text, "max_tokens": 1}))
+        answers.append(client.post("/v1/completions", json={"prompt": [text] * n, "max_tokens": 1}))
 
     loaded: list[float] = []
     sender = threading.Thread(target=post_big)
@@ -107,8 +111,27 @@ def test_a_body_over_the_limit_is_413_before_it_is_read(server, client):
 def test_more_prompts_than_the_limit_is_refused_naming_the_field(client):
     n = limits(client)["max_prompts"] + 1
     r = client.post("/v1/completions", json={"prompt": [[5, 6]] * n, "max_tokens": 1})
-    assert r.status_code == 400 and r.json()["error"]["param"] == "prompt"
+    assert r.status_code == 413 and r.json()["error"]["param"] == "prompt"  # README: 413 beyond a limit
     assert "--max-prompts-per-request" in r.json()["error"]["message"]
+
+
+def test_a_token_id_prompt_longer_than_the_prompt_limit_is_one_prompt(client):
+    n = limits(client)["max_prompts"] + 5  # was refused as "prompt holds n prompts"
+    ids = [5 + i % 200 for i in range(n)]
+    r = client.post("/v1/completions", json={"prompt": ids, "max_tokens": 1})
+    assert r.status_code == 200, r.text
+    assert r.json()["usage"]["prompt_tokens"] == n
+    r = client.post("/generate", json={"input_ids": ids, "sampling_params": {"max_new_tokens": 1}})
+    assert r.status_code == 200 and r.json()["meta_info"]["prompt_tokens"] == n
+
+
+def test_a_text_far_over_the_context_is_refused_fast(client):
+    size = min(2 << 20, limits(client)["max_body_bytes"] - 100)  # a MiB or two: seconds to tokenise here
+    text = "tokenise me " * (size // 12)
+    t0 = time.monotonic()
+    r = client.post("/generate", json={"text": text})
+    assert r.status_code == 400 and "context" in r.json()["error"]["message"]
+    assert time.monotonic() - t0 < 1.5
 
 
 # ---- clients that leave, and overload -----------------------------------------------------------
