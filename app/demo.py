@@ -107,6 +107,9 @@ class DemoWindow(QWidget):
         self.noise.hide()
         self.sub = QLabel("", objectName="demoSub")
         self.status = QLabel("Starting the engine…", objectName="status")
+        self.status.setWordWrap(True)  # a long status must not widen a projector-sized window
+        self.status.setMaximumWidth(420)
+        self.sub.setWordWrap(True)
         self.big = QLabel("—", objectName="bigNumber")
         self.big.setAlignment(Qt.AlignmentFlag.AlignCenter)
         unit = QLabel("tokens / second generated", objectName="bigUnit")
@@ -226,7 +229,7 @@ class DemoWindow(QWidget):
     def _update_sub(self) -> None:
         running = getattr(self, "running", "")
         model = self.served.name if self.served is not None else self.profile.model
-        parts = [f"model: {model}", f"on {self.device_text}" if self.device_text else "", running]
+        parts = [f"model: {model}", running or (f"on {self.device_text}" if self.device_text else "")]
         parts = [p for p in parts if p]
         if "kv_tokens" in self.figures:
             parts.append(f"KV pool {self.figures['kv_tokens']:,} tokens")

@@ -30,6 +30,8 @@ class ChatPanel(QWidget):
         self.messages: list[dict] = []  # this conversation's turns (sent as context)
         self.samples: list[dict] = []  # every answer of the session, with the model that gave it (the report's)
         self.served = None  # ServedModel: who answers
+        self._last_served = None  # the last one that did (kept across Stop)
+        self._last_url: str | None = None
         self._conversation = 0
         self._asked_in = 0  # the conversation the streaming answer belongs to
         self._answer = ""
@@ -90,7 +92,11 @@ class ChatPanel(QWidget):
     def set_model(self, served) -> None:
         """The served model (a `ServedModel`, None: none): named above the transcript and in each
         request; another model than the last starts a new chat."""
-        previous, self.served = self.served, served
+        # Compared with the last model that answered, not the last state: Stop then Start of another
+        # model passes through "none", and its history must not reach the new one.
+        previous, self.served = self._last_served, served
+        if served is not None:
+            self._last_served = served
         if served is None:
             self.who.setText("No model running.")
             return
@@ -98,12 +104,17 @@ class ChatPanel(QWidget):
                  "noise</span>" if served.random_weights else "")
         self.who.setText(f"Chatting with <b>{html.escape(served.name)}</b>"
                          f"<br><span style='color:#6b7280'>{html.escape(served.label)}</span>{noise}")
-        if previous is not None and (previous.name, previous.url) != (served.name, served.url) and self.messages:
+        if previous is not None and previous.name != served.name and self.messages:
             self.new_chat(f"New chat: {served.name} is running now; the conversation with {previous.name} was not sent to it.")
+        elif previous is not None and previous.url != served.url and self.messages:
+            self.new_chat(f"New chat: {served.name} was started again ({served.url}); it has not seen this conversation.")
 
     def set_server(self, base_url: str | None, api_key: str | None = None) -> None:
-        if base_url is not None and self.base_url is not None and base_url != self.base_url and self.messages:
-            self.new_chat(f"New chat: another server ({base_url}).")
+        if base_url is not None and self._last_url is not None and base_url != self._last_url and self.messages:
+            who = f" with {self._last_served.name}" if self._last_served is not None else ""
+            self.new_chat(f"New chat: another server ({base_url}); the conversation{who} was not sent to it.")
+        if base_url is not None:
+            self._last_url = base_url
         self.base_url, self.api_key = base_url, api_key
         self.send_button.setEnabled(base_url is not None and not self.busy)
         self.stop_button.setEnabled(self.busy)

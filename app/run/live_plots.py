@@ -57,7 +57,7 @@ class LivePlots(QWidget):
         self._scale: dict[str, float] = {}
         self._no_data: list[tuple[pg.TextItem, list[str], pg.PlotItem]] = []
         self._plots: list[pg.PlotWidget] = []
-        grid = QGridLayout(self)
+        grid = self._grid = QGridLayout(self)
         grid.setContentsMargins(0, 0, 0, 0)
         grid.setSpacing(6)
         for i, (title, unit, lines, scale) in enumerate(PANELS):
@@ -101,6 +101,10 @@ class LivePlots(QWidget):
             if title == "State pool":
                 plot.setVisible(not stateless)
                 plot.setToolTip(f"{served.name} has no recurrent layers: no state pool" if stateless else "")
+        # The panels close up: no hole where the state pool was.
+        shown = [plot for (title, *_), plot in zip(PANELS, self._plots) if not (stateless and title == "State pool")]
+        for i, plot in enumerate(shown):
+            self._grid.addWidget(plot, i // 3, i % 3)
 
     def panel_visible(self, title: str) -> bool:
         return next(not plot.isHidden() for (t, *_), plot in zip(PANELS, self._plots) if t == title)

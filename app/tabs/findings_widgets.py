@@ -68,10 +68,21 @@ def chip_text(finding: dict) -> str:
     return layers_text(finding.get("layers"))
 
 
-class _FindingDelegate(QStyledItemDelegate):
-    """Paints a finding as a coloured severity badge, a bold title line and the message."""
+def two_lines(fm, text: str, width: int) -> list[str]:
+    """`text` wrapped at words into at most two lines of `width` pixels, the second elided."""
+    words, first = text.split(), ""
+    while words and fm.horizontalAdvance((first + " " + words[0]).strip()) <= width:
+        first = (first + " " + words.pop(0)).strip()
+    if not first and words:  # one word wider than the line
+        return [fm.elidedText(text, Qt.TextElideMode.ElideRight, width)]
+    rest = " ".join(words)
+    return [first] + ([fm.elidedText(rest, Qt.TextElideMode.ElideRight, width)] if rest else [])
 
-    ROW_HEIGHT = 50
+
+class _FindingDelegate(QStyledItemDelegate):
+    """Paints a finding as a coloured severity badge, a bold title line and the message on two lines."""
+
+    ROW_HEIGHT = 66
 
     def sizeHint(self, option, index) -> QSize:
         return QSize(0, self.ROW_HEIGHT)
@@ -108,7 +119,8 @@ class _FindingDelegate(QStyledItemDelegate):
         text_colour = option.palette.text().color()
         left = badge.right() + 10
         width = rect.right() - left - 8
-        title_rect = QRect(left, rect.top() + 6, width, rect.height() // 2 - 6)
+        line = painter.fontMetrics().height()
+        title_rect = QRect(left, rect.top() + 5, width, line + 4)
         painter.setPen(text_colour)
         title = finding.get("title") or finding.get("code") or "finding"
         where = chip_text(finding)
@@ -127,13 +139,13 @@ class _FindingDelegate(QStyledItemDelegate):
                 painter.setPen(QColor(colour))
                 painter.drawText(chip, Qt.AlignmentFlag.AlignCenter, where)
         painter.setFont(option.font)
-        message_rect = QRect(left, rect.top() + rect.height() // 2, width, rect.height() // 2 - 6)
         message_colour = QColor(text_colour)
         message_colour.setAlpha(200)
         painter.setPen(message_colour)
         message = " ".join(str(finding.get("message") or finding.get("explanation") or "").split())
-        elided = painter.fontMetrics().elidedText(message, Qt.TextElideMode.ElideRight, width)
-        painter.drawText(message_rect, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, elided)
+        for i, text in enumerate(two_lines(painter.fontMetrics(), message, width)):
+            line_rect = QRect(left, title_rect.bottom() + 2 + i * line, width, line)
+            painter.drawText(line_rect, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, text)
         painter.restore()
 
 

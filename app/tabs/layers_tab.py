@@ -110,8 +110,10 @@ class LayersTab(QWidget):
         self.table.setAlternatingRowColors(True)
         self.table.selectionModel().currentRowChanged.connect(self._on_row)
         self.proxy.rowsInserted.connect(self._update_count)
+        self.proxy.rowsRemoved.connect(self._update_count)
         self.proxy.modelReset.connect(self._update_count)
         self.proxy.layoutChanged.connect(self._update_count)
+        self.table.verticalScrollBar().valueChanged.connect(self._update_count)
         top = QHBoxLayout()
         top.addWidget(self.find, 1)
         top.addWidget(self.count)
@@ -145,4 +147,17 @@ class LayersTab(QWidget):
         self._syncing = False
 
     def _update_count(self, *_args) -> None:
-        self.count.setText(f"{self.proxy.rowCount()} of {self.model.rowCount()} layers")
+        """What the table shows: the filter's matches and, when it scrolls, which rows are in view
+        (not "52 of 52 layers" over six visible rows)."""
+        matched, total = self.proxy.rowCount(), self.model.rowCount()
+        text = f"{matched} of {total} layers match" if matched < total else f"all {total} layers"
+        first = self.table.rowAt(0)
+        last = self.table.rowAt(self.table.viewport().height() - 1)
+        last = matched - 1 if last < 0 else last
+        if matched and first >= 0 and last - first + 1 < matched:
+            text += f" \u00b7 rows {first + 1}\u2013{last + 1} in view (scroll for the rest)"
+        self.count.setText(text)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt)
+        super().resizeEvent(event)
+        self._update_count()

@@ -431,6 +431,7 @@ class RunTab(QWidget):
         self.chat.set_server(None)
         self.load.set_server(None)
         self._set_served(None)
+        self.model_field.setText(serve_source_for(self.layer_map))  # the next Start serves the header's model
 
     def diagnose_text(self, text: str) -> list:
         """Findings from the log; the first one naming layers goes on the map at once."""

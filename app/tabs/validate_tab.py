@@ -121,6 +121,10 @@ class ValidateTab(QWidget):
             self.memory.addItem(label, size)
             self.memory.setItemData(self.memory.count() - 1, source, Qt.ItemDataRole.ToolTipRole)
 
+        for combo in (self.target, self.device, self.gpu, self.backend, self.strategy, self.dtype, self.kv_dtype,
+                      self.ssm_dtype, self.memory):  # long preset names must not take the findings' room
+            combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+            combo.setMinimumContentsLength(14)
         form = QFormLayout()
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         form.addRow("Target engine", self.target)

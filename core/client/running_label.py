@@ -143,6 +143,7 @@ class ServedModel:
         rows = {"served as": self.name, "architecture": self.architecture, "model type": self.model_type,
                 "parameters": f"{self.params:,}" if self.params else "", "weights": self.weights,
                 "quantization": self.quantization or "none", "dtype": self.dtype,
-                "device": f"{self.device_name} ({self.device})" if self.device_name and self.device else self.device,
+                "device": (f"{self.device_name} ({self.device})" if self.device_name and self.device
+                           and self.device not in self.device_name else self.device_name or self.device),
                 "loaded from": self.model_path, "server": self.url}
         return {k: v for k, v in rows.items() if v}

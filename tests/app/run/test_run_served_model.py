@@ -89,7 +89,7 @@ def test_the_demo_is_built_from_what_runs(qtbot):
     qtbot.addWidget(demo)
     demo._on_info(MINIATURE)
     assert demo.noise.isVisibleTo(demo) and "noise" in demo.noise.text()
-    assert "on the CPU (x86_64)" in demo.sub.text() and "model: nemotron-3-nano-pattern-tiny-v1" in demo.sub.text()
+    assert demo.title.text().endswith("on the CPU (x86_64)") and "model: nemotron-3-nano-pattern-tiny-v1" in demo.sub.text()
     demo._on_info(SMOLLM2)
     assert not demo.noise.isVisibleTo(demo)
     demo.close()
@@ -109,3 +109,16 @@ def test_the_stakeholder_demo_is_real_weights_once_they_are_fetched(tmp_path, mo
     assert load_profile().model == "smollm2"
     assert bundled_profile_for(str(gguf)).model == "smollm2" and bundled_profile_for("default").model == "default"
     assert bundled_profile_for("/somewhere/else") is None
+
+
+def test_stop_then_start_of_another_model_starts_a_new_chat(qtbot):
+    chat = ChatPanel()
+    qtbot.addWidget(chat)
+    chat.set_server("http://127.0.0.1:30001")
+    chat.set_model(ServedModel.from_info(MINIATURE, "http://127.0.0.1:30001"))
+    chat.messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "noise"}]
+    chat.set_server(None)  # Stop
+    chat.set_model(None)
+    chat.set_server("http://127.0.0.1:30002")  # Start of SmolLM2 on another port
+    chat.set_model(ServedModel.from_info(SMOLLM2, "http://127.0.0.1:30002"))
+    assert chat.messages == [] and "was not sent to it" in chat.transcript.toPlainText()
