@@ -17,7 +17,6 @@ from pathlib import Path
 import psutil
 import pytest
 from PySide6.QtCore import QTimer
-from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QApplication, QTextBrowser
 
 from repo_paths import SHARED_MODELS
@@ -36,14 +35,9 @@ class Shots:
         if self.folder is None:
             return
         QApplication.processEvents()
-        screen = QGuiApplication.primaryScreen()
-        # The screen itself where there is one (dialogs included); the widget's own paint offscreen.
-        if QGuiApplication.platformName() == "xcb" and widget.isWindow():
-            g = widget.frameGeometry()
-            image = screen.grabWindow(0, g.x(), g.y(), g.width(), g.height())
-        else:
-            image = widget.grab()
-        assert image.save(str(self.folder / f"{name}.png"))
+        # The widget's own paint (all its children, freshly drawn): a grab of the X screen can catch
+        # a view before its repaint reached the server.
+        assert widget.grab().save(str(self.folder / f"{name}.png"))
 
 
 def _children():
@@ -95,6 +89,16 @@ def test_the_window_follows_what_runs(qtbot, monkeypatch, tmp_path):
         assert answer["model"] == run.served.name and answer["random_weights"]
         qtbot.waitUntil(lambda: run.plots.panel_has_data("State pool"), timeout=15000)
         shots.take("1-running-miniature-chat", window)
+
+        # 1b. Numerics, a tab of its own: the miniature's kernels on this CPU, device kernels counted apart.
+        numerics = window.tab("Numerics")
+        window.tabs.setCurrentWidget(numerics)
+        with qtbot.waitSignal(numerics.kernels_finished, timeout=300000) as checked:
+            assert numerics.start("check-kernels")
+        assert isinstance(checked.args[0], dict), checked.args[0]
+        assert "device kernel" in numerics.status.text()
+        shots.take("7-numerics-tab", window)
+        window.tabs.setCurrentWidget(run)
 
         # 2. The header switches to another model: the badge says the map is not the running model.
         smollm2 = cached_path("smollm2")
@@ -163,8 +167,6 @@ def test_the_window_follows_what_runs(qtbot, monkeypatch, tmp_path):
         window.tab("Validate").validate()
         assert "PLAN_WEIGHTS_DO_NOT_FIT" in [f.code for f in window.tab("Validate").result.findings]
         shots.take("6-validate-same-device", window)
-        window.tabs.setCurrentWidget(window.tab("Numerics"))
-        shots.take("7-numerics-tab", window)
 
         # 8. Quit with a session asks; Cancel keeps the window.
         window.confirm_quit = True
