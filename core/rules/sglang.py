@@ -41,6 +41,9 @@ def check_sglang(m: ModelFacts, s: LaunchSettings, profile: SglangProfile) -> Ch
     check_tp(c)
     check_pp(c)
     check_sglang_dtypes(c)
+    from bringup.core.rules.sglang_quantization import check_quantization
+
+    check_quantization(c)
     return c
 
 

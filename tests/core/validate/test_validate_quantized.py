@@ -37,3 +37,14 @@ def test_an_explicit_dtype_dequantises_and_says_so():
 def test_fp8_blocks_run_as_stored():
     found = codes(FP8)
     assert "EMBEDDED_WEIGHTS_QUANTIZED" in found and "EMBEDDED_WEIGHT_SCHEME" not in found
+
+
+def test_sglang_names_the_compute_capability_its_loader_asks_of_each_method():
+    config = json.loads(NANO_CONFIG.read_text())
+    for quant, method, need in ((NVFP4, "modelopt_fp4", "8.0"), (FP8, "fp8", "8.0"),
+                                ({"quant_method": "modelopt", "quant_algo": "FP8"}, "modelopt_fp8", "8.9")):
+        config["quantization_config"] = quant
+        result = validate(build_layer_map(config), "sglang==0.5.23", LaunchSettings(device="cuda"))
+        found = {f.code: f for f in result.findings}["SGLANG_QUANT_CAPABILITY"]
+        assert f"{method} checkpoint" in found.message and f"capability {need}" in found.message
+        assert "loader.py:262" in found.source and "Minimum capability" in found.engine_message
