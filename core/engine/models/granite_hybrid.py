@@ -100,19 +100,13 @@ class GraniteFFN(nn.Module):
 
 
 class ScaledResidualLayer(DecoderLayer):
-    """Granite: h = h + m * mixer(norm(h)); h = h + m * ffn(norm(h)), m = residual_multiplier."""
+    """Granite: h = h + m * mixer(norm(h)); h = h + m * ffn(norm(h)), m = residual_multiplier (the
+    stack's part factors, so the add still runs fused with the next norm)."""
 
     def __init__(self, cfg, layer, parts, ops):
         super().__init__(cfg, layer, parts, ops)
-        self.residual_scale = float(cfg.get("residual_multiplier", 1.0))
-
-    def forward(self, hidden: torch.Tensor, batch) -> torch.Tensor:
-        m = self.residual_scale
-        if self.mixer_name is not None:
-            hidden = hidden + m * self.mixer_module(self._norm(hidden, self.mixer_norm), batch)
-        if self.ffn_name is not None:
-            hidden = hidden + m * self.ffn_module(self._norm(hidden, self.ffn_norm))
-        return hidden
+        m = float(cfg.get("residual_multiplier", 1.0))
+        self.factors = {"mixer": (1.0, m), "ffn": (1.0, m)}
 
 
 class _HybridLM(StackedCausalLM):

@@ -75,26 +75,21 @@ class MiniMaxMoE(nn.Module):
 
 
 class MiniMaxDecoderLayer(DecoderLayer):
-    """Post-norm residuals scaled by the config's alpha/beta factors (see the module docstring)."""
+    """Post-norm residuals scaled by the config's alpha/beta factors (see the module docstring), as
+    the stack's factors and postnorm, so each add still runs fused with the next norm."""
 
     def __init__(self, cfg, layer, parts, ops):
         super().__init__(cfg, layer, parts, ops)
         kind = "linear_attn" if layer.mixer == "lightning_attention" else "full_attn"
         remote = "linear_attention" if layer.mixer == "lightning_attention" else "full_attention"
-        self.attn_alpha = _factor(cfg, f"{kind}_alpha_factor", f"layernorm_{remote}_alpha")
-        self.attn_beta = _factor(cfg, f"{kind}_beta_factor", f"layernorm_{remote}_beta")
-        self.mlp_alpha = _factor(cfg, "mlp_alpha_factor", "layernorm_mlp_alpha")
-        self.mlp_beta = _factor(cfg, "mlp_beta_factor", "layernorm_mlp_beta")
+        self.factors = {
+            "mixer": (_factor(cfg, f"{kind}_alpha_factor", f"layernorm_{remote}_alpha"),
+                      _factor(cfg, f"{kind}_beta_factor", f"layernorm_{remote}_beta")),
+            "ffn": (_factor(cfg, "mlp_alpha_factor", "layernorm_mlp_alpha"),
+                    _factor(cfg, "mlp_beta_factor", "layernorm_mlp_beta")),
+        }
         # MiniMax's remote code (minimax_m1, minimax_text_01) can also keep the un-normed residual.
         self.postnorm = bool(cfg.get("postnorm", True))
-
-    def forward(self, hidden: torch.Tensor, batch) -> torch.Tensor:
-        normed = self._norm(hidden, self.mixer_norm)
-        residual = normed if self.postnorm else hidden
-        hidden = residual * self.attn_alpha + self.mixer_module(normed, batch) * self.attn_beta
-        normed = self._norm(hidden, self.ffn_norm)
-        residual = normed if self.postnorm else hidden
-        return residual * self.mlp_alpha + self.ffn_module(normed) * self.mlp_beta
 
 
 def _factor(cfg, key: str, remote_key: str) -> float:

@@ -13,7 +13,10 @@ model here says only how each *kind* is built and what the checkpoint calls the 
         )
 
 Every layer is pre-norm residual: h = h + mixer(norm(h), batch); h = h + ffn(norm(h)); a part
-whose kind is "none" is left out (a NemotronH block is a mixer or an FFN). A mixer module of a KV
+whose kind is "none" is left out (a NemotronH block is a mixer or an FFN). A family may scale the
+two terms of each residual add (`DecoderLayer.factors`: Granite's residual_multiplier, MiniMax's
+alpha/beta) and take the normed value as the residual (`postnorm`: MiniMax): still the same loop,
+so every family's residual add runs fused with the next norm (ops.add_rms_norm). A mixer module of a KV
 layer exposes `num_kv_heads` and `head_dim`, one of a state layer `conv_shape` and `ssm_shape`: the
 engine sizes its pools from them (`cache_spec`), at the layers the map names.
 """
@@ -110,6 +113,10 @@ class DecoderLayer(nn.Module):
             self.add_module(lay.ffn_norm, RMSNormWeight(cfg.hidden_size, eps))
             self.add_module(self.ffn_name, module)
         self.mixer_norm, self.ffn_norm = lay.mixer_norm, lay.ffn_norm
+        # (residual factor, part factor) of the mixer's and the FFN's residual add:
+        # h = h * a + part(norm(h)) * b; with postnorm, h = norm(h) * a + part(norm(h)) * b.
+        self.factors = {"mixer": (1.0, 1.0), "ffn": (1.0, 1.0)}
+        self.postnorm = False
 
     # Not named `mixer` / `ffn`: those are module names some checkpoints use (NemotronH's `mixer`).
     @property
@@ -127,20 +134,27 @@ class DecoderLayer(nn.Module):
         return self.ops.rms_norm(hidden, w.weight, w.eps)
 
     def forward(self, hidden: torch.Tensor, batch) -> torch.Tensor:
-        if self.mixer_name is not None:
-            hidden = hidden + total(self.mixer_module(self._norm(hidden, self.mixer_norm), batch))
-        if self.ffn_name is not None:
-            hidden = hidden + total(self.ffn_module(self._norm(hidden, self.ffn_norm)))
+        for norm, part, takes_batch, (a, b) in self.parts_in_order():
+            x = self._norm(hidden, norm)
+            residual = x if self.postnorm else hidden
+            delta = total(part(x, batch) if takes_batch else part(x))
+            hidden = scaled(residual, a) + scaled(delta, b)
         return hidden
 
     def parts_in_order(self):
-        """(norm module, part module, takes the batch) for the mixer then the FFN, those present."""
+        """(norm name, part module, takes the batch, (residual factor, part factor)) for the mixer then
+        the FFN, those present."""
         out = []
         if self.mixer_name is not None:
-            out.append((getattr(self, self.mixer_norm), self.mixer_module, True))
+            out.append((self.mixer_norm, self.mixer_module, True, self.factors["mixer"]))
         if self.ffn_name is not None:
-            out.append((getattr(self, self.ffn_norm), self.ffn_module, False))
+            out.append((self.ffn_norm, self.ffn_module, False, self.factors["ffn"]))
         return out
+
+
+def scaled(x, factor: float):
+    """x * factor, skipped at 1 (no kernel); a MoE's parts are summed first."""
+    return x if factor == 1.0 else total(x) * factor
 
 
 def total(delta):
@@ -221,9 +235,9 @@ class StackedCausalLM(CausalLM):
         # (ops.add_rms_norm: one kernel on a GPU where the unfused pair takes several).
         self.begin(batch)
         hidden = self.embed(batch)
-        # A block hook sees each layer's full output, and a family's own layer class (Granite's scaled
-        # residual, ...) has its own residual: those keep the unfused loop.
-        if self.block_hook is not None or any(type(layer) is not DecoderLayer for layer in self.decoder.layers):
+        # A block hook sees each layer's full output, and a layer that is not a DecoderLayer (Zamba2's
+        # hybrid layers) has its own residual: those keep the unfused loop.
+        if self.block_hook is not None or any(not isinstance(layer, DecoderLayer) for layer in self.decoder.layers):
             for layer in self.decoder.layers:
                 hidden = layer(hidden, batch)
                 if self.block_hook is not None:
@@ -233,9 +247,13 @@ class StackedCausalLM(CausalLM):
             ops, f32 = self.ops, self.parts.layout.norm_in_float32
             delta = None
             for layer in self.decoder.layers:
-                for norm, part, takes_batch in layer.parts_in_order():
+                for name, part, takes_batch, (a, b) in layer.parts_in_order():
+                    norm = getattr(layer, name)
                     hidden, x = ops.add_rms_norm(hidden, delta, norm.weight, norm.eps, multiply_in_float32=f32)
-                    delta = part(x, batch) if takes_batch else part(x)
+                    if layer.postnorm:
+                        hidden = x
+                    hidden = scaled(hidden, a)
+                    delta = scaled(part(x, batch) if takes_batch else part(x), b)
         last = batch.last_token_hidden(hidden)
         if isinstance(delta, tuple):
             delta = tuple(batch.last_token_hidden(d) for d in delta)
