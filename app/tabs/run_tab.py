@@ -288,6 +288,9 @@ class RunTab(QWidget):
             else:
                 launch = self.next_launch()
                 if launch.engine == "embedded" and self.weights.currentText() == "dummy":
+                    too_big = self.dummy_does_not_fit()
+                    if too_big:
+                        raise RuntimeError(too_big)
                     launch = launch.with_(extra=launch.extra + ("--load-format", "dummy"))
                 if launch.engine == "sglang" and self.dump_option.chosen_folder():
                     launch = launch.with_(tensor_dump=self.dump_option.chosen_folder())
@@ -300,6 +303,30 @@ class RunTab(QWidget):
             return
         if self.controller.base_url and kind != "attach":
             self.url_field.setText(self.controller.base_url)
+
+    def dummy_does_not_fit(self) -> str:
+        """Dummy weights are made at full size before the engine plans its pools: a model larger than
+        this machine's free memory would be killed for it. The plan says so first ("" when it fits,
+        or when the device's memory is not known here: an accelerator is sized by the engine)."""
+        device = self.device.currentText()
+        cpu_only = self.available_devices is not None and self.available_devices <= {"cpu", "auto"}
+        source = self.model_field.text().strip()
+        if self.layer_map is None or not (device == "cpu" or (device == "auto" and cpu_only)):
+            return ""
+        if source not in (self.layer_map.source, self.layer_map.name):
+            return ""  # another model than the map's: its size is not known here
+        import psutil
+
+        from bringup.core.layermap.sizes import format_bytes
+        from bringup.core.planner import plan_memory
+
+        free = psutil.virtual_memory().available
+        plan = plan_memory(self.layer_map, device_memory=free, device="cpu", dtype="bfloat16")
+        if plan.ok:
+            return ""
+        return (f"{self.layer_map.name} with dummy weights needs {format_bytes(plan.weights_bytes)} for its weights alone; "
+                f"this machine has {format_bytes(free)} of memory free. Run 'default' (the miniature with "
+                "Nemotron-3-Nano's pattern), or plan this model on a device it fits in the Plan tab.")
 
     def stop(self) -> None:
         self.load.stop()

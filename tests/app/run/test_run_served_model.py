@@ -122,3 +122,19 @@ def test_stop_then_start_of_another_model_starts_a_new_chat(qtbot):
     chat.set_server("http://127.0.0.1:30002")  # Start of SmolLM2 on another port
     chat.set_model(ServedModel.from_info(SMOLLM2, "http://127.0.0.1:30002"))
     assert chat.messages == [] and "was not sent to it" in chat.transcript.toPlainText()
+
+
+def test_dummy_weights_larger_than_this_machine_are_refused_before_the_engine_starts(qtbot):
+    from bringup.app.tabs.run_tab import RunTab
+    from bringup.core.sources.resolve import load_layer_map
+
+    tab = RunTab()
+    qtbot.addWidget(tab)
+    nano = load_layer_map(str(NANO))  # 31.6 B parameters: 58.8 GiB of bf16 weights
+    tab.set_layer_map(nano)
+    tab.model_field.setText(nano.source)
+    tab.weights.setCurrentText("dummy")
+    tab.device.setCurrentText("cpu")
+    tab.start()
+    assert tab.controller.state == "idle" and tab.controller.process is None  # nothing was launched
+    assert "needs 58.82 GiB for its weights alone" in tab.reason.text() and "'default'" in tab.reason.text()
