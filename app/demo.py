@@ -220,7 +220,9 @@ class DemoWindow(QWidget):
         self.running = running_label(info)  # what really runs, random weights labelled as such
         self.noise.setVisible(self.served.random_weights)
         if self.served.state_layers == ():
+            self.state_gauge.title = "State pool (no recurrent layers)"  # not "Mamba2 layers" it does not have
             self.state_gauge.setToolTip(f"{self.served.name} has no recurrent layers: no state pool")
+            self.state_gauge.update()
         # An attention-only model (SmolLM2, Llama) keeps no recurrent state: say so rather than
         # show the per-request slots the engine books for it as a Mamba2 pool.
         self.no_state_layers = info.get("state_layers") == []

@@ -91,7 +91,7 @@ def test_the_demo_is_built_from_what_runs(qtbot):
     assert demo.noise.isVisibleTo(demo) and "noise" in demo.noise.text()
     assert demo.title.text().endswith("on the CPU (x86_64)") and "model: nemotron-3-nano-pattern-tiny-v1" in demo.sub.text()
     demo._on_info(SMOLLM2)
-    assert not demo.noise.isVisibleTo(demo)
+    assert not demo.noise.isVisibleTo(demo) and demo.state_gauge.title == "State pool (no recurrent layers)"
     demo.close()
 
 
