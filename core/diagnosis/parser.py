@@ -21,13 +21,16 @@ from .capacity import state_cap
 from .facts import facts_text, read_facts
 from .layer_mentions import layers_named
 from .layers import layer_context
-from .prefixes import strip_prefix
+from .general_finding import general_finding
+from .prefixes import strip_all
+from .reading import read_log_lines
 from .pattern import Pattern
 from .result import Diagnosis
 
 NEAR_LINES = 40  # how far above a match its traceback context may be
 HINT_LINES = 200  # how far above a match hints (backend file, device) are looked for
 MAX_MATCHED = 400  # characters of the matched line kept in a finding
+MAX_ID_DIGITS = 7  # a longer "layer id" is not one (and int() of 5,000 digits raises)
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _EXCEPTION = re.compile(r"^(?:\[[^\]]*\]\s*)?(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception))(?::\s*(?P<msg>.*))?$")
@@ -59,7 +62,7 @@ def _format(template: str, values: dict) -> str:
 
 
 def _ids(text: str) -> list[int]:
-    return [int(x) for x in re.findall(r"\d+", text or "")]
+    return [int(x) for x in re.findall(r"\d+", text or "") if len(x) <= MAX_ID_DIGITS]
 
 
 def _hints(pattern: Pattern, before: str) -> str:
@@ -68,7 +71,7 @@ def _hints(pattern: Pattern, before: str) -> str:
 
 
 def _finding(pattern: Pattern, match: re.Match, line_no: int, line: str, lines: list[str], facts: dict,
-             layer_map: LayerMap | None) -> Finding:
+             layer_map: LayerMap | None, last_tb: list[int] | None = None) -> Finding:
     groups = {k: (v if v is not None else "") for k, v in match.groupdict().items()}
     values = {**{k: str(v) for k, v in facts.items()}, **groups}
     before = "\n".join(lines[max(0, line_no - HINT_LINES):line_no + 1]) + "\n" + facts_text(facts)
@@ -90,7 +93,7 @@ def _finding(pattern: Pattern, match: re.Match, line_no: int, line: str, lines: 
             valid_infos = tuple(infos)
             explanation += sentence
     else:  # the line's own layer ids, else those its traceback names (e.g. get_value_buffer(0) on a PP stage)
-        layers = layers_named([line]) or (layers_named(_traceback_block(lines, line_no)) if pattern.severity == "error"
+        layers = layers_named([line]) or (layers_named(_traceback_block(lines, line_no, last_tb)) if pattern.severity == "error"
                                           else ())
         if layers:
             explanation += (f" The traceback names layer{'s' if len(layers) > 1 else ''} "
@@ -123,13 +126,26 @@ def _unrecognized(match: re.Match, line_no: int, line: str, block: list[str]) ->
     )
 
 
-def _traceback_block(lines: list[str], i: int) -> list[str]:
+def _traceback_block(lines: list[str], i: int, last_tb: list[int] | None = None) -> list[str]:
     """The lines from the nearest `Traceback` header above line i to just before it."""
+    if last_tb is not None:
+        j = last_tb[i - 1] if i > 0 else -1
+        return lines[j:i] if j >= max(0, i - 400) else lines[max(0, i - NEAR_LINES):i]
     start = max(0, i - 400)
     for j in range(i - 1, start - 1, -1):
         if "Traceback (most recent call last)" in lines[j]:
             return lines[j:i]
     return lines[max(0, i - NEAR_LINES):i]
+
+
+def _last_tracebacks(lines: list[str]) -> list[int]:
+    """For each line, the index of the latest `Traceback` header at or above it (-1: none): one pass."""
+    out, last = [], -1
+    for i, line in enumerate(lines):
+        if "Traceback (most recent call last)" in line:
+            last = i
+        out.append(last)
+    return out
 
 
 def _dedupe_key(f: Finding) -> tuple:
@@ -166,13 +182,19 @@ class _LineIndex:
         return sorted(hits)
 
 
-def diagnose(text: str, layer_map: LayerMap | None = None) -> Diagnosis:
-    """Findings for a log or traceback; with `layer_map`, layer-index findings say what the layers are."""
-    lines = [strip_prefix(line) for line in _ANSI.sub("", text).splitlines()]
+def diagnose(text: str, layer_map: LayerMap | None = None, skipped_note: str = "") -> Diagnosis:
+    """Findings for a log or traceback; with `layer_map`, layer-index findings say what the layers are.
+
+    Linear in lines and findings: each pattern is tried only on the lines holding its needles, the
+    same failure seen again only adds a line number, and "does a catalogue finding explain this
+    generic one" is a bisect over sorted line numbers."""
+    lines = [strip_all(line) for line in _ANSI.sub("", text).splitlines()]
     facts = read_facts(lines)
     found: dict[tuple, Finding] = {}
+    seen_lines: dict[tuple, list[int]] = {}
     covered: set[int] = set()  # lines a catalogue entry explained
     index = _LineIndex(lines)
+    last_tb = _last_tracebacks(lines)
     for pattern in PATTERNS:
         for i in index.candidates(pattern):
             line = lines[i]
@@ -181,20 +203,41 @@ def diagnose(text: str, layer_map: LayerMap | None = None) -> Diagnosis:
                 continue
             if pattern.near and not re.search(pattern.near, "\n".join(lines[max(0, i - NEAR_LINES):i])):
                 continue
-            _add(found, _finding(pattern, match, i, line, lines, facts, layer_map))
+            if pattern.kind == "layer" and len(match.groupdict().get("layer") or "") > MAX_ID_DIGITS:
+                continue  # an absurd id: the general reader reports it
+            _add(found, seen_lines, _finding(pattern, match, i, line, lines, facts, layer_map, last_tb))
             covered.add(i)
     for i, line in enumerate(lines):
+        if "Error" not in line and "Exception" not in line:
+            continue
         match = _EXCEPTION.match(line.strip())
         if not match or i in covered or _WRAPPERS.search(line):
             continue
-        if not any("Traceback (most recent call last)" in l for l in lines[max(0, i - 400):i]):
+        if i == 0 or last_tb[i - 1] < max(0, i - 400):
             continue
-        _add(found, _unrecognized(match, i, line, _traceback_block(lines, i)))
-    findings = sorted(found.values(), key=lambda f: f.lines[0])
+        _add(found, seen_lines, _unrecognized(match, i, line, _traceback_block(lines, i, last_tb)))
+    findings = [replace(f, lines=tuple(sorted(set(seen_lines[k])))) if len(seen_lines[k]) > 1 else f
+                for k, f in found.items()]
+    findings.sort(key=lambda f: f.lines[0])
     # A catalogue finding explains the generic ones it names (an "unrecognised" exception, a broader
     # pattern) when both come from the same traceback.
-    findings = [f for f in findings
-                if not _same_block(f, [g for g in findings if g is not f and f.code in _supersedes(g.code)], lines)]
+    explainers: dict[str, list[int]] = {}
+    for g in findings:
+        for code in _supersedes(g.code):
+            explainers.setdefault(code, []).extend(g.lines)
+    for lst in explainers.values():
+        lst.sort()
+    findings = [f for f in findings if not _near_any(f.lines[0], explainers.get(f.code, ()), f)]
+    reading = read_log_lines(lines, layer_map)
+    specific = [f for f in findings if f.severity == "error" and f.code != "UNRECOGNIZED_ERROR"]
+    on_failure_line = reading.failed and any(reading.failure.line in f.lines for f in findings
+                                             if f.code != "UNRECOGNIZED_ERROR")
+    if reading.failed and not specific and not on_failure_line:
+        general = general_finding(reading, lines)
+        findings = [f for f in findings if f.code != "UNRECOGNIZED_ERROR"] + [general]
+        findings.sort(key=lambda f: f.lines[0])
+    if reading.absurd:
+        findings.append(_absurd(reading))
     cap = state_cap(facts, findings, tuple(layer_map.state_layers) if layer_map is not None else ())
     if cap is not None:
         findings.append(cap)
@@ -205,37 +248,53 @@ def diagnose(text: str, layer_map: LayerMap | None = None) -> Diagnosis:
         if check is not None:
             findings.append(check)
     return Diagnosis(findings=findings, lines_read=len(lines), facts=facts,
-                     model=layer_map.name if layer_map is not None else None)
+                     model=layer_map.name if layer_map is not None else None, reading=reading, note=skipped_note)
 
 
-def _add(found: dict, finding: Finding) -> None:
+def _near_any(line: int, sorted_lines, f: Finding) -> bool:
+    if not sorted_lines:
+        return False
+    k = bisect.bisect_left(sorted_lines, line - NEAR_LINES)
+    return k < len(sorted_lines) and abs(sorted_lines[k] - line) <= NEAR_LINES and not (
+        len(sorted_lines) == 1 and f.lines == (sorted_lines[0],) and False)
+
+
+def _absurd(reading) -> Finding:
+    r = reading.absurd[0]
+    return Finding(
+        kind="log", code="ABSURD_LAYER_ID", severity="warning",
+        title=f"A layer id of {len(r.digits):,} digits",
+        explanation=(f"Line {r.line} names a layer by a number {len(r.digits):,} digits long; no model has that many "
+                     "layers, so it was not read as a layer. The log is corrupt, synthetic, or not an engine's."),
+        fix="Check where the log came from; diagnose the engine's own output.", lines=(r.line,),
+        matched=f"{r.text[:60]}...", engine="", details={"digits": len(r.digits)},
+    )
+
+
+def _add(found: dict, seen_lines: dict, finding: Finding) -> None:
     key = _dedupe_key(finding)
     if key in found:
+        seen_lines[key].extend(finding.lines)
         old = found[key]
-        merged = tuple(sorted(set(old.lines) | set(finding.lines)))
         # Show the exception line ("AssertionError: ...") rather than the source line that raised it.
-        keep = finding if _is_exception(finding.matched) and not _is_exception(old.matched) else old
-        found[key] = replace(keep, lines=merged)
+        if _is_exception(finding.matched) and not _is_exception(old.matched):
+            found[key] = finding
     else:
         found[key] = finding
+        seen_lines[key] = list(finding.lines)
 
 
 def _is_exception(line: str) -> bool:
     return bool(_EXCEPTION.match(line.strip()))
 
 
+_SUPERSEDES: dict[str, tuple[str, ...]] = {}
+for _p in PATTERNS:
+    _SUPERSEDES.setdefault(_p.code, _p.supersedes)
+
+
 def _supersedes(code: str) -> tuple[str, ...]:
-    return next((p.supersedes for p in PATTERNS if p.code == code), ())
-
-
-def _same_block(generic: Finding, explained: list[Finding], lines: list[str]) -> bool:
-    """Whether a catalogue finding sits in the same traceback block as the generic one."""
-    start = generic.lines[0]
-    for f in explained:
-        for n in f.lines:
-            if abs(n - start) <= NEAR_LINES:
-                return True
-    return False
+    return _SUPERSEDES.get(code, ())
 
 
 def diagnose_log(text: str, layer_map: LayerMap | None = None) -> list[Finding]:

@@ -25,3 +25,12 @@ def strip_prefix(line: str) -> str:
 def is_vllm_log(lines: list[str]) -> bool:
     """Whether the log carries vLLM's logger headers (its facts and advice then speak vLLM)."""
     return any(_PREFIX.match(line) for line in lines[:2000])
+
+
+# `vllm-ascend  | (EngineCore_DP0 ...` (docker compose), `[rank0]: ...` (torchrun), `[Stage-0] ERROR ...`.
+_OUTER = re.compile(r"^(?:[\w.\-]+\s+\|\s+|\[rank\d+\]:\s?|\[Stage-\d+\]\s+)")
+
+
+def strip_all(line: str) -> str:
+    """The line without any framing the reader knows: compose/torchrun tags, then vLLM's process and logger headers."""
+    return strip_prefix(_OUTER.sub("", line, count=1))
