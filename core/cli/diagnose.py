@@ -23,20 +23,29 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of text")
 
 
-def read_log(name: str) -> str:
+def read_log(name: str):
+    """The log as LogText: streamed within the reader's cap (head and tail kept), decoded by its BOM."""
+    from bringup.core.diagnosis.reader import NotText, read_path, read_stream
     from bringup.core.errors import UserError
 
-    if name == "-":
-        if sys.stdin.isatty():
-            print("reading the log from standard input; paste it, then press Ctrl-D", file=sys.stderr)
-        return sys.stdin.read()
-    path = Path(name)
-    if not path.exists():
-        raise UserError(f"no log file at {name}; give the path of a log, or - to read standard input")
-    if path.is_dir():
-        raise UserError(f"{name} is a folder; give the log file inside it")
     try:
-        return path.read_text(encoding="utf-8", errors="replace")
+        if name == "-":
+            if sys.stdin.isatty():
+                print("reading the log from standard input; paste it, then press Ctrl-D", file=sys.stderr)
+            raw = getattr(sys.stdin, "buffer", None)
+            if raw is None:  # a text stream (tests, an embedding shell): already decoded
+                from bringup.core.diagnosis.reader import read_text
+
+                return read_text(sys.stdin.read())
+            return read_stream(raw, "standard input")
+        path = Path(name)
+        if not path.exists():
+            raise UserError(f"no log file at {name}; give the path of a log, or - to read standard input")
+        if path.is_dir():
+            raise UserError(f"{name} is a folder; give the log file inside it")
+        return read_path(path)
+    except NotText as err:
+        raise UserError(str(err)) from err
     except OSError as err:
         raise UserError(f"cannot read {name}: {err}") from err
 
@@ -44,7 +53,8 @@ def read_log(name: str) -> str:
 def main(args: argparse.Namespace) -> int:
     from bringup.core.diagnosis import diagnose
 
-    text = read_log(args.logfile)
+    log = read_log(args.logfile)
+    text = log.text
     if not text.strip():
         from bringup.core.errors import UserError
 
@@ -56,7 +66,7 @@ def main(args: argparse.Namespace) -> int:
         from bringup.core.sources.resolve import load_layer_map
 
         layer_map = load_layer_map(args.model)
-    result = diagnose(text, layer_map)
+    result = diagnose(text, layer_map, skipped_note=log.note)
     if args.json:
         json.dump(result.to_json(), sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -81,6 +91,9 @@ def render_text(result, name: str) -> str:
     counts = {s: sum(f.severity == s for f in result.findings) for s in ("error", "warning", "info")}
     summary = ", ".join(f"{n} {s}{'s' if n != 1 else ''}" for s, n in counts.items() if n) or "nothing recognised"
     out = [f"{name}: {summary} in {result.lines_read} lines"]
+    if result.note:
+        out += textwrap.wrap(result.note, WIDTH, initial_indent="  note: ", subsequent_indent=" " * 8)
+    out += _reading_lines(result.reading)
     if result.facts:
         facts = " ".join(f"{k}={v}" for k, v in result.facts.items())
         out += textwrap.wrap(facts, WIDTH, initial_indent="  launch: ", subsequent_indent=" " * 10)
@@ -97,7 +110,34 @@ def render_text(result, name: str) -> str:
         out.append(f"  > {f.matched[:WIDTH * 2]}")
         if f.source:
             out += _wrap("see", f.source)
-    if not result.findings:
-        out.append("  No known failure and no traceback found. If the engine still failed, the cause may be "
-                   "above the captured part of the log.")
+    if not result.findings and (result.reading is None or not result.reading.failed):
+        out.append("  No failure found: no exception, assert, signal or error line. If the engine still failed, the "
+                   "cause may be above the captured part of the log.")
     return "\n".join(out) + "\n"
+
+
+def _reading_lines(reading) -> list[str]:
+    """The general reader's summary: engine and run, the failing line, class, stage, layers."""
+    if reading is None:
+        return []
+    from bringup.core.diagnosis.reading import stage_label
+
+    run = " ".join(f"{k}={v}" for k, v in reading.run.items())
+    out = [f"  engine: {reading.engine or 'unknown'}" + (f"  {run}" if run else "")]
+    if reading.failure is not None:
+        f = reading.failure
+        out.append(f"  failed at line {f.line} ({f.kind}): {f.text[:WIDTH]}")
+        if reading.classes:
+            top = reading.classes[0]
+            out.append(f"  class: {top.name} ({top.confidence:.0%})" + "".join(
+                f", {g.name} ({g.confidence:.0%})" for g in reading.classes[1:3]))
+        out.append(f"  stage: {stage_label(reading.stage)}" + (f" ({reading.stage_why})" if reading.stage else ""))
+        frame = reading.engine_frame
+        if frame is not None:
+            out.append(f"  frame: {frame.relative}:{frame.line} in {frame.func}")
+    if reading.layers:
+        out += [w for l in reading.layers for w in textwrap.wrap(l.sentence, WIDTH, initial_indent="  layer: ",
+                                                                    subsequent_indent=" " * 9)]
+    elif reading.named_layers:
+        out.append(f"  layers named: {', '.join(map(str, reading.named_layers[:12]))}")
+    return out

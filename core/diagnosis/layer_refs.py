@@ -59,7 +59,7 @@ def _number(digits: str) -> int | None:
 def refs_in_line(line: str, line_no: int) -> list[LayerRef]:
     """The layer references in one log line (frames' own file paths are not references)."""
     if _FRAME.match(line) or ("layer" not in line and "blk." not in line and "il" not in line
-                              and "h." not in line and "buffer(" not in line):
+                              and "h." not in line and "buffer(" not in line and "dict_keys" not in line):
         return []
     found: list[LayerRef] = []
     spans: list[tuple[int, int]] = []

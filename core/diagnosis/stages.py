@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 
 STAGES = ("arguments", "distributed", "model_load", "kv_cache", "graph_capture", "runtime")
-LABELS = {"arguments": "arguments checked", "distributed": "distributed set up", "model_load": "model built, weights loaded",
-          "kv_cache": "KV/state pools sized", "graph_capture": "graphs captured", "runtime": "serving requests"}
+LABELS = {"arguments": "argument check", "distributed": "distributed set-up", "model_load": "model build and weight load",
+          "kv_cache": "KV/state pool sizing", "graph_capture": "graph capture", "runtime": "serving"}
 
 # Progress lines: a stage that printed one was reached.
 _PROGRESS = {
