@@ -29,7 +29,7 @@ _SIGNAL = re.compile(
 _ENGINE_ERROR = re.compile(
     r"(?P<m>error loading model(?: architecture)?: .+|failed to load model.*|"
     r"(?:NPU|CUDA|GPU|XPU|HIP) out of memory\..*|out of memory|"
-    r".*\bis larger than the available\b.*|.*\bexceeds available\b.*|"
+    r"\bis larger than the available\b|\bexceeds available\b|"
     r"level_zero backend failed with error.*|UR_RESULT_ERROR_\w+.*|"
     r"\[XCCL\].*check failed|CUresult error.*|oneCCL: .*EXCEPTION.*|"
     r"size mismatch for \S+: copying a param with shape.*)",
@@ -108,10 +108,15 @@ def _exception_inside(s: str) -> re.Match | None:
     return _EXC.match(s[m.end():].lstrip())
 
 
+# A line that can state a failure holds one of these; most log lines hold none and skip the rest.
+_MAYBE = re.compile(r"rror|xception|ssert|ASSERT|ailed|atal|SIG|ault|bort|emory|larger than|exceeds|died|xit|dumped|"
+                    r"Check|Interrupt|OutOfResources|UR_RESULT|CCL|mismatch|CUresult|^'|\] '")
+
+
 def _classify_line(line: str) -> tuple[str, str, str] | None:
     """(kind, exception, message) when the line states a failure."""
     s = line.strip()
-    if not s:
+    if not s or not _MAYBE.search(s):
         return None
     m = _GGML.search(s)
     if m:
@@ -148,14 +153,27 @@ def _classify_line(line: str) -> tuple[str, str, str] | None:
     return None
 
 
-def find_failures(lines: list[str]) -> list[Failure]:
-    """Every failure the log states, in order, each with the traceback frames just above it."""
+_NEEDLES = ("rror", "xception", "ssert", "ASSERT", "ailed", "atal", "SIG", "ault", "bort", "emory", "larger than",
+            "exceeds", "died", "xit", "dumped", "Check", "Interrupt", "OutOfResources", "UR_RESULT", "CCL", "mismatch",
+            "CUresult", "\n'", "] '", "Traceback", 'File "', "above exception")
+
+
+def find_failures(lines: list[str], index=None) -> list[Failure]:
+    """Every failure the log states, in order, each with the traceback frames just above it. Only
+    the lines holding a failure word are looked at (found with str.find over the whole text)."""
+    from .line_index import LineIndex
+
+    index = index or LineIndex(lines)
+    wanted = index.lines_with(_NEEDLES)
+    if lines and lines[0].startswith("'"):
+        wanted = sorted(set(wanted) | {0})
     out: list[Failure] = []
     frames: list[Frame] = []
     in_traceback = False
     chain: list[str] = []
     pending_cut: int | None = None
-    for i, line in enumerate(lines):
+    for i in wanted:
+        line = lines[i]
         if _TRACEBACK in line:
             if in_traceback and frames and pending_cut is not None:
                 pass

@@ -22,6 +22,7 @@ from .facts import facts_text, read_facts
 from .layer_mentions import layers_named
 from .layers import layer_context
 from .general_finding import general_finding
+from .line_index import LineIndex
 from .prefixes import strip_all
 from .reading import read_log_lines
 from .pattern import Pattern
@@ -156,30 +157,14 @@ def _dedupe_key(f: Finding) -> tuple:
     return f.code, f.title, tuple(sorted(f.details.items())), f.requested_layer, f.valid_layers
 
 
-class _LineIndex:
+class _LineIndex(LineIndex):
     """Finds the lines that hold a pattern's needles with one C-speed search of the whole text,
     so a 100,000-line log costs a few passes of str.find rather than a regex per line and pattern."""
-
-    def __init__(self, lines: list[str]) -> None:
-        self.lines = lines
-        self.text = "\n".join(lines)
-        self.starts = []
-        offset = 0
-        for line in lines:
-            self.starts.append(offset)
-            offset += len(line) + 1
 
     def candidates(self, pattern: Pattern) -> list[int]:
         if pattern.needles is None:
             return list(range(len(self.lines)))
-        hits: set[int] = set()
-        for needle in pattern.needles:
-            pos = self.text.find(needle)
-            while pos != -1:
-                line = bisect.bisect_right(self.starts, pos) - 1
-                hits.add(line)
-                pos = self.text.find(needle, self.starts[line + 1] if line + 1 < len(self.starts) else len(self.text))
-        return sorted(hits)
+        return self.lines_with(pattern.needles)
 
 
 def diagnose(text: str, layer_map: LayerMap | None = None, skipped_note: str = "") -> Diagnosis:
@@ -207,9 +192,8 @@ def diagnose(text: str, layer_map: LayerMap | None = None, skipped_note: str = "
                 continue  # an absurd id: the general reader reports it
             _add(found, seen_lines, _finding(pattern, match, i, line, lines, facts, layer_map, last_tb))
             covered.add(i)
-    for i, line in enumerate(lines):
-        if "Error" not in line and "Exception" not in line:
-            continue
+    for i in index.lines_with(("Error", "Exception")):
+        line = lines[i]
         match = _EXCEPTION.match(line.strip())
         if not match or i in covered or _WRAPPERS.search(line):
             continue
@@ -228,7 +212,7 @@ def diagnose(text: str, layer_map: LayerMap | None = None, skipped_note: str = "
     for lst in explainers.values():
         lst.sort()
     findings = [f for f in findings if not _near_any(f.lines[0], explainers.get(f.code, ()), f)]
-    reading = read_log_lines(lines, layer_map)
+    reading = read_log_lines(lines, layer_map, index)
     specific = [f for f in findings if f.severity == "error" and f.code != "UNRECOGNIZED_ERROR"]
     on_failure_line = reading.failed and any(reading.failure.line in f.lines for f in findings
                                              if f.code != "UNRECOGNIZED_ERROR")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-MAX_BYTES = 32 * 1024 * 1024  # the most of a log that is read; the rest is skipped with a note
+MAX_BYTES = 8 * 1024 * 1024  # the most of a log that is read (head and tail); the rest is skipped with a note
 HEAD_SHARE = 0.25  # of the cap kept from the start, the rest from the end
 SNIFF = 64 * 1024  # bytes looked at to tell the encoding and binary data
 CHUNK = 1024 * 1024

@@ -117,7 +117,7 @@ _RUN_FACTS = (
 
 def read_run(lines: list[str]) -> dict:
     """What the log says about the run: engine version, device, model, TP/PP, rank, backend and flags."""
-    head = lines[:2000] + lines[-2000:] if len(lines) > 4000 else lines
+    head = lines[:1000] + lines[-300:] if len(lines) > 1300 else lines  # the launch is at the top
     text = "\n".join(head)
     run: dict = {}
     for key, regex in _RUN_FACTS:
@@ -147,14 +147,17 @@ def _block_refs(lines: list[str], failure: Failure) -> list[LayerRef]:
     return own + [r for r in around if r.scheme != "valid_list" or not own]
 
 
-def read_log_lines(lines: list[str], layer_map: LayerMap | None = None) -> Reading:
-    failures = find_failures(lines)
+def read_log_lines(lines: list[str], layer_map: LayerMap | None = None, index=None) -> Reading:
+    from .line_index import LineIndex
+
+    index = index or LineIndex(lines)
+    failures = find_failures(lines, index)
     fail = primary(failures)
     engine = detect_engine(lines, fail)
     run = read_run(lines)
     if fail is None:
-        return Reading(engine, None, failures, [], None, "", progress(lines), [], run=run)
-    reached = progress(lines, fail.line)
+        return Reading(engine, None, failures, [], None, "", progress(lines, index=index), [], run=run)
+    reached = progress(lines, fail.line, index)
     frames_text = [f"{fr.func} {frame_code(lines, fr)} ({fr.relative}:{fr.line})" for fr in fail.frames]
     context = "\n".join(lines[max(0, fail.line - 6):fail.line - 1])
     stage, why = failure_stage(frames_text, f"{fail.text} {' '.join(fail.chain)}", reached, context)

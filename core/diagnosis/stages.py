@@ -62,15 +62,21 @@ def stage_of_text(text: str) -> str | None:
     return max(hits, key=_order) if hits else None
 
 
-def progress(lines: list[str], until: int | None = None) -> list[tuple[str, int]]:
-    """(stage, 1-based line) for each stage whose progress line appears before `until`, in start-up order."""
-    seen: dict[str, int] = {}
+def progress(lines: list[str], until: int | None = None, index=None) -> list[tuple[str, int]]:
+    """(stage, 1-based line) for each stage whose progress line appears before `until`, in start-up order.
+    Each stage's regex runs only on the lines holding one of its literal needles."""
+    from .line_index import LineIndex
+    from .needles import needles
+
+    index = index or LineIndex(lines)
     stop = len(lines) if until is None else min(until, len(lines))
-    for i in range(stop):
-        line = lines[i]
-        for stage, regex in _PROGRESS_RE.items():
-            if stage not in seen and regex.search(line):
-                seen[stage] = i + 1
+    seen: dict[str, int] = {}
+    for stage, regex in _PROGRESS_RE.items():
+        parts = [needles(alt) for alt in _PROGRESS[stage].split("|")]
+        words = [n for p in parts if p for n in p] + ([] if all(parts) else ["%|"])
+        first = index.first_line(words, regex.search, stop)
+        if first is not None:
+            seen[stage] = first + 1
     return sorted(seen.items(), key=lambda kv: _order(kv[0]))
 
 
