@@ -28,7 +28,9 @@ from PySide6.QtWidgets import (
                                QWidget,
                                )
 
+from bringup.app.diagnose.reading_panel import ReadingPanel
 from bringup.app.layermap.highlight import Highlight
+from bringup.core.diagnosis.reader import NotText, read_path
 from bringup.core.layermap.sizes import format_bytes
 
 from .background import Background
@@ -41,14 +43,8 @@ INLINE_CHARS = 256 * 1024  # diagnose a log this small on the GUI thread, a bigg
 
 
 def read_log(path: str | Path) -> str:
-    """The text of a log file (its last MAX_LOG_BYTES), undecodable bytes replaced."""
-    path = Path(path)
-    size = path.stat().st_size
-    with path.open("rb") as f:
-        if size > MAX_LOG_BYTES:
-            f.seek(size - MAX_LOG_BYTES)
-        data = f.read()
-    return data.decode("utf-8", errors="replace")
+    """The text of a log file: within the reader's cap (head and tail kept), decoded by its BOM."""
+    return read_path(path, cap=MAX_LOG_BYTES).text
 
 
 def _dropped_file(event) -> str | None:
@@ -99,6 +95,8 @@ class DiagnoseTab(QWidget):
         self.layer_map = None
         self.diagnosis = None  # the last bringup.core.diagnosis.Diagnosis
         self.source_name = ""
+        self._note = ""  # what the reader skipped of the last file
+        self.map_image = None  # a callable giving the layer map as a QImage (the window sets it)
         self._generation = 0  # bumped per diagnosis; a late thread result for older text is dropped
         self._background = Background(self)
         self._background.done.connect(self._diagnosed)
@@ -130,6 +128,11 @@ class DiagnoseTab(QWidget):
         paste_button.clicked.connect(self.paste)
         clear_button = QPushButton("Clear")
         clear_button.clicked.connect(self.clear)
+        self.copy_report_button = QPushButton("Copy as issue report")
+        self.copy_report_button.setToolTip("Copy the diagnosis as markdown (facts, failure, layers, findings) with the "
+                                           "layer map's image")
+        self.copy_report_button.clicked.connect(self.copy_issue_report)
+        self.copy_report_button.setEnabled(False)
         self.log_label = QLabel("Log")
         self.log_label.setStyleSheet("color: #6b7280;")
         tools = QHBoxLayout()
@@ -137,6 +140,7 @@ class DiagnoseTab(QWidget):
         tools.addWidget(paste_button)
         tools.addWidget(open_button)
         tools.addWidget(clear_button)
+        tools.addWidget(self.copy_report_button)
         log_box = QGroupBox("Engine log or traceback")
         log_layout = QVBoxLayout(log_box)
         log_layout.addLayout(tools)
@@ -152,6 +156,8 @@ class DiagnoseTab(QWidget):
         findings_box = QGroupBox("Findings")
         findings_layout = QVBoxLayout(findings_box)
         findings_layout.addWidget(self.summary)
+        self.reading = ReadingPanel()
+        findings_layout.addWidget(self.reading)
         findings_layout.addWidget(self.findings)
 
         splitter = QSplitter(Qt.Orientation.Horizontal)
@@ -170,7 +176,9 @@ class DiagnoseTab(QWidget):
             self.diagnose()
 
     # --- input --------------------------------------------------------------------------------
-    def set_text(self, text: str, name: str = "") -> None:
+    def set_text(self, text: str, name: str = "", keep_note: bool = False) -> None:
+        if not keep_note:
+            self._note = ""
         self.source_name = name
         self.log.setPlainText(text)
         self.log_label.setText(name or "Log")
@@ -179,14 +187,18 @@ class DiagnoseTab(QWidget):
     def open_file(self, path: str) -> None:
         """Show and diagnose a log file (its last MAX_LOG_BYTES when it is bigger)."""
         try:
-            text = read_log(path)
-            big = Path(path).stat().st_size > MAX_LOG_BYTES
+            log = read_path(path, cap=MAX_LOG_BYTES)
+        except NotText as exc:
+            self.summary.setText(f"<span style='color:#D62828'>{html.escape(str(exc))}</span>")
+            return
         except OSError as exc:
             why = html.escape(f"Cannot read {path}: {exc.strerror or exc}")
             self.summary.setText(f"<span style='color:#D62828'>{why}</span>")
             return
         name = Path(path).name
-        self.set_text(text, f"{name} (its last {format_bytes(MAX_LOG_BYTES, short=True)})" if big else name)
+        self._note = log.note
+        self.set_text(log.text, f"{name} (head and tail, {format_bytes(MAX_LOG_BYTES, short=True)})" if log.skipped
+                      else name, keep_note=True)
 
     def clear(self) -> None:
         self.set_text("")
@@ -242,6 +254,8 @@ class DiagnoseTab(QWidget):
         text = self.log.toPlainText()
         if not text.strip():
             self.diagnosis = None
+            self.reading.show_reading(None)
+            self.copy_report_button.setEnabled(False)
             self.findings.set_findings([])
             self.findings.set_empty_text("Nothing to explain yet. Paste or drop a log.", ok=False)
             self.summary.setText("")
@@ -249,12 +263,13 @@ class DiagnoseTab(QWidget):
             return
         from bringup.core.diagnosis import diagnose
 
+        note = self._note
         if len(text) <= INLINE_CHARS:
-            self._show_diagnosis(_diagnose_or_bug(diagnose, text, self.layer_map))
+            self._show_diagnosis(_diagnose_or_bug(diagnose, text, self.layer_map, note))
             return
         self.summary.setText(f"Reading {len(text):,} characters\u2026")
         layer_map = self.layer_map
-        self._background.run(lambda: _diagnose_or_bug(diagnose, text, layer_map), token=self._generation)
+        self._background.run(lambda: _diagnose_or_bug(diagnose, text, layer_map, note), token=self._generation)
 
     def _diagnosed(self, generation, result) -> None:
         if generation == self._generation:  # not a stale run for text that has changed since
@@ -268,6 +283,8 @@ class DiagnoseTab(QWidget):
             self.summary.setText(f"<span style='color:#D62828'>{html.escape(diagnosis)}</span>")
             return
         self.diagnosis = diagnosis
+        self.reading.show_reading(diagnosis.reading, _excerpt(diagnosis.reading))
+        self.copy_report_button.setEnabled(True)
         findings = [as_dict(f) for f in diagnosis.findings]
         self.findings.set_empty_text(
             "No known failure in this log. If it did fail, the cause is not in the catalogue yet.", ok=False
@@ -277,6 +294,44 @@ class DiagnoseTab(QWidget):
         if findings and self.findings.current_finding() is None:
             self.findings.select(0)
         self.diagnosed.emit(diagnosis)
+
+    def issue_report(self, image_path: str = "") -> str:
+        """The diagnosis as markdown (what "Copy as issue report" puts on the clipboard)."""
+        from bringup.core.diagnosis.issue_report import issue_markdown
+
+        if self.diagnosis is None:
+            return ""
+        return issue_markdown(self.diagnosis, self.source_name, image_path)
+
+    def _window_map_image(self):
+        """The window's layer map as drawn now (marks included), when the tab sits in a window with one."""
+        from bringup.app.layermap.view import LayerMapView
+
+        window = self.window()
+        view = window.findChild(LayerMapView) if window is not self else None
+        return view.grab().toImage() if view is not None and view.isVisible() else None
+
+    def copy_issue_report(self) -> str:
+        """Markdown and the map's image on the clipboard; the image is also saved beside the session cache
+        so the markdown can link it."""
+        from PySide6.QtCore import QMimeData
+
+        image = self.map_image() if callable(self.map_image) else self._window_map_image()
+        image_path = ""
+        if image is not None and not image.isNull():
+            folder = Path.home() / ".cache" / "bringup" / "reports"
+            folder.mkdir(parents=True, exist_ok=True)
+            image_path = str(folder / "diagnose-layer-map.png")
+            image.save(image_path)
+        text = self.issue_report(image_path)
+        mime = QMimeData()
+        mime.setText(text)
+        if image is not None and not image.isNull():
+            mime.setImageData(image)
+        QGuiApplication.clipboard().setMimeData(mime)
+        self.summary.setText(self.summary.text() + "<br><span style='color:#2A9D8F'>Copied as an issue report"
+                             + (" with the layer map's image" if image_path else "") + ".</span>")
+        return text
 
     def _selected(self, finding) -> None:
         self.highlight_requested.emit(Highlight.of(finding))
@@ -301,14 +356,23 @@ class DiagnoseTab(QWidget):
             self.log.centerCursor()
 
 
-def _diagnose_or_bug(diagnose, text: str, layer_map):
+def _diagnose_or_bug(diagnose, text: str, layer_map, note: str = ""):
     """The Diagnosis, or a sentence saying the parser failed (a bug must not take the tab down)."""
     try:
-        return diagnose(text, layer_map)
+        return diagnose(text, layer_map, skipped_note=note)
     except Exception as exc:  # noqa: BLE001
         traceback.print_exc(file=sys.stderr)
         return (f"The log parser failed: {type(exc).__name__}: {exc}. This is a bug in the workbench; please "
                 "report it with the log.")
+
+
+def _excerpt(reading):
+    """The engine's source around the failure's innermost engine frame, where a copy is at hand."""
+    if reading is None or reading.engine_frame is None:
+        return None
+    from bringup.core.diagnosis.engine_source import frame_source
+
+    return frame_source(reading.engine_frame, reading.run.get("version"))
 
 
 # Facts read from the log worth a glance, in this order, with their labels.
@@ -332,4 +396,6 @@ def _summary(findings: list[dict], name: str, diagnosis=None) -> str:
         read = f"{diagnosis.lines_read:,} lines read"
         dot = " \u00b7 "
         text += f"<br><span style='color:#6b7280'>{dot.join([read, *shown])}</span>"
+        if diagnosis.note:
+            text += f"<br><span style='color:#B45309'>{html.escape(diagnosis.note)}</span>"
     return text

@@ -119,17 +119,19 @@ def test_unknown_log_and_unreadable_file(tab, tmp_path):
     assert "Cannot read" in tab.summary.text()
 
 
-def test_read_log_keeps_the_tail_of_a_huge_file(qtbot, tmp_path, monkeypatch):
+def test_read_log_keeps_the_head_and_tail_of_a_huge_file_and_says_so(qtbot, tmp_path, monkeypatch):
     import bringup.app.tabs.diagnose_tab as diagnose_tab
 
-    monkeypatch.setattr(diagnose_tab, "MAX_LOG_BYTES", 64)
+    monkeypatch.setattr(diagnose_tab, "MAX_LOG_BYTES", 400)
     path = tmp_path / "big.log"
-    path.write_bytes(b"x" * 1000 + b"\nValueError: the end\n")
+    path.write_bytes(b"vllm serve m --tensor-parallel-size 2\n" + b"chatter\n" * 1000 + b"ValueError: the end\n")
     text = read_log(path)
-    assert text.endswith("ValueError: the end\n") and len(text) == 64
+    assert text.startswith("vllm serve m") and text.endswith("ValueError: the end\n") and "skipped" in text
     tab = DiagnoseTab()
+    qtbot.addWidget(tab)
     tab.open_file(str(path))
-    assert "(its last 64 B)" in tab.log_label.text()  # says it shows only the tail
+    assert "head and tail" in tab.log_label.text()
+    assert "bytes of the middle" in tab.summary.text()  # the note says what was not read
 
 
 def test_a_big_log_is_diagnosed_off_the_gui_thread(tab, qtbot, monkeypatch):
@@ -165,3 +167,69 @@ def test_a_config_json_dropped_on_the_window_is_not_taken_for_a_log(tab, qtbot, 
     drop = QDropEvent(QPointF(5, 5), Qt.DropAction.CopyAction, mime, Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier)
     assert not fresh._window_filter.eventFilter(window, drop)
     assert fresh.log.toPlainText() == ""
+
+
+QWEN_PP_LOG = """\
+(APIServer pid=5963) INFO 09-27 11:31:37 [api_server.py:1896] vLLM API server version 0.10.2
+vllm serve Qwen/Qwen3-Next-80B-A3B-Instruct --pipeline-parallel-size 2
+(EngineCore_DP0 pid=6106) INFO 09-27 11:31:49 [gpu_model_runner.py:2000] Model loading took 74.56 GiB
+(EngineCore_DP0 pid=6106) ERROR 09-27 11:31:52 [core.py:718] Traceback (most recent call last):
+(EngineCore_DP0 pid=6106) ERROR 09-27 11:31:52 [core.py:718]   File "/usr/lib/python3/site-packages/vllm/v1/worker/gpu_model_runner.py", line 5382, in initialize_attn_backend
+(EngineCore_DP0 pid=6106) ERROR 09-27 11:31:52 [core.py:718]     attn_backends = get_attn_backends_for_group(kv_cache_group_spec)
+(EngineCore_DP0 pid=6106) ERROR 09-27 11:31:52 [core.py:718] KeyError: 'language_model.model.layers.30.linear_attn'
+"""
+
+
+@pytest.fixture
+def qwen_tab(qtbot):
+    from repo_paths import SHARED_MODELS
+
+    tab = DiagnoseTab()
+    qtbot.addWidget(tab)
+    tab.set_layer_map(layer_map(str(SHARED_MODELS / "Qwen__Qwen3-Next-80B-A3B-Instruct.json")))
+    return tab
+
+
+def test_a_layer_named_only_by_a_module_path_is_marked_on_the_map(qwen_tab, qtbot):
+    with qtbot.waitSignal(qwen_tab.highlight_requested, timeout=3000) as blocker:
+        qwen_tab.set_text(QWEN_PP_LOG, "pp.log")
+    highlight = blocker.args[0]
+    assert highlight.requested == [30] and highlight.severity == "error"
+    panel = qwen_tab.reading
+    assert "Failed at line 7" in panel.headline.text() and "layer" in panel.headline.text().lower()
+    assert "layer 30 is a gated_delta_net layer" in panel.layers.text()
+    assert "PP stage 1 of 2" in panel.layers.text()
+    # The stage timeline: weights loaded (green), died sizing the pools (red), graphs not reached.
+    state = panel.timeline.state
+    assert state["model_load"] == "reached" and state["kv_cache"] == "died" and state["graph_capture"] == "not reached"
+    assert "gpu_model_runner.py:5382 in initialize_attn_backend" in panel.source.toPlainText()
+
+
+def test_copy_as_issue_report_puts_markdown_and_the_map_image_on_the_clipboard(qwen_tab, qtbot, tmp_path, monkeypatch):
+    from PySide6.QtGui import QGuiApplication, QImage
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    qwen_tab.set_text(QWEN_PP_LOG, "pp.log")
+    image = QImage(40, 10, QImage.Format.Format_RGB32)
+    image.fill(0x3366CC)
+    qwen_tab.map_image = lambda: image
+    text = qwen_tab.copy_issue_report()
+    clip = QGuiApplication.clipboard()
+    assert clip.text() == text
+    assert "- **Engine:** vllm" in text and "version `0.10.2`" in text
+    assert "- **Class:** layer_lookup" in text and "layer 30 is a gated_delta_net layer" in text
+    assert "![layer map](" in text and (tmp_path / ".cache" / "bringup" / "reports" / "diagnose-layer-map.png").is_file()
+    assert not clip.image().isNull()
+
+
+def test_a_utf16_log_dropped_in_is_read_and_a_binary_one_refused(tab, tmp_path):
+    import codecs
+
+    path = tmp_path / "win.log"
+    path.write_bytes(codecs.BOM_UTF16_LE + LAYER0_CRASH_LOG.encode("utf-16-le"))
+    tab.open_file(str(path))
+    assert tab.findings.findings()[0]["requested_layer"] == 0
+    blob = tmp_path / "core.bin"
+    blob.write_bytes(bytes(100_000))
+    tab.open_file(str(blob))
+    assert "not a text log" in tab.summary.text()

@@ -1,0 +1,1 @@
+"""Widgets of the Diagnose tab: the general reading (failure, class, stage timeline, layers, engine source)."""
