@@ -207,7 +207,7 @@ def resolve_dtype(dtype, config: dict) -> torch.dtype:
     return resolved
 
 
-def checkpoint_quantization(config: dict, dtype):
+def checkpoint_quantization(config: dict, dtype, device_type: str = "cpu"):
     """(the checkpoint's quantization or None, whether it runs as stored): "auto" keeps the scheme,
     an explicit dtype dequantises (the way to run a scheme the engine cannot run as stored)."""
     from bringup.core.layermap.quantization import read_quantization
@@ -215,12 +215,14 @@ def checkpoint_quantization(config: dict, dtype):
     quant = read_quantization(config)
     keep = dtype in (None, "auto")
     if quant is not None and quant.method == "gguf":
-        # GGUF blocks stay blocks where the model's layers take them (gguf_weights.py); other GGUF
-        # models are dequantised at load, as an explicit dtype does.
+        # GGUF blocks stay blocks where the model's layers take them and the device has products
+        # for them (the CPU: gguf_weights.py; no GPU kernel yet); elsewhere they are dequantised at
+        # load, as an explicit dtype does.
         from .facts import QUANTIZED_MODEL_TYPES
         from .gguf_weights import KEPT_TYPES
 
-        keep = keep and config.get("model_type") in QUANTIZED_MODEL_TYPES and quant.default.weight_dtype in KEPT_TYPES
+        keep = (keep and device_type == "cpu" and config.get("model_type") in QUANTIZED_MODEL_TYPES
+                and quant.default.weight_dtype in KEPT_TYPES)
     return quant, keep
 
 
@@ -285,7 +287,7 @@ def load_model(source, *, device="cpu", dtype="auto", progress: Progress | None 
     folder = resolve_checkpoint(source, progress=progress)
     config = decoder_config(read_model_config(folder))
     dev, dt = resolve_device(device), resolve_dtype(dtype, config)
-    quant, keep = checkpoint_quantization(config, dtype)
+    quant, keep = checkpoint_quantization(config, dtype, dev.type)
     dt = model_dtype_for(quant, keep, dt)
     if progress:
         progress(f"building {config.get('model_type')} on {dev} in {str(dt).removeprefix('torch.')}")

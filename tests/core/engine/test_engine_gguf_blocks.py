@@ -55,3 +55,12 @@ def test_the_map_shows_each_layer_s_ggml_type(gguf_file):
     layer = m.layers[0]
     assert layer.weights.mixer.key == "gguf_q4_0" and layer.weights.ffn.key == "gguf_q4_1"
     assert layer.weights.ffn.bits == pytest.approx(5.0)
+
+
+def test_blocks_are_kept_only_where_the_device_has_products_for_them(gguf_file):
+    from bringup.core.engine.loader import checkpoint_quantization
+
+    config = read_gguf_config(gguf_file)
+    assert checkpoint_quantization(config, "auto", "cpu")[1] is True
+    assert checkpoint_quantization(config, "auto", "cuda")[1] is False  # no GPU GGUF kernel: dequantised at load
+    assert checkpoint_quantization(config, "float32", "cpu")[1] is False
