@@ -118,12 +118,15 @@ def moe(
     expert_intermediate: int | None = None,  # the sizes the engine builds (MoEGeometry)
     shared_intermediate: int = 0,
     latent: int = 0,
+    groups: int = 1,
+    topk_groups: int = 1,
     keys: dict | None = None,
 ) -> Part:
     p = experts * expert_params + router + shared + other
     active = min(top_k, experts) * expert_params + router + shared + other
     geometry = MoEGeometry(experts=experts, top_k=top_k, expert_intermediate=expert_intermediate,
-                           shared_intermediate=shared_intermediate, latent=latent, keys=keys or {})
+                           shared_intermediate=shared_intermediate, latent=latent, groups=groups,
+                           topk_groups=topk_groups, keys=keys or {})
     return Part(params=p, active=active, moe=geometry)
 
 

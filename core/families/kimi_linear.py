@@ -96,6 +96,7 @@ def build(view: ConfigView) -> FamilyResult:
     linear = view.sub("linear_attn_config") if view.has("linear_attn_config") else None
     experts = view.int("num_experts", "num_local_experts", default=256, minimum=0)
     moe_inter = view.int("moe_intermediate_size", default=1024)
+    grouped = view.bool("use_grouped_topk", default=True)
     shared = view.int("num_shared_experts", "n_shared_experts", default=1, minimum=0)
     moe = b.moe(
         h, experts, view.int("num_experts_per_token", "num_experts_per_tok", default=8),
@@ -103,7 +104,10 @@ def build(view: ConfigView) -> FamilyResult:
         router=experts * h,
         shared=b.mlp(h, moe_inter * shared).params if shared else 0,
         expert_intermediate=moe_inter, shared_intermediate=moe_inter * shared,
-        keys=b.moe_keys(view, ("num_experts", "num_local_experts"), ("num_experts_per_token", "num_experts_per_tok")),
+        groups=view.int("num_expert_group", "n_group", default=1, minimum=0) if grouped else 1,
+        topk_groups=view.int("topk_group", default=1, minimum=0) if grouped else 1,
+        keys=dict(b.moe_keys(view, ("num_experts", "num_local_experts"), ("num_experts_per_token", "num_experts_per_tok")),
+                  groups=view.key("num_expert_group", "n_group"), topk_groups="topk_group"),
     ) if experts else None
     parts = {
         "attention": mla(view, h),

@@ -117,7 +117,8 @@ def _parts(view: ConfigView) -> dict[str, LayerSpec]:
         shared=b.mlp(h, shared_inter, gated=False, bias=mlp_bias).params,
         other=(b.linear(h, latent, mlp_bias) + b.linear(latent, h, mlp_bias)) if latent else 0,
         expert_intermediate=moe_inter, shared_intermediate=shared_inter, latent=latent,
-        keys=b.moe_keys(view, ("n_routed_experts", "num_local_experts")),
+        groups=view.int("n_group", default=1, minimum=0), topk_groups=view.int("topk_group", default=1, minimum=0),
+        keys=dict(b.moe_keys(view, ("n_routed_experts", "num_local_experts")), groups="n_group", topk_groups="topk_group"),
     )
     norm = b.norm(h)
     return {

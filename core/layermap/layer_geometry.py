@@ -264,10 +264,17 @@ class MoEGeometry:
     shared_intermediate: int = 0  # the always-active shared expert(s), all together; 0: none
     latent: int = 0  # routed experts run in a smaller latent width (Nemotron-3 Super's moe_latent_size); 0: hidden
     dense_mlp_alongside: bool = False  # a dense MLP runs beside the experts in the same layer (Gemma 4)
+    groups: int = 1  # grouped routing (DeepSeek-style): experts in this many groups...
+    topk_groups: int = 1  # ...of which the best this many are searched for the top-k
 
     keys: dict = _keys()  # size name -> the config field it was read from
     def problems(self) -> list[SizeProblem]:
-        out = _positive(self, "experts", "top_k", "expert_intermediate")
+        out = _positive(self, "experts", "top_k", "expert_intermediate", "groups", "topk_groups")
+        out += _divides(self, "groups", "experts", "grouped routing splits the experts into equal groups")
+        if self.groups >= 1 and self.topk_groups > self.groups:
+            groups, topk = _name(self, "groups"), _name(self, "topk_groups")
+            out.append(SizeProblem(topk, f"{topk} ({self.topk_groups}) is more than {groups} ({self.groups}): "
+                                         "routing searches that many of the expert groups"))
         if isinstance(self.top_k, int) and self.experts >= 1 and self.top_k > self.experts:
             top_k, experts = _name(self, "top_k"), _name(self, "experts")
             out.append(SizeProblem(top_k, f"{top_k} ({self.top_k}) is more than {experts} ({self.experts}): "

@@ -46,9 +46,7 @@ class KimiMoE(nn.Module):
         if act != "sigmoid":
             raise ValueError(f"moe_router_activation_func {act!r} is not supported; only 'sigmoid'")
         self.top_k = moe.top_k
-        grouped = bool(cfg.get("use_grouped_topk", True))
-        self.n_group = int(_first(cfg, "num_expert_group", "n_group", default=1)) if grouped else 1
-        self.topk_group = int(cfg.get("topk_group", 1)) if grouped else 1
+        self.n_group, self.topk_group = moe.groups, moe.topk_groups  # 1, 1 without use_grouped_topk
         self.norm_topk_prob = bool(_first(cfg, "moe_renormalize", "norm_topk_prob", default=True))
         self.scaling = float(cfg.get("routed_scaling_factor", 1.0))
         self.gate = nn.Module()

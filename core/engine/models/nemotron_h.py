@@ -118,8 +118,7 @@ class MoE(nn.Module):
         self.ops = ops
         moe = layer.moe
         self.top_k = moe.top_k
-        self.n_group = cfg.get("n_group", 1)
-        self.topk_group = cfg.get("topk_group", 1)
+        self.n_group, self.topk_group = moe.groups, moe.topk_groups
         self.norm_topk_prob = bool(cfg.get("norm_topk_prob", True))
         self.scaling = float(cfg.get("routed_scaling_factor", 1.0))
         self.act = cfg.get("mlp_hidden_act", "relu2")

@@ -1,6 +1,6 @@
 """Configs whose sizes the engine's modules cannot be built with (issue 34's cases: KV heads 3 for 4
 attention heads, top-k above the experts, Mamba heads 7 with 2 groups, chunk_size 0, a context of
-1, gated DeltaNet value heads not a multiple of its key heads, a text_config nested 900 deep) are
+1; expert groups that do not split the experts, gated DeltaNet value heads not a multiple of its key heads, a text_config nested 900 deep) are
 refused with the field to fix, the same way by inspect, validate, plan and the engine's build,
 never with a traceback at serve's warm-up."""
 
@@ -27,6 +27,9 @@ CASES = {
     "mamba_groups": (dict(mamba_num_heads=7, n_groups=2), "n_groups"),
     "chunk_size": (dict(chunk_size=0), "chunk_size"),
     "context": (dict(max_position_embeddings=1), "max_position_embeddings"),
+    # Grouped routing: 4 experts in 3 groups, or 3 groups searched of 2.
+    "routing_groups": (dict(n_group=3), "n_group"),
+    "topk_groups": (dict(n_group=2, topk_group=3), "topk_group"),
 }
 
 
