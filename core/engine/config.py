@@ -27,7 +27,10 @@ SERVE_FLAGS = {
     "device": "--device", "dtype": "--dtype", "load_format": "--load-format", "cpu_threads": "--cpu-threads",
     "cpu_compile": "--cpu-compile", "mem_fraction": "--mem-fraction",
     "max_running_requests": "--max-running-requests", "chunked_prefill_size": "--chunked-prefill-size",
+    "context_length": "--context",
 }
+# Fields whose command-line name differs from the field's (argparse's dest of the flag).
+ARG_NAMES = {"model": "source", "context_length": "context"}
 
 
 @dataclass(frozen=True)
@@ -78,7 +81,7 @@ class EngineConfig:
         """From a parsed command line (serve's or bench's options; those it lacks keep their defaults)."""
         values = {}
         for f in dataclasses.fields(cls):
-            key = "source" if f.name == "model" else f.name
+            key = ARG_NAMES.get(f.name, f.name)
             if hasattr(args, key):
                 values[f.name] = getattr(args, key)
         if isinstance(values.get("cpu_compile"), str):

@@ -25,7 +25,9 @@ build (`COMPILE_ERRORS`, raised while tracing, before anything ran: the eager st
 from __future__ import annotations
 
 import inspect
+import os
 import time
+from pathlib import Path
 
 import torch
 
@@ -50,10 +52,20 @@ def error_summary(err: BaseException) -> str:
     return f"{type(err).__name__}: {first}" if first else type(err).__name__
 
 
+def use_bringup_inductor_cache() -> str:
+    """Inductor's on-disk cache under `~/.cache/bringup/inductor` ($XDG_CACHE_HOME respected), unless
+    $TORCHINDUCTOR_CACHE_DIR names one: torch's default, /tmp/torchinductor_<user>, is a shared path
+    that another user can create first (and that a reboot clears). Inductor reads the variable when it
+    compiles, so setting it here, before torch.compile, is enough."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(base / "bringup" / "inductor"))
+
+
 class CompiledDecode:
     """`model(batch)` for decode batches, compiled once for any batch size and context length."""
 
     def __init__(self, model, one_graph: bool = ONE_GRAPH):
+        use_bringup_inductor_cache()
         self._compiled = torch.compile(model, fullgraph=True)
         self.one_graph = one_graph
         self.compile_seconds = 0.0

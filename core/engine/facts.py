@@ -121,6 +121,8 @@ SERVE_OPTIONS: tuple[ServeOption, ...] = (
     ServeOption("--mem-fraction", float, None, "share of device memory for weights and pools (default: the planner's choice)"),
     ServeOption("--max-running-requests", int, None, "cap on requests running at once"),
     ServeOption("--chunked-prefill-size", int, None, "prompt tokens per step (chunk size)"),
+    ServeOption("--context", int, None, "tokens one request may reach (prompt + output), the pools planned for "
+                "it (default: the planner's, at most the model's max_position_embeddings; SGLang: --context-length)"),
     ServeOption("--api-key", str, None, "require 'Authorization: Bearer KEY' on every route but /health and /ready "
                 "(visible in `ps`: prefer --api-key-file or $BRINGUP_API_KEY)"),
     ServeOption("--api-key-file", str, None, "read the API key from this file (its first line)"),

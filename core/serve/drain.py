@@ -31,6 +31,7 @@ class DrainingServer(uvicorn.Server):
         super().__init__(config)
         self.state = state
         self.signals = 0
+        self.interrupted = False  # the drain began with SIGINT (Ctrl-C): `serve` then exits 130
         self.hurry = asyncio.Event()
         self.drain_task: asyncio.Task | None = None
 
@@ -53,6 +54,7 @@ class DrainingServer(uvicorn.Server):
         self.signals += 1
         name = signal.Signals(sig).name
         if self.signals == 1:
+            self.interrupted = sig == signal.SIGINT
             self.drain_task = asyncio.ensure_future(self.drain(name))
         elif self.signals == 2:
             log.info("%s again: ending every request now", name)

@@ -209,4 +209,4 @@ async def _serve_async(engine, sock, info, opts: ServeOptions) -> int:
         aengine.stop()
         state.shutdown()
     log.info("The server has stopped")
-    return 0
+    return 130 if server.interrupted else 0  # README's exit codes: 130 for Ctrl-C, 0 for SIGTERM's drain

@@ -8,6 +8,7 @@ queue (and every client's time to first token) grow without bound.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 # A body carries prompts as text (~4 bytes a token) or token ids (up to ~8 bytes each: "123456, ");
@@ -17,6 +18,11 @@ MIN_BODY_BYTES = 1 << 20  # 1 MiB: any sensible chat or completion fits
 # Parsing JSON holds the interpreter lock (~11 ms per MiB here): the cap bounds that stall.
 MAX_DEFAULT_BODY_BYTES = 16 << 20
 DEFAULT_DRAIN_GRACE_S = 30.0
+# Retry-After bounds (seconds): at least 1 (the header's unit), at most a minute (an estimate from a
+# moment's throughput is no promise beyond that).
+MIN_RETRY_AFTER_S, MAX_RETRY_AFTER_S = 1, 60
+# What a draining server tells clients: another server (or this one, restarted) takes work by then.
+DRAIN_RETRY_AFTER_S = 5
 
 
 class Rejected(Exception):
@@ -100,15 +106,34 @@ class Admission:
                            f"admits at most {lim.max_queued_tokens} at a time; split it or lower max_tokens",
                            413, "too_many_tokens")
 
-    def admit(self, n: int, tokens: int) -> None:
+    def admit(self, n: int, tokens: int, tokens_per_s: float = 0.0) -> None:
+        """Count the request in, or refuse it: 413 if it could never fit, 429 while the queue is full,
+        with Retry-After from the queue's drain estimate at `tokens_per_s` (prompt + generated tokens
+        the engine works through a second, from the metrics)."""
         self.check_size(n, tokens)
         lim = self.limits
         if self.requests and (self.requests + n > lim.max_inflight_requests or self.tokens + tokens > lim.max_queued_tokens):
+            wait = self.retry_after(n, tokens, tokens_per_s)
             raise Rejected(f"the server is at capacity ({self.requests} requests, {self.tokens} tokens of work "
                            f"admitted; limits {lim.max_inflight_requests} and {lim.max_queued_tokens}); "
-                           "retry after the time in the Retry-After header", 429, "queue_full", retry_after=1)
+                           f"retry in {wait} s (the Retry-After header)", 429, "queue_full", retry_after=wait)
         self.requests += n
         self.tokens += tokens
+
+    def retry_after(self, n: int, tokens: int, tokens_per_s: float) -> int:
+        """Seconds until the queue has room for `n` requests of `tokens` work, at the engine's rate.
+
+        The work that must finish first is the token excess, or, when requests are the limit, the
+        excess requests at the mean admitted request's size; whichever is more. With no rate yet
+        (a server that just started) the answer is the minimum: nothing says it is slow."""
+        lim = self.limits
+        excess_tokens = self.tokens + tokens - lim.max_queued_tokens
+        excess_requests = self.requests + n - lim.max_inflight_requests
+        mean = self.tokens / self.requests if self.requests else 0.0
+        work = max(excess_tokens, excess_requests * mean, 0.0)
+        if tokens_per_s <= 0 or work <= 0:
+            return MIN_RETRY_AFTER_S
+        return int(min(max(math.ceil(work / tokens_per_s), MIN_RETRY_AFTER_S), MAX_RETRY_AFTER_S))
 
     def release(self, n: int, tokens: int) -> None:
         self.requests = max(0, self.requests - n)

@@ -33,7 +33,7 @@ from bringup.core.client.engine_records import HEALTH_PID_HEADER
 
 from .access import AccessGuard
 from .formats import ChatFormat, CompletionFormat, GenerateFormat, Result
-from .limits import Admission, Rejected, ServerLimits, default_limits
+from .limits import DRAIN_RETRY_AFTER_S, Admission, Rejected, ServerLimits, default_limits
 from .protocol import (BadRequest, ParseContext, Work, chat_work, completion_work, error_body, generate_work,
                        max_token_bytes, parse_body)
 from .schema import openapi_bodies
@@ -87,6 +87,14 @@ class ServerState:
                             max_token_bytes=self.max_token_bytes)
 
 
+DRAINING_HEADERS = {"Retry-After": str(DRAIN_RETRY_AFTER_S)}
+
+
+def draining() -> Rejected:
+    return Rejected("the server is shutting down; send the request to another server", 503, "draining",
+                    retry_after=DRAIN_RETRY_AFTER_S)
+
+
 class ClientGone(Exception):
     """The client hung up; nothing more is sent to it."""
 
@@ -128,7 +136,7 @@ def create_app(state: ServerState) -> FastAPI:
         if not state.aengine.alive:
             answer = error("the engine loop has stopped", 503)
         elif state.draining:
-            answer = error("the server is shutting down", 503)
+            answer = error("the server is shutting down", 503, headers=DRAINING_HEADERS)
         elif not state.ready:
             answer = error("the server is still starting", 503)
         else:
@@ -196,8 +204,7 @@ def create_app(state: ServerState) -> FastAPI:
 
     async def handle(request: Request, build: Callable, fmt) -> Response:
         if state.draining:
-            return refused(Rejected("the server is shutting down; send the request to another server", 503,
-                                    "draining", retry_after=5))
+            return refused(draining())
         _check_content_type(request)
         try:
             raw = await read_body(request, state.limits.max_body_bytes)
@@ -217,9 +224,8 @@ def create_app(state: ServerState) -> FastAPI:
             del raw
             costs = [state.admission.cost(len(p), sp.max_new_tokens) for p, sp in zip(work.prompts, work.params)]
             if state.draining:
-                raise Rejected("the server is shutting down; send the request to another server", 503, "draining",
-                               retry_after=5)
-            state.admission.admit(len(costs), sum(costs))
+                raise draining()
+            state.admission.admit(len(costs), sum(costs), sum(metrics.throughput()))
             ticket = Ticket(state, len(costs), sum(costs))
             streams = await watch.race(submit(work))
             ticket.streams = streams
@@ -241,8 +247,9 @@ def create_app(state: ServerState) -> FastAPI:
             if ticket is not None:
                 ticket.close()
         failed = [r for r in results if r.error]
-        if failed:
-            return error(f"the engine ended the request: {failed[0].error}", 503)
+        if failed:  # a drain's end of it says when to come back, as its refusals do
+            return error(f"the engine ended the request: {failed[0].error}", 503,
+                         headers=DRAINING_HEADERS if state.draining else None)
         return JSONResponse(fmt.whole(results, work))
 
     async def submit(work: Work) -> list[RequestStream]:

@@ -11,8 +11,12 @@ import statistics
 import threading
 import time
 
+import math
+
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from server_helpers import API_KEY, wait_idle
 
@@ -326,6 +330,69 @@ def test_api_key_from_a_file_or_the_environment(tmp_path):
     (tmp_path / "empty").write_text("\n")
     with pytest.raises(UserError, match="is empty"):
         resolve_api_key(None, str(tmp_path / "empty"), {})
+
+
+@settings(max_examples=60, deadline=None)
+@given(admitted=st.integers(1, 40), each=st.integers(1, 200), asked=st.integers(1, 400),
+       rate=st.floats(0.5, 5000))
+def test_retry_after_is_the_queues_drain_estimate(admitted, each, asked, rate):
+    from bringup.core.serve.limits import Admission, Rejected, default_limits
+
+    lim = default_limits({"max_running_requests": 4, "context_len": 1000, "allocated": {"kv_tokens": 1000}},
+                         max_queued_requests=36, max_queued_tokens=4000)
+    adm = Admission(lim)
+    adm.requests, adm.tokens = admitted, admitted * each
+    excess = max(adm.tokens + asked - 4000, (admitted + 1 - 40) * each)
+    if excess <= 0:
+        adm.admit(1, asked, rate)  # room: admitted
+        return
+    with pytest.raises(Rejected) as err:
+        adm.admit(1, asked, rate)
+    assert err.value.status == 429
+    assert err.value.retry_after == min(max(math.ceil(excess / rate), 1), 60)
+    assert f"retry in {err.value.retry_after} s" in err.value.message
+
+
+def test_a_slow_engine_asks_for_a_longer_wait():
+    from bringup.core.serve.limits import Admission, Rejected, default_limits
+
+    lim = default_limits({"max_running_requests": 2, "context_len": 100, "allocated": {"kv_tokens": 400}},
+                         max_queued_requests=2, max_queued_tokens=250)
+    adm = Admission(lim)
+    adm.admit(2, 200)
+    waits = []
+    for rate in (1000.0, 10.0, 2.0):
+        with pytest.raises(Rejected) as err:
+            adm.admit(1, 100, rate)  # 50 tokens of work must finish first
+        waits.append(err.value.retry_after)
+    assert waits == [1, 5, 25]
+
+
+def test_cpu_compiles_keep_inductors_cache_under_bringups_cache(monkeypatch, tmp_path):
+    from bringup.core.engine.cpu_compiled_decode import use_bringup_inductor_cache
+
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert use_bringup_inductor_cache() == str(tmp_path / "bringup" / "inductor")
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    assert cache_dir() == str(tmp_path / "bringup" / "inductor")  # what inductor itself will use
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))
+    assert use_bringup_inductor_cache() == str(tmp_path / "mine")  # the user's choice stands
+
+
+def test_serve_has_context_and_hands_it_to_the_engine():
+    import argparse
+
+    from bringup.core.cli import serve
+    from bringup.core.engine.config import EngineConfig
+
+    parser = argparse.ArgumentParser()
+    serve.configure(parser)
+    args = parser.parse_args(["default", "--context", "4096"])
+    config = EngineConfig.from_args(args)
+    assert config.context_length == 4096
+    assert "--context" in config.serve_arguments() and "4096" in config.serve_arguments()
 
 
 def test_admission_bounds_requests_and_tokens():

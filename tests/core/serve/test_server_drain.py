@@ -25,7 +25,8 @@ def servers(tmp_path_factory):
     checkpoint = tiny_checkpoint(tmp_path_factory.mktemp("drain_models"))
     # Started from this thread: the engine's parent-death signal follows the thread that forked it.
     started = {"term": start_server(checkpoint, "--max-running-requests", "2", key_in_env=True),
-               "int": start_server(checkpoint, "--max-running-requests", "2", "--drain-grace", "1", key_in_env=True)}
+               "int": start_server(checkpoint, "--max-running-requests", "2", "--drain-grace", "1",
+                                           "--context", "3000", key_in_env=True)}
     yield started
     for srv in started.values():
         srv.process.stop()
@@ -108,7 +109,8 @@ def test_sigterm_under_load_drains_and_ends_every_stream_properly(servers):
     srv.process.proc.send_signal(signal.SIGTERM)
     time.sleep(0.2)
     with httpx.Client(base_url=srv.base_url, headers=HEADERS, timeout=10) as c:
-        assert c.get("/health").status_code == 503
+        health = c.get("/health")
+        assert health.status_code == 503 and health.headers["Retry-After"] == "5"  # a drain says when
         late = c.post("/v1/completions", json={"prompt": [5], "max_tokens": 1})
         assert late.status_code == 503 and late.headers["Retry-After"]
     for s in (*queued, short):
@@ -132,7 +134,9 @@ def test_sigterm_under_load_drains_and_ends_every_stream_properly(servers):
 
 
 def test_sigint_ends_running_streams_when_the_grace_runs_out_without_tracebacks(servers):
-    srv = servers["int"]  # --drain-grace 1
+    srv = servers["int"]  # --drain-grace 1, --context 3000
+    with httpx.Client(base_url=srv.base_url, headers=HEADERS, timeout=10) as c:
+        assert c.get("/v1/models").json()["data"][0]["max_model_len"] == 3000  # serve's --context
     stream = Stream(srv.base_url, 2000)
     stream.start()
     wait_for_tokens([stream])
@@ -141,7 +145,7 @@ def test_sigint_ends_running_streams_when_the_grace_runs_out_without_tracebacks(
     code = srv.process.proc.wait(timeout=30)
     assert stream.failure is None and stream.done, (stream.failure, stream.events[-3:])
     assert stream.errors and "grace ran out" in stream.errors[0] and 0 < stream.usage < 2000
-    assert code == 0
+    assert code == 130  # README: Ctrl-C exits 130, after the drain
     srv.process.wait_log_drained()
     assert "Traceback" not in srv.log and "ERROR" not in srv.log, srv.log[-3000:]
     assert "SIGINT received: draining" in srv.log
