@@ -127,8 +127,48 @@ def general_finding(reading: Reading, lines: list[str]) -> Finding | None:
     code = f"FAILURE_{cls.upper()}" if cls else "UNRECOGNIZED_ERROR"  # the old code: scripts gate on it
     return Finding(
         kind="log", code=code, severity="error", title=title, explanation=" ".join(parts),
-        fix=_advice(cls, reading.engine), lines=(f.line,), matched=f.text[:400], engine=reading.engine,
+        fix=_weights_first(figures, reading.engine) + _advice(cls, reading.engine), lines=(f.line,), matched=f.text[:400], engine=reading.engine,
         source="general reader (core/diagnosis/reading.py)", layers=reading.named_layers,
         valid=infos, stage=reading.stage or "",
         details={"class": cls, "confidence": round(confidence, 2), "failure_kind": f.kind},
     )
+
+
+# Flags only SGLang has: advice holding them does not fit another engine's log.
+_SGLANG_FLAGS = re.compile(r"--mem-fraction-static|--tp-size|--max-running-requests|--chunked-prefill-size|"
+                           r"--mamba-\w+|--disable-radix-cache|--attention-backend")
+
+
+_TP_FLAG = {"vllm": "--tensor-parallel-size", "sglang": "--tp", "llama.cpp": "--tensor-split over more devices"}
+
+
+def _weights_first(figures: str, engine: str) -> str:
+    """When the log's figures say the weights alone exceed the device, that advice comes first."""
+    m = re.search(r"at least (\d+)", figures)
+    if not m:
+        return ""
+    return (f"The weights alone do not fit one device: spread them with {_TP_FLAG.get(engine, 'tensor parallelism')} "
+            f"{m.group(1)} (or more), or use quantised weights. Then: ")
+
+
+def fit_advice_to_engine(findings: list[Finding], reading: Reading, lines: list[str]) -> list[Finding]:
+    """Catalogue findings written with SGLang's flags, on a log another engine wrote: the fix in that
+    engine's flags, and for memory the log's own figures (weights against the device)."""
+    from dataclasses import replace
+
+    engine = reading.engine
+    if engine in ("", "sglang") or not reading.classes:
+        return findings
+    cls = reading.classes[0].name
+    out = []
+    for f in findings:
+        if f.severity == "error" and _SGLANG_FLAGS.search(f.fix) and f.engine in ("", "torch", "sglang", "system"):
+            explanation = f.explanation
+            figures = memory_figures(lines, reading.run) if cls == "memory" else ""
+            if figures:
+                explanation += f" From the log's figures: {figures}."
+            f = replace(f, fix=_weights_first(figures, engine) + _advice(cls, engine)
+                        + f" (These are {engine}'s flags: {engine} wrote this log.)",
+                        explanation=explanation)
+        out.append(f)
+    return out

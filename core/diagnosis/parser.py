@@ -21,7 +21,7 @@ from .capacity import state_cap
 from .facts import facts_text, read_facts
 from .layer_mentions import layers_named
 from .layers import layer_context
-from .general_finding import general_finding
+from .general_finding import fit_advice_to_engine, general_finding
 from .line_index import LineIndex
 from .prefixes import strip_all
 from .reading import read_log_lines
@@ -66,16 +66,42 @@ def _ids(text: str) -> list[int]:
     return [int(x) for x in re.findall(r"\d+", text or "") if len(x) <= MAX_ID_DIGITS]
 
 
-def _hints(pattern: Pattern, before: str) -> str:
+class _HintLines:
+    """Where each hint regex matches in the log, found once per diagnosis (candidate lines by needle),
+    so "does it occur in the 200 lines above this match" is a bisect, not a regex over 200 lines per finding."""
+
+    def __init__(self, lines: list[str], index, facts: dict) -> None:
+        self.lines, self.index, self.facts_text, self.at = lines, index, facts_text(facts), {}
+
+    def near(self, regex: str, line_no: int) -> bool:
+        if re.search(regex, self.facts_text):
+            return True
+        if regex not in self.at:
+            from .needles import needles
+
+            words = needles(regex)
+            rows = self.index.lines_with(words) if words else range(len(self.lines))
+            self.at[regex] = [i for i in rows if re.search(regex, self.lines[i])]
+        hits = self.at[regex]
+        k = bisect.bisect_left(hits, max(0, line_no - HINT_LINES))
+        return k < len(hits) and hits[k] <= line_no
+
+
+def _hints(pattern: Pattern, before) -> str:
+    if isinstance(before, tuple):  # (_HintLines, line_no)
+        where, line_no = before
+        extra = [sentence for regex, sentence in pattern.hints if where.near(regex, line_no)]
+        return (" " + " ".join(extra)) if extra else ""
     extra = [sentence for regex, sentence in pattern.hints if re.search(regex, before)]
     return (" " + " ".join(extra)) if extra else ""
 
 
 def _finding(pattern: Pattern, match: re.Match, line_no: int, line: str, lines: list[str], facts: dict,
-             layer_map: LayerMap | None, last_tb: list[int] | None = None) -> Finding:
+             layer_map: LayerMap | None, last_tb: list[int] | None = None, hint_lines=None) -> Finding:
     groups = {k: (v if v is not None else "") for k, v in match.groupdict().items()}
     values = {**{k: str(v) for k, v in facts.items()}, **groups}
-    before = "\n".join(lines[max(0, line_no - HINT_LINES):line_no + 1]) + "\n" + facts_text(facts)
+    before = ((hint_lines, line_no) if hint_lines is not None else
+              "\n".join(lines[max(0, line_no - HINT_LINES):line_no + 1]) + "\n" + facts_text(facts))
     explanation = _format(pattern.explanation, values)
     fix = _format(pattern.fix, values) + _hints(pattern, before)
     requested = valid = None
@@ -180,6 +206,7 @@ def diagnose(text: str, layer_map: LayerMap | None = None, skipped_note: str = "
     covered: set[int] = set()  # lines a catalogue entry explained
     index = _LineIndex(lines)
     last_tb = _last_tracebacks(lines)
+    hint_lines = _HintLines(lines, index, facts)
     for pattern in PATTERNS:
         for i in index.candidates(pattern):
             line = lines[i]
@@ -190,7 +217,7 @@ def diagnose(text: str, layer_map: LayerMap | None = None, skipped_note: str = "
                 continue
             if pattern.kind == "layer" and len(match.groupdict().get("layer") or "") > MAX_ID_DIGITS:
                 continue  # an absurd id: the general reader reports it
-            _add(found, seen_lines, _finding(pattern, match, i, line, lines, facts, layer_map, last_tb))
+            _add(found, seen_lines, _finding(pattern, match, i, line, lines, facts, layer_map, last_tb, hint_lines))
             covered.add(i)
     for i in index.lines_with(("Error", "Exception")):
         line = lines[i]
@@ -220,6 +247,7 @@ def diagnose(text: str, layer_map: LayerMap | None = None, skipped_note: str = "
         general = general_finding(reading, lines)
         findings = [f for f in findings if f.code != "UNRECOGNIZED_ERROR"] + [general]
         findings.sort(key=lambda f: f.lines[0])
+    findings = fit_advice_to_engine(findings, reading, lines)
     if reading.absurd:
         findings.append(_absurd(reading))
     cap = state_cap(facts, findings, tuple(layer_map.state_layers) if layer_map is not None else ())

@@ -80,6 +80,13 @@ def progress(lines: list[str], until: int | None = None, index=None) -> list[tup
     return sorted(seen.items(), key=lambda kv: _order(kv[0]))
 
 
+def _short(frame_text: str) -> str:
+    """`func code (file:line)` as `func (file:line)` for the reason shown to people."""
+    func, _, rest = frame_text.partition(" ")
+    where = rest[rest.rfind("("):] if "(" in rest else ""
+    return f"{func} {where}".strip()
+
+
 def failure_stage(frames_text: list[str], failure_text: str, reached: list[tuple[str, int]],
                   context: str = "") -> tuple[str | None, str]:
     """The stage the failure happened in, and why: the innermost traceback frame that names a stage,
@@ -89,7 +96,7 @@ def failure_stage(frames_text: list[str], failure_text: str, reached: list[tuple
     for text in reversed(frames_text):
         frame_stage = stage_of_text(text)
         if frame_stage:
-            why = f"the traceback passes through {text}"
+            why = f"the traceback passes through {_short(text)}"
             break
     text_stage = stage_of_text(failure_text) or stage_of_text(context)
     last = reached[-1][0] if reached else None

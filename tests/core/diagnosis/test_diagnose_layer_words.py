@@ -77,3 +77,21 @@ def test_a_five_thousand_digit_layer_id_is_reported_not_a_traceback(tmp_path):
     codes = [f.code for f in result.findings]
     assert "ABSURD_LAYER_ID" in codes and not result.ok
     assert all(len(str(n)) < 10 for f in result.findings for n in f.layers)
+
+
+VLLM_OOM = """\
+(APIServer pid=4380) INFO 09-10 18:21:30 [api_server.py:1896] vLLM API server version 0.33.0
+(EngineCore_DP0 pid=4410) INFO 09-10 18:21:58 [gpu_model_runner.py:5089] Model loading took 58.79 GiB memory and 41.2 seconds
+(EngineCore_DP0 pid=4410) ERROR 09-10 18:22:20 [core.py:708] Traceback (most recent call last):
+(EngineCore_DP0 pid=4410) ERROR 09-10 18:22:20 [core.py:708]   File "/x/vllm/v1/worker/gpu_worker.py", line 300, in determine_available_memory
+(EngineCore_DP0 pid=4410) ERROR 09-10 18:22:20 [core.py:708] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB. GPU 0 has a total capacity of 23.99 GiB of which 512.00 MiB is free.
+"""
+
+
+def test_a_vllm_out_of_memory_log_gets_vllm_flags_and_the_log_figures_checked():
+    result = diagnose(VLLM_OOM)
+    oom = next(f for f in result.findings if f.severity == "error")
+    assert "--mem-fraction-static" not in oom.fix and "--tensor-parallel-size 3" in oom.fix
+    assert "--gpu-memory-utilization" in oom.fix
+    assert "58.79 GiB of the device's 23.99 GiB (245%)" in oom.explanation
+    assert result.reading.stage == "kv_cache" and result.reading.engine == "vllm"
