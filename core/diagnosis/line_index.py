@@ -17,6 +17,31 @@ class LineIndex:
             self.starts.append(offset)
             offset += len(line) + 1
 
+    CHUNK = 1 << 19  # characters searched together: a slice that stays in the CPU's cache for every needle
+
+    def many(self, wanted: dict) -> dict:
+        """{key: sorted line indices} for {key: needles}, every needle searched chunk by chunk, so a big
+        log is read from memory once rather than once per needle (which is what kept 10 MB from being
+        ten times 1 MB)."""
+        text, starts = self.text, self.starts
+        hits: dict = {key: set() for key in wanted}
+        pairs = [(key, n) for key, ns in wanted.items() for n in ns]
+        begin = 0
+        while begin < len(text):
+            end = min(len(text), begin + self.CHUNK)
+            nl = text.find("\n", end)
+            end = len(text) if nl == -1 else nl + 1  # chunks end at line ends
+            for key, needle in pairs:
+                lead = 1 if needle.startswith("\n") else 0
+                pos = text.find(needle, begin, end + len(needle))
+                while pos != -1 and pos < end:
+                    line = bisect.bisect_right(starts, pos + lead) - 1
+                    hits[key].add(line)
+                    nxt = starts[line + 1] if line + 1 < len(starts) else len(text)
+                    pos = text.find(needle, nxt, end + len(needle))
+            begin = end
+        return {key: sorted(v) for key, v in hits.items()}
+
     def lines_with(self, needles) -> list[int]:
         """Sorted 0-based indices of the lines holding at least one needle."""
         hits: set[int] = set()

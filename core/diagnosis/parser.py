@@ -190,7 +190,9 @@ class _LineIndex(LineIndex):
     def candidates(self, pattern: Pattern) -> list[int]:
         if pattern.needles is None:
             return list(range(len(self.lines)))
-        return self.lines_with(pattern.needles)
+        if not hasattr(self, "_all"):  # every pattern's needles in one chunked pass
+            self._all = self.many({id(p): p.needles for p in PATTERNS if p.needles is not None})
+        return self._all[id(pattern)]
 
 
 def diagnose(text: str, layer_map: LayerMap | None = None, skipped_note: str = "") -> Diagnosis:
