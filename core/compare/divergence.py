@@ -1,0 +1,149 @@
+"""Where two traces of one request part: each block's output and each recurrent layer's state,
+step by step (step 0 the prefill, then one decode step per token), against a tolerance.
+
+The first divergence is the first step, and within it the first block, whose output differs beyond
+the tolerance; a state that parts before any output does (a wrong state update is only read at the
+next step) is named apart, since that is where such a bug lives. A block where tokens chose other
+experts is a routing flip, not arithmetic: B follows A's experts by default, so the flips are
+counted and the error stays arithmetic; with its own routing a divergence at a block that flipped
+is reported as the flip it is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+TOLERANCES = {"float32": 1e-3, "float16": 1e-2, "bfloat16": 5e-2}
+
+
+def rel_err(a, b) -> float:
+    """||a - b|| / ||a|| in float32 (0 when both are zero)."""
+    import torch
+
+    a, b = a.float(), b.float()
+    if a.shape != b.shape:
+        return float("inf")
+    scale = torch.linalg.vector_norm(a).item()
+    diff = torch.linalg.vector_norm(a - b).item()
+    return diff / scale if scale else (0.0 if diff == 0 else float("inf"))
+
+
+def checksum(t) -> tuple[float, float]:
+    """(sum, sum of absolute values): what the step timeline shows of a state, whatever its size."""
+    t = t.float()
+    return float(t.sum().item()), float(t.abs().sum().item())
+
+
+@dataclass
+class Part:
+    step: int
+    kind: str  # "prefill" or "decode"
+    block: int
+    what: str  # "output", "conv state", "ssm state"
+    rel_err: float
+    cause: str = "arithmetic"  # or "routing flip"
+
+
+@dataclass
+class StepRow:
+    step: int
+    kind: str
+    token_a: int | None
+    token_b_own: int | None  # what B would have chosen on its own (B reads A's token either way)
+    worst_block: int | None
+    worst_rel_err: float
+    flips: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass
+class LayerDivergence:
+    a: str
+    b: str
+    tolerance: float
+    followed_routing: bool
+    first: Part | None  # the first block output beyond the tolerance
+    first_state: Part | None  # the first recurrent state beyond it
+    steps: list[StepRow]
+    errors: dict[tuple[int, int], float]  # (step, block) -> output rel err
+    state_errors: dict[tuple[int, int, str], float]  # (step, layer, "conv"|"ssm") -> rel err
+    layers: list[tuple[int, str, str]]
+    state_checksums: dict[str, dict] = field(default_factory=dict)  # "a"/"b" -> {(step, layer, kind): (sum, abs)}
+
+    @property
+    def flips(self) -> int:
+        return sum(sum(r.flips.values()) for r in self.steps)
+
+    def to_json(self) -> dict:
+        return {"a": self.a, "b": self.b, "tolerance": self.tolerance, "followed_routing": self.followed_routing,
+                "first": asdict(self.first) if self.first else None,
+                "first_state": asdict(self.first_state) if self.first_state else None,
+                "routing_flips": self.flips,
+                "steps": [asdict(r) | {"flips": {str(k): v for k, v in r.flips.items()}} for r in self.steps],
+                "errors": [{"step": s, "block": b, "rel_err": e} for (s, b), e in sorted(self.errors.items())],
+                "state_errors": [{"step": s, "layer": l, "state": k, "rel_err": e}
+                                 for (s, l, k), e in sorted(self.state_errors.items())],
+                "layers": [list(l) for l in self.layers]}
+
+
+def compare_traces(a: dict, b: dict, *, tolerance: float | None = None, followed_routing: bool = True,
+                   names: tuple[str, str] = ("A", "B")) -> LayerDivergence:
+    tol = tolerance if tolerance is not None else max(TOLERANCES.get(a["dtype"], 5e-2), TOLERANCES.get(b["dtype"], 5e-2))
+    errors, state_errors, rows = {}, {}, []
+    first = first_state = None
+    sums = {"a": {}, "b": {}}
+    for s, (sa, sb) in enumerate(zip(a["steps"], b["steps"])):
+        flips = dict(sb.get("flips") or {})
+        if not followed_routing:  # B chose its own experts: a flip is where the ids differ
+            for block, ids in (sb.get("routing") or {}).items():
+                other = (sa.get("routing") or {}).get(block)
+                if other is not None:
+                    from bringup.core.numerics.routing import flipped_tokens
+
+                    n = flipped_tokens(other, ids) if other.shape == ids.shape else ids.shape[0]
+                    if n:
+                        flips[block] = n
+        worst, worst_err = None, 0.0
+        for block in sorted(sa["blocks"]):
+            if block not in sb["blocks"]:
+                continue
+            e = errors[(s, block)] = rel_err(sa["blocks"][block], sb["blocks"][block])
+            if e > worst_err:
+                worst, worst_err = block, e
+            if first is None and e > tol:
+                cause = "routing flip" if (not followed_routing and flips.get(block)) else "arithmetic"
+                first = Part(s, sa["kind"], block, "output", e, cause)
+        for layer in sorted(sa["conv"]):
+            for kind in ("conv", "ssm"):
+                ta, tb = sa[kind][layer], sb[kind].get(layer)
+                sums["a"][(s, layer, kind)], sums["b"][(s, layer, kind)] = checksum(ta), checksum(tb) if tb is not None else None
+                if tb is None:
+                    continue
+                e = state_errors[(s, layer, kind)] = rel_err(ta, tb)
+                if first_state is None and e > tol:
+                    first_state = Part(s, sa["kind"], layer, f"{kind} state", e)
+        rows.append(StepRow(s, sa["kind"], sa["sampled"], sb.get("own_sample"), worst, worst_err, flips))
+    return LayerDivergence(names[0], names[1], tol, followed_routing, first, first_state, rows, errors,
+                           state_errors, [tuple(l) for l in a["layers"]], sums)
+
+
+def describe(d: LayerDivergence) -> str:
+    """One paragraph: where they part and why."""
+    if d.first is None and d.first_state is None:
+        text = f"{d.b} matches {d.a} at every block and state over {len(d.steps)} steps (tolerance {d.tolerance:.0e})"
+    else:
+        parts = []
+        if d.first_state is not None and (d.first is None or d.first_state.step < d.first.step):
+            p = d.first_state
+            parts.append(f"layer {p.block}'s {p.what} parts first, after step {p.step} ({p.kind}; rel err "
+                         f"{p.rel_err:.2e}): a state update differs before any output does")
+        if d.first is not None:
+            p = d.first
+            parts.append(f"the first block output beyond {d.tolerance:.0e} is block {p.block} at step {p.step} "
+                         f"({p.kind}; rel err {p.rel_err:.2e}, {p.cause})")
+        text = "; ".join(parts)
+    if d.flips:
+        where = sorted({(r.step, blk) for r in d.steps for blk in r.flips})
+        shown = ", ".join(f"block {blk} step {s}" for s, blk in where[:6])
+        text += (f". Routing flips: {d.flips} token choice(s) of experts differ ({shown})"
+                 + (", followed from A so they add no error" if d.followed_routing else ""))
+    return text

@@ -1,0 +1,111 @@
+"""The layer-level A/B: one request through our engine under two settings (device, dtype, kernel
+set), B reading A's tokens and experts, compared block by block and step by step (divergence.py).
+
+A setting is `key=value,...` with keys device, dtype, kernels (BRINGUP_KERNELS: reference, or the
+engine's own choice), load_format, and fault (faults.py, a known fault to see it found).
+Each side runs as a child process: a crash or a hang is a message, never the caller's end.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bringup.core.errors import UserError
+
+from .divergence import LayerDivergence, compare_traces
+
+KEYS = ("device", "dtype", "kernels", "load_format", "fault")
+
+
+@dataclass
+class Setting:
+    device: str = "cpu"
+    dtype: str = "float32"
+    kernels: str | None = None  # None: the engine's own choice
+    load_format: str | None = None
+    fault: str | None = None
+    label: str = ""
+
+    def env(self) -> dict:
+        return {"BRINGUP_KERNELS": self.kernels} if self.kernels else {}
+
+    def describe(self) -> str:
+        kernels = self.kernels or "engine's choice"
+        return self.label or ", ".join([self.device, self.dtype, f"kernels {kernels}"] + ([f"fault {self.fault}"] if self.fault else []))
+
+
+def parse_setting(text: str) -> Setting:
+    values = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or key not in KEYS or not value:
+            raise UserError(f"setting {item!r} is not KEY=VALUE with KEY one of {', '.join(KEYS)} "
+                            "(e.g. kernels=reference,dtype=float32)")
+        values[key] = value
+    if "fault" in values:
+        from .faults import parse_fault
+
+        parse_fault(values["fault"])  # refused here, before any child starts
+    return Setting(**values)
+
+
+@dataclass
+class LayerAB:
+    source: str
+    a: Setting
+    b: Setting
+    prompt_ids: list[int]
+    divergence: LayerDivergence
+    implementations: dict[str, dict] = field(default_factory=dict)
+
+
+def _trace_args(source, s: Setting, prompt_file: Path, steps: int, out: Path, follow: Path | None,
+                own_routing: bool) -> list[str]:
+    args = [str(source), "--device", s.device, "--dtype", s.dtype, "--prompt-ids", str(prompt_file),
+            "--steps", str(steps), "--out", str(out)]
+    if s.load_format:
+        args += ["--load-format", s.load_format]
+    if s.fault:
+        args += ["--fault", s.fault]
+    if follow:
+        args += ["--follow", str(follow)]
+    if own_routing:
+        args.append("--own-routing")
+    return args
+
+
+def _run(which: str, args: list[str], env: dict, out: Path, timeout: float) -> dict:
+    import torch
+
+    from bringup.core.numerics.children import run_child
+
+    child = run_child("bringup.core.compare.trace", args, env=env, timeout=timeout)
+    if child.returncode is None:
+        raise UserError(f"run {which} did not finish in {timeout:.0f} s; last lines:\n{child.tail()}")
+    if child.returncode != 0 or not out.is_file():
+        message = next((ln[len("error: "):] for ln in child.stderr.splitlines() if ln.startswith("error: ")), None)
+        raise UserError(f"run {which}: {message}" if message else
+                        f"run {which} failed (exit {child.returncode}); last lines:\n{child.tail()}")
+    return torch.load(out, weights_only=False)
+
+
+def run_layer_ab(source, a: Setting, b: Setting, *, prompt_ids: list[int] | None = None, steps: int = 4,
+                 own_routing: bool = False, tolerance: float | None = None, timeout: float = 600) -> LayerAB:
+    if steps < 0:
+        raise UserError("--steps must be 0 (the prefill only) or more")
+    prompt_ids = list(prompt_ids or [5, 6, 7, 8, 9, 10, 11, 12])
+    with tempfile.TemporaryDirectory(prefix="bringup-ab-") as tmp:
+        tmp = Path(tmp)
+        prompt_file = tmp / "prompt.json"
+        prompt_file.write_text(json.dumps(prompt_ids))
+        out_a, out_b = tmp / "a.pt", tmp / "b.pt"
+        trace_a = _run("A", _trace_args(source, a, prompt_file, steps, out_a, None, False), a.env(), out_a, timeout)
+        trace_b = _run("B", _trace_args(source, b, prompt_file, steps, out_b, out_a, own_routing), b.env(), out_b,
+                       timeout)
+    divergence = compare_traces(trace_a, trace_b, tolerance=tolerance, followed_routing=not own_routing,
+                                names=(a.describe(), b.describe()))
+    return LayerAB(str(source), a, b, prompt_ids, divergence,
+                   {"A": trace_a["implementations"], "B": trace_b["implementations"]})

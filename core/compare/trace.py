@@ -1,0 +1,155 @@
+"""The child of a layer-level A/B: one request through our engine, step by step, keeping each
+block's output and each recurrent layer's state after every step.
+
+    python -m bringup.core.compare.trace SOURCE --device D --dtype T --prompt-ids FILE.json --steps N
+        --out FILE.pt [--follow FILE.pt] [--own-routing] [--fault SPEC] [--load-format dummy]
+
+Step 0 is the prefill of the prompt, steps 1..N decode one token each. The kernels are the engine's
+choice (BRINGUP_KERNELS in the environment picks them: the parent sets it per side). With
+`--follow A.pt` this run reads the tokens run A chose (so both see the same text at every step,
+whatever this run would have sampled) and uses A's MoE experts, counting per step the tokens whose
+own choice differed (routing flips); `--own-routing` lets it choose its own experts.
+Saved: {"steps": [{"kind", "tokens", "sampled", "own_sample", "blocks": {i: tensor}, "conv": {i: tensor},
+"ssm": {i: tensor}, "flips": {i: n}, "routing": {i: ids}}], "layers", "implementations", "dtype", "device", "fault"}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from .faults import Fault, parse_fault, shift_conv_state
+
+
+def trace(source, *, device: str, dtype: str, prompt_ids: list[int], steps: int, follow: dict | None = None,
+          own_routing: bool = False, fault: Fault | None = None, load_format: str | None = None, log=None) -> dict:
+    import torch
+
+    from bringup.core.engine.config import EngineConfig
+    from bringup.core.engine.engine import Engine
+    from bringup.core.engine.sampling import SamplingParams
+    from bringup.core.errors import UserError
+    from bringup.core.numerics.routing import RoutingRecorder
+    from bringup.core.sources.default_model import resolve_default
+
+    source = resolve_default(source) or source
+    extra = {"load_format": load_format} if load_format else {}
+    config = EngineConfig(source, device=device, dtype=dtype, max_running_requests=1, max_total_tokens=4096,
+                          cuda_graphs=False, cpu_compile=False, **extra)
+    engine = Engine(config, log=log or (lambda m: print(m, file=sys.stderr, flush=True)))
+    model = engine.model
+    if not hasattr(model, "block_hook"):
+        raise UserError(f"the engine's {type(model).__name__} does not report its blocks' outputs")
+    count = len(engine.layer_map.layers)
+    pool = engine.state_pool
+    if fault is not None and not 0 <= fault.layer < count:
+        raise UserError(f"fault {fault}: block {fault.layer} is not a block of this model (0..{count - 1})")
+    if fault is not None and fault.kind == "state" and fault.layer not in pool.layer_ids:
+        raise UserError(f"fault {fault}: block {fault.layer} keeps no recurrent state "
+                        f"(the state layers are {list(pool.layer_ids)})")
+    vocab = model.input_embedding.num_embeddings
+    if not prompt_ids or any(not 0 <= t < vocab for t in prompt_ids):
+        raise UserError(f"the prompt must be token ids of this model's vocabulary (0..{vocab - 1})")
+    forced_tokens = list(follow["sampled"]) if follow else None
+    forced_routing = {} if (follow is None or own_routing) else {int(k): v for k, v in follow["routing"].items()}
+    records: list[dict] = []
+    current: dict = {"blocks": {}}
+
+    def hook(layer, hidden):
+        if fault is not None and fault.kind == "scale" and layer.index == fault.layer:
+            hidden = hidden * fault.factor
+        current["blocks"][layer.index] = hidden.detach().float().cpu().clone()
+        return hidden
+
+    original_run = engine.runner.run
+
+    def run(step):
+        req = step.requests[0]
+        kind = "prefill" if req.num_computed < len(req.prompt_ids) else "decode"
+        flips_before = dict(recorder.flips)
+        routing_before = {k: len(v) for k, v in recorder.routing.items()}
+        tokens = original_run(step)
+        slot = req.state_slot
+        if fault is not None and fault.kind == "state":
+            shift_conv_state(pool.conv(fault.layer), slot)
+        index = len(records)
+        own = tokens[0]
+        if forced_tokens is not None and own is not None:
+            if index >= len(forced_tokens):
+                raise UserError("run A took fewer steps than this run; they cannot be compared step by step")
+            tokens = [forced_tokens[index]]
+        records.append({
+            "kind": kind, "tokens": step.num_tokens, "sampled": tokens[0], "own_sample": own,
+            "blocks": current["blocks"],
+            "conv": {lid: pool.conv(lid)[slot].detach().float().cpu().clone() for lid in pool.layer_ids},
+            "ssm": {lid: pool.ssm(lid)[slot].detach().float().cpu().clone() for lid in pool.layer_ids},
+            "flips": {k: v - flips_before.get(k, 0) for k, v in recorder.flips.items() if v - flips_before.get(k, 0)},
+            "routing": {k: torch.cat(v[routing_before.get(k, 0):]) for k, v in recorder.routing.items()
+                        if len(v) > routing_before.get(k, 0)},
+        })
+        current["blocks"] = {}
+        return tokens
+
+    model.block_hook = hook
+    engine.runner.run = run
+    params = SamplingParams(max_new_tokens=steps + 1, temperature=0.0, ignore_eos=True)
+    try:
+        with torch.inference_mode(), RoutingRecorder(model, forced_routing) as recorder:
+            engine.generate([list(prompt_ids)], params)
+    finally:
+        model.block_hook = None
+        engine.runner.run = original_run
+    if recorder.unforceable:
+        raise UserError(f"the router op(s) {', '.join(sorted(recorder.unforceable))} cannot follow another run's "
+                        "routing; run with --own-routing")
+    return {
+        "steps": records,
+        "sampled": [r["sampled"] for r in records],
+        "routing": recorder.result(),
+        "layers": [(l.index, l.mixer, l.ffn) for l in engine.layer_map.layers],
+        "state_layers": list(pool.layer_ids),
+        "implementations": dict(model.ops.implementations),
+        "dtype": str(engine.dtype).removeprefix("torch."),
+        "device": str(engine.device),
+        "kernels": os.environ.get("BRINGUP_KERNELS", "auto"),
+        "fault": str(fault) if fault else None,
+    }
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bringup.core.compare.trace")
+    parser.add_argument("source")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="auto")
+    parser.add_argument("--prompt-ids", required=True, help="a JSON file: one list of token ids")
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--follow", default=None)
+    parser.add_argument("--own-routing", action="store_true")
+    parser.add_argument("--fault", default=None)
+    parser.add_argument("--load-format", default=None)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    import torch
+
+    from bringup.core.errors import UserError
+
+    try:
+        prompt = json.loads(Path(args.prompt_ids).read_text())
+        follow = torch.load(args.follow, weights_only=False) if args.follow else None
+        result = trace(args.source, device=args.device, dtype=args.dtype, prompt_ids=prompt, steps=args.steps,
+                       follow=follow, own_routing=args.own_routing, fault=parse_fault(args.fault),
+                       load_format=args.load_format)
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    partial = args.out + ".partial"
+    torch.save(result, partial)
+    os.replace(partial, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

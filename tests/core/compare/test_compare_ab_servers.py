@@ -1,0 +1,112 @@
+"""`bringup ab` on running servers: two of our engines with the same weights agree (compared by
+token ids through /generate, since ours gives no logprobs), through the function and the command;
+a server that answers OpenAI logprobs (vLLM's and SGLang's response shape) is compared token by
+token with its logprob gaps; bad input is refused with a message."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import pytest
+from server_helpers import API_KEY, start_server, tiny_checkpoint
+
+from bringup.core.compare.ab import Server, run_ab
+from bringup.core.errors import UserError
+
+PROMPTS = ["The capital of France is", "1, 2, 3,", "Once upon a time"]
+
+
+@pytest.fixture(scope="module")
+def two_engines(tmp_path_factory):
+    checkpoint = tiny_checkpoint(tmp_path_factory.mktemp("ab_servers"))
+    a = start_server(checkpoint)
+    try:
+        b = start_server(checkpoint, "--max-running-requests", "2")  # another batch limit, the same weights
+    except BaseException:
+        a.process.stop()
+        raise
+    yield a, b
+    a.process.stop()
+    b.process.stop()
+
+
+def test_two_of_our_engines_with_the_same_weights_agree(two_engines):
+    a, b = two_engines
+    result = run_ab(Server(a.base_url, API_KEY), Server(b.base_url, API_KEY), PROMPTS, max_tokens=6)
+    assert result.modes == ("generate", "generate")
+    assert [r.agreement for r in result.prompts] == [1.0] * 3 and all(r.length == 6 for r in result.prompts)
+    assert result.verdict.word == "agree", result.verdict.reason
+    assert "alone against 3 at once" in result.threshold.source
+
+
+def test_the_command_prints_the_table_and_json(two_engines, tmp_path):
+    a, b = two_engines
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("\n".join(PROMPTS[:2]) + "\n\n")
+    cmd = [sys.executable, "-m", "bringup", "ab", a.base_url, b.base_url, "--prompts", str(prompts), "--max-tokens", "4",
+           "--api-key-a", API_KEY, "--api-key-b", API_KEY]
+    done = subprocess.run([*cmd, "--json", "--save-calibration", str(tmp_path / "t.json")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["verdict"]["word"] == "agree" and len(doc["prompts"]) == 2 and doc["prompts"][0]["divergence"] is None
+    again = subprocess.run([*cmd, "--calibration", str(tmp_path / "t.json")], capture_output=True, text=True)
+    assert again.returncode == 0 and "verdict: agree" in again.stdout and "100%" in again.stdout
+
+
+class _LogprobServer(BaseHTTPRequestHandler):
+    """A completions endpoint answering in the OpenAI logprobs shape, from a table of answers."""
+
+    answers: dict = {}
+
+    def do_POST(self):  # noqa: N802 - http.server's name
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        tokens, logprobs, top = self.answers[body["prompt"]]
+        data = {"choices": [{"text": "".join(tokens), "logprobs": {"tokens": tokens, "token_logprobs": logprobs,
+                                                                   "top_logprobs": top}}]}
+        raw = json.dumps(data).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def log_message(self, *args):
+        pass
+
+
+def _serve(answers: dict) -> HTTPServer:
+    handler = type("H", (_LogprobServer,), {"answers": answers})
+    server = HTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_openai_logprobs_are_compared_token_by_token_with_their_gaps():
+    a = _serve({"p": (["A", " sure"], [-0.1, -0.05], [{"A": -0.1}, {" sure": -0.05, " maybe": -6.0}])})
+    b = _serve({"p": (["A", " maybe"], [-0.1, -0.02], [{"A": -0.1}, {" maybe": -0.02, " sure": -7.0}])})
+    try:
+        result = run_ab(Server(f"http://127.0.0.1:{a.server_port}"), Server(f"http://127.0.0.1:{b.server_port}"), ["p"],
+                        max_tokens=2)
+    finally:
+        a.shutdown()
+        b.shutdown()
+    assert result.modes == ("logprobs", "logprobs")
+    d = result.prompts[0].divergence
+    assert (d.position, d.a, d.b) == (1, " sure", " maybe") and d.a_gap == pytest.approx(5.95)
+    assert result.verdict.word == "differ" and result.verdict.wrong_prompts == ["p"]
+
+
+def test_bad_input_is_refused_with_a_message(tmp_path):
+    with pytest.raises(UserError, match="not a server address"):
+        Server("localhost:30000")
+    with pytest.raises(UserError, match="connection refused|nothing listens"):
+        Server("http://127.0.0.1:9").answer("x", 1)
+    done = subprocess.run([sys.executable, "-m", "bringup", "ab", "--layers", "default", "--b", "colour=red"],
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and "KEY=VALUE with KEY one of device" in done.stderr
+    done = subprocess.run([sys.executable, "-m", "bringup", "ab", "http://127.0.0.1:9"], capture_output=True, text=True)
+    assert done.returncode == 2 and "give two server URLs" in done.stderr

@@ -1,0 +1,113 @@
+"""The layer-level A/B on a tiny NemotronH (Mamba, attention, MoE blocks): two runs of the same
+weights agree at every block, state and step; an injected wrong scale is found at its block in the
+prefill; an off-by-one in a conv state update is found in that layer's state after the prefill and
+in its output at the first decode step; bf16 routing flips are counted as flips, not as error."""
+
+from __future__ import annotations
+
+import pytest
+from server_helpers import tiny_checkpoint
+
+from bringup.core.compare.divergence import compare_traces, describe
+from bringup.core.compare.faults import parse_fault
+from bringup.core.compare.trace import trace
+from bringup.core.errors import UserError
+
+PROMPT = list(range(3, 40))
+STEPS = 3
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    return tiny_checkpoint(tmp_path_factory.mktemp("ab_models"))
+
+
+@pytest.fixture(scope="module")
+def run(checkpoint):
+    def _run(dtype="float32", follow=None, fault=None, own_routing=False, kernels="reference"):
+        mp = pytest.MonkeyPatch()
+        mp.setenv("BRINGUP_KERNELS", kernels)
+        try:
+            return trace(str(checkpoint), device="cpu", dtype=dtype, prompt_ids=PROMPT, steps=STEPS, follow=follow,
+                         own_routing=own_routing, fault=parse_fault(fault), log=lambda m: None)
+        finally:
+            mp.undo()
+    return _run
+
+
+@pytest.fixture(scope="module")
+def reference(run):
+    return run()
+
+
+def test_two_runs_of_the_same_weights_agree_everywhere(run, reference):
+    other = run(follow=reference)
+    d = compare_traces(reference, other)
+    assert d.first is None and d.first_state is None and d.flips == 0
+    assert [r.kind for r in d.steps] == ["prefill"] + ["decode"] * STEPS
+    assert all(e == 0.0 for e in d.errors.values()) and d.state_errors  # the states were compared too
+    assert "matches" in describe(d)
+
+
+def test_a_wrong_scale_in_one_block_is_found_there_in_the_prefill(run, reference):
+    d = compare_traces(reference, run(follow=reference, fault="scale@3=1.02"))
+    assert (d.first.step, d.first.kind, d.first.block, d.first.cause) == (0, "prefill", 3, "arithmetic")
+    assert all(d.errors[(0, b)] == 0.0 for b in range(3))  # nothing before it moved
+    assert d.first.rel_err == pytest.approx(0.02, rel=1e-3)
+
+
+def test_an_off_by_one_in_a_state_update_is_found_in_the_state_then_the_next_step(run, reference):
+    d = compare_traces(reference, run(follow=reference, fault="state@0"))
+    assert (d.first_state.step, d.first_state.block, d.first_state.what) == (0, 0, "conv state")
+    assert all(e == 0.0 for (s, _), e in d.errors.items() if s == 0)  # the prefill's outputs are right
+    assert (d.first.step, d.first.kind, d.first.block) == (1, "decode", 0)
+    assert "parts first, after step 0" in describe(d)
+
+
+@pytest.fixture(scope="module")
+def near_tied(checkpoint, tmp_path_factory):
+    """The same model with MoE block 2's router near a tie: expert 0 always chosen, expert 3 never,
+    experts 1 and 2 all but equal (a ten-millionth apart), so bf16 rounding picks between them."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    folder = tmp_path_factory.mktemp("near_tied") / checkpoint.name
+    shutil.copytree(checkpoint, folder)
+    weights = load_file(folder / "model.safetensors")
+    gate, bias = "backbone.layers.2.mixer.gate.weight", "backbone.layers.2.mixer.gate.e_score_correction_bias"
+    w = weights[gate].clone()
+    gen = torch.Generator().manual_seed(0)
+    w[2] = w[1] + 1e-7 * w[1].abs().mean() * torch.randn(w.shape[1], generator=gen)
+    weights[gate] = w
+    weights[bias] = torch.tensor([10.0, 0.0, 0.0, -10.0])
+    save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
+    return folder
+
+
+def test_bf16_routing_flips_are_reported_as_flips(near_tied):
+    def run(**kw):
+        mp = pytest.MonkeyPatch()
+        mp.setenv("BRINGUP_KERNELS", kw.pop("kernels", "reference"))
+        try:
+            return trace(str(near_tied), device="cpu", prompt_ids=PROMPT, steps=STEPS, log=lambda m: None, **kw)
+        finally:
+            mp.undo()
+
+    exact = run(dtype="float32")
+    followed = compare_traces(exact, run(dtype="bfloat16", follow=exact, kernels="auto"))
+    assert followed.flips > 0 and all(set(r.flips) == {2} for r in followed.steps if r.flips)  # only the tied block
+    assert followed.first is None or followed.first.cause == "arithmetic"  # B used A's experts: no flip adds error
+    assert "Routing flips" in describe(followed) and "add no error" in describe(followed)
+    own = compare_traces(exact, run(dtype="bfloat16", follow=exact, kernels="auto", own_routing=True),
+                         followed_routing=False)
+    assert own.flips > 0
+    assert (own.first.block, own.first.cause) == (2, "routing flip")  # the whole-expert difference, named as such
+
+
+def test_a_state_fault_on_a_block_without_state_is_refused(run):
+    with pytest.raises(UserError, match="keeps no recurrent state"):
+        run(fault="state@1")
+    with pytest.raises(UserError, match="scale@LAYER=FACTOR"):
+        parse_fault("scale@x")
