@@ -28,21 +28,13 @@ def trace(source, *, device: str, dtype: str, prompt_ids: list[int], steps: int,
           own_routing: bool = False, fault: Fault | None = None, load_format: str | None = None, log=None) -> dict:
     import torch
 
-    from bringup.core.engine.config import EngineConfig
-    from bringup.core.engine.engine import Engine
     from bringup.core.engine.sampling import SamplingParams
     from bringup.core.errors import UserError
+    from bringup.core.numerics.capture import eager_engine
     from bringup.core.numerics.routing import RoutingRecorder
-    from bringup.core.sources.default_model import resolve_default
 
-    source = resolve_default(source) or source
-    extra = {"load_format": load_format} if load_format else {}
-    config = EngineConfig(source, device=device, dtype=dtype, max_running_requests=1, max_total_tokens=4096,
-                          cuda_graphs=False, cpu_compile=False, **extra)
-    engine = Engine(config, log=log or (lambda m: print(m, file=sys.stderr, flush=True)))
+    engine = eager_engine(source, device=device, dtype=dtype, load_format=load_format, log=log)
     model = engine.model
-    if not hasattr(model, "block_hook"):
-        raise UserError(f"the engine's {type(model).__name__} does not report its blocks' outputs")
     count = len(engine.layer_map.layers)
     pool = engine.state_pool
     if fault is not None and not 0 <= fault.layer < count:

@@ -38,27 +38,35 @@ def perturb(hidden, scale: float = PERTURB_SCALE):
     return hidden + noise * (rms * scale).to(hidden.dtype)
 
 
+def eager_engine(source, *, device, dtype, load_format: str | None = None, log=None):
+    """One request's engine whose every forward reports its blocks (model.block_hook): no decode
+    graphs nor CPU compile, which would run the decode steps past the hook (and cost seconds)."""
+    from bringup.core.engine.config import EngineConfig
+    from bringup.core.engine.engine import Engine
+    from bringup.core.errors import UserError
+    from bringup.core.sources.default_model import resolve_default
+
+    source = resolve_default(source) or source  # `default`: the bundled checkpoint, generated once
+    extra = {"load_format": load_format} if load_format else {}
+    config = EngineConfig(source, device=device, dtype=dtype, max_running_requests=1, max_total_tokens=4096,
+                          cuda_graphs=False, cpu_compile=False, **extra)
+    engine = Engine(config, log=log or (lambda m: print(m, file=sys.stderr, flush=True)))
+    if not hasattr(engine.model, "block_hook"):
+        raise UserError(f"the engine's {type(engine.model).__name__} does not report its blocks' outputs; compare "
+                        "needs a model assembled from the layer map (core/engine/models/stack.py)")
+    return engine
+
+
 def capture(source, *, device, dtype, prompt: str | None = None, sequences: list[list[int]] | None = None,
             perturb_layer: int | None = None, follow_routing: dict | None = None, load_format: str | None = None,
             log=None) -> dict:
     import torch
 
-    from bringup.core.sources.default_model import resolve_default
-    from bringup.core.engine.config import EngineConfig
-    from bringup.core.engine.engine import Engine
     from bringup.core.engine.sampling import SamplingParams
     from bringup.core.errors import UserError
 
-    source = resolve_default(source) or source  # `default`: the bundled checkpoint, generated once
-    extra = {"load_format": load_format} if load_format else {}
-    # No decode graphs nor CPU compile: the capture runs prefills only (max_new_tokens=1), and either costs seconds.
-    config = EngineConfig(source, device=device, dtype=dtype, max_running_requests=1, max_total_tokens=4096,
-                          cuda_graphs=False, cpu_compile=False, **extra)
-    engine = Engine(config, log=log or (lambda m: print(m, file=sys.stderr, flush=True)))
+    engine = eager_engine(source, device=device, dtype=dtype, load_format=load_format, log=log)
     model = engine.model
-    if not hasattr(model, "block_hook"):
-        raise UserError(f"the engine's {type(model).__name__} does not report its blocks' outputs; compare needs "
-                        "a model assembled from the layer map (core/engine/models/stack.py)")
     count = len(engine.layer_map.layers)
     if perturb_layer is not None and not 0 <= perturb_layer < count:
         raise UserError(f"--perturb-layer {perturb_layer} is not a block of this model (it has blocks 0..{count - 1})")
