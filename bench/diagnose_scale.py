@@ -37,10 +37,14 @@ def findings_log(n: int) -> str:
     return "".join(f"ValueError: layer_id={i} not in full attention layers: dict_keys([5, 12, 19])\n" for i in range(n))
 
 
-def timed(fn) -> tuple[float, object]:
-    start = time.perf_counter()
-    out = fn()
-    return time.perf_counter() - start, out
+def timed(fn, repeat: int = 1) -> tuple[float, object]:
+    """The best of `repeat` runs: the machine is shared, and the least disturbed run is the cost."""
+    best, out = float("inf"), None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - start)
+    return best, out
 
 
 def main() -> int:
@@ -54,7 +58,7 @@ def main() -> int:
     rows = []
     for mb in (small_mb, small_mb * 10):  # the parser itself, on text in memory (no cap)
         text = chatter_log(mb * 1024 * 1024)
-        seconds, result = timed(lambda: diagnose(text))
+        seconds, result = timed(lambda: diagnose(text), repeat=3)
         assert not result.ok and result.findings[0].code == "LAYER_NOT_IN_FULL_ATTENTION"
         rows.append((f"diagnose() on a {mb} MB log", mb, seconds, len(result.findings)))
     for n in (few, many):
@@ -66,7 +70,7 @@ def main() -> int:
             path = Path(tmp) / f"{mb}.log"
             path.write_text(chatter_log(mb * 1024 * 1024))
             cmd = [sys.executable, "-m", "bringup", "diagnose", str(path), "--json"]
-            seconds, proc = timed(lambda: subprocess.run(cmd, capture_output=True, text=True))
+            seconds, proc = timed(lambda: subprocess.run(cmd, capture_output=True, text=True), repeat=2)
             assert proc.returncode == 1, proc.stderr
             rows.append((f"bringup diagnose on a {mb} MB file", mb, seconds, 0))
     print(f"{'case':<44}{'seconds':>10}{'findings':>10}")
