@@ -26,6 +26,7 @@ class StageTimeline(QWidget):
         for stage in STAGES:
             chip = QLabel(stage_label(stage))
             chip.setAlignment(Qt.AlignmentFlag.AlignCenter)
+            chip.setMaximumHeight(26)
             row.addWidget(chip, 1)
             self.chips[stage] = chip
         self.set_stages([], None)
@@ -58,7 +59,7 @@ class ReadingPanel(QWidget):
         self.layers.setWordWrap(True)
         self.source = QPlainTextEdit()
         self.source.setReadOnly(True)
-        self.source.setMaximumHeight(120)
+        self.source.setMaximumHeight(110)
         self.source.hide()
         layout.addWidget(self.headline)
         layout.addWidget(self.timeline)
