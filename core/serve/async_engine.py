@@ -64,6 +64,19 @@ class RequestStream:
             self.finished = True
         return out
 
+    def take_ready(self) -> list:
+        """The outputs already queued (none after the finished one), without waiting: a stream
+        sends what one loop turn brought as one chunk. An error waits for the next `get`."""
+        ready = []
+        while not self.finished and not self.queue.empty():
+            out = self.queue.get_nowait()
+            if isinstance(out, BaseException):
+                self.queue.put_nowait(out)  # nothing after an error: it is raised by the next get
+                break
+            self.finished = out.finished
+            ready.append(out)
+        return ready
+
 
 class AsyncEngine:
     """Runs `engine.step()` in a thread while work exists; fans outputs out to asyncio queues."""

@@ -2,10 +2,17 @@
 
 OpenAI completions and chat completions (whole, or as server-sent event chunks with `delta`s) and
 SGLang's `/generate` (one object per prompt; streamed events are cumulative, as SGLang sends them).
+
+Streams are hot (thousands of chunks a second on a busy server), so their stream methods return
+encoded JSON text: what is the same in every chunk of a response (id, object, created, model) is
+encoded once per response and only the choice is encoded per chunk, with one shared encoder. The
+text is byte for byte what `json.dumps` gives for the same object (tests compare).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import time
 import uuid
 
@@ -35,6 +42,17 @@ class Result:
         self.prompt_tokens = out.prompt_tokens or self.prompt_tokens
 
 
+_encode = json.JSONEncoder().encode  # one encoder for every chunk (json.dumps builds one per call)
+
+
+def coalesce(outs: list):
+    """Several StepOutputs of one request as one: tokens and text joined, the last one's end."""
+    if len(outs) == 1:
+        return outs[0]
+    ids = [t for out in outs for t in out.token_ids]
+    return dataclasses.replace(outs[-1], token_ids=ids, text="".join(out.text for out in outs))
+
+
 def new_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:24]}"
 
@@ -44,6 +62,7 @@ class CompletionFormat:
 
     def __init__(self, model: str):
         self.model, self.id, self.created = model, new_id("cmpl"), int(time.time())
+        self._heads: dict[str, str] = {}  # object -> the chunk's constant head, encoded once
 
     def _frame(self, choices: list, usage: dict | None = None, obj: str | None = None) -> dict:
         body = {"id": self.id, "object": obj or self.object, "created": self.created, "model": self.model,
@@ -59,16 +78,30 @@ class CompletionFormat:
         choices = [self._choice(i, r.text, r.finish_reason) for i, r in enumerate(results)]
         return self._frame(choices, sum_usage(results))
 
+    # ---- streams: encoded JSON text ------------------------------------------------------------
+
+    def _head(self, obj: str) -> str:
+        """`{"id": ..., "object": obj, "created": ..., "model": ..., "choices": ` encoded once."""
+        if obj not in self._heads:
+            whole = _encode({"id": self.id, "object": obj, "created": self.created, "model": self.model, "choices": 0})
+            self._heads[obj] = whole[:-2]  # drop the placeholder 0 and the closing brace
+        return self._heads[obj]
+
+    def _chunk(self, choices: str, obj: str, usage: dict | None) -> str:
+        return self._head(obj) + choices + ("}" if usage is None else ', "usage": ' + _encode(usage) + "}")
+
     def stream_start(self, results, work):
         return []
 
     def stream_chunk(self, res: Result, index: int, out, work: Work):
         if out.text or out.finished:
-            yield self._frame([self._choice(index, out.text, out.finish_reason if out.finished else None)])
+            reason = _encode(out.finish_reason) if out.finished else "null"
+            choice = f'[{{"index": {index}, "text": {_encode(out.text)}, "logprobs": null, "finish_reason": {reason}}}]'
+            yield self._chunk(choice, self.object, usage(res) if work.continuous_usage else None)
 
     def stream_end(self, results, work: Work):
         if work.include_usage:
-            yield self._frame([], sum_usage(results))
+            yield self._chunk("[]", self.object, sum_usage(results))
 
 
 class ChatFormat(CompletionFormat):
@@ -83,22 +116,25 @@ class ChatFormat(CompletionFormat):
                     "finish_reason": r.finish_reason} for i, r in enumerate(results)]
         return self._frame(choices, sum_usage(results))
 
-    def _delta(self, index: int, delta: dict, finish_reason=None) -> dict:
-        return self._frame([{"index": index, "delta": delta, "logprobs": None, "finish_reason": finish_reason}],
-                           obj="chat.completion.chunk")
+    chunk_object = "chat.completion.chunk"
+
+    def _delta(self, index: int, delta: str, finish_reason: str = "null", usage: dict | None = None) -> str:
+        choice = f'[{{"index": {index}, "delta": {delta}, "logprobs": null, "finish_reason": {finish_reason}}}]'
+        return self._chunk(choice, self.chunk_object, usage)
 
     def stream_start(self, results, work):
-        return [self._delta(i, {"role": "assistant", "content": ""}) for i in range(len(results))]
+        return [self._delta(i, '{"role": "assistant", "content": ""}') for i in range(len(results))]
 
     def stream_chunk(self, res: Result, index: int, out, work: Work):
+        used = usage(res) if work.continuous_usage else None
         if out.text:
-            yield self._delta(index, {"content": out.text})
+            yield self._delta(index, '{"content": ' + _encode(out.text) + "}", usage=used)
         if out.finished:
-            yield self._delta(index, {}, out.finish_reason)
+            yield self._delta(index, "{}", _encode(out.finish_reason), usage=used)
 
     def stream_end(self, results, work: Work):
         if work.include_usage:
-            yield self._frame([], sum_usage(results), obj="chat.completion.chunk")
+            yield self._chunk("[]", self.chunk_object, sum_usage(results))
 
 
 class GenerateFormat:
@@ -121,14 +157,21 @@ class GenerateFormat:
         return []
 
     def stream_chunk(self, res: Result, index: int, out, work: Work):
-        if out.token_ids or out.finished:
+        if out.token_ids or out.finished:  # cumulative, as SGLang's: the whole item every time
             item = self._item(res)
             if work.batch:
                 item["index"] = index
-            yield item
+            yield _encode(item)
 
     def stream_end(self, results, work):
         return []
+
+
+def usage(res: Result) -> dict:
+    """One request's usage so far (stream_options.continuous_usage_stats)."""
+    completion = len(res.output_ids)
+    return {"prompt_tokens": res.prompt_tokens, "completion_tokens": completion,
+            "total_tokens": res.prompt_tokens + completion}
 
 
 def sum_usage(results: list[Result]) -> dict:

@@ -79,6 +79,7 @@ class Work:
     batch: bool  # the client sent a list of prompts (answer with a list / several choices)
     stream: bool
     include_usage: bool = False
+    continuous_usage: bool = False  # stream_options.continuous_usage_stats: usage so far on every chunk
     request_ids: list[str] | None = None  # SGLang's `rid`, when the client names its requests
     max_tokens_given: bool = True  # False: the default max_tokens, which may be trimmed to fit the pool
 
@@ -341,18 +342,23 @@ def _param_of(message: str) -> str | None:
     return _PARAM_NAMES.get(first, first) if first.isidentifier() else None
 
 
-def _stream_flags(body: dict) -> tuple[bool, bool]:
+def _stream_flags(body: dict) -> tuple[bool, bool, bool]:
+    """(stream, include_usage, continuous_usage_stats): vLLM's option, usage on every chunk."""
     stream = _flag(body, "stream")
     options = body.get("stream_options")
     if options is None:
-        return stream, False
+        return stream, False, False
     if not isinstance(options, dict):
         raise BadRequest("stream_options must be an object", param="stream_options")
-    unknown = sorted(set(options) - {"include_usage"})
+    unknown = sorted(set(options) - {"include_usage", "continuous_usage_stats"})
     if unknown:
-        raise BadRequest(f"stream_options: unknown option(s) {unknown}; only include_usage is supported",
+        raise BadRequest(f"stream_options: unknown option(s) {unknown}; only include_usage and "
+                         "continuous_usage_stats are supported", param="stream_options")
+    include, continuous = _flag(options, "include_usage"), _flag(options, "continuous_usage_stats")
+    if continuous and not include:
+        raise BadRequest("stream_options: continuous_usage_stats needs include_usage true as well",
                          param="stream_options")
-    return stream, _flag(options, "include_usage")
+    return stream, include, continuous
 
 
 def completion_work(body: dict, ctx: ParseContext) -> Work:
@@ -364,8 +370,8 @@ def completion_work(body: dict, ctx: ParseContext) -> Work:
         raise BadRequest("prompt is missing", param="prompt")
     prompts, batch = _prompts(prompt, "prompt", ctx)
     params = _openai_sampling(body, COMPLETION_DEFAULT_MAX_TOKENS)
-    stream, usage = _stream_flags(body)
-    return Work(prompts, [params] * len(prompts), batch, stream, usage,
+    stream, usage, continuous = _stream_flags(body)
+    return Work(prompts, [params] * len(prompts), batch, stream, usage, continuous,
                 max_tokens_given=body.get("max_tokens") is not None)
 
 
@@ -418,9 +424,9 @@ def chat_work(body: dict, ctx: ParseContext) -> Work:
     if isinstance(ids, dict) or hasattr(ids, "input_ids"):  # transformers 5 may return a BatchEncoding
         ids = ids["input_ids"]
     params = _openai_sampling(body, CHAT_DEFAULT_MAX_TOKENS)
-    stream, usage = _stream_flags(body)
+    stream, usage, continuous = _stream_flags(body)
     given = body.get("max_tokens") is not None or body.get("max_completion_tokens") is not None
-    return Work([list(ids)], [params], False, stream, usage, max_tokens_given=given)
+    return Work([list(ids)], [params], False, stream, usage, continuous, max_tokens_given=given)
 
 
 def generate_work(body: dict, ctx: ParseContext) -> Work:
@@ -444,7 +450,7 @@ def generate_work(body: dict, ctx: ParseContext) -> Work:
         params = [_generate_params(raw)] * len(prompts)
     if _flag(body, "return_logprob"):
         raise BadRequest("return_logprob is not supported by this engine", param="return_logprob")
-    stream, _ = _stream_flags(body)
+    stream = _stream_flags(body)[0]
     return Work(prompts, params, batch, stream, request_ids=_request_ids(body.get("rid"), len(prompts)))
 
 

@@ -18,7 +18,6 @@ import asyncio
 import concurrent.futures
 import contextlib
 import ctypes
-import json
 import logging
 import os
 import time
@@ -37,6 +36,7 @@ from .limits import DRAIN_RETRY_AFTER_S, Admission, Rejected, ServerLimits, defa
 from .protocol import (BadRequest, ParseContext, Work, chat_work, completion_work, error_body, generate_work,
                        max_token_bytes, parse_body)
 from .schema import openapi_bodies
+from .streaming import sse
 from .async_engine import AsyncEngine, EngineFailed, RequestStream
 
 log = logging.getLogger("bringup.server")
@@ -258,24 +258,6 @@ def create_app(state: ServerState) -> FastAPI:
         except ValueError as err:  # RequestRejected / invalid parameters: the client's to fix
             raise BadRequest(str(err)) from None
 
-    async def sse(streams: list[RequestStream], work: Work, fmt) -> AsyncIterator[str]:
-        results = [Result(s.request_id, s.prompt_len) for s in streams]
-        try:
-            for chunk in fmt.stream_start(results, work):
-                yield _event(chunk)
-            async for index, out in _merged(streams):
-                res = results[index]
-                res.add(out)
-                if out.error:
-                    yield _event(error_body(f"the engine ended the request: {out.error}", 503))
-                for chunk in fmt.stream_chunk(res, index, out, work):
-                    yield _event(chunk)
-            for chunk in fmt.stream_end(results, work):
-                yield _event(chunk)
-        except EngineFailed as err:
-            yield _event(error_body(str(err), 500))
-        yield "data: [DONE]\n\n"
-
     return app
 
 
@@ -446,32 +428,3 @@ async def _collect(stream: RequestStream) -> Result:
         res.add(out)
         if out.finished:
             return res
-
-
-async def _merged(streams: list[RequestStream]) -> AsyncIterator[tuple[int, object]]:
-    """Outputs of several streams as they come: (index, StepOutput), until all have finished."""
-    if len(streams) == 1:
-        while True:
-            out = await streams[0].get()
-            yield 0, out
-            if out.finished:
-                return
-    pending = {asyncio.ensure_future(s.get()): i for i, s in enumerate(streams)}
-    try:
-        while pending:
-            done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-            for task in done:
-                i = pending.pop(task)
-                out = task.result()
-                yield i, out
-                if not out.finished:
-                    pending[asyncio.ensure_future(streams[i].get())] = i
-    finally:
-        for task in pending:
-            task.cancel()
-
-
-def _event(obj) -> str:
-    # ASCII escapes: clients that split lines like str.splitlines (httpx's iter_lines) cut an event
-    # at a raw U+2028 or U+0085 in generated text, which random weights produce.
-    return f"data: {json.dumps(obj)}\n\n"

@@ -98,6 +98,20 @@ def test_openai_streaming_matches_the_whole_answer(server):
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "length"
 
 
+def test_continuous_usage_stats_put_the_usage_so_far_on_every_chunk(server, client):
+    oc = openai_client(server)
+    chunks = list(oc.completions.create(
+        model="default", prompt="Memory pools", max_tokens=10, temperature=0, stream=True,
+        stream_options={"include_usage": True, "continuous_usage_stats": True}, extra_body={"ignore_eos": True}))
+    counted = [c.usage.completion_tokens for c in chunks if c.choices]
+    assert counted and all(c.usage is not None for c in chunks)
+    assert counted == sorted(counted) and counted[-1] == 10 == chunks[-1].usage.completion_tokens
+    assert chunks[-1].usage.prompt_tokens == chunks[0].usage.prompt_tokens > 0
+    r = client.post("/v1/completions", json={"prompt": "x", "stream": True,
+                                             "stream_options": {"continuous_usage_stats": True}})
+    assert r.status_code == 400 and "include_usage" in r.json()["error"]["message"]
+
+
 def test_curl_style_completion_with_token_prompt(client):
     text, usage = completion_tokens(client, {"prompt": [5, 6, 7, 8], "max_tokens": 3, "temperature": 0,
                                              "ignore_eos": True})
