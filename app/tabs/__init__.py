@@ -26,6 +26,7 @@ TAB_FACTORIES: list[str] = [
     "bringup.app.tabs.validate_tab:ValidateTab",
     "bringup.app.tabs.plan_tab:PlanTab",
     "bringup.app.tabs.run_tab:RunTab",
+    "bringup.app.tabs.compare_tab:CompareTab",
     "bringup.app.tabs.numerics_tab:NumericsTab",
     "bringup.app.tabs.diagnose_tab:DiagnoseTab",
 ]

@@ -1,0 +1,178 @@
+"""The Compare tab: two runs, one answer.
+
+"Compare servers" sends the same greedy prompts to two running servers (`bringup ab URL_A URL_B`):
+each prompt's agreement, where it parts with both tokens and their logprob gap, and the verdict
+against noise calibrated on A. "Compare layers" runs the model under two engine settings
+(`bringup ab --layers`): the step timeline (prefill, then each decode step) with its worst block and
+routing flips, and on the map each block's error at the step where they first part, that block
+marked. Both run as child processes waited on from a thread (core/compare does the work; the window
+never imports torch and never freezes).
+"""
+
+from __future__ import annotations
+
+import tempfile
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import (QFormLayout, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QPlainTextEdit, QPushButton,
+                               QSpinBox, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
+
+from bringup.app.layermap.highlight import Highlight
+from bringup.app.tabs.numerics_panel import CommandRunner
+
+AB_COLUMNS = ["agree", "parts at", "A", "B", "gap", "prompt"]
+STEP_COLUMNS = ["step", "kind", "token A", "B alone", "worst block", "rel err", "flips"]
+
+
+def layers_highlight(doc: dict) -> Highlight:
+    """Each block's error at the step where the runs first part (the last step when they never do)."""
+    first = doc.get("first")
+    steps = doc.get("steps") or []
+    step = first["step"] if first else (steps[-1]["step"] if steps else 0)
+    errors = tuple((e["block"], e["rel_err"]) for e in doc.get("errors", []) if e["step"] == step)
+    if first:
+        message = (f"block {first['block']} parts first, at step {step} ({first['kind']}), "
+                   f"{first['cause']}, rel err {first['rel_err']:.2e}")
+        return Highlight(requested=[first["block"]], message=message, severity="error", errors=errors,
+                         tolerance=doc.get("tolerance"))
+    return Highlight(message=f"no block parts over {len(steps)} steps", severity="info", errors=errors,
+                     tolerance=doc.get("tolerance"))
+
+
+class CompareTab(QWidget):
+    title = "Compare"
+    highlight_requested = Signal(object)
+    finished = Signal(str, object)  # (kind, document or error text): for tests and the session report
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.source: str | None = None
+        self.last: dict[str, dict] = {}
+        self.runner = CommandRunner(self)
+        self.runner.finished.connect(self._done)
+        self.url_a, self.url_b = QLineEdit("http://127.0.0.1:30000"), QLineEdit()
+        self.key_a, self.key_b = QLineEdit(), QLineEdit()
+        for key in (self.key_a, self.key_b):
+            key.setEchoMode(QLineEdit.EchoMode.Password)
+            key.setPlaceholderText("API key (if the server needs one)")
+        self.url_b.setPlaceholderText("http://host:8000 (SGLang, vLLM, llama.cpp or ours)")
+        self.prompts = QPlainTextEdit()
+        self.prompts.setPlaceholderText("one prompt per line (empty: a fixed set)")
+        self.prompts.setMaximumHeight(80)
+        self.max_tokens = QSpinBox(minimum=1, maximum=4096, value=32)
+        self.setting_a, self.setting_b = QLineEdit("kernels=reference,dtype=float32"), QLineEdit("dtype=bfloat16")
+        self.steps = QSpinBox(minimum=0, maximum=256, value=4)
+        self.servers_button, self.layers_button = QPushButton("Compare servers"), QPushButton("Compare layers")
+        self.servers_button.clicked.connect(self.compare_servers)
+        self.layers_button.clicked.connect(self.compare_layers)
+        self.verdict = QLabel()
+        self.verdict.setWordWrap(True)
+        self.table = QTableWidget(0, 0)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        form = QFormLayout()
+        for label, a, b in (("Server A / B", self.url_a, self.url_b), ("Keys", self.key_a, self.key_b),
+                            ("Settings A / B", self.setting_a, self.setting_b)):
+            row = QHBoxLayout()
+            row.addWidget(a)
+            row.addWidget(b)
+            form.addRow(label, row)
+        form.addRow("Prompts", self.prompts)
+        counts = QHBoxLayout()
+        counts.addWidget(QLabel("max tokens"))
+        counts.addWidget(self.max_tokens)
+        counts.addWidget(QLabel("decode steps"))
+        counts.addWidget(self.steps)
+        counts.addStretch(1)
+        counts.addWidget(self.servers_button)
+        counts.addWidget(self.layers_button)
+        box = QVBoxLayout(self)
+        box.addLayout(form)
+        box.addLayout(counts)
+        box.addWidget(self.verdict)
+        box.addWidget(self.table, 1)
+
+    def set_layer_map(self, layer_map) -> None:
+        self.source = getattr(layer_map, "source", None) if layer_map is not None else None
+        self.layers_button.setEnabled(self.source is not None and not self.runner.running)
+
+    def compare_servers(self) -> bool:
+        argv = ["ab", self.url_a.text().strip(), self.url_b.text().strip(), "--max-tokens", str(self.max_tokens.value())]
+        for flag, key in (("--api-key-a", self.key_a), ("--api-key-b", self.key_b)):
+            if key.text().strip():
+                argv += [flag, key.text().strip()]
+        text = self.prompts.toPlainText().strip()
+        if text:
+            with tempfile.NamedTemporaryFile("w", suffix=".txt", prefix="bringup-prompts-", delete=False,
+                                             encoding="utf-8") as f:
+                f.write(text + "\n")
+            argv += ["--prompts", f.name]
+        return self._start("servers", argv)
+
+    def compare_layers(self) -> bool:
+        if self.source is None:
+            return False
+        return self._start("layers", ["ab", "--layers", self.source, "--a", self.setting_a.text().strip(),
+                                      "--b", self.setting_b.text().strip(), "--steps", str(self.steps.value())])
+
+    def _start(self, kind: str, argv: list[str]) -> bool:
+        if not self.runner.start(kind, argv):
+            return False
+        self.servers_button.setEnabled(False)
+        self.layers_button.setEnabled(False)
+        self.verdict.setText(f"running bringup {' '.join(a if not a.startswith('sk-') else '***' for a in argv)} ...")
+        return True
+
+    def report_section(self) -> dict:
+        """For the session report: the last comparison of each kind, as its JSON document."""
+        return {"compare": dict(self.last)} if self.last else {}
+
+    def _done(self, kind: str, result) -> None:
+        self.servers_button.setEnabled(True)
+        self.layers_button.setEnabled(self.source is not None)
+        if not isinstance(result, dict):
+            self.verdict.setText(f"<b>Could not compare:</b> {result}")
+        else:
+            self.last[kind] = result
+            (self._show_servers if kind == "servers" else self._show_layers)(result)
+        self.finished.emit(kind, result)
+
+    def _fill(self, columns: list[str], rows: list[list]) -> None:
+        self.table.clear()
+        self.table.setColumnCount(len(columns))
+        self.table.setHorizontalHeaderLabels(columns)
+        self.table.setRowCount(len(rows))
+        for r, row in enumerate(rows):
+            for c, value in enumerate(row):
+                self.table.setItem(r, c, QTableWidgetItem("" if value is None else str(value)))
+
+    def _show_servers(self, doc: dict) -> None:
+        v = doc["verdict"]
+        self.verdict.setText(f"<b>{v['word']}</b>: {v['reason']}")
+        rows = []
+        for p in doc["prompts"]:
+            d = p["divergence"] or {}
+            gaps = [g for g in (d.get("a_gap"), d.get("b_gap")) if g is not None]
+            rows.append([f"{p['agreement']:.0%}", d.get("position", "-"), repr(d["a"]) if d else "",
+                         repr(d["b"]) if d else "", f"{min(gaps):.2f}" if gaps else "", p["prompt"]])
+        self._fill(AB_COLUMNS, rows)
+
+    def _show_layers(self, doc: dict) -> None:
+        kinds = {i: f"{m}/{f}" for i, m, f in doc.get("layers", [])}
+        first, state = doc.get("first"), doc.get("first_state")
+        parts = []
+        if state and (not first or state["step"] < first["step"]):
+            parts.append(f"layer {state['block']}'s {state['what']} parts first, after step {state['step']}")
+        if first:
+            parts.append(f"block {first['block']} ({kinds.get(first['block'], '')}) at step {first['step']} "
+                         f"({first['kind']}, {first['cause']})")
+        flips = doc.get("routing_flips", 0)
+        text = "; ".join(parts) if parts else "B matches A at every block and state"
+        self.verdict.setText(f"<b>{'differ' if parts else 'agree'}</b>: {text}"
+                             + (f". {flips} routing flip(s), counted apart" if flips else ""))
+        rows = [[s["step"], s["kind"], s["token_a"], s["token_b_own"],
+                 "" if s["worst_block"] is None else f"{s['worst_block']} {kinds.get(s['worst_block'], '')}",
+                 f"{s['worst_rel_err']:.2e}", ", ".join(f"{b}:{n}" for b, n in sorted(s["flips"].items()))]
+                for s in doc.get("steps", [])]
+        self._fill(STEP_COLUMNS, rows)
+        self.highlight_requested.emit(layers_highlight(doc))

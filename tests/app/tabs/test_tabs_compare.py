@@ -1,0 +1,51 @@
+"""The Compare tab: the layer-level A/B runs as a child in the background, fills the step timeline,
+and marks on the map the block where the two settings part (an injected wrong scale at block 3);
+a server comparison that cannot run says why. Offscreen, with a tiny real checkpoint."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from bringup.app.tabs.compare_tab import CompareTab
+
+from engine_helpers import tiny_nemotron_h
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    return tiny_nemotron_h(tmp_path_factory.mktemp("compare-tab") / "tiny")
+
+
+def test_compare_layers_shows_the_timeline_and_marks_the_block_that_parts(qtbot, checkpoint, no_orphans):
+    tab = CompareTab()
+    qtbot.addWidget(tab)
+    tab.set_layer_map(SimpleNamespace(source=str(checkpoint)))
+    tab.setting_b.setText("kernels=reference,dtype=float32,fault=scale@3=1.02")
+    tab.steps.setValue(1)
+    highlights = []
+    tab.highlight_requested.connect(highlights.append)
+    with qtbot.waitSignal(tab.finished, timeout=240000) as blocker:
+        assert tab.compare_layers()
+        assert tab.runner.running and not tab.layers_button.isEnabled()  # the window goes on meanwhile
+        assert not tab.compare_servers()  # one comparison at a time
+    kind, doc = blocker.args
+    assert kind == "layers" and doc["first"]["block"] == 3 and doc["first"]["step"] == 0
+    assert tab.table.rowCount() == 2 and tab.table.item(0, 1).text() == "prefill"
+    assert "block 3" in tab.verdict.text() and "differ" in tab.verdict.text()
+    assert highlights[-1].requested == [3] and dict(highlights[-1].errors)[3] == pytest.approx(0.02, rel=1e-2)
+    assert tab.report_section()["compare"]["layers"]["first"]["block"] == 3
+    assert tab.layers_button.isEnabled()
+
+
+def test_a_server_comparison_that_cannot_run_says_why(qtbot):
+    tab = CompareTab()
+    qtbot.addWidget(tab)
+    tab.url_a.setText("http://127.0.0.1:9")
+    tab.url_b.setText("not-a-url")
+    with qtbot.waitSignal(tab.finished, timeout=60000) as blocker:
+        assert tab.compare_servers()
+    assert blocker.args[0] == "servers" and isinstance(blocker.args[1], str)
+    assert "Could not compare" in tab.verdict.text() and "not a server address" in tab.verdict.text()
+    assert tab.servers_button.isEnabled()
