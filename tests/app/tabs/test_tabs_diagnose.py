@@ -233,3 +233,17 @@ def test_a_utf16_log_dropped_in_is_read_and_a_binary_one_refused(tab, tmp_path):
     blob.write_bytes(bytes(100_000))
     tab.open_file(str(blob))
     assert "not a text log" in tab.summary.text()
+
+
+def test_the_engine_frame_shows_that_releases_source_from_its_wheel(qwen_tab, tmp_path, monkeypatch):
+    import zipfile
+
+    lines = [f"# line {n}" for n in range(1, 5400)]
+    lines[5381] = "        attn_backends = get_attn_backends_for_group(kv_cache_group_spec)"
+    with zipfile.ZipFile(tmp_path / "vllm-0.10.2-cp38-abi3-manylinux1_x86_64.whl", "w") as zf:
+        zf.writestr("vllm/v1/worker/gpu_model_runner.py", "\n".join(lines))
+    monkeypatch.setenv("BRINGUP_ENGINE_SOURCES", str(tmp_path))
+    qwen_tab.set_text(QWEN_PP_LOG, "pp.log")
+    shown = qwen_tab.reading.source.toPlainText()
+    assert "vllm 0.10.2" in shown and ">  5382          attn_backends = get_attn_backends_for_group" in shown
+    assert " 5378  # line 5378" in shown
