@@ -67,12 +67,32 @@ def main(args: argparse.Namespace) -> int:
 
         layer_map = load_layer_map(args.model)
     result = diagnose(text, layer_map, skipped_note=log.note)
+    if layer_map is None:  # the log's own model path, when it is on this machine: its map names the layers
+        layer_map = _map_of_logged_model(result)
+        if layer_map is not None:
+            result = diagnose(text, layer_map, skipped_note=log.note)
     if args.json:
         json.dump(result.to_json(), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         sys.stdout.write(render_text(result, "standard input" if args.logfile == "-" else args.logfile))
     return 0 if result.ok else 1
+
+
+def _map_of_logged_model(result):
+    """The layer map of the model the log names (`--model /path`, `model_path='...'`), if that folder or
+    config is here; never a hub download (a diagnosis stays offline)."""
+    model = (result.reading.run.get("model") if result.reading is not None else None) or ""
+    path = Path(model)
+    if not model or not (path.is_dir() and (path / "config.json").is_file() or path.suffix in (".json", ".gguf") and path.is_file()):
+        return None
+    from bringup.core.errors import UserError
+    from bringup.core.sources.resolve import load_layer_map
+
+    try:
+        return load_layer_map(str(path))
+    except (UserError, OSError, ValueError):
+        return None
 
 
 def _wrap(label: str, text: str) -> list[str]:

@@ -57,3 +57,22 @@ def test_bad_input_exits_2(capsys, tmp_path):
     assert code == 2 and "is a folder" in err
     code, _, err = run(capsys, LOGS / "torch-no-xpu.log", "--model", tmp_path / "nowhere" / "config.json")
     assert code == 2 and err
+
+
+def test_the_logs_own_model_path_gives_the_map(tmp_path, capsys):
+    import json
+    import shutil
+
+    from repo_paths import SHARED_MODELS
+
+    from bringup.cli import main
+
+    model = tmp_path / "qwen3next"
+    model.mkdir()
+    shutil.copy(SHARED_MODELS / "Qwen__Qwen3-Next-80B-A3B-Instruct.json", model / "config.json")
+    log = tmp_path / "pp.log"
+    log.write_text(f"vllm serve {model} --pipeline-parallel-size 2\nKeyError: 'language_model.model.layers.30.linear_attn'\n")
+    assert main(["diagnose", str(log), "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    (layer,) = doc["reading"]["layers"]
+    assert layer["layer"] == 30 and layer["mixer"] == "gated_delta_net" and layer["pp_stage"] == 1
