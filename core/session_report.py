@@ -30,6 +30,7 @@ class SessionRecord:
     chats: list[dict] = field(default_factory=list)  # prompt, answer, ttft_s, tok_s
     log_tail: list[str] = field(default_factory=list)
     numerics: dict = field(default_factory=dict)  # "kernels": check-kernels JSON, "compare": compare JSON
+    ab: dict = field(default_factory=dict)  # the Compare tab's `bringup ab --json`: "servers" and/or "layers"
     title: str = "Bring-up session"
 
 
@@ -93,6 +94,10 @@ def render_html(record: SessionRecord) -> str:
         parts += _kernels_html(record.numerics["kernels"])
     if record.numerics.get("compare"):
         parts += _compare_html(record.numerics["compare"])
+    if record.ab.get("servers"):
+        parts += _ab_servers_html(record.ab["servers"])
+    if record.ab.get("layers"):
+        parts += _ab_layers_html(record.ab["layers"])
     if record.plan:
         parts += ["<h2>Memory plan</h2>", _table(record.plan)]
     if record.startup:
@@ -177,6 +182,43 @@ def _compare_html(doc: dict) -> list[str]:
         rows.append(f"<tr><td>{l['index']}</td><td>{e(l['mixer'])}</td><td>{e(l['ffn'])}</td>"
                     f"{_banded(l.get('rel_err'), tol)}<td>{_num(l.get('max_abs_err'))}</td><td>{flips}</td></tr>")
     return rows + ["</table>"] + _finding_lines(doc)
+
+
+def _ab_servers_html(doc: dict) -> list[str]:
+    """`bringup ab URL_A URL_B --json`: the verdict and each prompt's agreement."""
+    e = html.escape
+    v = doc.get("verdict") or {}
+    rows = ["<h2>A/B: two servers</h2>", f"<p>A {e(doc.get('a', ''))}, B {e(doc.get('b', ''))}: "
+            f"<b>{e(v.get('word', ''))}</b>, {e(v.get('reason', ''))}</p>",
+            "<table><tr><th>agreement</th><th>parts at</th><th>A</th><th>B</th><th>prompt</th></tr>"]
+    for p in doc.get("prompts") or []:
+        d = p.get("divergence") or {}
+        rows.append(f"<tr><td>{p.get('agreement', 0):.0%}</td><td>{e(str(d.get('position', '-')))}</td>"
+                    f"<td>{e(repr(d['a']) if d else '')}</td><td>{e(repr(d['b']) if d else '')}</td>"
+                    f"<td>{e(str(p.get('prompt', '')))}</td></tr>")
+    return rows + ["</table>"]
+
+
+def _ab_layers_html(doc: dict) -> list[str]:
+    """`bringup ab --layers --json`: where the two settings part, step by step."""
+    e = html.escape
+    first, state = doc.get("first"), doc.get("first_state")
+    said = []
+    if state:
+        said.append(f"layer {state['block']}'s {state['what']} parts after step {state['step']}")
+    if first:
+        said.append(f"block {first['block']} parts at step {first['step']} ({first['kind']}, {first['cause']})")
+    if doc.get("routing_flips"):
+        said.append(f"{doc['routing_flips']} routing flip(s), counted apart")
+    rows = ["<h2>A/B: two engine settings</h2>",
+            f"<p>A {e(doc.get('a', ''))}; B {e(doc.get('b', ''))}: {e('; '.join(said) or 'no block or state parts')}</p>",
+            "<table><tr><th>step</th><th>kind</th><th>worst block</th><th>rel err</th><th>flips</th></tr>"]
+    tol = doc.get("tolerance")
+    for s in doc.get("steps") or []:
+        flips = ", ".join(f"{b}:{n}" for b, n in sorted((s.get("flips") or {}).items()))
+        rows.append(f"<tr><td>{s['step']}</td><td>{e(s['kind'])}</td><td>{e(str(s.get('worst_block', '')))}</td>"
+                    f"{_banded(s.get('worst_rel_err'), tol)}<td>{e(flips)}</td></tr>")
+    return rows + ["</table>"]
 
 
 def write_report(record: SessionRecord, path: str | Path) -> Path:

@@ -100,6 +100,7 @@ def collect_session(run_tab) -> SessionExport:
                 if part.get("plan") is not None:
                     record.plan.update(plan_rows(part["plan"], part.get("plan_device", ""), part.get("plan_advice")))
                 record.numerics.update(part.get("numerics", {}))
+                record.ab.update(part.get("ab", {}))
     record.findings += run_tab.crash_findings
     diagnose = window.tab("Diagnose") if window is not None and hasattr(window, "tab") else None
     if diagnose is not None and hasattr(diagnose, "findings"):  # a log diagnosed there (pasted, opened or a crash)

@@ -125,7 +125,7 @@ class CompareTab(QWidget):
 
     def report_section(self) -> dict:
         """For the session report: the last comparison of each kind, as its JSON document."""
-        return {"compare": dict(self.last)} if self.last else {}
+        return {"ab": dict(self.last)} if self.last else {}
 
     def _done(self, kind: str, result) -> None:
         self.servers_button.setEnabled(True)

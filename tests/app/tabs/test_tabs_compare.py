@@ -35,7 +35,10 @@ def test_compare_layers_shows_the_timeline_and_marks_the_block_that_parts(qtbot,
     assert tab.table.rowCount() == 2 and tab.table.item(0, 1).text() == "prefill"
     assert "block 3" in tab.verdict.text() and "differ" in tab.verdict.text()
     assert highlights[-1].requested == [3] and dict(highlights[-1].errors)[3] == pytest.approx(0.02, rel=1e-2)
-    assert tab.report_section()["compare"]["layers"]["first"]["block"] == 3
+    from bringup.core.session_report import SessionRecord, render_html
+
+    page = render_html(SessionRecord(ab=tab.report_section()["ab"]))
+    assert "A/B: two engine settings" in page and "block 3 parts at step 0 (prefill, arithmetic)" in page
     assert tab.layers_button.isEnabled()
 
 

@@ -1,0 +1,19 @@
+"""The session report holds the A/B results the Compare tab ran: the servers' verdict and table."""
+
+from __future__ import annotations
+
+from bringup.core.compare.ab import ABResult
+from bringup.core.compare.agreement import Answer, compare_answers
+from bringup.core.compare.verdict import Threshold, judge
+from bringup.core.session_report import SessionRecord, render_html
+
+
+def test_the_servers_verdict_and_table_reach_the_report():
+    a, b = Answer("Paris.", [1, 2], "ids"), Answer("Lyon.", [3, 2], "ids")
+    results = [compare_answers("The capital of France is", a, b)]
+    t = Threshold(0.05, 0.5, [], "A alone against 1 at once")
+    doc = ABResult("http://a:1", "http://b:2", ("generate", "generate"), results, t, judge(results, t), 2,
+                   [(a.text, b.text)]).to_json()
+    page = render_html(SessionRecord(ab={"servers": doc}))
+    assert "A/B: two servers" in page and "<b>differ</b>" in page and "The capital of France is" in page
+    assert "<td>0%</td><td>0</td><td>1</td><td>3</td>" in page
