@@ -168,7 +168,7 @@ def disproof(rec: EngineRecord) -> str | None:
         return f"pid {rec.pid} cannot be inspected ({type(err).__name__})"
     if not is_engine_command(rec.argv):
         return f"its command `{_shown(rec.argv)}` is not one the window starts engines with"
-    if redact_argv(cmdline) != rec.argv:
+    if not same_command(redact_argv(cmdline), rec.argv):
         return f"pid {rec.pid} runs `{_shown(cmdline)}`, not the engine it names (`{_shown(rec.argv)}`)"
     if listening:
         if rec.port not in listening:
@@ -201,10 +201,20 @@ def _leads_own_session(pid: int) -> bool:
         return False
 
 
+def same_command(live: list[str], recorded: list[str]) -> bool:
+    """The live command line is the recorded one, or the recorded script run by its shebang's
+    interpreter (`/venv/bin/vllm serve` shows as `/venv/bin/python /venv/bin/vllm serve`)."""
+    if live == recorded:
+        return True
+    return (len(live) == len(recorded) + 1 and bool(recorded) and Path(live[0]).name.startswith("python")
+            and live[2:] == recorded[1:] and os.path.realpath(live[1]) == os.path.realpath(recorded[0]))
+
+
 def is_engine_command(argv: list[str]) -> bool:
     """One of the commands core/launch builds: `bringup serve`, SGLang's launch_server, `vllm serve`."""
     return _is_bringup_command(argv) or _after_python(argv, ["-m", "sglang.launch_server"]) or (
-        len(argv) >= 2 and Path(argv[0]).name == "vllm" and argv[1] == "serve")
+        len(argv) >= 2 and Path(argv[0]).name == "vllm" and argv[1] == "serve") or (
+        _after_python(argv, ["-m", "vllm.entrypoints.cli.main", "serve"]))
 
 
 def _is_bringup_command(argv: list[str]) -> bool:

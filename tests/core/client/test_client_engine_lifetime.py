@@ -96,3 +96,27 @@ def test_records_of_ended_engines_are_swept_and_keys_never_written(tmp_path, mon
         child.wait()
     assert records.leftover_engines() == []
     assert list(tmp_path.iterdir()) == []  # the ended engine's record and the broken file are gone
+
+
+def test_an_engine_started_as_a_script_is_proved_through_its_interpreter(tmp_path, monkeypatch):
+    """`vllm serve` (a console script) shows as `python /path/vllm serve` once its shebang ran."""
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("BRINGUP_ENGINES_DIR", str(tmp_path / "engines"))
+    script = tmp_path / "vllm"
+    script.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(60)\n")
+    script.chmod(0o755)
+    proc = subprocess.Popen([str(script), "serve", "model"], start_new_session=True)
+    try:
+        wait_for = time.monotonic() + 10
+        while len(records.psutil.Process(proc.pid).cmdline()) != 4 and time.monotonic() < wait_for:
+            time.sleep(0.05)  # until exec has replaced the fork's command line
+        rec = records.EngineRecord(proc.pid, records.psutil.Process(proc.pid).create_time(), "http://127.0.0.1:1",
+                                   [str(script), "serve", "model"], 1, 0.0, True)
+        assert records.disproof(rec) is None
+        assert "not the engine it names" in records.disproof(
+            records.EngineRecord(rec.pid, rec.created, rec.url, [str(script), "serve", "other"], 1, 0.0, True))
+    finally:
+        proc.kill()
+        proc.wait()
