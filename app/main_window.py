@@ -299,6 +299,9 @@ class MainWindow(QMainWindow):
         numerics = self.tab("Numerics")
         if run is not None and numerics is not None and hasattr(run, "tensor_dump_started"):
             run.tensor_dump_started.connect(numerics.dump_folder.setText)  # ready for "Compare dump"
+        compare = self.tab("Compare")
+        if run is not None and compare is not None and hasattr(run, "controller"):
+            run.controller.ready.connect(compare.use_running)  # the engine the Run tab started is A, ready to compare
 
     def add_tab(self, tab: QWidget) -> None:
         """Add a tab that follows the contract in `bringup.app.tabs`, and hand it the current model."""

@@ -21,6 +21,7 @@ from bringup.app.layermap.highlight import Highlight
 from bringup.app.tabs.numerics_panel import CommandRunner
 
 AB_COLUMNS = ["agree", "parts at", "A", "B", "gap", "prompt"]
+DEFAULT_A = "http://127.0.0.1:30000"
 STEP_COLUMNS = ["step", "kind", "token A", "B alone", "worst block", "rel err", "flips"]
 
 
@@ -50,7 +51,8 @@ class CompareTab(QWidget):
         self.last: dict[str, dict] = {}
         self.runner = CommandRunner(self)
         self.runner.finished.connect(self._done)
-        self.url_a, self.url_b = QLineEdit("http://127.0.0.1:30000"), QLineEdit()
+        self._offered: str | None = None  # the last URL the Run tab offered as A
+        self.url_a, self.url_b = QLineEdit(DEFAULT_A), QLineEdit()
         self.key_a, self.key_b = QLineEdit(), QLineEdit()
         for key in (self.key_a, self.key_b):
             key.setEchoMode(QLineEdit.EchoMode.Password)
@@ -91,6 +93,12 @@ class CompareTab(QWidget):
         box.addLayout(counts)
         box.addWidget(self.verdict)
         box.addWidget(self.table, 1)
+
+    def use_running(self, url: str) -> None:
+        """The Run tab's engine became ready: it is server A, unless the user typed another A."""
+        if self.url_a.text().strip() in ("", DEFAULT_A) or self.url_a.text().strip() == self._offered:
+            self.url_a.setText(url)
+        self._offered = url
 
     def set_layer_map(self, layer_map) -> None:
         self.source = getattr(layer_map, "source", None) if layer_map is not None else None

@@ -79,3 +79,17 @@ def test_validate_finding_marks_the_map_and_the_probe_runs_when_shown(window, qt
     assert highlight.requested == [0] and highlight.related == NANO_ATTENTION
     validate.findings.select(codes.index("EXTRA_BUFFER_PLATFORM"))  # names no layer
     assert window.map_panel.state.highlight is None
+
+
+def test_the_engine_the_run_tab_starts_is_the_compare_tabs_server_a(qtbot, monkeypatch):
+    monkeypatch.setattr(tab_registry, "TAB_FACTORIES", ["bringup.app.tabs.run_tab:RunTab",
+                                                        "bringup.app.tabs.compare_tab:CompareTab"])
+    w = MainWindow(remember=False)
+    qtbot.addWidget(w)
+    w.build_tabs()
+    compare = w.tab("Compare")
+    w.tab("Run").controller.ready.emit("http://127.0.0.1:41234")
+    assert compare.url_a.text() == "http://127.0.0.1:41234"
+    compare.url_a.setText("http://gpu-box:8000")  # the user's own A is kept
+    w.tab("Run").controller.ready.emit("http://127.0.0.1:41235")
+    assert compare.url_a.text() == "http://gpu-box:8000"
