@@ -54,7 +54,7 @@ class EngineConfig:
     cpu_threads: int | None = None  # torch threads on the CPU; None: the cores idle at start, less:
     cpu_cores_reserved: int = 0  # cores left to the process's other threads (serve: 1, its HTTP event loop)
     # Overlapped steps: the host schedules and launches step n+1 before reading step n's tokens, which
-    # the device hands from one step to the next (engine.py). None: BRINGUP_OVERLAP=1 turns it on.
+    # the device hands from one step to the next (engine.py). None: on for CUDA (BRINGUP_OVERLAP=0/1).
     overlap: bool | None = None
     decode_log_interval: int = 40  # decode steps per "Decode batch" log line (SGLang's); 0: none
 

@@ -12,7 +12,7 @@ is schedule -> run -> postprocess: one scheduler decision, one model forward ove
 (any mix of prefill chunks and decodes) with one batched sampling call, then the bookkeeping. Pools are sized by the planner's `plan_memory` (the same function the GUI's
 Plan tab shows), from the device memory free before the weights were loaded.
 
-Overlapped steps (EngineConfig.overlap, BRINGUP_OVERLAP=1 on an accelerator): step() queues step
+Overlapped steps (EngineConfig.overlap; on by default on CUDA, BRINGUP_OVERLAP=0/1): step() queues step
 n+1 on the device before it reads step n's tokens, so the host's bookkeeping, the server's hand-out
 and the next schedule run while the device computes; one device-to-host copy per step.
 """
@@ -51,7 +51,7 @@ WARMUP_ENV = "BRINGUP_WARMUP"
 # Decode steps compiled with torch.compile on the CPU (cpu_compiled_decode.py): on by default there;
 # BRINGUP_CPU_COMPILE=0/1 sets the default that `cpu_compile=None` leaves open.
 CPU_COMPILE_ENV = "BRINGUP_CPU_COMPILE"
-# Overlapped steps (EngineConfig.overlap): BRINGUP_OVERLAP=1 sets the default to on.
+# Overlapped steps (EngineConfig.overlap): on by default on CUDA; BRINGUP_OVERLAP=0/1 sets the default.
 OVERLAP_ENV = "BRINGUP_OVERLAP"
 STRATEGY = ("embedded: paged KV pool over full-attention layers, an SWA pool holding only the window of "
             "sliding-window layers, one state slot per request, no radix cache")
@@ -189,9 +189,11 @@ class Engine:
                                   hybrid=bool(spec.state_layer_ids))
         self._totals = {"requests": 0, "steps": 0}
         self.last_step = None  # the ScheduledStep step() ran last (bench and warm-up read it)
-        # (the CPU computes as the host calls: nothing to overlap, so only an explicit True, for tests)
-        self.overlap = bool(c.overlap) if c.overlap is not None else (
-            self.device.type != "cpu" and _env_default(OVERLAP_ENV, False))
+        # On by default on CUDA (H200, Nemotron-3-Nano, 128 decoding: 5,900 -> 6,220 tok/s, the host's
+        # ~1 ms per step hidden); the CPU computes as the host calls (nothing to overlap: off unless
+        # asked, as the tests do); XPU reads its tokens with a plain copy that waits (off until measured).
+        self.overlap = bool(c.overlap) if c.overlap is not None else _env_default(
+            OVERLAP_ENV, self.device.type == "cuda")
         self._in_flight = None  # overlapped steps: the Launched step whose tokens are not read yet
         self.log(f"Prompt tokens per step: {chunked_prefill_size:,} beside every running request's decode "
                  f"({'--chunked-prefill-size' if c.chunked_prefill_size else 'the planner'}'s choice)")

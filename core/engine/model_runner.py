@@ -220,9 +220,10 @@ class ModelRunner:
         """Queue a scheduled step's forward and sampling on the device and return at once (no host
         read): the sampled tokens go to `future_tokens` for the next step and, in one device-to-host
         copy, to the host, read by `resolve` once the device has run the step."""
+        started = time.monotonic()
         logits = self.forward(step)
         rows = [i for i, s in enumerate(sampled) if s]
-        launched = Launched(step, list(sampled), time.monotonic(), self.last_step_graphed)
+        launched = Launched(step, list(sampled), started, self.last_step_graphed)
         if not rows:
             return launched
         reqs = [step.requests[i] for i in rows]
