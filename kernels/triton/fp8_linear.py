@@ -17,34 +17,45 @@ import torch
 import triton
 import triton.language as tl
 
-from .launch import num_warps
+from .launch import compute_units, num_warps
 
 GEMV_MAX_ROWS = 4
-# (BLOCK_N, BLOCK_K, warps) of the GEMV: narrow column tiles so enough programs stream the weights.
-GEMV_TILE = (16, 128, 4)
+# (BLOCK_N, BLOCK_K, warps, stages) of the GEMV: 64 x 128 fp8 bytes a tile, pipelined.
+GEMV_TILE = (64, 128, 4, 4)
+# Programs per compute unit the GEMV aims for; below that, K is split and the slices summed after.
+GEMV_PROGRAMS_PER_UNIT = 4
 
 
 @triton.jit
-def _gemv_kernel(x_ptr, w_ptr, s_ptr, b_ptr, out_ptr, N, K, s_xm, s_wn, s_sn, s_sk, s_om,
+def _gemv_kernel(x_ptr, w_ptr, s_ptr, b_ptr, out_ptr, N, K, K_SPLIT, s_xm, s_wn, s_sn, s_sk, s_os, s_om,
                  BN: tl.constexpr, BK: tl.constexpr, HAS_BIAS: tl.constexpr,
                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    # One row, BLOCK_N columns, one K_SPLIT-long slice of K (split-K when N alone gives too few programs).
+    # The partial products stay a 2-D float32 tile, each element scaled by its block's scale, and are
+    # reduced across K once after the loop: no cross-lane reduction per iteration, so the loop is only
+    # loads and FMAs and the compiler can keep several fp8 tiles in flight.
     row = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    split = tl.program_id(2)
     col_ok = cols < N
     ks = tl.arange(0, BLOCK_K)
-    acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
+    w_rows = w_ptr + cols[:, None].to(tl.int64) * s_wn
     s_rows = s_ptr + (cols // BN) * s_sn
-    for k0 in range(0, K, BLOCK_K):
+    k_lo = split * K_SPLIT
+    k_hi = tl.minimum(k_lo + K_SPLIT, K)
+    for dk in range(0, K_SPLIT, BLOCK_K):
+        k0 = k_lo + dk
         k = k0 + ks
-        k_ok = k < K
+        k_ok = k < k_hi
         xv = tl.load(x_ptr + row * s_xm + k, mask=k_ok, other=0.0).to(tl.float32)
-        wv = tl.load(w_ptr + cols[:, None].to(tl.int64) * s_wn + k[None, :], mask=col_ok[:, None] & k_ok[None, :],
-                     other=0.0)
-        part = tl.sum(wv.to(tl.float32) * xv[None, :], axis=1)
-        acc += part * tl.load(s_rows + (k0 // BK) * s_sk, mask=col_ok, other=0.0)
+        wv = tl.load(w_rows + k[None, :], mask=col_ok[:, None] & k_ok[None, :], other=0.0)
+        sv = tl.load(s_rows + (k0 // BK) * s_sk, mask=col_ok, other=0.0)  # a K tile lies inside one scale block
+        acc += wv.to(tl.float32) * (xv[None, :] * sv[:, None])
+    total = tl.sum(acc, axis=1)
     if HAS_BIAS:
-        acc += tl.load(b_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
-    tl.store(out_ptr + row * s_om + cols, acc.to(out_ptr.dtype.element_ty), mask=col_ok)
+        total += tl.load(b_ptr + cols, mask=col_ok & (split == 0), other=0.0).to(tl.float32)
+    tl.store(out_ptr + split.to(tl.int64) * s_os + row * s_om + cols, total.to(out_ptr.dtype.element_ty), mask=col_ok)
 
 
 @triton.jit
@@ -81,6 +92,33 @@ def _k_tile(bk: int, K: int, want: int) -> int:
     return tile
 
 
+def _gemv_splits(programs: int, K: int, block_k: int, device) -> int:
+    """K slices (each a whole number of K tiles) so that programs x slices fills the device."""
+    want = GEMV_PROGRAMS_PER_UNIT * compute_units(device)
+    tiles = triton.cdiv(K, block_k)
+    return max(1, min(tiles, want // max(1, programs)))
+
+
+def _gemv(flat, weight, scale, bias, out, bn, bk):
+    M, K = flat.shape
+    N = weight.shape[0]
+    block_n, want_k, warps, stages = GEMV_TILE
+    block_k = _k_tile(bk, K, want_k)
+    columns = triton.cdiv(N, block_n)
+    splits = _gemv_splits(M * columns, K, block_k, flat.device)
+    k_split = triton.cdiv(triton.cdiv(K, block_k), splits) * block_k
+    splits = triton.cdiv(K, k_split)
+    dest = out if splits == 1 else torch.empty(splits, M, N, dtype=torch.float32, device=out.device)
+    s_os = 0 if splits == 1 else dest.stride(0)
+    s_om = dest.stride(0) if splits == 1 else dest.stride(1)
+    _gemv_kernel[(M, columns, splits)](
+        flat, weight, scale, bias if bias is not None else dest, dest, N, K, k_split, flat.stride(0),
+        weight.stride(0), scale.stride(0), scale.stride(1), s_os, s_om, BN=bn, BK=bk, HAS_BIAS=bias is not None,
+        BLOCK_N=block_n, BLOCK_K=block_k, num_warps=num_warps(flat.device.type, warps), num_stages=stages)
+    if splits > 1:
+        out.copy_(dest.sum(dim=0))
+
+
 def fp8_linear(x, weight, scale, block, bias=None):
     """Same arguments and result as kernels.reference.fp8_linear."""
     from ..reference.fp8_linear import fp8_linear as reference
@@ -96,12 +134,7 @@ def fp8_linear(x, weight, scale, block, bias=None):
     out = torch.empty(M, N, dtype=x.dtype, device=x.device)
     b = bias if bias is not None else out
     if M <= GEMV_MAX_ROWS:
-        block_n, want_k, warps = GEMV_TILE
-        block_k = _k_tile(bk, K, want_k)
-        _gemv_kernel[(M, triton.cdiv(N, block_n))](
-            flat, weight, scale, b, out, N, K, flat.stride(0), weight.stride(0), scale.stride(0), scale.stride(1),
-            out.stride(0), BN=bn, BK=bk, HAS_BIAS=bias is not None, BLOCK_N=block_n, BLOCK_K=block_k,
-            num_warps=num_warps(x.device.type, warps))
+        _gemv(flat, weight, scale, bias, out, bn, bk)
     else:
         block_m = 16 if M <= 16 else (32 if M <= 64 else 64)
         block_n, block_k = 128, _k_tile(bk, K, 128)
