@@ -1,0 +1,126 @@
+"""GPU-only packages the engines import at module level, stood in for inside an oracle environment.
+
+Argument handling never calls into them; their modules only have to import. Each stub module answers
+every attribute with a `Stub`, which can be called, used as a decorator, subclassed, indexed and
+compared, so `@triton.jit`, `tl.constexpr` and `from sgl_kernel import x` all import. Nothing the
+oracle records may come from a stub: `stub_hits()` lists which were touched so a report can say so.
+
+Loaded by the probe (`sitecustomize`-free: the probe calls `install()` first thing).
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import sys
+import types
+
+# Top-level names stubbed, and why each is GPU-only (the CPU wheels of torch do not bring them).
+STUBBED = {
+    "triton": "GPU kernel compiler; the CPU torch wheel does not depend on it",
+    "sgl_kernel": "sglang-kernel: CUDA kernels",
+    "flashinfer": "flashinfer-python: CUDA kernels",
+    "flash_attn": "flash-attn: CUDA kernels",
+    "deep_gemm": "sgl-deep-gemm: CUDA kernels",
+    "deep_ep": "sgl-deep-ep: CUDA/NVSHMEM",
+    "cutlass": "nvidia-cutlass-dsl: CUDA",
+    "quack": "quack-kernels: CUDA",
+    "tilelang": "tilelang: GPU kernel compiler",
+    "tvm_ffi": "apache-tvm-ffi: native ABI used by the CUDA kernels",
+    "torch_memory_saver": "CUDA memory hooks",
+    "pynvml": "nvidia-ml-py: NVIDIA driver queries (the device is faked instead)",
+    "vllm_flash_attn": "vLLM's CUDA attention kernels",
+    "decord": "video decoding (multimodal only)",
+    "torchvision": "image ops (multimodal only); its wheel must match torch exactly",
+    "torchaudio": "audio ops (multimodal only); its wheel must match torch exactly",
+    "torchao": "quantization kernels; its wheel must match torch exactly",
+    "numba": "JIT compiler, imported for kernels only",
+    "sgl_deep_gemm": "CUDA kernels",
+    "kernels": "Hugging Face kernels hub loader",
+    "humming_kernels": "CUDA kernels",
+    "tokenspeed_mla": "CUDA kernels",
+}
+
+# Attributes that raise as they do on a machine without the GPU driver (names as reached from the package).
+RAISING = {
+    "triton.runtime.driver.active": "0 active drivers ([]). There should only be one.",
+}
+
+_touched: set[str] = set()
+
+
+def _maybe_raise(full: str) -> None:
+    if full in RAISING:
+        raise RuntimeError(RAISING[full])
+
+
+class _StubMeta(type):
+    """Stubs are classes, so `isinstance(x, stub.Thing)` and `class A(stub.Base)` work as with real types."""
+
+    def __getattr__(cls, attr: str):
+        if attr.startswith("__") and attr.endswith("__"):
+            raise AttributeError(attr)
+        _maybe_raise(f"{cls.__qualname__}.{attr}")
+        return _stub(f"{cls.__qualname__}.{attr}")
+
+    def __call__(cls, *args, **kwargs):
+        if len(args) == 1 and not kwargs and callable(args[0]) and not isinstance(args[0], _StubMeta):
+            return args[0]  # used as a bare decorator: keep the function
+        return _stub(f"{cls.__qualname__}()")
+
+    def __getitem__(cls, key):
+        return _stub(f"{cls.__qualname__}[]")
+
+    def __iter__(cls):
+        return iter(())
+
+    def __bool__(cls) -> bool:
+        return False
+
+    def __repr__(cls) -> str:
+        return f"<gpu stub {cls.__qualname__}>"
+
+
+def _stub(name: str) -> type:
+    """Anything: a callable, a decorator, a class base, a namespace."""
+    return _StubMeta(name.rsplit(".", 1)[-1], (), {"__qualname__": name, "__module__": "gpu_stubs"})
+
+
+Stub = _stub
+
+
+class _StubModule(types.ModuleType):
+    def __getattr__(self, attr: str):
+        if attr.startswith("__") and attr.endswith("__"):
+            raise AttributeError(attr)
+        _touched.add(self.__name__)
+        _maybe_raise(f"{self.__name__}.{attr}")
+        return _stub(f"{self.__name__}.{attr}")
+
+
+class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def __init__(self, names) -> None:
+        self.names = set(names)
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname.split(".")[0] in self.names:
+            return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
+        return None
+
+    def create_module(self, spec):
+        module = _StubModule(spec.name)
+        module.__path__ = []
+        module.__version__ = "0.0.0+oraclestub"
+        return module
+
+    def exec_module(self, module) -> None:
+        _touched.add(module.__name__)
+
+
+def install(names=None) -> None:
+    """Stub these top-level packages (default: all of STUBBED) where they are not installed."""
+    sys.meta_path.append(_Finder(STUBBED if names is None else names))  # after the real finders: installed wins
+
+
+def stub_hits() -> list[str]:
+    return sorted(_touched)

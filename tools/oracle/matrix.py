@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""The differential matrix: every cell (tools/oracle/cells.py) through `bringup validate` and through the
+release's own argument handling (probe_sglang.py in that release's oracle environment), the launch
+argv Validate builds (core/launch/sglang.py) being what the engine parses. Writes the compact table
+tests/data/oracle/sglang-<ver>.jsonl and prints the counts and every disagreement.
+
+    python tools/oracle/matrix.py sglang 0.5.23            # build the env if needed, run, write the table
+    python tools/oracle/matrix.py sglang 0.5.23 --models nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B
+    python tools/oracle/matrix.py sglang 0.5.23 --diff     # run, and show what changed against the committed table
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+sys.path.insert(0, str(HERE))
+import cells  # noqa: E402
+import envs  # noqa: E402
+import fake_device  # noqa: E402
+
+MODELS = REPO.parent / "shared" / "models"
+TABLES = REPO / "tests" / "data" / "oracle"
+PROGRAM = ["python", "-m", "sglang.launch_server"]
+
+
+def table_path(engine: str, version: str) -> Path:
+    return TABLES / f"{engine}-{version}.jsonl"
+
+
+def model_folders(names, tmp: Path) -> dict[str, Path]:
+    """Each config as a local model folder (config.json only): the engine reads it as it would a checkpoint."""
+    out = {}
+    for name in names:
+        folder = tmp / name
+        folder.mkdir()
+        (folder / "config.json").write_text((MODELS / f"{name}.json").read_text())
+        out[name] = folder
+    return out
+
+
+def memory_of(device: str) -> int | None:
+    """The faked device memory in MiB (cpu: the host's own, so its chunked prefill is not compared)."""
+    return None if device == "cpu" else fake_device.TARGETS[device].memory_mib
+
+
+def predict(key: cells.CellKey, layer_map, target, folder: Path) -> tuple[dict, list[str]]:
+    from bringup.core.validate import validate
+
+    result = validate(layer_map, target, cells.settings_for(key), model_path=str(folder))
+    argv = result.argv
+    assert argv[:3] == PROGRAM, argv
+    return cells.predicted(result, target.profile, memory_of(key.device)), argv[3:] + ["--skip-tokenizer-init"]
+
+
+def run_oracle(python: Path, device: str, jobs: list[tuple[str, list[str]]], timeout: int) -> dict[str, dict]:
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump({"target": device, "cells": [{"id": i, "argv": a} for i, a in jobs]}, f)
+    done = subprocess.run(["nice", "-n", "5", str(python), str(HERE / "probe_sglang.py"), f.name],
+                          capture_output=True, text=True, timeout=timeout)
+    out = {}
+    for line in done.stdout.splitlines():
+        if line.startswith("ORACLE "):
+            row = json.loads(line[len("ORACLE "):])
+            out[row.pop("id")] = row
+    if not out:
+        raise SystemExit(f"the oracle gave no answer on {device}:\n{done.stderr[-2000:]}")
+    return out
+
+
+def load_maps(names):
+    from bringup.core.sources.resolve import load_layer_map
+
+    maps, skipped = {}, {}
+    for name in names:
+        try:
+            maps[name] = load_layer_map(str(MODELS / f"{name}.json"))
+        except Exception as e:  # a family the project cannot read: said, not hidden
+            skipped[name] = f"{type(e).__name__}: {e}"
+    return maps, skipped
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("engine", choices=("sglang",))
+    ap.add_argument("version")
+    ap.add_argument("--models", nargs="*", help="file names under ../shared/models (default: all)")
+    ap.add_argument("--devices", nargs="*", default=list(cells.DEVICES))
+    ap.add_argument("--diff", action="store_true", help="compare with the committed table; write it only with --write")
+    ap.add_argument("--write", action="store_true", help="with --diff: also write the table")
+    ap.add_argument("--timeout", type=int, default=3000)
+    args = ap.parse_args(argv)
+    from bringup.core.rules.targets import parse_target
+
+    target = parse_target(f"sglang=={args.version}")
+    if target.profile.label != args.version:
+        raise SystemExit(f"no rule profile for sglang {args.version}: add it first (tools/sglang_facts.py {args.version} --emit)")
+    python = envs.build(args.engine, args.version)
+    names = args.models or sorted(p.stem for p in MODELS.glob("*.json"))
+    maps, skipped = load_maps(names)
+    for name, why in skipped.items():
+        print(f"skipped {name}: {why}")
+    hybrid = {n: bool(m.state_layers) if hasattr(m, "state_layers") else False for n, m in maps.items()}
+    from bringup.core.rules.model_facts import facts_for_pp
+
+    hybrid = {n: facts_for_pp(m, 1).is_hybrid for n, m in maps.items()}
+    keys = [k for k in cells.keys_for(hybrid) if k.device in args.devices]
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="oracle-models-") as tmp:
+        folders = model_folders(maps, Path(tmp))
+        preds, jobs = {}, {}
+        for key in keys:
+            preds[key.id], a = predict(key, maps[key.model], target, folders[key.model])
+            jobs.setdefault(key.device, []).append((key.id, a))
+        for device, batch in jobs.items():
+            print(f"{device}: {len(batch)} cells through sglang {args.version}'s ServerArgs ...", flush=True)
+            seen = run_oracle(python, device, batch, args.timeout)
+            for key_id, _a in batch:
+                key = cells.CellKey.parse(key_id)
+                engine = cells.observed(seen.get(key_id, {"accepted": False, "error": "no answer", "where": ""}))
+                diffs = cells.disagreements(preds[key_id], engine, hybrid[key.model])
+                rows.append({"id": key_id, "engine": engine, "diffs": diffs})
+    counts = Counter("agree" if not r["diffs"] else "disagree" for r in rows)
+    print(f"\nsglang {args.version}: {len(rows)} cells, {counts['agree']} agree, {counts['disagree']} disagree")
+    for r in rows:
+        if r["diffs"]:
+            print(f"  {r['id']}: " + "; ".join(r["diffs"]))
+    path = table_path(args.engine, args.version)
+    if args.diff and path.exists():
+        old = {json.loads(line)["id"]: json.loads(line) for line in path.read_text().splitlines()}
+        changed = [r["id"] for r in rows if old.get(r["id"], {}).get("engine") != r["engine"]]
+        print(f"\nagainst the committed table: {len(changed)} cells changed, {len(set(old) - {r['id'] for r in rows})} gone")
+        for c in changed[:200]:
+            print(f"  {c}: {old.get(c, {}).get('engine')} -> {next(r['engine'] for r in rows if r['id'] == c)}")
+    if not args.diff or args.write:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(cells.dumps_row({"id": r["id"], "engine": r["engine"]}) + "\n" for r in rows))
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
