@@ -22,3 +22,5 @@ TORCH_NATIVE_GRAPH = "Cuda graph is disabled because of using torch native atten
 UNKNOWN_HYBRID = ("Expected hybrid GDN or NemotronH models, but got unknown model. If this is a custom hybrid model, "
                   "use register_linear_attn_model() …")
 PP_OVERLAP = "Pipeline parallelism is incompatible with overlap schedule."
+TRTLLM_NOT_BLACKWELL = ("ValueError: TRTLLM MHA backend for prefill is only supported on Blackwell GPUs (SM100). "
+                        "Please use a different prefill backend.")

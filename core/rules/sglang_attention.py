@@ -31,6 +31,9 @@ def check_model_hook(c: Check) -> None:
           source=f"{p.source('triton_refused')} (model-specific adjustments)", stage="arguments")
 
 
+TRTLLM_PREFILL_SM100_ONLY = ("0.5.17", "0.5.18")  # server_args.py:5801 (0.5.17) raises on a non-SM100 GPU
+
+
 def resolve_backend(c: Check) -> None:
     """handle_attention_backend_compatibility: fill the default backend, then snap the page size."""
     m, s, r = c.m, c.s, c.r
@@ -38,7 +41,7 @@ def resolve_backend(c: Check) -> None:
         r.attention_backend = s.attention_backend
         r.why["attention_backend"] = "--attention-backend"
     else:
-        backend, why = backends.default_backend(m, s.device, s.gpu)
+        backend, why = backends.default_backend(m, s.device, s.gpu, c.profile.label if c.profile else None)
         r.attention_backend = backend
         r.why["attention_backend"] = why
         if backend:
@@ -51,6 +54,13 @@ def resolve_backend(c: Check) -> None:
         r.attention_backend = "triton"
         r.why["attention_backend"] = "intel_xpu asked, but no XMX: triton"
     backend = r.attention_backend
+    # 0.5.17-0.5.18 refuse it in the arguments; 0.5.19 on accept it there (the oracle's tables, tools/oracle).
+    if backend == "trtllm_mha" and s.device == "cuda" and s.gpu not in ("blackwell", None) and \
+            c.profile is not None and c.profile.label in TRTLLM_PREFILL_SM100_ONLY:
+        c.add("TRTLLM_MHA_NOT_BLACKWELL", "error", "trtllm_mha runs prefill only on Blackwell (SM100) GPUs.",
+              fix="use fa3 or flashinfer on this GPU", engine_message=msg.TRTLLM_NOT_BLACKWELL,
+              source="server_args.py _handle_attention_backend_compatibility (0.5.17: :5801); found by tools/oracle",
+              stage="arguments")
     if backend and backend not in backends.BACKENDS.get(s.device, ()):
         c.add("ATTENTION_BACKEND_DEVICE", "warning",
               f"The {backend} attention backend is not known to run on {s.device}; backends checked there: "

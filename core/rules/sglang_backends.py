@@ -24,8 +24,14 @@ SGLANG_DEVICE = {"rocm": "cuda"}  # what --device says for a ROCm build of torch
 SOURCE = "python/sglang/srt/arg_groups/model_override_base.py::get_default_attn_backend"
 
 
-def default_backend(m: ModelFacts, device: str, gpu: str | None) -> tuple[str | None, str]:
-    """(backend, why). None when the source read does not say (NPU)."""
+# Releases whose NemotronH overrides set flashinfer on SM100: 0.5.17 (arg_groups/overrides.py:1229). 0.5.18 has
+# no such override (the general default, trtllm_mha); 0.5.19 on set trtllm_mha themselves
+# (arg_groups/model_overrides/nemotron_h.py:121 in 0.5.19). Found by the oracle (tools/oracle).
+NEMOTRON_H_SM100_FLASHINFER = ("0.5.17",)
+
+
+def default_backend(m: ModelFacts, device: str, gpu: str | None, release: str | None = None) -> tuple[str | None, str]:
+    """(backend, why). None when the source read does not say (NPU). `release`: the profile's label."""
     if device == "cuda":
         gen = gpu or "hopper"
         assumed = "" if gpu else " (GPU generation unknown: Hopper assumed; pass --gpu)"
@@ -36,8 +42,12 @@ def default_backend(m: ModelFacts, device: str, gpu: str | None) -> tuple[str | 
                 return "flashinfer", "default for MLA models on SM100"
             if m.architecture.startswith(("FalconH1", "JetNemotron", "JetVLM")):
                 return "triton", f"{m.architecture} override on SM100"
-            if m.architecture.startswith(("Lfm2", "GraniteMoeHybrid")):
+            if m.architecture.startswith(("Lfm2", "GraniteMoeHybrid")) or (
+                    m.architecture.startswith("NemotronH") and release in NEMOTRON_H_SM100_FLASHINFER):
                 return "flashinfer", f"{m.architecture} override on SM100"
+            if m.architecture.startswith(("Qwen3Next", "Qwen3_5", "InternS2")):
+                # _qwen3_5_hybrid_overrides: triton on SM100 unless trtllm_mha fits (overrides.py:1241, 0.5.17)
+                return "triton", f"{m.architecture} override on SM100"
             return "trtllm_mha", "default on SM100 (Blackwell)"
         return ("triton" if m.mla else "flashinfer"), "default on other CUDA GPUs"
     if device == "rocm":

@@ -134,15 +134,31 @@ def disagreements(pred: dict, seen: dict, hybrid: bool) -> list[str]:
     out = []
     for name in COMPARED:
         mine, theirs = pred.get(name), seen.get(name)
-        if name == "mamba_strategy" and (not hybrid or not pred["radix_cache"]):
+        if name == "mamba_strategy" and (not hybrid or not pred["radix_cache"] or mine is None):
             continue  # the engine keeps the flag's value; without a mamba radix cache it means nothing
-        if name == "slots_per_request" and (not hybrid or mine is None):
+        if name == "slots_per_request" and (not hybrid or mine is None or theirs is None):
             continue
         if name == "chunked_prefill_size" and mine is None:
             continue
         if mine != theirs:
             out.append(f"{name}: engine {theirs!r}, validator {mine!r}")
     return out
+
+
+def table_argv(argv: list[str]) -> str:
+    """The launch arguments as the table keeps them: without the model folder (a temporary path) and the
+    oracle's own --skip-tokenizer-init."""
+    out, skip = [], False
+    for i, a in enumerate(argv):
+        if skip:
+            skip = False
+            continue
+        if a == "--model-path":
+            skip = True
+            continue
+        if a != "--skip-tokenizer-init":
+            out.append(a)
+    return " ".join(out)
 
 
 def dumps_row(row: dict) -> str:

@@ -124,7 +124,10 @@ def _fake_npu(torch, d: FakeDevice, props) -> None:
     npu.set_device = lambda *a, **k: None
     torch.npu = npu
     sys.modules["torch.npu"] = npu
+    import importlib.machinery
+
     torch_npu = types.ModuleType("torch_npu")
+    torch_npu.__spec__ = importlib.machinery.ModuleSpec("torch_npu", None, is_package=True)
     torch_npu.__path__ = []
     torch_npu.npu = npu
     torch_npu.__version__ = "2.8.0+oraclestub"

@@ -17,6 +17,7 @@ import types
 
 # Top-level names stubbed, and why each is GPU-only (the CPU wheels of torch do not bring them).
 STUBBED = {
+    "aiter": "AMD's ROCm kernels",
     "triton": "GPU kernel compiler; the CPU torch wheel does not depend on it",
     "sgl_kernel": "sglang-kernel: CUDA kernels",
     "flashinfer": "flashinfer-python: CUDA kernels",

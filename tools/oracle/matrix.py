@@ -63,7 +63,7 @@ def predict(key: cells.CellKey, layer_map, target, folder: Path) -> tuple[dict, 
 def run_oracle(python: Path, device: str, jobs: list[tuple[str, list[str]]], timeout: int) -> dict[str, dict]:
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump({"target": device, "cells": [{"id": i, "argv": a} for i, a in jobs]}, f)
-    done = subprocess.run(["nice", "-n", "5", str(python), str(HERE / "probe_sglang.py"), f.name],
+    done = subprocess.run(["nice", "-n", "0", str(python), str(HERE / "probe_sglang.py"), f.name],
                           capture_output=True, text=True, timeout=timeout)
     out = {}
     for line in done.stdout.splitlines():
@@ -126,7 +126,7 @@ def main(argv=None) -> int:
                 key = cells.CellKey.parse(key_id)
                 engine = cells.observed(seen.get(key_id, {"accepted": False, "error": "no answer", "where": ""}))
                 diffs = cells.disagreements(preds[key_id], engine, hybrid[key.model])
-                rows.append({"id": key_id, "engine": engine, "diffs": diffs})
+                rows.append({"id": key_id, "engine": engine, "diffs": diffs, "argv": cells.table_argv(_a)})
     counts = Counter("agree" if not r["diffs"] else "disagree" for r in rows)
     print(f"\nsglang {args.version}: {len(rows)} cells, {counts['agree']} agree, {counts['disagree']} disagree")
     for r in rows:
@@ -141,7 +141,8 @@ def main(argv=None) -> int:
             print(f"  {c}: {old.get(c, {}).get('engine')} -> {next(r['engine'] for r in rows if r['id'] == c)}")
     if not args.diff or args.write:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join(cells.dumps_row({"id": r["id"], "engine": r["engine"]}) + "\n" for r in rows))
+        path.write_text("".join(cells.dumps_row({"id": r["id"], "argv": r["argv"], "engine": r["engine"]}) + "\n"
+                                for r in rows))
         print(f"wrote {path}")
     return 0
 

@@ -35,6 +35,20 @@ def _where(exc: BaseException) -> str:
     return f"python/sglang/{f.filename.split('/sglang/', 1)[1]}:{f.lineno}"
 
 
+class _Resolved:
+    """The resolved values: the fields themselves (0.5.17-0.5.18), or `resolved_dict()` where the
+    release keeps the resolution beside the record (0.5.19 on: server_args.py resolve_once)."""
+
+    def __init__(self, args) -> None:
+        self._args = args
+        self._values = args.resolved_dict() if hasattr(args, "resolved_dict") else {}
+
+    def __getattr__(self, name):
+        if name in self._values:
+            return self._values[name]
+        return getattr(self._args, name)
+
+
 def _mamba_ratio(args):
     """SGLang's own _calculate_mamba_ratio, with its config getters answering from these args."""
     try:
@@ -65,6 +79,8 @@ def run_cell(sa, argv: list[str]) -> dict:
     try:
         with contextlib.redirect_stderr(err):
             args = sa.prepare_server_args(list(argv))
+            if hasattr(args, "resolve_once"):  # later releases resolve outside __post_init__ (server_args.py resolve_once)
+                args.resolve_once()
     except SystemExit:  # argparse refused the command line
         text = err.getvalue().strip().splitlines()
         out.update(accepted=False, error_type="SystemExit", error=(text[-1] if text else "argparse exit")[:600],
@@ -75,8 +91,9 @@ def run_cell(sa, argv: list[str]) -> dict:
             traceback.print_exc()
     else:
         out["accepted"] = True
-        out["resolved"] = {k: getattr(args, k, None) for k in FIELDS}
-        out["slots_per_request"] = _mamba_ratio(args)
+        view = _Resolved(args)
+        out["resolved"] = {k: getattr(view, k, None) for k in FIELDS}
+        out["slots_per_request"] = _mamba_ratio(view)
     return out
 
 
