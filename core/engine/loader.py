@@ -227,7 +227,7 @@ def checkpoint_quantization(config: dict, dtype, device_type: str = "cpu"):
 
 
 def model_dtype_for(quant, keep: bool, dt: torch.dtype) -> torch.dtype:
-    """The activations' dtype: GGUF blocks kept run with the CPU int4 product's bf16."""
+    """The activations' dtype: GGUF blocks kept run with gguf_weights.ACTIVATION_DTYPE."""
     if keep and quant is not None and quant.method == "gguf":
         from .gguf_weights import ACTIVATION_DTYPE
 
