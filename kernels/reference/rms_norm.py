@@ -16,7 +16,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, *, multiply_in_f
     dtype = x.dtype
     if dtype == torch.float32 and weight.dtype == torch.float32:
         # The same formula as torch's own op, one call instead of nine (bit for bit equal in float32:
-        # tests/test_kernels_reference_lean.py); the CPU engine runs this 50-odd times a step.
+        # tests/kernels/test_kernels_reference.py checks it against F.rms_norm); the CPU engine runs this 50-odd times a step.
         return F.rms_norm(x, (x.shape[-1],), weight, eps)
     xf = x.float()
     normed = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
