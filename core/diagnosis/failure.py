@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from .wrappers import SEE_ABOVE
+
 # A Python exception line: `KeyError: 'x'`, `torch.OutOfMemoryError: CUDA out of memory...`,
 # `triton.runtime.errors.OutOfResources: ...`, pydantic's `Value error, ...`.
 _EXC = re.compile(
@@ -40,13 +42,6 @@ _EXIT = re.compile(r"(?:exited|exit(?:ed)? with|returned non-zero exit status|ex
 _TRACEBACK = "Traceback (most recent call last)"
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in | in )(?P<func>[^\s(]+)')
 _BARE_KEY = re.compile(r"^(?:ERROR\b.*?\]\s*)?'(?P<key>[\w.]+\.\d+\.[\w.]+)'$")
-_WRAPPER = re.compile(
-    r"see root cause above|See the error messages above|EngineCore failed to start|Engine core initialization failed|"
-    r"scheduler is dead|Please check if there are relevant logs|Initialization failed|The above exception was the direct|"
-    r"During handling of the above exception|ChildFailedError|Backend worker is gone|encountered an error while|"
-    r"^\S*: ?failed to load model$|failed to load model$",
-    re.IGNORECASE,
-)
 # Rank of each kind: how much it says about the cause.
 KIND_RANK = {"exception": 5, "assert": 5, "engine_error": 4, "signal": 3, "traceback_cut": 2, "exit": 1, "wrapper": 0}
 
@@ -129,7 +124,7 @@ def _classify_line(line: str) -> tuple[str, str, str] | None:
         exc = m["exc"]
         if exc.endswith("Warning"):
             return None
-        kind = "wrapper" if _WRAPPER.search(s) else "exception"
+        kind = "wrapper" if SEE_ABOVE.search(s) else "exception"
         return kind, exc, (m["msg"] or "").strip()
     m = _VALUE_ERROR.match(s)
     if m:
@@ -143,9 +138,9 @@ def _classify_line(line: str) -> tuple[str, str, str] | None:
     if m:  # vLLM's engine prints a KeyError as its bare repr: 'layers.0.mlp.down_proj.weight.absmax'
         return "exception", "KeyError", f"'{m['key']}'"
     m = _ENGINE_ERROR.search(s)
-    if m and not _WRAPPER.search(s):
+    if m and not SEE_ABOVE.search(s):
         return "engine_error", "", s
-    if _WRAPPER.search(s):
+    if SEE_ABOVE.search(s):
         return "wrapper", "", s
     m = _EXIT.search(s)
     if m and m["code"] not in ("0",) and ("exit" in s.lower()):

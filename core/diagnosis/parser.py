@@ -27,6 +27,7 @@ from .prefixes import strip_all
 from .reading import read_log_lines
 from .pattern import Pattern
 from .result import Diagnosis
+from .wrappers import SEE_ABOVE
 
 NEAR_LINES = 40  # how far above a match its traceback context may be
 HINT_LINES = 200  # how far above a match hints (backend file, device) are looked for
@@ -35,12 +36,8 @@ MAX_ID_DIGITS = 7  # a longer "layer id" is not one (and int() of 5,000 digits r
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _EXCEPTION = re.compile(r"^(?:\[[^\]]*\]\s*)?(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception))(?::\s*(?P<msg>.*))?$")
-# Wrappers that only say "see above": never findings of their own.
-_WRAPPERS = re.compile(
-    r"scheduler is dead|Initialization failed\. Please see the error messages above|"
-    r"Please check if there are relevant logs|The above exception was the direct cause|"
-    r"During handling of the above exception|ChildFailedError|exited with code|Received sigquit"
-)
+# Process exits and signals are their own findings elsewhere (`failure`), not unrecognised errors.
+_EXITS = re.compile(r"exited with code|Received sigquit")
 
 
 class _Safe(dict):
@@ -224,7 +221,7 @@ def diagnose(text: str, layer_map: LayerMap | None = None, skipped_note: str = "
     for i in index.lines_with(("Error", "Exception")):
         line = lines[i]
         match = _EXCEPTION.match(line.strip())
-        if not match or i in covered or _WRAPPERS.search(line):
+        if not match or i in covered or SEE_ABOVE.search(line) or _EXITS.search(line):
             continue
         if i == 0 or last_tb[i - 1] < max(0, i - 400):
             continue
