@@ -14,7 +14,7 @@ from __future__ import annotations
 import tempfile
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import (QFormLayout, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QPlainTextEdit, QPushButton,
+from PySide6.QtWidgets import (QCheckBox, QFormLayout, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QPlainTextEdit, QPushButton,
                                QSpinBox, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
 from bringup.app.layermap.highlight import Highlight
@@ -64,6 +64,9 @@ class CompareTab(QWidget):
         self.max_tokens = QSpinBox(minimum=1, maximum=4096, value=32)
         self.setting_a, self.setting_b = QLineEdit("kernels=reference,dtype=float32"), QLineEdit("dtype=bfloat16")
         self.steps = QSpinBox(minimum=0, maximum=256, value=4)
+        self.look = QCheckBox("look inside where they part")
+        self.look.setToolTip("runs both settings again, keeping that block's tensors whole: which tokens and "
+                             "channels hold the error (the traces keep checksums and a sketch otherwise)")
         self.servers_button, self.layers_button = QPushButton("Compare servers"), QPushButton("Compare layers")
         self.servers_button.clicked.connect(self.compare_servers)
         self.layers_button.clicked.connect(self.compare_layers)
@@ -85,6 +88,7 @@ class CompareTab(QWidget):
         counts.addWidget(self.max_tokens)
         counts.addWidget(QLabel("decode steps"))
         counts.addWidget(self.steps)
+        counts.addWidget(self.look)
         counts.addStretch(1)
         counts.addWidget(self.servers_button)
         counts.addWidget(self.layers_button)
@@ -120,8 +124,9 @@ class CompareTab(QWidget):
     def compare_layers(self) -> bool:
         if self.source is None:
             return False
-        return self._start("layers", ["ab", "--layers", self.source, "--a", self.setting_a.text().strip(),
-                                      "--b", self.setting_b.text().strip(), "--steps", str(self.steps.value())])
+        argv = ["ab", "--layers", self.source, "--a", self.setting_a.text().strip(),
+                "--b", self.setting_b.text().strip(), "--steps", str(self.steps.value())]
+        return self._start("layers", argv + (["--full", "first"] if self.look.isChecked() else []))
 
     def _start(self, kind: str, argv: list[str]) -> bool:
         if not self.runner.start(kind, argv):
@@ -176,8 +181,12 @@ class CompareTab(QWidget):
                          f"({first['kind']}, {first['cause']})")
         flips = doc.get("routing_flips", 0)
         text = "; ".join(parts) if parts else "B matches A at every block and state"
+        looks = [f"{k['what']} of block {k['block']} at step {k['step']}: exact rel err {k['rel_err']:.2e}, "
+                 f"worst token {k['worst_rows'][0][0]}, worst channel {k['worst_columns'][0][0]}"
+                 for k in doc.get("looks", []) if "rel_err" in k and k["rel_err"] > 0]
         self.verdict.setText(f"<b>{'differ' if parts else 'agree'}</b>: {text}"
-                             + (f". {flips} routing flip(s), counted apart" if flips else ""))
+                             + (f". {flips} routing flip(s), counted apart" if flips else "")
+                             + "".join(f"<br>{line}" for line in looks))
         rows = [[s["step"], s["kind"], s["token_a"], s["token_b_own"],
                  "" if s["worst_block"] is None else f"{s['worst_block']} {kinds.get(s['worst_block'], '')}",
                  f"{s['worst_rel_err']:.2e}", ", ".join(f"{b}:{n}" for b, n in sorted(s["flips"].items()))]

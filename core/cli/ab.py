@@ -32,7 +32,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--b", default="dtype=float32", help="setting B (default dtype=float32: the engine's kernels)")
     parser.add_argument("--steps", type=int, default=4, help="decode steps after the prefill (default 4)")
     parser.add_argument("--prompt-ids", default=None, help="the request as comma-separated token ids")
+    parser.add_argument("--prompt-len", type=int, default=None, metavar="N",
+                        help="a request of N fixed token ids (below 1000, so any vocabulary holds them) instead")
     parser.add_argument("--own-routing", action="store_true", help="B picks its own MoE experts instead of A's")
+    parser.add_argument("--full", default="", metavar="first|STEP:BLOCK,...",
+                        help="keep these block outputs (and states) whole and show where inside them the error sits; "
+                             "'first' runs both again to look into the first place they part (traces keep "
+                             "checksums and a sketch otherwise)")
     parser.add_argument("--tolerance", type=float, default=None, help="relative error a block may have (default by dtype)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds each run may take")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
@@ -71,6 +77,15 @@ def render_layers(result) -> str:
         lines.append(f"{r.step:>4}  {r.kind:<8} {str(r.token_a):>8} {str(r.token_b_own):>6}  {worst:<18} "
                      f"{r.worst_rel_err:>9.2e}  {flips}")
     lines.append(describe(d))
+    for look in result.looks:
+        if "error" in look:
+            lines.append(f"step {look['step']} block {look['block']} {look['what']}: {look['error']}")
+            continue
+        rows = ", ".join(f"{i} ({e:.1e})" for i, e in look["worst_rows"])
+        cols = ", ".join(f"{i} ({e:.1e})" for i, e in look["worst_columns"])
+        lines.append(f"step {look['step']} block {look['block']} {look['what']} {tuple(look['shape'])}: exact rel err "
+                     f"{look['rel_err']:.2e}, max |diff| {look['max_abs_diff']:.3g} at {tuple(look['max_at'])}; "
+                     f"worst rows {rows}; worst columns {cols}")
     return "\n".join(lines)
 
 
@@ -116,10 +131,15 @@ def _layers(args) -> int:
             ids = [int(t) for t in args.prompt_ids.split(",") if t.strip()]
         except ValueError:
             raise UserError(f"--prompt-ids {args.prompt_ids!r}: give comma-separated token ids, e.g. 5,6,7") from None
+    elif args.prompt_len is not None:
+        if args.prompt_len < 1:
+            raise UserError(f"--prompt-len {args.prompt_len} must be 1 or more")
+        ids = [3 + (i * 37) % 997 for i in range(args.prompt_len)]
     result = run_layer_ab(args.targets[0], parse_setting(args.a), parse_setting(args.b), prompt_ids=ids,
                           steps=args.steps, own_routing=args.own_routing, tolerance=args.tolerance,
-                          timeout=args.timeout)
+                          timeout=args.timeout, full=args.full.strip())
     d = result.divergence
     print(json.dumps({"source": result.source, "a": result.a.describe(), "b": result.b.describe(),
-                      "prompt_ids": result.prompt_ids, **d.to_json()}, indent=2) if args.json else render_layers(result))
+                      "prompt_ids": result.prompt_ids, **d.to_json(), "looks": result.looks}, indent=2)
+          if args.json else render_layers(result))
     return 1 if (d.first is not None or d.first_state is not None) else 0

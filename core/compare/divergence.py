@@ -13,25 +13,14 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from .digest import Digest, digest, rel_err
+
 TOLERANCES = {"float32": 1e-3, "float16": 1e-2, "bfloat16": 5e-2}
 
 
-def rel_err(a, b) -> float:
-    """||a - b|| / ||a|| in float32 (0 when both are zero)."""
-    import torch
-
-    a, b = a.float(), b.float()
-    if a.shape != b.shape:
-        return float("inf")
-    scale = torch.linalg.vector_norm(a).item()
-    diff = torch.linalg.vector_norm(a - b).item()
-    return diff / scale if scale else (0.0 if diff == 0 else float("inf"))
-
-
-def checksum(t) -> tuple[float, float]:
-    """(sum, sum of absolute values): what the step timeline shows of a state, whatever its size."""
-    t = t.float()
-    return float(t.sum().item()), float(t.abs().sum().item())
+def _digest(x, per_row: bool) -> Digest:
+    """A trace keeps digests (digest.py); a tensor (an older trace, a test) is digested here."""
+    return x if isinstance(x, Digest) else digest(x, per_row=per_row)
 
 
 @dataclass
@@ -67,7 +56,7 @@ class LayerDivergence:
     errors: dict[tuple[int, int], float]  # (step, block) -> output rel err
     state_errors: dict[tuple[int, int, str], float]  # (step, layer, "conv"|"ssm") -> rel err
     layers: list[tuple[int, str, str]]
-    state_checksums: dict[str, dict] = field(default_factory=dict)  # "a"/"b" -> {(step, layer, kind): (sum, abs)}
+    state_checksums: dict[str, dict] = field(default_factory=dict)  # "a"/"b" -> {(step, layer, kind): (sum, abs sum, weighted sum)}
 
     @property
     def flips(self) -> int:
@@ -82,6 +71,9 @@ class LayerDivergence:
                 "errors": [{"step": s, "block": b, "rel_err": e} for (s, b), e in sorted(self.errors.items())],
                 "state_errors": [{"step": s, "layer": l, "state": k, "rel_err": e}
                                  for (s, l, k), e in sorted(self.state_errors.items())],
+                "state_checksums": [{"step": s, "layer": l, "state": k, "a": list(self.state_checksums["a"][key]),
+                                     "b": list(self.state_checksums["b"][key]) if self.state_checksums["b"].get(key) else None}
+                                    for key in sorted(self.state_checksums.get("a", {})) for s, l, k in [key]],
                 "layers": [list(l) for l in self.layers]}
 
 
@@ -106,7 +98,7 @@ def compare_traces(a: dict, b: dict, *, tolerance: float | None = None, followed
         for block in sorted(sa["blocks"]):
             if block not in sb["blocks"]:
                 continue
-            e = errors[(s, block)] = rel_err(sa["blocks"][block], sb["blocks"][block])
+            e = errors[(s, block)] = rel_err(_digest(sa["blocks"][block], True), _digest(sb["blocks"][block], True))
             if e > worst_err:
                 worst, worst_err = block, e
             if first is None and e > tol:
@@ -114,8 +106,10 @@ def compare_traces(a: dict, b: dict, *, tolerance: float | None = None, followed
                 first = Part(s, sa["kind"], block, "output", e, cause)
         for layer in sorted(sa["conv"]):
             for kind in ("conv", "ssm"):
-                ta, tb = sa[kind][layer], sb[kind].get(layer)
-                sums["a"][(s, layer, kind)], sums["b"][(s, layer, kind)] = checksum(ta), checksum(tb) if tb is not None else None
+                ta, tb = _digest(sa[kind][layer], False), sb[kind].get(layer)
+                tb = _digest(tb, False) if tb is not None else None
+                sums["a"][(s, layer, kind)] = ta.checksum()
+                sums["b"][(s, layer, kind)] = tb.checksum() if tb is not None else None
                 if tb is None:
                     continue
                 e = state_errors[(s, layer, kind)] = rel_err(ta, tb)

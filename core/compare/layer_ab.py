@@ -4,6 +4,8 @@ set), B reading A's tokens and experts, compared block by block and step by step
 A setting is `key=value,...` with keys device, dtype, kernels (BRINGUP_KERNELS: reference, or the
 engine's own choice), load_format, and fault (faults.py, a known fault to see it found).
 Each side runs as a child process: a crash or a hang is a message, never the caller's end.
+The traces keep digests (digest.py); `full` names places kept whole to look into (look.py):
+"STEP:BLOCK,...", or "first" to run both sides again keeping the place the digests found.
 """
 
 from __future__ import annotations
@@ -60,12 +62,15 @@ class LayerAB:
     prompt_ids: list[int]
     divergence: LayerDivergence
     implementations: dict[str, dict] = field(default_factory=dict)
+    looks: list[dict] = field(default_factory=list)  # look.py, where tensors were kept whole
 
 
 def _trace_args(source, s: Setting, prompt_file: Path, steps: int, out: Path, follow: Path | None,
-                own_routing: bool) -> list[str]:
+                own_routing: bool, full: str = "") -> list[str]:
     args = [str(source), "--device", s.device, "--dtype", s.dtype, "--prompt-ids", str(prompt_file),
             "--steps", str(steps), "--out", str(out)]
+    if full:
+        args += ["--full", full]
     if s.load_format:
         args += ["--load-format", s.load_format]
     if s.fault:
@@ -92,20 +97,43 @@ def _run(which: str, args: list[str], env: dict, out: Path, timeout: float) -> d
     return torch.load(out, weights_only=False)
 
 
+def first_place(d: LayerDivergence) -> tuple[int, int] | None:
+    """Where to look: the state that parts first when it parts before any output, else the first output."""
+    if d.first_state is not None and (d.first is None or d.first_state.step < d.first.step):
+        return d.first_state.step, d.first_state.block
+    return (d.first.step, d.first.block) if d.first is not None else None
+
+
 def run_layer_ab(source, a: Setting, b: Setting, *, prompt_ids: list[int] | None = None, steps: int = 4,
-                 own_routing: bool = False, tolerance: float | None = None, timeout: float = 600) -> LayerAB:
+                 own_routing: bool = False, tolerance: float | None = None, timeout: float = 600,
+                 full: str = "") -> LayerAB:
+    from .look import look_at
+    from .trace import parse_places
+
     if steps < 0:
         raise UserError("--steps must be 0 (the prefill only) or more")
+    places = parse_places("" if full == "first" else full)
     prompt_ids = list(prompt_ids or [5, 6, 7, 8, 9, 10, 11, 12])
-    with tempfile.TemporaryDirectory(prefix="bringup-ab-") as tmp:
-        tmp = Path(tmp)
-        prompt_file = tmp / "prompt.json"
-        prompt_file.write_text(json.dumps(prompt_ids))
-        out_a, out_b = tmp / "a.pt", tmp / "b.pt"
-        trace_a = _run("A", _trace_args(source, a, prompt_file, steps, out_a, None, False), a.env(), out_a, timeout)
-        trace_b = _run("B", _trace_args(source, b, prompt_file, steps, out_b, out_a, own_routing), b.env(), out_b,
-                       timeout)
-    divergence = compare_traces(trace_a, trace_b, tolerance=tolerance, followed_routing=not own_routing,
-                                names=(a.describe(), b.describe()))
+    names = (a.describe(), b.describe())
+
+    def both(keep: str):
+        with tempfile.TemporaryDirectory(prefix="bringup-ab-") as tmp:
+            tmp = Path(tmp)
+            prompt_file = tmp / "prompt.json"
+            prompt_file.write_text(json.dumps(prompt_ids))
+            out_a, out_b = tmp / "a.pt", tmp / "b.pt"
+            trace_a = _run("A", _trace_args(source, a, prompt_file, steps, out_a, None, False, keep), a.env(), out_a,
+                           timeout)
+            trace_b = _run("B", _trace_args(source, b, prompt_file, steps, out_b, out_a, own_routing, keep), b.env(),
+                           out_b, timeout)
+        return trace_a, trace_b, compare_traces(trace_a, trace_b, tolerance=tolerance,
+                                                followed_routing=not own_routing, names=names)
+
+    trace_a, trace_b, divergence = both(full if full != "first" else "")
+    if full == "first" and (place := first_place(divergence)) is not None:
+        places = {place}
+        trace_a, trace_b, divergence = both(f"{place[0]}:{place[1]}")  # the same run again, that place kept whole
+    looks = [item for step, block in sorted(places) if step < len(trace_a["steps"])
+             for item in look_at(trace_a, trace_b, step, block)]
     return LayerAB(str(source), a, b, prompt_ids, divergence,
-                   {"A": trace_a["implementations"], "B": trace_b["implementations"]})
+                   {"A": trace_a["implementations"], "B": trace_b["implementations"]}, looks)

@@ -3,14 +3,18 @@ block's output and each recurrent layer's state after every step.
 
     python -m bringup.core.compare.trace SOURCE --device D --dtype T --prompt-ids FILE.json --steps N
         --out FILE.pt [--follow FILE.pt] [--own-routing] [--fault SPEC] [--load-format dummy]
+        [--full STEP:BLOCK,...]
 
 Step 0 is the prefill of the prompt, steps 1..N decode one token each. The kernels are the engine's
 choice (BRINGUP_KERNELS in the environment picks them: the parent sets it per side). With
 `--follow A.pt` this run reads the tokens run A chose (so both see the same text at every step,
 whatever this run would have sampled) and uses A's MoE experts, counting per step the tokens whose
 own choice differed (routing flips); `--own-routing` lets it choose its own experts.
-Saved: {"steps": [{"kind", "tokens", "sampled", "own_sample", "blocks": {i: tensor}, "conv": {i: tensor},
-"ssm": {i: tensor}, "flips": {i: n}, "routing": {i: ids}}], "layers", "implementations", "dtype", "device", "fault"}.
+Each block output and state is kept as a digest (digest.py: exact checksums and a small sketch, the
+tensor itself only when small), so a real-size model's trace stays megabytes; `--full STEP:BLOCK`
+keeps that block's output (and its layer's states) at that step whole, to look into.
+Saved: {"steps": [{"kind", "tokens", "sampled", "own_sample", "blocks": {i: Digest}, "conv": {i: Digest},
+"ssm": {i: Digest}, "flips": {i: n}, "routing": {i: ids}}], "layers", "implementations", "dtype", "device", "fault"}.
 """
 
 from __future__ import annotations
@@ -21,11 +25,13 @@ import os
 import sys
 from pathlib import Path
 
+from .digest import KEEP_BELOW, digest
 from .faults import Fault, parse_fault, shift_conv_state
 
 
 def trace(source, *, device: str, dtype: str, prompt_ids: list[int], steps: int, follow: dict | None = None,
-          own_routing: bool = False, fault: Fault | None = None, load_format: str | None = None, log=None) -> dict:
+          own_routing: bool = False, fault: Fault | None = None, load_format: str | None = None, log=None,
+          keep_full: frozenset = frozenset(), keep_below: int = KEEP_BELOW) -> dict:
     import torch
 
     from bringup.core.engine.sampling import SamplingParams
@@ -53,8 +59,13 @@ def trace(source, *, device: str, dtype: str, prompt_ids: list[int], steps: int,
     def hook(layer, hidden):
         if fault is not None and fault.kind == "scale" and layer.index == fault.layer:
             hidden = hidden * fault.factor
-        current["blocks"][layer.index] = hidden.detach().float().cpu().clone()
+        whole = (len(records), layer.index) in keep_full
+        current["blocks"][layer.index] = digest(hidden, per_row=True, keep_full=whole, keep_below=keep_below)
         return hidden
+
+    def state(kind, lid, slot):
+        tensor = (pool.conv if kind == "conv" else pool.ssm)(lid)[slot]
+        return digest(tensor, keep_full=(len(records), lid) in keep_full, keep_below=keep_below)
 
     original_run = engine.runner.run
 
@@ -76,8 +87,8 @@ def trace(source, *, device: str, dtype: str, prompt_ids: list[int], steps: int,
         records.append({
             "kind": kind, "tokens": step.num_tokens, "sampled": tokens[0], "own_sample": own,
             "blocks": current["blocks"],
-            "conv": {lid: pool.conv(lid)[slot].detach().float().cpu().clone() for lid in pool.layer_ids},
-            "ssm": {lid: pool.ssm(lid)[slot].detach().float().cpu().clone() for lid in pool.layer_ids},
+            "conv": {lid: state("conv", lid, slot) for lid in pool.layer_ids},
+            "ssm": {lid: state("ssm", lid, slot) for lid in pool.layer_ids},
             "flips": {k: v - flips_before.get(k, 0) for k, v in recorder.flips.items() if v - flips_before.get(k, 0)},
             "routing": {k: torch.cat(v[routing_before.get(k, 0):]) for k, v in recorder.routing.items()
                         if len(v) > routing_before.get(k, 0)},
@@ -111,6 +122,19 @@ def trace(source, *, device: str, dtype: str, prompt_ids: list[int], steps: int,
     }
 
 
+def parse_places(text: str) -> frozenset:
+    """`STEP:BLOCK,...` -> {(step, block)}."""
+    from bringup.core.errors import UserError
+
+    places = set()
+    for item in filter(None, (p.strip() for p in text.split(","))):
+        step, sep, block = item.partition(":")
+        if not (sep and step.isdigit() and block.isdigit()):
+            raise UserError(f"--full {item!r}: give STEP:BLOCK (e.g. 0:3 for block 3 in the prefill)")
+        places.add((int(step), int(block)))
+    return frozenset(places)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bringup.core.compare.trace")
     parser.add_argument("source")
@@ -122,6 +146,7 @@ def main(argv=None) -> int:
     parser.add_argument("--own-routing", action="store_true")
     parser.add_argument("--fault", default=None)
     parser.add_argument("--load-format", default=None)
+    parser.add_argument("--full", default="", help="STEP:BLOCK,... kept whole")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     import torch
@@ -133,7 +158,7 @@ def main(argv=None) -> int:
         follow = torch.load(args.follow, weights_only=False) if args.follow else None
         result = trace(args.source, device=args.device, dtype=args.dtype, prompt_ids=prompt, steps=args.steps,
                        follow=follow, own_routing=args.own_routing, fault=parse_fault(args.fault),
-                       load_format=args.load_format)
+                       load_format=args.load_format, keep_full=parse_places(args.full))
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -24,6 +24,7 @@ def test_compare_layers_shows_the_timeline_and_marks_the_block_that_parts(qtbot,
     tab.set_layer_map(SimpleNamespace(source=str(checkpoint)))
     tab.setting_b.setText("kernels=reference,dtype=float32,fault=scale@3=1.02")
     tab.steps.setValue(1)
+    tab.look.setChecked(True)  # both run again keeping block 3 whole: the exact error there is shown
     highlights = []
     tab.highlight_requested.connect(highlights.append)
     with qtbot.waitSignal(tab.finished, timeout=240000) as blocker:
@@ -34,6 +35,7 @@ def test_compare_layers_shows_the_timeline_and_marks_the_block_that_parts(qtbot,
     assert kind == "layers" and doc["first"]["block"] == 3 and doc["first"]["step"] == 0
     assert tab.table.rowCount() == 2 and tab.table.item(0, 1).text() == "prefill"
     assert "block 3" in tab.verdict.text() and "differ" in tab.verdict.text()
+    assert "output of block 3 at step 0: exact rel err 2.00e-02" in tab.verdict.text()
     assert highlights[-1].requested == [3] and dict(highlights[-1].errors)[3] == pytest.approx(0.02, rel=1e-2)
     from bringup.core.session_report import SessionRecord, render_html
 

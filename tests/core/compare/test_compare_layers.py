@@ -24,12 +24,12 @@ def checkpoint(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def run(checkpoint):
-    def _run(dtype="float32", follow=None, fault=None, own_routing=False, kernels="reference"):
+    def _run(dtype="float32", follow=None, fault=None, own_routing=False, kernels="reference", **kw):
         mp = pytest.MonkeyPatch()
         mp.setenv("BRINGUP_KERNELS", kernels)
         try:
             return trace(str(checkpoint), device="cpu", dtype=dtype, prompt_ids=PROMPT, steps=STEPS, follow=follow,
-                         own_routing=own_routing, fault=parse_fault(fault), log=lambda m: None)
+                         own_routing=own_routing, fault=parse_fault(fault), log=lambda m: None, **kw)
         finally:
             mp.undo()
     return _run
@@ -62,6 +62,23 @@ def test_an_off_by_one_in_a_state_update_is_found_in_the_state_then_the_next_ste
     assert all(e == 0.0 for (s, _), e in d.errors.items() if s == 0)  # the prefill's outputs are right
     assert (d.first.step, d.first.kind, d.first.block) == (1, "decode", 0)
     assert "parts first, after step 0" in describe(d)
+
+
+def test_sketched_traces_find_the_same_faults_at_the_same_places(run):
+    """Every tensor digested to checksums and a sketch (as at real size), none kept whole but the one
+    asked for: the same blocks and steps are found, the error estimated within the sketch's spread."""
+    ref = run(keep_below=0)
+    assert all(d.full is None and d.sketch is not None for step in ref["steps"] for d in step["blocks"].values())
+    assert compare_traces(ref, run(follow=ref, keep_below=0)).first is None
+    scaled = compare_traces(ref, run(follow=ref, fault="scale@3=1.02", keep_below=0))
+    assert (scaled.first.step, scaled.first.block) == (0, 3) and scaled.first.rel_err == pytest.approx(0.02, rel=0.25)
+    shifted = run(follow=ref, fault="state@0", keep_below=0, keep_full=frozenset({(1, 0)}))
+    d = compare_traces(ref, shifted)
+    assert (d.first_state.step, d.first_state.block, d.first.step, d.first.block) == (0, 0, 1, 0)
+    assert shifted["steps"][1]["blocks"][0].full is not None and shifted["steps"][1]["conv"][0].full is not None
+    conv_a, conv_b = d.state_checksums["a"][(0, 0, "conv")], d.state_checksums["b"][(0, 0, "conv")]
+    assert conv_a[:2] == pytest.approx(conv_b[:2]) and conv_a[2] != conv_b[2]  # shifted: only the weighted sum moves
+    assert d.state_checksums["a"][(0, 0, "ssm")] == d.state_checksums["b"][(0, 0, "ssm")]  # its SSM state was right
 
 
 @pytest.fixture(scope="module")
@@ -111,3 +128,22 @@ def test_a_state_fault_on_a_block_without_state_is_refused(run):
         run(fault="state@1")
     with pytest.raises(UserError, match="scale@LAYER=FACTOR"):
         parse_fault("scale@x")
+
+
+def test_the_cli_looks_into_the_first_place_they_part(checkpoint):
+    """`bringup ab --layers --full first`: the digests find block 3, both sides run again keeping it
+    whole, and the exact error there is the injected 2%, spread over every token (a scale, not one row)."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "bringup", "ab", "--layers", str(checkpoint), "--a", "kernels=reference",
+                           "--b", "kernels=reference,fault=scale@3=1.02", "--steps", "1", "--prompt-len", "12",
+                           "--full", "first", "--json"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stderr
+    doc = json.loads(done.stdout)
+    assert (doc["first"]["step"], doc["first"]["block"]) == (0, 3) and len(doc["prompt_ids"]) == 12
+    look, *states = doc["looks"]
+    assert (look["step"], look["block"], look["what"], look["shape"][0]) == (0, 3, "output", 12)
+    assert look["rel_err"] == pytest.approx(0.02, rel=1e-4) and look["rows_over_half"] == 12
+    assert all(s["rel_err"] == 0 for s in states)  # a state layer's own states: the scale came after them
