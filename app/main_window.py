@@ -302,6 +302,8 @@ class MainWindow(QMainWindow):
         compare = self.tab("Compare")
         if run is not None and compare is not None and hasattr(run, "controller"):
             run.controller.ready.connect(compare.use_running)  # the engine the Run tab started is A, ready to compare
+            if hasattr(run, "tensor_dump_started"):
+                run.tensor_dump_started.connect(compare.use_dump)  # its layer dump is setting A of "Compare layers"
 
     def add_tab(self, tab: QWidget) -> None:
         """Add a tab that follows the contract in `bringup.app.tabs`, and hand it the current model."""

@@ -58,6 +58,9 @@ PROBES = [
     ("log: available KV memory", "v1/worker/gpu_worker.py", 773, r"Available KV cache memory"),
     ("log: KV cache size", "v1/core/kv_cache_utils.py", 1148, r"KV cache size: %s tokens"),
     ("log: serving", "entrypoints/launchers/api_server/entry.py", 139, r"Starting vLLM (?:API )?server"),
+    ("debug dump path: fx graphs, not tensors", "envs.py", 786, r"# Dump fx graphs to the given directory"),
+    # core/rules/vllm_facts.py TENSOR_DUMP: none through 0.34.0; "present" here means a release added one
+    ("per-layer tensor dump (none: TENSOR_DUMP)", "debug/tensor_dump.py", None, r"class TensorDumper|TENSOR_DUMP_OUTPUT"),
 ]
 
 

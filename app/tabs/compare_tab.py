@@ -22,6 +22,7 @@ from bringup.app.tabs.numerics_panel import CommandRunner
 
 AB_COLUMNS = ["agree", "parts at", "A", "B", "gap", "prompt"]
 DEFAULT_A = "http://127.0.0.1:30000"
+DEFAULT_SETTING_A = "kernels=reference,dtype=float32"
 STEP_COLUMNS = ["step", "kind", "token A", "B alone", "worst block", "rel err", "flips"]
 
 
@@ -52,6 +53,7 @@ class CompareTab(QWidget):
         self.runner = CommandRunner(self)
         self.runner.finished.connect(self._done)
         self._offered: str | None = None  # the last URL the Run tab offered as A
+        self._offered_dump: str | None = None  # the last dump setting the Run tab offered as A
         self.url_a, self.url_b = QLineEdit(DEFAULT_A), QLineEdit()
         self.key_a, self.key_b = QLineEdit(), QLineEdit()
         for key in (self.key_a, self.key_b):
@@ -62,7 +64,11 @@ class CompareTab(QWidget):
         self.prompts.setPlaceholderText("one prompt per line (empty: a fixed set)")
         self.prompts.setMaximumHeight(80)
         self.max_tokens = QSpinBox(minimum=1, maximum=4096, value=32)
-        self.setting_a, self.setting_b = QLineEdit("kernels=reference,dtype=float32"), QLineEdit("dtype=bfloat16")
+        self.setting_a, self.setting_b = QLineEdit(DEFAULT_SETTING_A), QLineEdit("dtype=bfloat16")
+        for setting in (self.setting_a, self.setting_b):
+            setting.setToolTip("key=value,... of device, dtype, kernels (reference or the engine's), load_format, "
+                               "fault (scale@L=F, state@L); or dump=DIR: an SGLang --debug-tensor-dump-output-folder, "
+                               "read as a run (our engine on the other side reads its tokens and experts)")
         self.steps = QSpinBox(minimum=0, maximum=256, value=4)
         self.look = QCheckBox("look inside where they part")
         self.look.setToolTip("runs both settings again, keeping that block's tensors whole: which tokens and "
@@ -103,6 +109,13 @@ class CompareTab(QWidget):
         if self.url_a.text().strip() in ("", DEFAULT_A) or self.url_a.text().strip() == self._offered:
             self.url_a.setText(url)
         self._offered = url
+
+    def use_dump(self, folder: str) -> None:
+        """SGLang started dumping its layers into `folder`: setting A reads that dump (our engine, as
+        B, then runs on its tokens and experts), unless the user typed another setting A."""
+        if self.setting_a.text().strip() in (DEFAULT_SETTING_A, self._offered_dump or ""):
+            self.setting_a.setText(f"dump={folder}")
+        self._offered_dump = f"dump={folder}"
 
     def set_layer_map(self, layer_map) -> None:
         self.source = getattr(layer_map, "source", None) if layer_map is not None else None

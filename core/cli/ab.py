@@ -4,8 +4,9 @@ divergent position with both tokens and their logprob gap, the logprob differenc
 against a threshold calibrated on A with the batch changed (core/compare/ab.py).
 
 `bringup ab --layers SOURCE --a SETTING --b SETTING [--steps N]`: one request through our engine
-under two settings (e.g. `kernels=reference` against `dtype=bfloat16`), block by block and step by
-step, the first block and step where they part, routing flips apart (core/compare/layer_ab.py).
+under two settings (e.g. `kernels=reference` against `dtype=bfloat16`), or an SGLang run's tensor
+dump (`dump=DIR`) against our engine or another dump, block by block and step by step, the first
+block and step where they part, routing flips apart (core/compare/layer_ab.py).
 Exit 1 when they differ (beyond noise), 0 when they agree."""
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--layers", action="store_true", help="the layer-level form: SOURCE under --a and --b")
     parser.add_argument("--a", default="kernels=reference,dtype=float32",
                         help="setting A: key=value,... of device, dtype, kernels, load_format, fault "
-                             "(default kernels=reference,dtype=float32)")
+                             "(default kernels=reference,dtype=float32); or dump=DIR, an SGLang "
+                             "--debug-tensor-dump-output-folder read as a run (the other side reads its tokens)")
     parser.add_argument("--b", default="dtype=float32", help="setting B (default dtype=float32: the engine's kernels)")
     parser.add_argument("--steps", type=int, default=4, help="decode steps after the prefill (default 4)")
     parser.add_argument("--prompt-ids", default=None, help="the request as comma-separated token ids")

@@ -2,7 +2,10 @@
 set), B reading A's tokens and experts, compared block by block and step by step (divergence.py).
 
 A setting is `key=value,...` with keys device, dtype, kernels (BRINGUP_KERNELS: reference, or the
-engine's own choice), load_format, and fault (faults.py, a known fault to see it found).
+engine's own choice), load_format, and fault (faults.py, a known fault to see it found); or
+`dump=DIR`, another engine's per-layer tensor dump (dump_trace.py: SGLang's), read instead of run:
+our side then reads the dump's prompt, tokens and experts. Two dumps are compared over the steps
+where both read the same tokens.
 Each side runs as a child process: a crash or a hang is a message, never the caller's end.
 The traces keep digests (digest.py); `full` names places kept whole to look into (look.py):
 "STEP:BLOCK,...", or "first" to run both sides again keeping the place the digests found.
@@ -19,7 +22,7 @@ from bringup.core.errors import UserError
 
 from .divergence import LayerDivergence, compare_traces
 
-KEYS = ("device", "dtype", "kernels", "load_format", "fault")
+KEYS = ("device", "dtype", "kernels", "load_format", "fault", "dump")
 
 
 @dataclass
@@ -29,12 +32,15 @@ class Setting:
     kernels: str | None = None  # None: the engine's own choice
     load_format: str | None = None
     fault: str | None = None
+    dump: str | None = None  # a dump folder: read, not run
     label: str = ""
 
     def env(self) -> dict:
         return {"BRINGUP_KERNELS": self.kernels} if self.kernels else {}
 
     def describe(self) -> str:
+        if self.dump:
+            return self.label or f"SGLang dump {self.dump}"
         kernels = self.kernels or "engine's choice"
         return self.label or ", ".join([self.device, self.dtype, f"kernels {kernels}"] + ([f"fault {self.fault}"] if self.fault else []))
 
@@ -47,6 +53,8 @@ def parse_setting(text: str) -> Setting:
             raise UserError(f"setting {item!r} is not KEY=VALUE with KEY one of {', '.join(KEYS)} "
                             "(e.g. kernels=reference,dtype=float32)")
         values[key] = value
+    if "dump" in values and len(values) > 1:
+        raise UserError(f"setting {text!r}: dump=DIR is read as the server wrote it; it takes no other key")
     if "fault" in values:
         from .faults import parse_fault
 
@@ -97,6 +105,25 @@ def _run(which: str, args: list[str], env: dict, out: Path, timeout: float) -> d
     return torch.load(out, weights_only=False)
 
 
+def _read_dump(setting: Setting, source, steps: int, keep: str) -> dict:
+    from .dump_trace import dump_trace
+    from .trace import parse_places
+
+    return dump_trace(setting.dump, source, steps=steps, keep_full=parse_places(keep))
+
+
+def common_steps(a: dict, b: dict) -> tuple[dict, dict]:
+    """Two dumps, each its server's own run: compared over the steps where both read the same tokens
+    (after a different pick, the two runs read different text and their blocks say nothing)."""
+    if a["prompt_ids"] != b["prompt_ids"]:
+        raise UserError("the two dumps' first requests are different prompts: send both servers the same prompt")
+    n = 1
+    while n < min(len(a["steps"]), len(b["steps"])) and a["steps"][n]["input_ids"] == b["steps"][n]["input_ids"]:
+        n += 1
+    return ({**a, "steps": a["steps"][:n], "sampled": a["sampled"][:n]},
+            {**b, "steps": b["steps"][:n], "sampled": b["sampled"][:n]})
+
+
 def first_place(d: LayerDivergence) -> tuple[int, int] | None:
     """Where to look: the state that parts first when it parts before any output, else the first output."""
     if d.first_state is not None and (d.first is None or d.first_state.step < d.first.step):
@@ -119,15 +146,34 @@ def run_layer_ab(source, a: Setting, b: Setting, *, prompt_ids: list[int] | None
     def both(keep: str):
         with tempfile.TemporaryDirectory(prefix="bringup-ab-") as tmp:
             tmp = Path(tmp)
-            prompt_file = tmp / "prompt.json"
-            prompt_file.write_text(json.dumps(prompt_ids))
-            out_a, out_b = tmp / "a.pt", tmp / "b.pt"
-            trace_a = _run("A", _trace_args(source, a, prompt_file, steps, out_a, None, False, keep), a.env(), out_a,
-                           timeout)
-            trace_b = _run("B", _trace_args(source, b, prompt_file, steps, out_b, out_a, own_routing, keep), b.env(),
-                           out_b, timeout)
+            dumps = {w: _read_dump(s, source, steps, keep) for w, s in (("A", a), ("B", b)) if s.dump}
+            if len(dumps) == 2:
+                trace_a, trace_b = common_steps(dumps["A"], dumps["B"])
+            else:
+                # a dump leads (our side reads its tokens and experts); else A leads and B follows it
+                lead, follow = ("B", "A") if "B" in dumps else ("A", "B")
+                settings = {"A": a, "B": b}
+                ids = dumps[lead]["prompt_ids"] if dumps else prompt_ids
+                n = len(dumps[lead]["steps"]) - 1 if dumps else steps
+                prompt_file = tmp / "prompt.json"
+                prompt_file.write_text(json.dumps(ids))
+                out = {"A": tmp / "a.pt", "B": tmp / "b.pt"}
+                traces = {}
+                if dumps:
+                    import torch
+
+                    traces[lead] = dumps[lead]
+                    torch.save(traces[lead], out[lead])
+                else:
+                    traces[lead] = _run(lead, _trace_args(source, settings[lead], prompt_file, n, out[lead], None, False,
+                                                          keep), settings[lead].env(), out[lead], timeout)
+                traces[follow] = _run(follow, _trace_args(source, settings[follow], prompt_file, n, out[follow],
+                                                          out[lead], own_routing, keep), settings[follow].env(),
+                                      out[follow], timeout)
+                trace_a, trace_b = traces["A"], traces["B"]
         return trace_a, trace_b, compare_traces(trace_a, trace_b, tolerance=tolerance,
-                                                followed_routing=not own_routing, names=names)
+                                                followed_routing=not own_routing and len(dumps) < 2,
+                                                names=names)
 
     trace_a, trace_b, divergence = both(full if full != "first" else "")
     if full == "first" and (place := first_place(divergence)) is not None:
@@ -135,5 +181,7 @@ def run_layer_ab(source, a: Setting, b: Setting, *, prompt_ids: list[int] | None
         trace_a, trace_b, divergence = both(f"{place[0]}:{place[1]}")  # the same run again, that place kept whole
     looks = [item for step, block in sorted(places) if step < len(trace_a["steps"])
              for item in look_at(trace_a, trace_b, step, block)]
+    if a.dump or b.dump:
+        prompt_ids = (trace_a.get("prompt_ids") or trace_b.get("prompt_ids") or prompt_ids)
     return LayerAB(str(source), a, b, prompt_ids, divergence,
                    {"A": trace_a["implementations"], "B": trace_b["implementations"]}, looks)

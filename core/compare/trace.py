@@ -83,7 +83,8 @@ def trace(source, *, device: str, dtype: str, prompt_ids: list[int], steps: int,
         if forced_tokens is not None and own is not None:
             if index >= len(forced_tokens):
                 raise UserError("run A took fewer steps than this run; they cannot be compared step by step")
-            tokens = [forced_tokens[index]]
+            if forced_tokens[index] is not None:  # a dump's last pass: nothing read after it, our own pick stands
+                tokens = [forced_tokens[index]]
         records.append({
             "kind": kind, "tokens": step.num_tokens, "sampled": tokens[0], "own_sample": own,
             "blocks": current["blocks"],

@@ -214,3 +214,66 @@ def read_pass(folder, num_layers: int, pass_index: int | None = None) -> DumpPas
 
 def _ranges(values: list[int]) -> str:
     return f"{values[0]}..{values[-1]}" if len(values) > 1 else str(values[0])
+
+
+@dataclass
+class DumpStep:
+    """One forward pass of a single request: its prefill, or one of its decode steps."""
+
+    index: int  # the pass number
+    kind: str  # "prefill" or "decode"
+    input_ids: list[int]
+    positions: list[int]
+    blocks: dict[int, "object"]  # block -> [tokens, hidden] in the dump's dtype
+    routing: dict[int, "object"]  # MoE block -> expert ids [tokens, k]
+
+
+def request_steps(folder, num_layers: int, first: int | None = None):
+    """The passes of one request, in order, read one file at a time (a real model's prefill pass is
+    gigabytes): the first pass that is a full prefill of a single request (or `first`), then each
+    following pass that decodes that request alone, one token at a position one past the last.
+    The steps end where another request joins the batch or the dump ends."""
+    ranks = rank_folders(Path(folder))
+    stages = sorted((pp, path) for (tp, pp), path in ranks.items() if tp == 0)
+    if not stages:
+        raise UserError(f"{folder}: no TP0 rank folder; the residual stream is read from tensor-parallel rank 0")
+    per_stage = [pass_files(path) for _, path in stages]
+    common = sorted(set.intersection(*(set(p) for p in per_stage)))
+    if not common:
+        raise UserError(f"{stages[0][1]} holds no Pass*.pt file: send the server a request first")
+    if first is not None and first not in common:
+        raise UserError(f"--pass {first}: the dump has passes {_ranges(common)}")
+    length = None
+    for n in common if first is None else [p for p in common if p >= first]:
+        tensors: dict = {}
+        for f in (p[n] for p in per_stage):
+            tensors.update(_load(f))
+        info = top_level(tensors) + BATCH_INFO
+        try:
+            ids = tensors[f"{info}.input_ids"].long().tolist()
+            seq_lens = tensors[f"{info}.seq_lens"].long().tolist()
+            positions = tensors[f"{info}.positions"].long().tolist()
+        except KeyError as missing:
+            raise UserError(f"{per_stage[0][n]} has no {missing.args[0]}: not a file SGLang's tensor dump wrote") from None
+        if length is None:
+            if len(seq_lens) != 1 or positions != list(range(len(ids))) or seq_lens[0] != len(ids):
+                if first is not None:
+                    raise UserError(f"Pass{n:05d} is not the full prefill of one request (it holds {len(seq_lens)} "
+                                    "request(s)); send one prompt at a time, with --disable-radix-cache")
+                continue
+            kind = "prefill"
+        elif len(seq_lens) == 1 and len(ids) == 1 and positions == [length] and seq_lens[0] == length + 1:
+            kind = "decode"
+        else:
+            return  # another request, or a new prompt: this request's steps end here
+        length = seq_lens[0]
+        blocks = blocks_from(tensors, num_layers)
+        if not blocks:
+            raise UserError(f"{per_stage[0][n]}: no block outputs found (no {top_level(tensors)}.layers.N.norm / "
+                            "input_layernorm pair and no final norm): is this a model whose decoder SGLang names "
+                            "model.layers?")
+        yield DumpStep(n, kind, ids, positions, blocks, routing_from(tensors, num_layers))
+        del tensors, blocks
+    if length is None:
+        raise UserError(f"none of the dump's passes ({_ranges(common)}) is the full prefill of a single request: send "
+                        "the server one prompt at a time (with --disable-radix-cache every prompt is read whole)")

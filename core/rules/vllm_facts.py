@@ -164,6 +164,15 @@ MAX_SEQS_CHECK_SINCE = Fact(release("0.20.0"), "vllm/config/compilation.py:1436 
 # Mamba block per group.
 MAMBA_CACHE_MODE_SINCE = Fact(release("0.15.0"), "vllm/config/cache.py:127 (0.15.0); absent in 0.14.0")
 
+# No per-layer tensor dump in any release read (0.11.0, 0.33.0, 0.34.0): the only "dump" setting,
+# VLLM_DEBUG_DUMP_PATH / compilation_config.debug_dump_path, writes torch.compile's fx graphs, not
+# tensors, and no module saves its outputs (the only forward hook outside profiling substitutes
+# router logits in benchmarks/forward/routing.py). The pull requests that would add one (#21215
+# "intermediate logging", #36576 VLLM_DEBUG_TENSOR_DUMP_OUTPUT_FOLDER) were closed unmerged.
+TENSOR_DUMP = Fact(None, "vLLM 0.11.0-0.34.0 write no per-layer tensor dumps: VLLM_DEBUG_DUMP_PATH dumps fx graphs "
+                         "(vllm/envs.py:786 in 0.33.0, :829 in 0.34.0; config/compilation.py:446 debug_dump_path in "
+                         "0.33.0, :164 in 0.11.0)")
+
 
 def by_release(table, version) -> tuple[object, str]:
     """(value, where) of a by-release table for `version` (a Version): the newest read at or before it."""

@@ -54,3 +54,15 @@ def test_a_server_comparison_that_cannot_run_says_why(qtbot):
     assert blocker.args[0] == "servers" and isinstance(blocker.args[1], str)
     assert "Could not compare" in tab.verdict.text() and "not a server address" in tab.verdict.text()
     assert tab.servers_button.isEnabled()
+
+
+def test_a_dump_the_run_tab_started_becomes_setting_a_unless_the_user_typed_one(qtbot):
+    tab = CompareTab()
+    qtbot.addWidget(tab)
+    tab.use_dump("/tmp/bringup-sglang-dump")
+    assert tab.setting_a.text() == "dump=/tmp/bringup-sglang-dump"
+    tab.use_dump("/tmp/second")  # our own offer is replaced by the next
+    assert tab.setting_a.text() == "dump=/tmp/second"
+    tab.setting_a.setText("device=cpu,dtype=bfloat16")
+    tab.use_dump("/tmp/third")
+    assert tab.setting_a.text() == "device=cpu,dtype=bfloat16"
