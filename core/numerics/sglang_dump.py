@@ -107,16 +107,19 @@ def _tensor_list(value) -> list:
     return value if isinstance(value, list) else [value]
 
 
+def batch_info(tensors: dict, where: str) -> tuple[list[int], list[int], list[int]]:
+    """The pass's (input_ids, seq_lens, positions), as the top-level hook saved them."""
+    info = top_level(tensors) + BATCH_INFO
+    try:
+        return tuple(tensors[f"{info}.{name}"].long().tolist() for name in ("input_ids", "seq_lens", "positions"))
+    except KeyError as missing:
+        raise UserError(f"{where} has no {missing.args[0]}: not a file SGLang's tensor dump wrote") from None
+
+
 def sequences_of(tensors: dict, where: str) -> list[list[int]] | None:
     """The pass's requests as token-id lists when each is read whole from its first token (a full
     prefill); None for a decode pass or an extend that continues a cached prefix."""
-    info = top_level(tensors) + BATCH_INFO
-    try:
-        ids = tensors[f"{info}.input_ids"].long().tolist()
-        seq_lens = tensors[f"{info}.seq_lens"].long().tolist()
-        positions = tensors[f"{info}.positions"].long().tolist()
-    except KeyError as missing:
-        raise UserError(f"{where} has no {missing.args[0]}: not a file SGLang's tensor dump wrote") from None
+    ids, seq_lens, positions = batch_info(tensors, where)
     if sum(seq_lens) != len(ids) or len(positions) != len(ids):
         return None
     out, start = [], 0
@@ -173,9 +176,8 @@ def routing_from(tensors: dict, num_layers: int) -> dict[int, object]:
     return out
 
 
-def read_pass(folder, num_layers: int, pass_index: int | None = None) -> DumpPass:
-    """The pass to compare: `pass_index`, or the first whose requests are full prefills. Pipeline
-    stages (PP ranks) are joined; tensor-parallel ranks hold the same residual stream: TP rank 0 is read."""
+def stage_passes(folder, pass_index: int | None = None) -> tuple[list[dict[int, Path]], list[int]]:
+    """Each pipeline stage's pass files (TP rank 0 of each, in stage order) and the pass numbers all hold."""
     ranks = rank_folders(Path(folder))
     stages = sorted((pp, path) for (tp, pp), path in ranks.items() if tp == 0)
     if not stages:
@@ -187,6 +189,13 @@ def read_pass(folder, num_layers: int, pass_index: int | None = None) -> DumpPas
                         "dumping; send it a request first")
     if pass_index is not None and pass_index not in common:
         raise UserError(f"--pass {pass_index}: the dump has passes {_ranges(common)}")
+    return per_stage, common
+
+
+def read_pass(folder, num_layers: int, pass_index: int | None = None) -> DumpPass:
+    """The pass to compare: `pass_index`, or the first whose requests are full prefills. Pipeline
+    stages (PP ranks) are joined; tensor-parallel ranks hold the same residual stream: TP rank 0 is read."""
+    per_stage, common = stage_passes(folder, pass_index)
     candidates = [pass_index] if pass_index is not None else common
     for n in candidates:
         files = [p[n] for p in per_stage]
@@ -233,28 +242,13 @@ def request_steps(folder, num_layers: int, first: int | None = None):
     gigabytes): the first pass that is a full prefill of a single request (or `first`), then each
     following pass that decodes that request alone, one token at a position one past the last.
     The steps end where another request joins the batch or the dump ends."""
-    ranks = rank_folders(Path(folder))
-    stages = sorted((pp, path) for (tp, pp), path in ranks.items() if tp == 0)
-    if not stages:
-        raise UserError(f"{folder}: no TP0 rank folder; the residual stream is read from tensor-parallel rank 0")
-    per_stage = [pass_files(path) for _, path in stages]
-    common = sorted(set.intersection(*(set(p) for p in per_stage)))
-    if not common:
-        raise UserError(f"{stages[0][1]} holds no Pass*.pt file: send the server a request first")
-    if first is not None and first not in common:
-        raise UserError(f"--pass {first}: the dump has passes {_ranges(common)}")
+    per_stage, common = stage_passes(folder, first)
     length = None
     for n in common if first is None else [p for p in common if p >= first]:
         tensors: dict = {}
         for f in (p[n] for p in per_stage):
             tensors.update(_load(f))
-        info = top_level(tensors) + BATCH_INFO
-        try:
-            ids = tensors[f"{info}.input_ids"].long().tolist()
-            seq_lens = tensors[f"{info}.seq_lens"].long().tolist()
-            positions = tensors[f"{info}.positions"].long().tolist()
-        except KeyError as missing:
-            raise UserError(f"{per_stage[0][n]} has no {missing.args[0]}: not a file SGLang's tensor dump wrote") from None
+        ids, seq_lens, positions = batch_info(tensors, str(per_stage[0][n]))
         if length is None:
             if len(seq_lens) != 1 or positions != list(range(len(ids))) or seq_lens[0] != len(ids):
                 if first is not None:
