@@ -32,8 +32,9 @@ def check_sglang(m: ModelFacts, s: LaunchSettings, profile: SglangProfile) -> Ch
     # The architecture branch's asserts (triton refusal) come before handle_mamba_radix_cache in the
     # model adjustments of every release (server_args.py 0.5.17-0.5.18, arg_groups/model_hook.py later).
     check_model_hook(c)
-    if not c.has("ARCH_NOT_IMPLEMENTED"):
-        check_mamba_strategy(c)
+    # Even for an architecture SGLang lacks: 0.5.21 on refuse an explicit extra_buffer on a non-mamba
+    # arch in handle_mamba_radix_cache (arg_groups/model_hook.py:951 in 0.5.21), before the model loads.
+    check_mamba_strategy(c)
     _pipeline_overlap(c)
     resolve_backend(c)
     check_state_slots(c)

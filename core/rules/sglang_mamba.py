@@ -46,7 +46,8 @@ def check_mamba_strategy(c: Check) -> None:
     where = p.where
     if not archs.uses_mamba_radix_cache(m):
         r.mamba_radix_cache, r.mamba_strategy = False, None
-        r.state_slots_per_request = 1 if m.is_hybrid else None
+        # An arch SGLang lacks never builds its pools: no slot count to predict.
+        r.state_slots_per_request = 1 if m.is_hybrid and not archs.not_implemented(m) else None
         if strategy in ("extra_buffer", "extra_buffer_lazy"):
             text = msg.STRATEGY_NEEDS_MAMBA.format(strategy=strategy, arch=m.architecture)
             if p.rejects_strategy_without_mamba:

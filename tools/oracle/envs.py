@@ -39,7 +39,7 @@ VLLM_IMPORTS = (
     "tiktoken", "mistral_common", "openai-harmony", "watchfiles", "python-json-logger", "ijson", "anthropic",
     "depyf", "opencv-python-headless", "scipy", "ninja", "sympy", "networkx", "jinja2", "filelock", "fsspec",
     "setuptools>=77", "py-cpuinfo", "prometheus-fastapi-instrumentator", "outlines_core", "lm-format-enforcer",
-    "model-hosting-container-standards", "pydantic-settings", "typing_extensions", "six", "dill", "numba",
+    "model-hosting-container-standards", "pydantic-settings", "typing_extensions", "six", "dill", "numba", "uvloop",
 )
 # Dependencies left out on purpose, and why (GPU-only, or would replace the CPU torch).
 LEFT_OUT = {

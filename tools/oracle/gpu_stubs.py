@@ -42,6 +42,14 @@ STUBBED = {
     "tokenspeed_mla": "CUDA kernels",
 }
 
+# The engine wheel's own compiled CUDA extensions (linked against libcuda, which a CPU machine lacks):
+# stood in ahead of the real files, matched by full module name.
+NATIVE = {
+    "vllm._C": "vLLM's CUDA ops", "vllm._C_stable_libtorch": "vLLM's CUDA ops (stable ABI)",
+    "vllm._moe_C": "vLLM's MoE CUDA ops", "vllm._flashmla_C": "FlashMLA", "vllm._flashmla_extension_C": "FlashMLA",
+    "vllm.cumem_allocator": "CUDA memory pool", "vllm._rocm_C": "vLLM's ROCm ops",
+}
+
 # Attributes that raise as they do on a machine without the GPU driver (names as reached from the package).
 RAISING = {
     "triton.runtime.driver.active": "0 active drivers ([]). There should only be one.",
@@ -100,11 +108,11 @@ class _StubModule(types.ModuleType):
 
 
 class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    def __init__(self, names) -> None:
-        self.names = set(names)
+    def __init__(self, names, exact=False) -> None:
+        self.names, self.exact = set(names), exact
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname.split(".")[0] in self.names:
+        if (fullname if self.exact else fullname.split(".")[0]) in self.names:
             return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
         return None
 
@@ -121,6 +129,7 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 def install(names=None) -> None:
     """Stub these top-level packages (default: all of STUBBED) where they are not installed."""
     sys.meta_path.append(_Finder(STUBBED if names is None else names))  # after the real finders: installed wins
+    sys.meta_path.insert(0, _Finder(NATIVE, exact=True))  # before them: the real files cannot load here
 
 
 def stub_hits() -> list[str]:

@@ -1,0 +1,112 @@
+"""Runs inside a vLLM oracle environment (`tools/oracle/envs.py vllm X`): each command line through the
+release's own `vllm serve` argument parser, `EngineArgs.from_cli_args` and `create_engine_config()` (the
+VllmConfig with its platform's `check_and_update_config`), on a faked device. Prints one JSON line a cell.
+
+    python probe_vllm.py job.json      # {"target": "xpu", "cells": [{"id": ..., "argv": ["--model", ...]}]}
+
+The stand-ins: the device (fake_device.py: torch's queries) and its vLLM platform, chosen as vLLM's own
+plugin would on that machine (vllm/platforms/__init__.py builtin_platform_plugins; CUDA without NVML
+is vLLM's NonNvmlCudaPlatform, which asks torch); the GPU-only packages (gpu_stubs.py). Reach: parsing
+and the engine config; not the workers (model load, KV cache sizing, the hybrid block alignment that
+runs once the attention backends are known), which are the oracle's recorded limits.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+# The platform class each target's builtin plugin resolves to (vllm/platforms/__init__.py); none for NPU
+# (vllm-ascend is out of tree) and TPU (tpu_inference is out of tree).
+PLATFORMS = {"cuda": "vllm.platforms.cuda.NonNvmlCudaPlatform", "rocm": "vllm.platforms.rocm.RocmPlatform",
+             "xpu": "vllm.platforms.xpu.XPUPlatform", "cpu": "vllm.platforms.cpu.CpuPlatform"}
+
+
+def _where(exc: BaseException) -> str:
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/vllm/" in f.filename]
+    if not frames:
+        return ""
+    f = frames[-1]
+    return f"vllm/{f.filename.rsplit('/vllm/', 1)[1]}:{f.lineno}"
+
+
+def _resolved(cfg) -> dict:
+    cache, sched, model, par = cfg.cache_config, cfg.scheduler_config, cfg.model_config, cfg.parallel_config
+    attn = getattr(cfg, "attention_config", None)
+    backend = getattr(attn, "backend", None) if attn is not None else None
+    return {
+        "block_size": cache.block_size, "enable_prefix_caching": cache.enable_prefix_caching,
+        "mamba_cache_mode": getattr(cache, "mamba_cache_mode", None),
+        "mamba_block_size": getattr(cache, "mamba_block_size", None),
+        "cache_dtype": str(cache.cache_dtype), "mamba_ssm_cache_dtype": str(getattr(cache, "mamba_ssm_cache_dtype", None)),
+        "attention_backend": getattr(backend, "name", backend), "dtype": str(model.dtype).removeprefix("torch."),
+        "max_num_seqs": sched.max_num_seqs, "max_num_batched_tokens": sched.max_num_batched_tokens,
+        "enable_chunked_prefill": sched.enable_chunked_prefill, "max_model_len": model.max_model_len,
+        "tensor_parallel_size": par.tensor_parallel_size, "pipeline_parallel_size": par.pipeline_parallel_size,
+        "gpu_memory_utilization": cache.gpu_memory_utilization,
+    }
+
+
+def run_cell(parser, engine_args_cls, argv: list[str]) -> dict:
+    import contextlib
+    import io
+
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            args = parser.parse_args(list(argv))
+    except SystemExit:
+        text = err.getvalue().strip().splitlines()
+        return {"accepted": False, "error_type": "SystemExit", "error": (text[-1] if text else "argparse exit")[:600],
+                "where": "argparse"}
+    try:
+        cfg = engine_args_cls.from_cli_args(args).create_engine_config()
+    except BaseException as e:
+        if os.environ.get("ORACLE_TRACE"):
+            traceback.print_exc()
+        return {"accepted": False, "error_type": type(e).__name__, "error": str(e).strip()[:600], "where": _where(e)}
+    return {"accepted": True, "resolved": _resolved(cfg)}
+
+
+def main() -> None:
+    job = json.loads(open(sys.argv[1]).read() if os.path.isfile(sys.argv[1]) else sys.argv[1])
+    import gpu_stubs
+
+    gpu_stubs.install([n for n in gpu_stubs.STUBBED if n != "pynvml"] + ["amdsmi"])  # no NVML: vLLM asks torch
+    import fake_device
+
+    device = fake_device.install(job["target"])
+    logging.disable(logging.CRITICAL)
+    cells = job["cells"]
+    try:
+        import vllm.platforms as platforms
+        from vllm.utils.import_utils import resolve_obj_by_qualname
+
+        if device.kind in PLATFORMS:
+            platforms.current_platform = resolve_obj_by_qualname(PLATFORMS[device.kind])()
+        else:  # what vLLM itself finds on a machine with none of its platforms
+            platforms.current_platform = resolve_obj_by_qualname(platforms.resolve_current_platform_cls_qualname())()
+        from vllm.engine.arg_utils import EngineArgs
+        from vllm.entrypoints.common.cli_args import make_arg_parser
+        from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+        parser = make_arg_parser(FlexibleArgumentParser(prog="vllm serve"))
+    except BaseException as e:
+        for cell in cells:
+            print("ORACLE " + json.dumps({"id": cell["id"], "accepted": False, "error_type": type(e).__name__,
+                                          "error": f"platform: {e}"[:600], "where": _where(e)}), flush=True)
+        return
+    for cell in cells:
+        out = {"id": cell["id"], **run_cell(parser, EngineArgs, cell["argv"])}
+        print("ORACLE " + json.dumps(out, default=str), flush=True)
+    print("ORACLE_STUBS " + json.dumps(gpu_stubs.stub_hits()), flush=True)
+
+
+if __name__ == "__main__":
+    main()
