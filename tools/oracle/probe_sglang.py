@@ -27,12 +27,9 @@ FIELDS = ("device", "attention_backend", "prefill_attention_backend", "decode_at
 
 
 def _where(exc: BaseException) -> str:
-    """The innermost frame inside the engine's package: file:line as in the wheel."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/sglang/" in f.filename]
-    if not frames:
-        return ""
-    f = frames[-1]
-    return f"python/sglang/{f.filename.split('/sglang/', 1)[1]}:{f.lineno}"
+    from frames import innermost
+
+    return innermost(exc, "sglang", "python/sglang/")
 
 
 class _Resolved:

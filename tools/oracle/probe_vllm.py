@@ -29,11 +29,9 @@ PLATFORMS = {"cuda": "vllm.platforms.cuda.NonNvmlCudaPlatform", "rocm": "vllm.pl
 
 
 def _where(exc: BaseException) -> str:
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/vllm/" in f.filename]
-    if not frames:
-        return ""
-    f = frames[-1]
-    return f"vllm/{f.filename.rsplit('/vllm/', 1)[1]}:{f.lineno}"
+    from frames import innermost
+
+    return innermost(exc, "vllm", "vllm/")
 
 
 def _resolved(cfg) -> dict:
