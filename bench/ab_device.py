@@ -86,7 +86,7 @@ def main() -> int:
         results.append(ab("tiny-cuda-vs-cpu", args.out,
                           ["default", "--a", "device=cpu,dtype=float32,kernels=reference",
                            "--b", f"device={args.device},dtype=float32", "--steps", "4", "--prompt-len", "32"],
-                          min(45, left() / 2)))
+                          min(60, left() / 2)))
     if left() > 30:
         folder = nano_config(args.shared, Path("/tmp/ab-nano"), args.blocks, args.experts)
         d, t = args.device, args.nano_dtype
