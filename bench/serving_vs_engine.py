@@ -31,25 +31,70 @@ from serve_check import start, stop  # noqa: E402
 
 
 def in_process_level(engine, work, concurrency: int) -> dict:
+    """One level in-process: tok/s, each request's TTFT and inter-token gaps (the time between the
+    step() calls that returned its outputs, as a client of the engine would see them), and a step
+    trace: each step's kind (decode rows only, prompt tokens only, or mixed), its wall time and its
+    prompt tokens, to show which steps make the slow gaps."""
     from bringup.core.engine.sampling import SamplingParams
 
     queue = list(work)
-    live: dict[str, float] = {}
-    produced, per_request = 0, []
+    live: dict[str, list[float]] = {}  # request id -> [arrival, last output time]
+    produced, per_request, ttft, itl, steps = 0, [], [], [], []
     started = time.perf_counter()
+    previous = None  # overlapped steps: a step() call reads the tokens of the step launched before it
     while queue or live:
         while queue and len(live) < concurrency:
             prompt, n = queue.pop(0)
             rid = engine.add_request(prompt, SamplingParams(max_new_tokens=n, temperature=0.0, ignore_eos=True),
                                      detokenize=False)
-            live[rid] = time.perf_counter()
-        for out in engine.step():
+            now = time.perf_counter()
+            live[rid] = [now, None]
+        t0 = time.perf_counter()
+        outs = engine.step()
+        now = time.perf_counter()
+        made = _composition(engine.last_step)  # read now: the books move on with the next step
+        shown = previous if getattr(engine, "overlap", False) else made
+        previous = made
+        if shown is not None:
+            steps.append((*shown[:1], now - t0, *shown[1:]))
+        for out in outs:
             produced += len(out.token_ids)
+            times = live[out.request_id]
+            if out.token_ids:
+                if times[1] is None:
+                    ttft.append(now - times[0])
+                else:
+                    itl.append((now - times[1]) / len(out.token_ids))
+                times[1] = now
             if out.finished:
-                per_request.append(out.completion_tokens / (time.perf_counter() - live.pop(out.request_id)))
+                per_request.append(out.completion_tokens / (now - live.pop(out.request_id)[0]))
     seconds = time.perf_counter() - started
     return {"concurrency": concurrency, "requests": len(work), "output_tokens": produced, "seconds": seconds,
-            "output_tok_s": produced / seconds, "per_request_tok_s": sum(per_request) / len(per_request)}
+            "output_tok_s": produced / seconds, "per_request_tok_s": sum(per_request) / len(per_request),
+            "ttft_s": serving.percentiles(ttft), "itl_s": serving.percentiles(itl), "steps": _step_summary(steps)}
+
+
+def _composition(step) -> tuple[str, int, int] | None:
+    """(kind, prompt tokens, decode rows) of a step just recorded (a decode row is past its prompt)."""
+    if step is None or not step.requests:
+        return None
+    decode = sum(1 for r, n in zip(step.requests, step.num_new_tokens)
+                 if n == 1 and r.num_computed > len(r.prompt_ids))
+    prompt = step.num_tokens - decode
+    return ("decode" if not prompt else "prefill" if not decode else "mixed"), prompt, decode
+
+
+def _step_summary(rows) -> dict:
+    """Per kind of step: how many, wall ms p50 / p99, mean prompt tokens and decode rows."""
+    out = {}
+    for kind in ("decode", "mixed", "prefill"):
+        mine = [r for r in rows if r[0] == kind]
+        if mine:
+            ms = serving.percentiles([r[1] * 1e3 for r in mine])
+            out[kind] = {"steps": len(mine), "ms_p50": ms["p50"], "ms_p99": ms["p99"],
+                         "prompt_tokens_mean": sum(r[2] for r in mine) / len(mine),
+                         "decode_rows_mean": sum(r[3] for r in mine) / len(mine)}
+    return out
 
 
 def main() -> int:
@@ -157,14 +202,26 @@ def serve_levels(argv, args, levels, works, result) -> dict:
     return started
 
 
+def _ms(p: dict) -> str:
+    return "-" if p.get("p50") is None else f"{p['p50'] * 1e3:.1f} / {p['p99'] * 1e3:.1f}"
+
+
 def report(result, rows, args) -> None:
     for s in result["starts"]:
         print(f"start: ready in {s['ready_s']:.1f} s; " + " | ".join(s["lines"]), flush=True)
     mode = "all requests at once, as `bringup bench`" if args.all_at_once else "closed loop"
     print(f"\nIn-process (the engine alone, serve's defaults, {mode}):")
-    print("| concurrent | requests | output tok/s | per request tok/s |\n|---|---|---|---|")
+    print("| concurrent | requests | output tok/s | per request tok/s | TTFT p50 / p99 ms | ITL p50 / p99 ms |"
+          "\n|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['concurrency']} | {r['requests']} | {r['output_tok_s']:,.0f} | {r['per_request_tok_s']:,.0f} |")
+        print(f"| {r['concurrency']} | {r['requests']} | {r['output_tok_s']:,.0f} | {r['per_request_tok_s']:,.0f} | "
+              f"{_ms(r['ttft_s'])} | {_ms(r['itl_s'])} |")
+    print("\nIn-process steps by kind (wall ms of each step() call; mixed: decode rows beside prompt tokens):")
+    print("| concurrent | kind | steps | ms p50 / p99 | prompt tokens (mean) | decode rows (mean) |\n|---|---|---|---|---|---|")
+    for r in rows:
+        for kind, k in r["steps"].items():
+            print(f"| {r['concurrency']} | {kind} | {k['steps']} | {k['ms_p50']:.1f} / {k['ms_p99']:.1f} | "
+                  f"{k['prompt_tokens_mean']:,.0f} | {k['decode_rows_mean']:,.0f} |")
     if "in_process_chunk" in result:
         r = result["in_process_chunk"]
         print(f"| {r['concurrency']}, chunk {r['chunk']} | {r['requests']} | {r['output_tok_s']:,.0f} | "
