@@ -297,6 +297,7 @@ class Engine:
         """Prompt and mixed steps at the chunk size, then decodes, before any request: their
         one-time costs (Triton compiles and autotunes, the allocator's first segments) are paid
         here and logged, not by the first requests (warmup.py). Returns the WarmupReport."""
+        from .compile_cache import cached_kernels, describe_compiles
         from .warmup import plan_warmup, run_warmup
 
         sch = self.scheduler
@@ -306,9 +307,10 @@ class Engine:
         if plan is None:
             self.log("Warm-up: skipped (the pools hold no warm-up prompt)")
             return None
+        before = cached_kernels()
         report = run_warmup(self, plan)
         devices.synchronize(self.device)
-        self.log(report.describe(sch.token_budget))
+        self.log(report.describe(sch.token_budget) + "; " + describe_compiles(before, cached_kernels()))
         return report
 
     def _swa_pages(self, page_size: int, chunked_prefill_size: int | None) -> int:
