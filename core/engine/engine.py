@@ -165,12 +165,10 @@ class Engine:
                                    or facts.DEFAULT_CHUNKED_PREFILL_SIZE)
         swa_pages = self._swa_pages(page_size, chunked_prefill_size)
         graphs = self._graphs_wanted(c.cuda_graphs, graph_factory)
-        if graphs and swa_pages:
-            self.log("Decode graphs are off: they do not carry the SWA pool's block tables yet")
-            graphs = False
         if graphs:  # the graphs' padding rows get a page and a slot of their own, beyond the plan's
             num_slots += 1
             num_pages += 1 if spec.kv_layer_ids else 0
+            swa_pages += 1 if swa_pages else 0
 
         self.runner = ModelRunner(self.model, device=self.device, num_pages=num_pages, page_size=page_size,
                                   num_slots=num_slots, kv_dtype=self.kv_dtype, conv_dtype=self.conv_dtype,
@@ -249,10 +247,12 @@ class Engine:
                             f"max_running_requests={self.scheduler.max_running}; capture them at start-up "
                             "(EngineConfig(..., cuda_graphs=True)), which allocates the slot beyond the plan")
         pages, (slot,) = self.scheduler.reserve(PADDING_OWNER, 1 if self.scheduler.uses_kv else 0, 1)
+        swa = self.scheduler.reserve_swa(PADDING_OWNER, 1)  # [] without an SWA pool
         before = devices.free_memory(self.device)
         graphs = self.runner.capture_decode_graphs(max_batch=self.scheduler.max_running,
                                                    max_context=self.max_context,
                                                    scratch_page=pages[0] if pages else 0, scratch_slot=slot,
+                                                   scratch_swa_page=swa[0] if swa else None,
                                                    graph_factory=graph_factory)
         self.graph_memory_bytes = max(0, before - devices.free_memory(self.device))
         self.log(f"Decode graphs: {len(graphs.buckets)} batch sizes up to {graphs.buckets[-1]}, "
@@ -478,7 +478,8 @@ class Engine:
             "steps_total": self._totals["steps"],
             "preemptions_total": sch.num_preemptions,
             "swa_tokens_used": sch.swa_tokens_used,
-            "swa_tokens_total": self.swa_pool.capacity_tokens if self.swa_pool is not None else 0,
+            "swa_tokens_total": (self.swa_pool.capacity_tokens - sch.num_reserved_swa * self.swa_pool.page_size
+                                 if self.swa_pool is not None else 0),
             "swa_evicted_tokens_total": sch.swa_evicted_pages * kv.page_size,
         }
 
@@ -570,7 +571,7 @@ class Engine:
         pages_reserved, slots_reserved = self.scheduler.num_reserved
         held_pages = self.kv_pool.num_used_pages - pages_reserved
         held_slots = self.state_pool.num_used_slots - slots_reserved
-        held_swa = self.swa_pool.num_used_pages if self.swa_pool is not None else 0
+        held_swa = self.swa_pool.num_used_pages - self.scheduler.num_reserved_swa if self.swa_pool is not None else 0
         if not self.scheduler.running and (held_pages or held_slots or held_swa):
             raise PoolIntegrityError(
                 f"no request is running but {held_pages} KV page(s), {held_swa} SWA page(s) and {held_slots} "

@@ -1,6 +1,6 @@
 """The model runner: everything that touches tensors, nothing that decides who runs.
 
-It owns the model, the pools' tensors (KV, SWA when the model has one, state; (the scheduler hands out their pages and slots), the
+It owns the model, the pools' tensors (KV, SWA when the model has one, state: the scheduler hands out their pages and slots), the
 captured decode graphs (on the CPU, the compiled decode step) and sampling. One call turns a
 scheduled step into one sampled token per request that reached the end of its known tokens:
 
@@ -115,9 +115,10 @@ class ModelRunner:
 
     # Decode graphs ------------------------------------------------------------------------------
     def capture_decode_graphs(self, *, max_batch: int, max_context: int | None, scratch_page: int | None,
-                              scratch_slot: int, graph_factory=None):
+                              scratch_slot: int, scratch_swa_page: int | None = None, graph_factory=None):
         """Decode steps replayed from CUDA graphs, one per batch-size bucket up to max_batch; padding
-        rows use the scratch page and slot (reserved for good by the caller). See decode_graphs.py."""
+        rows use the scratch page and slot, and the scratch SWA page where the model has an SWA pool
+        (reserved for good by the caller). See decode_graphs.py."""
         from .decode_graphs import MAX_GRAPH_CONTEXT, DecodeGraphs, buckets_up_to
 
         context = min(max_context or MAX_GRAPH_CONTEXT, self.kv_pool.capacity_tokens, MAX_GRAPH_CONTEXT)
@@ -126,7 +127,8 @@ class ModelRunner:
         self.decode_graphs = DecodeGraphs(
             self.model, self.kv_pool if self.uses_kv else None, self.state_pool if self.state_pool.layer_ids else None,
             buckets=buckets_up_to(max_batch), width=width, scratch_page=scratch_page or 0, scratch_slot=scratch_slot,
-            device=self.device, graph_factory=graph_factory)
+            device=self.device, graph_factory=graph_factory, swa_pool=self.swa_pool,
+            scratch_swa_page=scratch_swa_page)
         self.log(f"Capture cuda graph end. Time elapsed: {time.monotonic() - started:.2f} s. "
                  f"bs: {list(self.decode_graphs.buckets)}")
         return self.decode_graphs
@@ -178,7 +180,9 @@ class ModelRunner:
             if (all(len(c) == 1 for c in chunks) and all(p > 0 for p in prefix_lens)
                     and self.decode_graphs.fits(len(chunks), tables)):
                 future = self.future_tokens if any(c[0] == FUTURE for c in chunks) else None
-                return self.decode_graphs.run([c[0] for c in chunks], prefix_lens, tables, slots, future=future)
+                swa = [r.swa_pages for r in step.requests] if self.swa_pool is not None else None
+                return self.decode_graphs.run([c[0] for c in chunks], prefix_lens, tables, slots, future=future,
+                                              swa_block_tables=swa)
         batch = build_batch(step, self.kv_pool, self.state_pool, self.device, self.swa_pool)
         self._fill_future(batch, step)
         if self.compiled_decode is not None and self.compiled_decode.takes(batch):

@@ -85,6 +85,7 @@ class Scheduler:
         self.ended: list[Request] = []  # finished outside a forward pass (abort, pool full): to report
         self.num_preemptions = 0
         self.reserved: dict[str, tuple[list[int], list[int]]] = {}  # owner -> (pages, slots)
+        self.reserved_swa: dict[str, list[int]] = {}  # owner -> SWA pages (the graphs' padding page)
         self.eos_token_ids = frozenset(eos_token_ids)
         # Token counts for stats(): prompt tokens once, tokens computed again after a preemption, outputs.
         self.totals = {"prompt": 0, "recomputed": 0, "generated": 0}
@@ -111,11 +112,12 @@ class Scheduler:
         if self.swa_pool is not None:
             first = min(num_prompt_tokens, self.token_budget or num_prompt_tokens)
             need = self.swa_pool.pages_at_most(first)
-            if need > self.swa_pool.num_pages:
+            usable = self.swa_pool.num_pages - self.num_reserved_swa
+            if need > usable:
                 raise RequestRejected(
                     f"the prompt's first chunk of {first} tokens and the window of {self.swa_pool.window} need {need} "
                     f"SWA pages of {self.swa_pool.page_size} tokens, but the SWA pool holds only "
-                    f"{self.swa_pool.num_pages}; lower --chunked-prefill-size or give the pools more memory"
+                    f"{usable}; lower --chunked-prefill-size or give the pools more memory"
                 )
 
     def add(self, req: Request) -> None:
@@ -366,6 +368,7 @@ class Scheduler:
     # Integrity and usage
     def swa_owners(self) -> dict:
         held = {r.id: [p for p in r.swa_pages if p is not None] for r in self.running}
+        held.update(self.reserved_swa)
         return {who: pages for who, pages in held.items() if pages}
 
     def owners(self) -> tuple[dict, dict]:
@@ -384,6 +387,16 @@ class Scheduler:
         slots = [self.state_pool.alloc(owner=owner) for _ in range(num_slots)]
         self.reserved[owner] = (pages, slots)
         return pages, slots
+
+    def reserve_swa(self, owner: str, num_pages: int) -> list[int]:
+        """Take SWA pages out of circulation for good, as `reserve` does KV pages."""
+        pages = self.swa_pool.alloc(num_pages, owner=owner) if num_pages and self.swa_pool is not None else []
+        self.reserved_swa[owner] = pages
+        return pages
+
+    @property
+    def num_reserved_swa(self) -> int:
+        return sum(len(p) for p in self.reserved_swa.values())
 
     def check(self) -> None:
         pages, slots = self.owners()
@@ -409,5 +422,7 @@ class Scheduler:
 
     @property
     def swa_tokens_used(self) -> int:
-        return self.swa_pool.num_used_pages * self.swa_pool.page_size if self.swa_pool is not None else 0
+        if self.swa_pool is None:
+            return 0
+        return (self.swa_pool.num_used_pages - self.num_reserved_swa) * self.swa_pool.page_size
 

@@ -130,8 +130,8 @@ def test_static_block_tables_follow_requests_that_come_go_and_grow(tmp_path):
     checked = []
     run = graphs.run
 
-    def run_and_check(tokens, prefix_lens, block_tables, state_slots, future=None):
-        logits = run(tokens, prefix_lens, block_tables, state_slots, future=future)
+    def run_and_check(tokens, prefix_lens, block_tables, state_slots, future=None, swa_block_tables=None):
+        logits = run(tokens, prefix_lens, block_tables, state_slots, future=future, swa_block_tables=swa_block_tables)
         bucket = next(b for b in graphs.buckets if b >= len(tokens))
         table = graphs._graphs[bucket][1].block_tables
         for row, pages in enumerate(block_tables):
@@ -181,3 +181,60 @@ def test_real_cuda_graphs_give_the_same_tokens(tmp_path):
     assert graphed.decode_graphs is not None and graphed.decode_graphs.buckets == (1, 2, 4)
     assert graphed.generate(prompts, params) == expected
     graphed.check_pools()
+
+
+@pytest.mark.parametrize("model_type", ["gemma3_text", "gpt_oss"])
+def test_sliding_window_models_decode_through_the_graphs(model_type, tmp_path):
+    """Sliding layers beside full ones keep an SWA pool; the graphs carry its block tables and slot
+    mapping too. Prompts longer than the window make pages leave it mid-decode: the tokens stay the
+    eager engine's, each live row's static SWA entries are the request's pages (those the window has
+    left may be stale: never read), padding rows start at the scratch SWA page, and the pools end
+    holding only the padding page, slot and SWA page."""
+    from engine_helpers import tiny_sliding
+
+    folder = tiny_sliding(tmp_path / "ckpt", model_type, window=8)
+    prompts = prompts_of_lengths([3, 21, 9, 13], 400, seed=3)
+    params = SamplingParams(max_new_tokens=9, temperature=0, ignore_eos=True)
+    common = dict(device="cpu", max_running_requests=4, page_size=4, chunked_prefill_size=16)
+    plain = Engine(EngineConfig(str(folder), **common), log=lambda m: None)
+    assert plain.swa_pool is not None
+    expected = plain.generate(prompts, params)
+
+    graphed = Engine(EngineConfig(str(folder), **common, cuda_graphs=True), log=lambda m: None,
+                     graph_factory=ReplayStandIn)
+    graphs = graphed.decode_graphs
+    assert graphs is not None and graphs.swa_pool is graphed.swa_pool
+    run, checked = graphs.run, []
+
+    def run_and_check(tokens, prefix_lens, block_tables, state_slots, future=None, swa_block_tables=None):
+        logits = run(tokens, prefix_lens, block_tables, state_slots, future=future, swa_block_tables=swa_block_tables)
+        bucket = next(b for b in graphs.buckets if b >= len(tokens))
+        static = graphs._graphs[bucket][1]
+        ps = graphed.swa_pool.page_size
+        for row, (pages, prefix) in enumerate(zip(swa_block_tables, prefix_lens)):
+            live = [(i, p) for i, p in enumerate(pages) if p is not None]
+            assert [int(static.swa_block_tables[row, i]) for i, _ in live] == [p for _, p in live]
+            assert int(static.swa_slot_mapping[row]) == pages[prefix // ps] * ps + prefix % ps
+        for row in range(len(tokens), bucket):
+            assert int(static.swa_block_tables[row, 0]) == graphs.scratch_swa_page
+            assert int(static.swa_slot_mapping[row]) == graphs.scratch_swa_page * ps
+        checked.append(any(None in pages for pages in swa_block_tables))
+        return logits
+
+    graphs.run = run_and_check
+    assert graphed.generate(prompts, params) == expected
+    assert len(checked) >= 8 and any(checked)  # decode steps replayed, some after pages left the window
+    graphed.check_pools()
+    assert graphed.scheduler.swa_owners() == {PADDING_OWNER: [graphs.scratch_swa_page]}
+    stats = graphed.stats()
+    assert stats["swa_tokens_used"] == 0
+    assert stats["swa_tokens_total"] == graphed.swa_pool.capacity_tokens - graphed.swa_pool.page_size
+
+
+def test_pad_decode_pads_swa_tables_with_the_scratch_swa_page():
+    p = pad_decode([11], [5], [[3, 4]], [1], bucket=3, width=2, scratch_page=9, scratch_slot=6,
+                   swa_block_tables=[[None, 8]], scratch_swa_page=2)
+    assert p.swa_block_tables == [[None, 8], [2], [2]]
+    with pytest.raises(ValueError, match="go together"):
+        pad_decode([11], [5], [[3, 4]], [1], bucket=1, width=2, scratch_page=9, scratch_slot=6,
+                   swa_block_tables=[[None, 8]])

@@ -38,7 +38,8 @@ def test_overlapped_steps_give_the_plain_loops_tokens(folder, graphs):
     filled = []
     if graphs:  # the graphs' step buffer takes the device's tokens for the FUTURE placeholders
         run = engine.decode_graphs.run
-        engine.decode_graphs.run = lambda *a, future=None: filled.append(future is not None) or run(*a, future=future)
+        engine.decode_graphs.run = lambda *a, future=None, **kw: filled.append(future is not None) or run(
+            *a, future=future, **kw)
     else:
         fill = engine.runner._fill_future
         engine.runner._fill_future = lambda batch, step: filled.append(
