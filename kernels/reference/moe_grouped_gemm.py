@@ -16,8 +16,10 @@ from .mlp import activation
 
 def moe_grouped_gemm(x: torch.Tensor, w: torch.Tensor, sorted_ids: torch.Tensor, block_expert: torch.Tensor,
                      block: int, num_assignments: int, rows_per_token: int, act: str | None = None,
-                     weights: torch.Tensor | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
-    """x [T or T*k, K]; w [E, N, K]; returns out [T*k, N] in x's dtype (float32 accumulation)."""
+                     weights: torch.Tensor | None = None, out: torch.Tensor | None = None,
+                     bias: torch.Tensor | None = None) -> torch.Tensor:
+    """x [T or T*k, K]; w [E, N, K]; bias [E, N] or None (added before the activation); returns
+    out [T*k, N] in x's dtype (float32 accumulation)."""
     N = w.shape[1]
     if out is None:
         out = torch.zeros(num_assignments, N, dtype=x.dtype, device=x.device)
@@ -29,6 +31,8 @@ def moe_grouped_gemm(x: torch.Tensor, w: torch.Tensor, sorted_ids: torch.Tensor,
     acc = torch.promote_types(x.dtype, torch.float32)  # float32 accumulation (float64 stays float64)
     xin = x[a // rows_per_token].to(acc)
     y = torch.bmm(xin[:, None, :], w[e].to(acc).transpose(1, 2))[:, 0, :]
+    if bias is not None:
+        y = y + bias[e].to(acc)
     if act is not None:
         y = activation(act, y)
     if weights is not None:

@@ -106,10 +106,10 @@ def moe_align(ids: torch.Tensor, num_experts: int, block: int):
 
 
 @triton.jit(do_not_specialize=["num_assignments"])
-def _grouped_gemm_kernel(x_ptr, w_ptr, out_ptr, sorted_ptr, block_expert_ptr, weights_ptr,
+def _grouped_gemm_kernel(x_ptr, w_ptr, out_ptr, sorted_ptr, block_expert_ptr, weights_ptr, bias_ptr,
                          N, K, num_assignments, rows_per_token,
-                         s_xm, s_xk, s_we, s_wn, s_wk, s_om, s_on,
-                         ACT: tl.constexpr, HAS_WEIGHTS: tl.constexpr,
+                         s_xm, s_xk, s_we, s_wn, s_wk, s_om, s_on, s_be, s_bn,
+                         ACT: tl.constexpr, HAS_WEIGHTS: tl.constexpr, HAS_BIAS: tl.constexpr,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
@@ -132,6 +132,8 @@ def _grouped_gemm_kernel(x_ptr, w_ptr, out_ptr, sorted_ptr, block_expert_ptr, we
         xt = tl.load(x_rows + k[None, :] * s_xk, mask=valid[:, None] & k_ok[None, :], other=0.0)
         wt = tl.load(w_cols + k[:, None] * s_wk, mask=k_ok[:, None] & col_ok[None, :], other=0.0)
         acc = tl.dot(xt, wt, acc)
+    if HAS_BIAS:  # the expert's bias, before the activation and the routing weight
+        acc += tl.load(bias_ptr + expert.to(tl.int64) * s_be + cols * s_bn, mask=col_ok, other=0.0).to(tl.float32)[None, :]
     acc = activate(acc, ACT)
     if HAS_WEIGHTS:
         rw = tl.load(weights_ptr + a, mask=valid, other=0.0).to(tl.float32)
@@ -157,8 +159,10 @@ def tile_for(num_assignments: int, N: int, K: int) -> tuple[int, int, int, int]:
 
 
 def moe_grouped_gemm(x, w, sorted_ids, block_expert, block: int, num_assignments: int, rows_per_token: int,
-                     act: str | None = None, weights: torch.Tensor | None = None, out: torch.Tensor | None = None):
-    """Same results as kernels.reference.moe_grouped_gemm (padding rows never written)."""
+                     act: str | None = None, weights: torch.Tensor | None = None, out: torch.Tensor | None = None,
+                     bias: torch.Tensor | None = None):
+    """Same results as kernels.reference.moe_grouped_gemm (padding rows never written); `bias` [E, N]
+    is added to each row's product before the activation."""
     if act not in _ACT:
         raise ValueError(f"fused MoE: activation {act!r} is not fused; use one of {sorted(k for k in _ACT if k)}")
     E, N, K = w.shape
@@ -170,9 +174,11 @@ def moe_grouped_gemm(x, w, sorted_ids, block_expert, block: int, num_assignments
         block_n, block_k, warps, stages = tile_for(num_assignments, N, K)
     grid = (block_expert.numel(), triton.cdiv(N, block_n))
     wts = weights.reshape(-1) if weights is not None else x
-    _grouped_gemm_kernel[grid](x, w, out, sorted_ids, block_expert, wts, N, K, num_assignments, rows_per_token,
+    b = bias if bias is not None else x
+    _grouped_gemm_kernel[grid](x, w, out, sorted_ids, block_expert, wts, b, N, K, num_assignments, rows_per_token,
                                x.stride(0), x.stride(1), w.stride(0), w.stride(1), w.stride(2),
-                               out.stride(0), out.stride(1), ACT=_ACT[act], HAS_WEIGHTS=weights is not None,
+                               out.stride(0), out.stride(1), b.stride(0), b.stride(1) if b.dim() > 1 else 0,
+                               ACT=_ACT[act], HAS_WEIGHTS=weights is not None, HAS_BIAS=bias is not None,
                                BLOCK_M=block, BLOCK_N=block_n, BLOCK_K=block_k,
                                num_warps=num_warps(x.device.type, warps), num_stages=stages)
     return out

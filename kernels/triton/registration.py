@@ -29,6 +29,8 @@ FAST_OPS: dict[str, tuple[str, str, bool]] = {
     "moe_experts": ("triton", "triton.fused_moe", False),
     "route_sigmoid_grouped": ("triton", "triton.fused_moe", False),
     "router_logits": ("triton", "triton.fused_moe", False),
+    "moe_gated_experts": ("triton", "triton.fused_moe_gated", False),
+    "router_topk_softmax": ("triton", "triton.fused_moe_gated", False),
     "mlp": ("triton", "triton.fused_moe", False),
     "fp8_linear": ("triton", "triton.fp8_linear", False),
     "moe_experts_fp8": ("triton", "triton.fused_moe_fp8", False),

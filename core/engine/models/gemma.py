@@ -24,6 +24,7 @@ from torch import nn
 
 from .attention import head_geometry, paged_attention, window_of
 from .base import Config, RMSNormWeight, linear
+from .fused_qkv import FusedQKV
 from .rope import inv_freq_for
 from .stack import Layout, Parts, StackedCausalLM
 
@@ -55,7 +56,7 @@ def softcap(x: torch.Tensor, cap) -> torch.Tensor:
     return x if cap is None else cap * torch.tanh(x / cap)
 
 
-class GemmaAttention(nn.Module):
+class GemmaAttention(FusedQKV, nn.Module):
     """GQA with RoPE (per layer kind), optional q/k norms (Gemma 3), score soft-capping (Gemma 2)
     and the post-attention norm."""
 
@@ -81,9 +82,7 @@ class GemmaAttention(nn.Module):
 
     def forward(self, hidden: torch.Tensor, batch) -> torch.Tensor:
         ops, T = self.ops, hidden.shape[0]
-        q = self.q_proj(hidden).view(T, self.num_heads, self.head_dim)
-        k = self.k_proj(hidden).view(T, self.num_kv_heads, self.head_dim)
-        v = self.v_proj(hidden).view(T, self.num_kv_heads, self.head_dim)
+        q, k, v = self.project_qkv(hidden)  # one GEMM on accelerators (fused_qkv.py)
         if self.qk_norm:
             q = ops.rms_norm(q, self.q_norm.weight, self.q_norm.eps, multiply_in_float32=True)
             k = ops.rms_norm(k, self.k_norm.weight, self.k_norm.eps, multiply_in_float32=True)

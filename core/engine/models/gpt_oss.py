@@ -3,9 +3,10 @@
 - Attention: GQA with biases, YaRN RoPE (cos/sin scaled by its attention factor), one learnt
   "sink" logit per head that joins the softmax's denominator and attends to nothing. Sliding
   layers and their window come from the layer map (core/families/sliding.py).
-- MoE: a biased router; top-k of the raw logits, softmax over the k chosen. Each expert runs a
-  clamped SwiGLU on interleaved gate/up columns: gate = min(g, limit), up = clamp(u, -limit, limit),
-  out = (up + 1) * gate * sigmoid(alpha * gate), then the down projection, with biases.
+- MoE: a biased router; top-k of the raw logits, softmax over the k chosen (ops.router_topk_softmax).
+  Each expert runs a clamped SwiGLU on interleaved gate/up columns: gate = min(g, limit),
+  up = clamp(u, -limit, limit), out = (up + 1) * gate * sigmoid(alpha * gate), then the down
+  projection, with biases (ops.moe_gated_experts: one fused kernel chain on a GPU, no host read).
 - RMSNorm multiplies the weight in float32 (`norm_in_float32`).
 Weights as transformers saves them: experts stacked, `mlp.experts.gate_up_proj` [E, H, 2I] and
 `mlp.experts.down_proj` [E, I, H] (x @ W layout), with `_bias` companions.
@@ -14,18 +15,18 @@ Weights as transformers saves them: experts stacked, `mlp.experts.gate_up_proj` 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from .attention import head_geometry, paged_attention, window_of
 from .base import linear
+from .fused_qkv import FusedQKV
 from .rope import attention_factor, inv_freq_for
 from .stack import Layout, Parts, StackedCausalLM
 
 ROPE_KEY = "rope_inv_freq"
 
 
-class GptOssAttention(nn.Module):
+class GptOssAttention(FusedQKV, nn.Module):
     def __init__(self, cfg, layer, ops):
         super().__init__()
         self.layer_id, self.ops = layer.index, ops
@@ -43,9 +44,7 @@ class GptOssAttention(nn.Module):
 
     def forward(self, hidden: torch.Tensor, batch) -> torch.Tensor:
         ops, T = self.ops, hidden.shape[0]
-        q = self.q_proj(hidden).view(T, self.num_heads, self.head_dim)
-        k = self.k_proj(hidden).view(T, self.num_kv_heads, self.head_dim)
-        v = self.v_proj(hidden).view(T, self.num_kv_heads, self.head_dim)
+        q, k, v = self.project_qkv(hidden)  # one GEMM on accelerators (fused_qkv.py)
         inv_freq = batch.memo[ROPE_KEY]
         q = ops.apply_rotary(q, batch.positions, inv_freq, self.rope_scaling)
         k = ops.apply_rotary(k, batch.positions, inv_freq, self.rope_scaling)
@@ -53,38 +52,12 @@ class GptOssAttention(nn.Module):
         return self.o_proj(out.reshape(T, -1))
 
 
-def clamped_swiglu_experts(x, ids, weights, gate_up, gate_up_bias, down, down_bias, alpha: float, limit: float):
-    """x [T, H]; ids/weights [T, k]; gate_up [E, H, 2I] (gate and up interleaved), down [E, I, H].
-
-    Tokens are sorted by expert and each expert that got any runs once on its rows (one matmul per
-    expert hit, never a loop over tokens); outputs are weighted and summed back per token."""
-    T, k = ids.shape
-    flat = ids.reshape(-1)
-    order = torch.argsort(flat, stable=True)
-    token = order // k
-    counts = torch.bincount(flat, minlength=gate_up.shape[0]).tolist()
-    rows = x[token]
-    out = torch.empty(rows.shape[0], down.shape[-1], dtype=x.dtype, device=x.device)
-    start = 0
-    for e, n in enumerate(counts):
-        if n == 0:
-            continue
-        part = rows[start:start + n]
-        gu = part @ gate_up[e] + gate_up_bias[e]
-        gate, up = gu[..., ::2].clamp(max=limit), gu[..., 1::2].clamp(-limit, limit)
-        act = (up + 1) * gate * torch.sigmoid(gate * alpha)
-        out[start:start + n] = act @ down[e] + down_bias[e]
-        start += n
-    out = out * weights.reshape(-1)[order, None].to(out.dtype)
-    return torch.zeros_like(x).index_add_(0, token, out)
-
-
 class GptOssMoE(nn.Module):
     def __init__(self, cfg, layer, ops):
         super().__init__()
         moe = layer.moe
         E, H, I = moe.experts, cfg.hidden_size, moe.expert_intermediate
-        self.top_k = moe.top_k
+        self.ops, self.top_k = ops, moe.top_k
         self.alpha = float(cfg.get("swiglu_alpha", 1.702))
         self.limit = float(cfg.get("swiglu_limit", 7.0))
         self.router = linear(H, E, True)
@@ -95,12 +68,14 @@ class GptOssMoE(nn.Module):
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         # The router is held in float32 (keep_float32): its logits are computed there, whatever the model dtype.
-        logits = F.linear(hidden.to(self.router.weight.dtype), self.router.weight, self.router.bias)
-        top, ids = torch.topk(logits, self.top_k, dim=-1)
-        weights = torch.softmax(top, dim=-1)
+        weights, ids = self.ops.router_topk_softmax(hidden, self.router.weight, self.router.bias, self.top_k)
         e = self.experts
-        return clamped_swiglu_experts(hidden, ids, weights, e.gate_up_proj, e.gate_up_proj_bias, e.down_proj,
-                                      e.down_proj_bias, self.alpha, self.limit)
+        gu, gub = e.gate_up_proj, e.gate_up_proj_bias
+        # Views, not copies: the interleaved gate and up columns as [E, I, H], down as [E, H, I].
+        return self.ops.moe_gated_experts(hidden, weights, ids, gu[..., ::2].transpose(1, 2),
+                                          gu[..., 1::2].transpose(1, 2), e.down_proj.transpose(1, 2),
+                                          "swiglu_clamped", gub[:, ::2], gub[:, 1::2], e.down_proj_bias,
+                                          self.alpha, self.limit)
 
 
 class GptOssForCausalLM(StackedCausalLM):

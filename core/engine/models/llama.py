@@ -22,13 +22,14 @@ from bringup.kernels.reference.mlp import activation
 
 from .attention import head_geometry, paged_attention, window_of
 from .base import RMSNormWeight, linear
+from .fused_qkv import FusedQKV
 from .rope import inv_freq_for
 from .stack import Layout, Parts, StackedCausalLM
 
 ROPE_KEY = "rope_inv_freq"  # batch.memo key: the model's RoPE table, shared by its attention layers
 
 
-class SelfAttention(nn.Module):
+class SelfAttention(FusedQKV, nn.Module):
     """GQA with RoPE; a "sliding_attention" layer of the map attends within its window (the map's)."""
 
     def __init__(self, cfg, layer, ops):
@@ -53,9 +54,7 @@ class SelfAttention(nn.Module):
     def forward(self, hidden: torch.Tensor, batch) -> torch.Tensor:
         ops, T = self.ops, hidden.shape[0]
         inv_freq = batch.memo[ROPE_KEY]
-        q = self.q_proj(hidden).view(T, self.num_heads, self.head_dim)
-        k = self.k_proj(hidden).view(T, self.num_kv_heads, self.head_dim)
-        v = self.v_proj(hidden).view(T, self.num_kv_heads, self.head_dim)
+        q, k, v = self.project_qkv(hidden)  # one GEMM on accelerators (fused_qkv.py)
         if self.qk_norm:
             q = ops.rms_norm(q, self.q_norm.weight, self.q_norm.eps)
             k = ops.rms_norm(k, self.k_norm.weight, self.k_norm.eps)

@@ -21,6 +21,7 @@ from bringup.kernels.reference.mlp import activation
 
 from .attention import head_geometry, paged_attention
 from .base import linear
+from .fused_qkv import FusedQKV
 from .mamba2 import Mamba2Mixer, time_step_limit
 from .stack import Layout, Parts, StackedCausalLM
 
@@ -33,7 +34,7 @@ def mamba2_mixer(cfg, layer, ops) -> Mamba2Mixer:
                        proj_bias=bool(cfg.get("use_bias", False)), conv_bias=bool(cfg.get("use_conv_bias", True)))
 
 
-class Attention(nn.Module):
+class Attention(FusedQKV, nn.Module):
     """GQA attention; NemotronH uses no positional embedding in attention (the Mamba layers order tokens)."""
 
     def __init__(self, cfg, layer, ops):
@@ -48,31 +49,9 @@ class Attention(nn.Module):
         self.o_proj = linear(self.num_heads * self.head_dim, cfg.hidden_size, bias)
         self.sliding_window = cfg.get("sliding_window")
 
-    # One GEMM for q, k and v (their weights concatenated once, kept while they are unchanged):
-    # None = on accelerators (two launches less per layer), not on the CPU, where it gains nothing.
-    fuse_qkv: bool | None = None
-
-    def _qkv_weight(self) -> torch.Tensor:
-        parts = (self.q_proj.weight, self.k_proj.weight, self.v_proj.weight)
-        key = tuple((w.data_ptr(), w._version) for w in parts)
-        if getattr(self, "_qkv_key", None) != key:
-            self._qkv, self._qkv_key = torch.cat(parts), key
-        return self._qkv
-
     def forward(self, hidden: torch.Tensor, batch) -> torch.Tensor:
         T = hidden.shape[0]
-        fuse = self.fuse_qkv if self.fuse_qkv is not None else hidden.device.type != "cpu"
-        fuse = fuse and not is_quantized(self.q_proj)  # fp8 layers keep their own scales
-        if fuse and self.q_proj.bias is None:
-            nq, nkv = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
-            q, k, v = torch.nn.functional.linear(hidden, self._qkv_weight()).split([nq, nkv, nkv], dim=-1)
-            q = q.reshape(T, self.num_heads, self.head_dim)
-            k = k.reshape(T, self.num_kv_heads, self.head_dim)
-            v = v.reshape(T, self.num_kv_heads, self.head_dim)
-        else:
-            q = self.q_proj(hidden).view(T, self.num_heads, self.head_dim)
-            k = self.k_proj(hidden).view(T, self.num_kv_heads, self.head_dim)
-            v = self.v_proj(hidden).view(T, self.num_kv_heads, self.head_dim)
+        q, k, v = self.project_qkv(hidden)  # one GEMM on accelerators (fused_qkv.py)
         out = paged_attention(self.ops, batch, self.layer_id, q, k, v, self.scale, self.sliding_window)
         return self.o_proj(out.reshape(T, -1))
 

@@ -1,0 +1,152 @@
+"""Fused gated (GLU) MoE in Triton: SwiGLU experts (Qwen3-MoE) and gpt-oss's clamped SwiGLU on
+interleaved gate/up columns with biases, reading only the routed experts, with no read back to the
+host (graph-safe at every batch size). Reference: kernels/reference/moe_gated_experts.py.
+
+`moe_gated_experts` chains the one-launch sort (fused_moe.moe_align) -> the gated up GEMM (gate and up
+products of each block of sorted rows at once, their biases and the activation in the epilogue) ->
+the down GEMM (fused_moe's grouped GEMM, its bias, then the routing weight) -> the sum over k.
+gate and up are read through their strides, so gpt-oss's interleaved [E, H, 2I] tensor is read in
+place (the gate's and the up's columns of one tile share their cache lines).
+`router_topk_softmax`: gpt-oss's router in one launch per token (logits in float32 with the bias, top k,
+softmax over the k).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ..reference.moe_gated_experts import GATED_ACTS
+from ..reference.moe_gated_experts import moe_gated_experts as _reference_gated
+from ..reference.moe_gated_experts import router_topk_softmax as _reference_router
+from .fused_moe import block_m_for, moe_align, moe_grouped_gemm, tile_for
+from .launch import next_pow2, num_warps
+
+_GATED = {name: i for i, name in enumerate(GATED_ACTS)}  # "silu": 0, "swiglu_clamped": 1
+
+
+@triton.jit(do_not_specialize=["num_assignments"])
+def _gated_up_kernel(x_ptr, g_ptr, u_ptr, gb_ptr, ub_ptr, out_ptr, sorted_ptr, block_expert_ptr,
+                     N, K, num_assignments, rows_per_token, alpha, limit,
+                     s_xm, s_xk, s_ge, s_gn, s_gk, s_ue, s_un, s_uk, s_gbe, s_gbn, s_ube, s_ubn, s_om, s_on,
+                     ACT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_LIMIT: tl.constexpr,
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    expert = tl.load(block_expert_ptr + pid_m)
+    if expert < 0:
+        return
+    e = expert.to(tl.int64)
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    a = tl.load(sorted_ptr + rows)
+    valid = a < num_assignments
+    token = (a // rows_per_token).to(tl.int64)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_ok = cols < N
+    ks = tl.arange(0, BLOCK_K)
+    x_rows = x_ptr + token[:, None] * s_xm
+    g_cols = g_ptr + e * s_ge + cols[None, :] * s_gn
+    u_cols = u_ptr + e * s_ue + cols[None, :] * s_un
+    acc_g = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    acc_u = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        k = k0 + ks
+        k_ok = k < K
+        w_ok = k_ok[:, None] & col_ok[None, :]
+        xt = tl.load(x_rows + k[None, :] * s_xk, mask=valid[:, None] & k_ok[None, :], other=0.0)
+        acc_g = tl.dot(xt, tl.load(g_cols + k[:, None] * s_gk, mask=w_ok, other=0.0), acc_g)
+        acc_u = tl.dot(xt, tl.load(u_cols + k[:, None] * s_uk, mask=w_ok, other=0.0), acc_u)
+    if HAS_BIAS:
+        acc_g += tl.load(gb_ptr + e * s_gbe + cols * s_gbn, mask=col_ok, other=0.0).to(tl.float32)[None, :]
+        acc_u += tl.load(ub_ptr + e * s_ube + cols * s_ubn, mask=col_ok, other=0.0).to(tl.float32)[None, :]
+    if ACT == 0:  # silu(g) * u
+        h = acc_g * tl.sigmoid(acc_g) * acc_u
+    else:  # gpt-oss: (clamp(u) + 1) * g * sigmoid(alpha * g), g capped at the limit
+        if HAS_LIMIT:
+            acc_g = tl.minimum(acc_g, limit)
+            acc_u = tl.minimum(tl.maximum(acc_u, -limit), limit)
+        h = (acc_u + 1.0) * acc_g * tl.sigmoid(alpha * acc_g)
+    dest = out_ptr + a.to(tl.int64)[:, None] * s_om + cols[None, :] * s_on
+    tl.store(dest, h.to(out_ptr.dtype.element_ty), mask=valid[:, None] & col_ok[None, :])
+
+
+def gated_up(x, gate, up, gate_bias, up_bias, sorted_ids, block_expert, block: int, num_assignments: int,
+             rows_per_token: int, act: str, alpha: float, limit: float | None) -> torch.Tensor:
+    """[T*k, I]: act(x @ gate[e]^T + gate_bias[e], x @ up[e]^T + up_bias[e]) per assignment, in x's dtype."""
+    E, N, K = gate.shape
+    out = torch.empty(num_assignments, N, dtype=x.dtype, device=x.device)
+    block_n, block_k, warps, stages = tile_for(num_assignments, N, K)
+    has_bias = gate_bias is not None or up_bias is not None
+    gb = gate_bias if gate_bias is not None else torch.zeros(E, N, dtype=x.dtype, device=x.device) if has_bias else x
+    ub = up_bias if up_bias is not None else torch.zeros(E, N, dtype=x.dtype, device=x.device) if has_bias else x
+    grid = (block_expert.numel(), triton.cdiv(N, block_n))
+    _gated_up_kernel[grid](x, gate, up, gb, ub, out, sorted_ids, block_expert, N, K, num_assignments, rows_per_token,
+                           float(alpha), float(limit or 0.0), x.stride(0), x.stride(1), *gate.stride(), *up.stride(),
+                           gb.stride(0), gb.stride(1), ub.stride(0), ub.stride(1), out.stride(0), out.stride(1),
+                           ACT=_GATED[act], HAS_BIAS=has_bias, HAS_LIMIT=limit is not None,
+                           BLOCK_M=block, BLOCK_N=block_n, BLOCK_K=block_k,
+                           num_warps=num_warps(x.device.type, warps), num_stages=stages)
+    return out
+
+
+def moe_gated_experts(x, weights, ids, gate, up, down, act="silu", gate_bias=None, up_bias=None, down_bias=None,
+                      alpha=1.702, limit=None):
+    """Same arguments and result as kernels.reference.moe_gated_experts."""
+    if act not in _GATED or x.shape[0] == 0:
+        return _reference_gated(x, weights, ids, gate, up, down, act, gate_bias, up_bias, down_bias, alpha, limit)
+    T, k = ids.shape
+    E, n = gate.shape[0], ids.numel()
+    block = block_m_for(n, E)
+    sorted_ids, block_expert, _used = moe_align(ids, E, block)
+    h = gated_up(x, gate, up, gate_bias, up_bias, sorted_ids, block_expert, block, n, k, act, alpha, limit)
+    y = moe_grouped_gemm(h, down, sorted_ids, block_expert, block, n, 1, act=None, weights=weights, bias=down_bias)
+    return y.view(T, k, -1).sum(1)
+
+
+@triton.jit
+def _router_kernel(x_ptr, w_ptr, b_ptr, weights_ptr, ids_ptr, E, H, s_x, s_we,
+                   TOP_K: tl.constexpr, K_POW2: tl.constexpr, E_POW2: tl.constexpr, HAS_BIAS: tl.constexpr,
+                   BLOCK_K: tl.constexpr):
+    t = tl.program_id(0).to(tl.int64)
+    e = tl.arange(0, E_POW2)
+    e_ok = e < E
+    acc = tl.zeros([E_POW2, BLOCK_K], dtype=tl.float32)
+    for k0 in range(0, H, BLOCK_K):
+        k = k0 + tl.arange(0, BLOCK_K)
+        k_ok = k < H
+        xv = tl.load(x_ptr + t * s_x + k, mask=k_ok, other=0.0).to(tl.float32)
+        wv = tl.load(w_ptr + e[:, None] * s_we + k[None, :], mask=e_ok[:, None] & k_ok[None, :], other=0.0)
+        acc += wv.to(tl.float32) * xv[None, :]
+    logit = tl.sum(acc, axis=1)
+    if HAS_BIAS:
+        logit += tl.load(b_ptr + e, mask=e_ok, other=0.0).to(tl.float32)
+    logit = tl.where(e_ok, logit, float("-inf"))
+    lanes = tl.arange(0, K_POW2)
+    top = tl.full([K_POW2], float("-inf"), dtype=tl.float32)
+    for j in tl.static_range(TOP_K):
+        best = tl.argmax(logit, axis=0)
+        top = tl.where(lanes == j, tl.max(logit, axis=0), top)
+        tl.store(ids_ptr + t * TOP_K + j, best.to(tl.int64))
+        logit = tl.where(e == best, float("-inf"), logit)
+    p = tl.exp(top - tl.max(top, axis=0))  # lanes past k hold -inf: exp gives 0
+    tl.store(weights_ptr + t * TOP_K + lanes, p / tl.sum(p, axis=0), mask=lanes < TOP_K)
+
+
+ROUTER_MAX_TOKENS = 256  # one program per token; above, cuBLAS's product through the reference is as good
+
+
+def router_topk_softmax(hidden, weight, bias, top_k):
+    """Same as kernels.reference.router_topk_softmax, in one launch at decode sizes."""
+    T, H = hidden.shape
+    E = weight.shape[0]
+    if T == 0 or T > ROUTER_MAX_TOKENS or top_k > E or E > 256 or hidden.stride(1) != 1 or weight.stride(1) != 1:
+        return _reference_router(hidden, weight, bias, top_k)
+    weights = torch.empty(T, top_k, dtype=torch.float32, device=hidden.device)
+    ids = torch.empty(T, top_k, dtype=torch.int64, device=hidden.device)
+    e_pow2 = next_pow2(E, 16)
+    _router_kernel[(T,)](hidden, weight, bias if bias is not None else weight, weights, ids, E, H, hidden.stride(0),
+                         weight.stride(0), TOP_K=top_k, K_POW2=next_pow2(top_k), E_POW2=e_pow2,
+                         HAS_BIAS=bias is not None, BLOCK_K=max(16, 4096 // e_pow2),
+                         num_warps=num_warps(hidden.device.type, 4))
+    return weights, ids
