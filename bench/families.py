@@ -12,7 +12,8 @@ Without configs: every config under ../shared/models whose model_type the engine
   step must move (core/bench/step_bytes.py: weights but the routed experts, the experts B tokens pick,
   state read and written, KV over the context), that over the copy bandwidth measured here = the
   bandwidth limit, and the share of it the engine reaches;
-- kernels per decode step at batch 1 (torch.profiler over eager steps: what the graphs replay);
+- kernels per decode step at batch 1 (torch.profiler over eager steps: what the graphs replay), and
+  that scaled to 50 blocks (the goal: <= 450 for a 50-block model);
 - prefill tok/s: prompt tokens over the time of the steps that carried them, in the batch-B run;
 - transformers `generate` at batch 1 on the same weights (bench/nano_full.py's twin), where the
   model is small enough to hold twice (`--hf-max-params`) and transformers builds it.
@@ -100,9 +101,12 @@ def bench_model(path: Path, config: dict, params: int, args, bw: float, device, 
         engine.add_request([5] * 16, SamplingParams(max_new_tokens=8, temperature=0.0, ignore_eos=True), detokenize=False)
         engine.step()  # the prompt in: the profiled steps decode only
         row["kernels_per_step"], row["busy_eager"] = profile_decode(engine)
+        row["blocks"] = len(engine.layer_map.layers)
+        row["kernels_per_50_blocks"] = row["kernels_per_step"] * 50 / max(1, row["blocks"])
         while engine.has_unfinished():
             engine.step()
-        print(f"  kernels per decode step (batch 1): {row['kernels_per_step']:.0f}", flush=True)
+        print(f"  kernels per decode step (batch 1): {row['kernels_per_step']:.0f} over {row['blocks']} blocks "
+              f"({row['kernels_per_50_blocks']:.0f} per 50 blocks)", flush=True)
     model, model_config = engine.model, engine.config
     del engine
     gc.collect()
@@ -141,11 +145,11 @@ DEVICE = "cuda"
 
 def table(rows: list[dict], bw: float) -> str:
     head = ("| model | params | ready s | b1 ms/step | b1 limit ms | b1 share | b32 ms/step | b32 limit ms | b32 share "
-            "| kernels/step | prefill tok/s (b32) | transformers b1 tok/s |")
+            "| kernels/step | per 50 blocks | prefill tok/s (b32) | transformers b1 tok/s |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         if "skipped" in r:
-            lines.append(f"| {r['model']} | {r['params'] / 1e9:.1f} B | {r['skipped']} |" + " |" * 9)
+            lines.append(f"| {r['model']} | {r['params'] / 1e9:.1f} B | {r['skipped']} |" + " |" * 10)
             continue
         b1, b32, hf = r.get("b1", {}), r.get("b32", {}), r.get("hf_b1", {})
         cell = lambda d, k, f: (f.format(d[k]) if k in d else "-")  # noqa: E731
@@ -153,7 +157,8 @@ def table(rows: list[dict], bw: float) -> str:
             f"| {r['model']} | {r['params'] / 1e9:.1f} B | {r.get('ready_s', float('nan')):.0f} | "
             f"{cell(b1, 'decode_ms', '{:.2f}')} | {cell(b1, 'limit_ms', '{:.2f}')} | {cell(b1, 'share', '{:.0%}')} | "
             f"{cell(b32, 'decode_ms', '{:.2f}')} | {cell(b32, 'limit_ms', '{:.2f}')} | {cell(b32, 'share', '{:.0%}')} | "
-            f"{r.get('kernels_per_step', float('nan')):.0f} | {cell(b32, 'prefill_tok_s', '{:,.0f}')} | "
+            f"{r.get('kernels_per_step', float('nan')):.0f} | {r.get('kernels_per_50_blocks', float('nan')):.0f} | "
+            f"{cell(b32, 'prefill_tok_s', '{:,.0f}')} | "
             f"{hf.get('hf_tok_s') and format(hf['hf_tok_s'], '.1f') or hf.get('error', '-')[:40]} |")
     lines.append(f"\ncopy bandwidth (read + write) {bw / 1e12:.2f} TB/s")
     return "\n".join(lines)
