@@ -105,6 +105,19 @@ def moe_align(ids: torch.Tensor, num_experts: int, block: int):
     return sorted_ids, block_expert, used
 
 
+@triton.jit
+def block_tile(x_ptr, sorted_ptr, pid_m, pid_n, N, num_assignments, rows_per_token, s_xm,
+               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """A grouped GEMM program's rows and columns: (assignment per row, which rows are real, the rows'
+    input pointers, the columns, which columns are in range)."""
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    a = tl.load(sorted_ptr + rows)
+    valid = a < num_assignments
+    token = (a // rows_per_token).to(tl.int64)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    return a, valid, x_ptr + token[:, None] * s_xm, cols, cols < N
+
+
 @triton.jit(do_not_specialize=["num_assignments"])
 def _grouped_gemm_kernel(x_ptr, w_ptr, out_ptr, sorted_ptr, block_expert_ptr, weights_ptr, bias_ptr,
                          N, K, num_assignments, rows_per_token,
@@ -116,14 +129,9 @@ def _grouped_gemm_kernel(x_ptr, w_ptr, out_ptr, sorted_ptr, block_expert_ptr, we
     expert = tl.load(block_expert_ptr + pid_m)
     if expert < 0:
         return
-    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    a = tl.load(sorted_ptr + rows)
-    valid = a < num_assignments
-    token = (a // rows_per_token).to(tl.int64)
-    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    col_ok = cols < N
+    a, valid, x_rows, cols, col_ok = block_tile(x_ptr, sorted_ptr, pid_m, pid_n, N, num_assignments, rows_per_token,
+                                                s_xm, BLOCK_M, BLOCK_N)
     ks = tl.arange(0, BLOCK_K)
-    x_rows = x_ptr + token[:, None] * s_xm
     w_cols = w_ptr + expert.to(tl.int64) * s_we + cols[None, :] * s_wn
     acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     for k0 in range(0, K, BLOCK_K):

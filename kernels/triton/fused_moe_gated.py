@@ -20,7 +20,7 @@ import triton.language as tl
 from ..reference.moe_gated_experts import GATED_ACTS
 from ..reference.moe_gated_experts import moe_gated_experts as _reference_gated
 from ..reference.moe_gated_experts import router_topk_softmax as _reference_router
-from .fused_moe import block_m_for, moe_align, moe_grouped_gemm, tile_for
+from .fused_moe import block_m_for, block_tile, moe_align, moe_grouped_gemm, tile_for
 from .launch import next_pow2, num_warps
 
 _GATED = {name: i for i, name in enumerate(GATED_ACTS)}  # "silu": 0, "swiglu_clamped": 1
@@ -32,20 +32,13 @@ def _gated_up_kernel(x_ptr, g_ptr, u_ptr, gb_ptr, ub_ptr, out_ptr, sorted_ptr, b
                      s_xm, s_xk, s_ge, s_gn, s_gk, s_ue, s_un, s_uk, s_gbe, s_gbn, s_ube, s_ubn, s_om, s_on,
                      ACT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_LIMIT: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    pid_m = tl.program_id(0)
-    pid_n = tl.program_id(1)
-    expert = tl.load(block_expert_ptr + pid_m)
-    if expert < 0:
+    pid_m, pid_n = tl.program_id(0), tl.program_id(1)
+    e = tl.load(block_expert_ptr + pid_m).to(tl.int64)  # -1: a block past the last expert's rows
+    if e < 0:
         return
-    e = expert.to(tl.int64)
-    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    a = tl.load(sorted_ptr + rows)
-    valid = a < num_assignments
-    token = (a // rows_per_token).to(tl.int64)
-    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    col_ok = cols < N
+    a, valid, x_rows, cols, col_ok = block_tile(x_ptr, sorted_ptr, pid_m, pid_n, N, num_assignments, rows_per_token,
+                                                s_xm, BLOCK_M, BLOCK_N)
     ks = tl.arange(0, BLOCK_K)
-    x_rows = x_ptr + token[:, None] * s_xm
     g_cols = g_ptr + e * s_ge + cols[None, :] * s_gn
     u_cols = u_ptr + e * s_ue + cols[None, :] * s_un
     acc_g = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
