@@ -38,8 +38,17 @@ def transformers_twin(model, config: dict, device, dtype: torch.dtype):
     # stored another way) says what each such tensor holds.
     own = getattr(model, "twin_tensor", None)
     buffers = {n for n, _ in twin.named_buffers()}
-    computed: set[str] = set()  # buffers the engine does not load (MiniMax's decay tables): rebuilt below
+    # Buffers the engine does not load (rotary tables, MiniMax's decay tables, Gemma's embed_scale) are
+    # computed again first: a module rebuilt through transformers' own initialisation also draws its
+    # parameters, which the copy below then overwrites with the engine's.
+    wanted = {n for n in buffers if n not in persistent or _engine_lacks(model, own, n)}
+    stray = sorted(wanted - _rebuild_buffers(twin, wanted, device))
+    if stray:  # computed buffers would be garbage after to_empty
+        raise UserError(f"transformers' model has buffers the engine's weights do not give ({stray[:3]}) and "
+                        "that cannot be computed again from its config; the twin cannot be built")
     for name, dest in persistent.items():
+        if name in wanted:
+            continue
         value = own(name) if own is not None else None
         if value is not None:
             if tuple(value.shape) != tuple(dest.shape):
@@ -48,9 +57,6 @@ def transformers_twin(model, config: dict, device, dtype: torch.dtype):
             continue
         target = model.map_weight_name(name)
         if target is None:
-            if name in buffers:
-                computed.add(name)
-                continue
             if name == "lm_head.weight" and model.tied:
                 dest.copy_(params["backbone.embeddings.weight"] if "backbone.embeddings.weight" in params
                            else model.input_embedding.weight)
@@ -64,12 +70,12 @@ def transformers_twin(model, config: dict, device, dtype: torch.dtype):
         if tuple(src.shape) != tuple(dest.shape):
             raise UserError(f"transformers' {name} is {list(dest.shape)}, the engine's {pname} {list(src.shape)}")
         dest.copy_(src)
-    wanted = {n for n in buffers if n not in persistent} | computed
-    stray = sorted(wanted - _rebuild_buffers(twin, wanted, device))
-    if stray:  # computed buffers (rotary tables, decay tables) would be garbage after to_empty
-        raise UserError(f"transformers' model has buffers the engine's weights do not give ({stray[:3]}) and "
-                        "that cannot be computed again from its config; the twin cannot be built")
     return twin.eval()
+
+
+def _engine_lacks(model, own, name: str) -> bool:
+    """A persistent buffer of transformers' model that the engine's weights do not give."""
+    return (own is None or own(name) is None) and model.map_weight_name(name) is None
 
 
 def _rebuild_buffers(twin, names: set[str], device) -> set[str]:
@@ -94,11 +100,28 @@ def _rebuild_buffers(twin, names: set[str], device) -> set[str]:
             except Exception:  # noqa: BLE001 - not rebuildable this way: the caller names what is left
                 continue
         if fresh is None:
+            done |= _initialise_in_place(twin, module, own, prefix)
             continue
         for n in own:
             getattr(module, n).copy_(getattr(fresh, n).to(device))
             done.add(prefix + n)
     return done
+
+
+def _initialise_in_place(twin, module, own: list[str], prefix: str) -> set[str]:
+    """A module that cannot be built from the config alone (Gemma's scaled embedding takes its sizes and
+    scale as arguments) through transformers' own initialisation of it: the buffers are filled with NaN
+    first, so only those it really computed count as restored."""
+    init = getattr(twin, "_init_weights", None)
+    if init is None:
+        return set()
+    for n in own:
+        getattr(module, n).fill_(float("nan"))
+    try:
+        init(module)
+    except Exception:  # noqa: BLE001 - not initialisable this way: the caller names what is left
+        return set()
+    return {prefix + n for n in own if not getattr(module, n).isnan().any()}
 
 
 @torch.no_grad()

@@ -166,6 +166,14 @@ class GemmaForCausalLM(StackedCausalLM):
         emb = self.input_embedding(batch.input_ids)
         return emb * torch.tensor(self.gemma_embed_scale, dtype=emb.dtype)  # sqrt(H) rounded to the dtype
 
+    def twin_tensor(self, name: str):
+        """What transformers' tensor `name` holds (hf_twin.py) where it is not the engine's parameter as
+        stored: a norm weight w, which the engine holds as 1 + w. None: the parameter itself."""
+        target = self.map_weight_name(name) if "norm" in name else None
+        if target is None:
+            return None
+        return dict(self.named_parameters())[target[0]] - self.norm_weight_offset
+
     def map_weight_name(self, name: str):
         if name.endswith("rotary_emb.inv_freq") or (self.tied and name == "lm_head.weight"):
             return None

@@ -100,6 +100,10 @@ class SparseMoE(nn.Module):
         self.experts.gate_proj = nn.Parameter(torch.zeros(E, I, H), requires_grad=False)
         self.experts.up_proj = nn.Parameter(torch.zeros(E, I, H), requires_grad=False)
         self.experts.down_proj = nn.Parameter(torch.zeros(E, H, I), requires_grad=False)
+        # A fused gated MoE (the GPU's Triton chain: no host read, graph-safe) where the device has one;
+        # elsewhere the generic experts op, whose CPU form is that device's own.
+        fast = getattr(ops, "implementations", {}).get("moe_gated_experts", "reference") != "reference"
+        self.gated = fast and self.act == "silu"
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         logits = F.linear(hidden, self.gate.weight)
@@ -107,6 +111,8 @@ class SparseMoE(nn.Module):
         # transformers rounds the routing weights to the model dtype before using them.
         weights = weights.to(logits.dtype)
         e = self.experts
+        if self.gated:
+            return self.ops.moe_gated_experts(hidden, weights, ids, e.gate_proj, e.up_proj, e.down_proj, "silu")
         return self.ops.moe_experts(hidden, weights, ids, e.up_proj, e.down_proj, e.gate_proj, self.act)
 
 

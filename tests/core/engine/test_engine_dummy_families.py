@@ -57,7 +57,7 @@ def test_each_family_generates_on_dummy_weights(name, tmp_path):
     assert stats["kv_tokens_used"] == stats["swa_tokens_used"] == stats["state_slots_used"] == 0
 
 
-@pytest.mark.parametrize("name", ["gemma3_text"])  # transformers derives buffers the meta device cannot hold
+@pytest.mark.parametrize("name", ["jamba"])  # transformers fuses the experts the engine holds one by one
 def test_bench_on_dummy_weights_has_a_transformers_baseline_for_families_the_twin_cannot_copy(name, tmp_path, capsys):
     import json
 
