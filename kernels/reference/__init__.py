@@ -26,6 +26,7 @@ from .moe_gated_experts import moe_gated_experts, router_topk_softmax
 from .moe_routing import route_sigmoid_grouped, route_softmax, router_logits
 from .paged_attention_decode import paged_attention_decode
 from .paged_attention_prefill import paged_attention_prefill
+from .qk_norm_rope_kv_write import qk_norm_rope_kv_write
 from .rms_norm import rms_norm
 from .rotary import apply_rotary
 from .selective_scan import selective_scan_varlen, selective_state_update, selective_state_update_inplace
@@ -61,6 +62,7 @@ OPS = {
     "router_topk_softmax": router_topk_softmax,
     "paged_attention_decode": paged_attention_decode,
     "paged_attention_prefill": paged_attention_prefill,
+    "qk_norm_rope_kv_write": qk_norm_rope_kv_write,
     "rms_norm": rms_norm,
     "selective_scan_varlen": selective_scan_varlen,
     "selective_state_update": selective_state_update,

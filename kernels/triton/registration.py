@@ -36,6 +36,7 @@ FAST_OPS: dict[str, tuple[str, str, bool]] = {
     "moe_experts_fp8": ("triton", "triton.fused_moe_fp8", False),
     "add_rms_norm": ("triton", "triton.norms", False),
     "gated_rms_norm": ("triton", "triton.norms", False),
+    "qk_norm_rope_kv_write": ("triton", "triton.qk_norm_rope", False),
 }
 
 # device type -> {op: why the reference stays}, filled by register_fast_ops (for logs and tests)

@@ -227,3 +227,21 @@ def standard_requests(vocab: int, seed: int = 1) -> list[Req]:
         Req(prompt(3), [3], steps=5, start=2),  # joins while the others decode
         Req(prompt(1), [1], steps=3, start=1),  # a one-token prompt
     ]
+
+
+def load_with_fast_op(folder, op: str, fn):
+    """The model of `folder` on DEVICE, built while `fn` is registered as the fast `op` for DEVICE's type
+    (so the layers take the path a device with that op takes), unless the device already has one.
+    Returns (model, whether fn was registered)."""
+    from bringup.core.engine.loader import load_model
+    from bringup.kernels import dispatch
+
+    device_type = dispatch.device_type_of(DEVICE)
+    registered = dispatch.ops_for(DEVICE).implementations[op] == "reference"
+    if registered:
+        dispatch.register(op, device_type, fn, name="reference as fast")
+    try:
+        return load_model(folder, device=DEVICE).model, registered
+    finally:
+        if registered:
+            dispatch.unregister(op, device_type)

@@ -1,4 +1,5 @@
-"""Paged attention as a model layer sees it: write the new K/V into the pool, attend through the block tables."""
+"""Paged attention as a model layer sees it: write the new K/V into the pool, attend through the block tables
+(rotary_attention: q/k norms and the rotary embedding first, fused with the write where the device can)."""
 
 from __future__ import annotations
 
@@ -19,11 +20,46 @@ def paged_attention(ops, batch, layer_id: int, q: torch.Tensor, k: torch.Tensor,
         extra["softcap"] = softcap
     if sinks is not None:
         extra["sinks"] = sinks
+    k_cache, v_cache, tables, slots = _cache_of(batch, layer_id)
+    ops.kv_cache_write(k_cache, v_cache, slots, k, v)
+    return _attend(ops, batch, q, k_cache, v_cache, tables, scale, sliding_window, extra)
+
+
+def rotary_attention(ops, batch, layer_id: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                     inv_freq: torch.Tensor, scale: float, sliding_window: int | None = None, *,
+                     scaling: float = 1.0, q_norm=None, k_norm=None, norm_in_float32: bool = False,
+                     softcap: float | None = None, sinks: torch.Tensor | None = None) -> torch.Tensor:
+    """paged_attention of q and k after their optional per-head RMSNorms (q_norm / k_norm: modules with
+    `weight` and `eps`, or None) and the rotary embedding (cos/sin times `scaling`). Where the device has
+    a fused qk_norm_rope_kv_write (one Triton launch for norms, rotary and the cache write, in place of
+    about thirty kernels), it is used; elsewhere the ops one by one, as the layers always called them."""
+    if getattr(ops, "implementations", {}).get("qk_norm_rope_kv_write", "reference") == "reference":
+        if q_norm is not None:
+            q = ops.rms_norm(q, q_norm.weight, q_norm.eps, multiply_in_float32=norm_in_float32)
+        if k_norm is not None:
+            k = ops.rms_norm(k, k_norm.weight, k_norm.eps, multiply_in_float32=norm_in_float32)
+        q = ops.apply_rotary(q, batch.positions, inv_freq, scaling)
+        k = ops.apply_rotary(k, batch.positions, inv_freq, scaling)
+        return paged_attention(ops, batch, layer_id, q, k, v, scale, sliding_window, softcap=softcap, sinks=sinks)
+    k_cache, v_cache, tables, slots = _cache_of(batch, layer_id)
+    norm = q_norm if q_norm is not None else k_norm
+    eps = norm.eps if norm is not None else 1e-6  # the models give q and k one epsilon
+    q = ops.qk_norm_rope_kv_write(q, k, v, batch.positions, inv_freq, k_cache, v_cache, slots, scaling,
+                                  None if q_norm is None else q_norm.weight, None if k_norm is None else k_norm.weight,
+                                  eps, norm_in_float32)
+    extra = {key: val for key, val in (("softcap", softcap), ("sinks", sinks)) if val is not None}
+    return _attend(ops, batch, q, k_cache, v_cache, tables, scale, sliding_window, extra)
+
+
+def _cache_of(batch, layer_id: int):
+    """(k cache, v cache, block tables, slot mapping) of the layer, by its GLOBAL id."""
     pool, tables, slots = batch.kv_for(layer_id)  # a sliding layer's K/V may live in the SWA pool
     if pool is None:
         raise RuntimeError(f"layer {layer_id} is an attention layer but the batch carries no KV pool")
-    k_cache, v_cache = pool.k(layer_id), pool.v(layer_id)
-    ops.kv_cache_write(k_cache, v_cache, slots, k, v)
+    return pool.k(layer_id), pool.v(layer_id), tables, slots
+
+
+def _attend(ops, batch, q, k_cache, v_cache, tables, scale, sliding_window, extra):
     if batch.is_decode_only:
         return ops.paged_attention_decode(q, k_cache, v_cache, tables, batch.context_lens_on_device, scale,
                                           sliding_window, **extra)

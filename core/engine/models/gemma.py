@@ -22,7 +22,7 @@ import re
 import torch
 from torch import nn
 
-from .attention import head_geometry, paged_attention, window_of
+from .attention import head_geometry, rotary_attention, window_of
 from .base import Config, RMSNormWeight, linear
 from .fused_qkv import FusedQKV
 from .rope import inv_freq_for
@@ -83,13 +83,10 @@ class GemmaAttention(FusedQKV, nn.Module):
     def forward(self, hidden: torch.Tensor, batch) -> torch.Tensor:
         ops, T = self.ops, hidden.shape[0]
         q, k, v = self.project_qkv(hidden)  # one GEMM on accelerators (fused_qkv.py)
-        if self.qk_norm:
-            q = ops.rms_norm(q, self.q_norm.weight, self.q_norm.eps, multiply_in_float32=True)
-            k = ops.rms_norm(k, self.k_norm.weight, self.k_norm.eps, multiply_in_float32=True)
-        inv_freq = batch.memo[ROPE_KEYS[self.kind]]
-        q = ops.apply_rotary(q, batch.positions, inv_freq)
-        k = ops.apply_rotary(k, batch.positions, inv_freq)
-        out = paged_attention(ops, batch, self.layer_id, q, k, v, self.scale, self.window, softcap=self.softcap)
+        norms = (self.q_norm, self.k_norm) if self.qk_norm else (None, None)
+        out = rotary_attention(ops, batch, self.layer_id, q, k, v, batch.memo[ROPE_KEYS[self.kind]], self.scale,
+                               self.window, q_norm=norms[0], k_norm=norms[1], norm_in_float32=True,
+                               softcap=self.softcap)
         out = self.o_proj(out.reshape(T, -1))
         return ops.rms_norm(out, self.post_norm.weight, self.post_norm.eps, multiply_in_float32=True)
 

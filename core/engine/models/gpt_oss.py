@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .attention import head_geometry, paged_attention, window_of
+from .attention import head_geometry, rotary_attention, window_of
 from .base import linear
 from .fused_qkv import FusedQKV
 from .rope import attention_factor, inv_freq_for
@@ -46,9 +46,8 @@ class GptOssAttention(FusedQKV, nn.Module):
         ops, T = self.ops, hidden.shape[0]
         q, k, v = self.project_qkv(hidden)  # one GEMM on accelerators (fused_qkv.py)
         inv_freq = batch.memo[ROPE_KEY]
-        q = ops.apply_rotary(q, batch.positions, inv_freq, self.rope_scaling)
-        k = ops.apply_rotary(k, batch.positions, inv_freq, self.rope_scaling)
-        out = paged_attention(ops, batch, self.layer_id, q, k, v, self.scale, self.window, sinks=self.sinks)
+        out = rotary_attention(ops, batch, self.layer_id, q, k, v, inv_freq, self.scale, self.window,
+                               scaling=self.rope_scaling, sinks=self.sinks)
         return self.o_proj(out.reshape(T, -1))
 
 

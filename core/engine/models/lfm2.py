@@ -9,8 +9,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .attention import head_geometry, paged_attention
+from .attention import head_geometry, rotary_attention
 from .base import RMSNormWeight, linear
+from .fused_qkv import FusedQKV
 from .rope import inv_freq_for
 from .short_conv import ShortConv
 from .stack import Layout, Parts, StackedCausalLM
@@ -21,7 +22,7 @@ ROPE_KEY = "rope_inv_freq"
 FFN_NORM = "ffn_layernorm"
 
 
-class Lfm2Attention(nn.Module):
+class Lfm2Attention(FusedQKV, nn.Module):
     def __init__(self, cfg, layer, ops):
         super().__init__()
         self.layer_id, self.ops = layer.index, ops
@@ -38,15 +39,9 @@ class Lfm2Attention(nn.Module):
 
     def forward(self, hidden: torch.Tensor, batch) -> torch.Tensor:
         ops, T = self.ops, hidden.shape[0]
-        q = self.q_proj(hidden).view(T, self.num_heads, self.head_dim)
-        k = self.k_proj(hidden).view(T, self.num_kv_heads, self.head_dim)
-        v = self.v_proj(hidden).view(T, self.num_kv_heads, self.head_dim)
-        q = ops.rms_norm(q, self.q_layernorm.weight, self.q_layernorm.eps)
-        k = ops.rms_norm(k, self.k_layernorm.weight, self.k_layernorm.eps)
-        inv_freq = batch.memo[ROPE_KEY]
-        q = ops.apply_rotary(q, batch.positions, inv_freq)
-        k = ops.apply_rotary(k, batch.positions, inv_freq)
-        out = paged_attention(ops, batch, self.layer_id, q, k, v, self.scale)
+        q, k, v = self.project_qkv(hidden)  # one GEMM on accelerators (fused_qkv.py)
+        out = rotary_attention(ops, batch, self.layer_id, q, k, v, batch.memo[ROPE_KEY], self.scale,
+                               q_norm=self.q_layernorm, k_norm=self.k_layernorm)
         return self.out_proj(out.reshape(T, -1))
 
 

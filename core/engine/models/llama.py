@@ -20,7 +20,7 @@ from torch import nn
 from bringup.core.engine.quantized import is_quantized
 from bringup.kernels.reference.mlp import activation
 
-from .attention import head_geometry, paged_attention, window_of
+from .attention import head_geometry, rotary_attention, window_of
 from .base import RMSNormWeight, linear
 from .fused_qkv import FusedQKV
 from .rope import inv_freq_for
@@ -55,12 +55,9 @@ class SelfAttention(FusedQKV, nn.Module):
         ops, T = self.ops, hidden.shape[0]
         inv_freq = batch.memo[ROPE_KEY]
         q, k, v = self.project_qkv(hidden)  # one GEMM on accelerators (fused_qkv.py)
-        if self.qk_norm:
-            q = ops.rms_norm(q, self.q_norm.weight, self.q_norm.eps)
-            k = ops.rms_norm(k, self.k_norm.weight, self.k_norm.eps)
-        q = ops.apply_rotary(q, batch.positions, inv_freq)
-        k = ops.apply_rotary(k, batch.positions, inv_freq)
-        out = paged_attention(ops, batch, self.layer_id, q, k, v, self.scale, self.window)
+        norms = (self.q_norm, self.k_norm) if self.qk_norm else (None, None)
+        out = rotary_attention(ops, batch, self.layer_id, q, k, v, inv_freq, self.scale, self.window,
+                               q_norm=norms[0], k_norm=norms[1])
         return self.o_proj(out.reshape(T, -1))
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from models_helpers import DEVICE, Req, assert_matches_hf, randomize, run_engine, standard_requests
+from models_helpers import DEVICE, Req, assert_matches_hf, load_with_fast_op, randomize, run_engine, standard_requests
 
 from bringup.core.engine.loader import load_model
 
@@ -77,7 +77,6 @@ def test_qwen3_moe_through_the_fused_gated_experts_op_matches_transformers(tmp_p
     """Where the device has a fused gated MoE (the GPU's Triton chain), Qwen3-MoE's experts run through
     ops.moe_gated_experts (gate, up, down in that order, SwiGLU). On a CPU the op is made "fast" by
     registering its reference, so the model's wiring of it is what is checked against transformers."""
-    from bringup.kernels import dispatch
     from bringup.kernels.reference import moe_gated_experts
 
     config_cls, model_cls, extra = FAMILIES["qwen3_moe"]
@@ -85,15 +84,7 @@ def test_qwen3_moe_through_the_fused_gated_experts_op_matches_transformers(tmp_p
     hf = getattr(transformers, model_cls)(getattr(transformers, config_cls)(**SIZES, **extra)).eval()
     randomize(hf, seed=2)
     hf.save_pretrained(str(tmp_path))
-    device_type = dispatch.device_type_of(DEVICE)
-    registered = dispatch.ops_for(DEVICE).implementations["moe_gated_experts"] == "reference"
-    if registered:
-        dispatch.register("moe_gated_experts", device_type, moe_gated_experts, name="reference as fast")
-    try:
-        model = load_model(tmp_path, device=DEVICE).model
-    finally:
-        if registered:
-            dispatch.unregister("moe_gated_experts", device_type)
+    model, _ = load_with_fast_op(tmp_path, "moe_gated_experts", moe_gated_experts)
     sparse = [layer.ffn_module for layer in model.decoder.layers if hasattr(layer.ffn_module, "gated")]
     assert sparse and all(m.gated for m in sparse)
     assert_matches_hf(hf, run_engine(model, standard_requests(SIZES["vocab_size"])))
