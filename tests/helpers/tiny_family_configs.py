@@ -58,4 +58,11 @@ def tiny_family_configs() -> list[tuple[str, dict]]:
     out += [("kimi", tiny_kimi_config().to_dict()), ("minimax", transformers.MiniMaxConfig(**MINIMAX).to_dict()),
             ("qwen3_next", tiny_qwen3_next_config(96).to_dict()), ("lfm2", tiny_lfm2_config(96).to_dict()),
             ("llama", tiny_llama_config(96).to_dict()), ("nemotron-bundled", build_config(TINY_TEST_SPEC, 96).to_dict())]
+    # The other model_types the Llama class runs: q/k norms, biases, a sliding window, routed experts.
+    dense = dict(vocab_size=96, hidden_size=48, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                 intermediate_size=64, head_dim=16)
+    out += [("qwen3", transformers.Qwen3Config(**dense).to_dict()), ("qwen2", transformers.Qwen2Config(**dense).to_dict()),
+            ("mistral", transformers.MistralConfig(**dense, sliding_window=5).to_dict()),
+            ("qwen3_moe", transformers.Qwen3MoeConfig(**dense, num_experts=6, num_experts_per_tok=2,
+                                                      moe_intermediate_size=24, mlp_only_layers=[0]).to_dict())]
     return out
