@@ -10,7 +10,10 @@ as the user runs it, its JSON and wall time written to OUT:
    blocks of its pattern, to fit a short device slot.
 
     python3 -P bench/ab_device.py --device cuda --out OUT [--blocks N] [--prompt-len 64] [--steps 2]
-        [--deadline SECONDS]
+        [--deadline SECONDS] [--tiny-timeout SECONDS]
+
+Each run's stderr (the trace children's `A: ...`/`B: ...` stages) is written to OUT/NAME.log, so a
+run past its time shows the stage it sat in and its stack (layer_ab.stalled).
 
 Run it from outside the checkout (`cd /tmp`), with the package installed: the A/B's children are
 `python -m bringup.core.compare.trace`, which a checkout's bringup/ folder would shadow.
@@ -49,7 +52,10 @@ def ab(name: str, out: Path, argv: list[str], timeout: float) -> dict:
     except subprocess.TimeoutExpired as err:
         code, stdout, stderr = None, err.stdout or "", f"timed out after {timeout:.0f} s"
     wall = time.perf_counter() - start
-    summary = {"name": name, "argv": cmd[2:], "exit": code, "wall_s": round(wall, 1)}
+    stderr = stderr if isinstance(stderr, str) else stderr.decode()
+    (out / f"{name}.log").write_text(stderr)
+    summary = {"name": name, "argv": cmd[2:], "exit": code, "wall_s": round(wall, 1),
+               "stages": [ln for ln in stderr.splitlines() if ln[:3] in ("A: ", "B: ")][-4:]}
     try:
         doc = json.loads(stdout)
         (out / f"{name}.json").write_text(json.dumps(doc, indent=1))
@@ -60,7 +66,7 @@ def ab(name: str, out: Path, argv: list[str], timeout: float) -> dict:
                     "tokens_a": [s["token_a"] for s in steps], "tokens_b_own": [s["token_b_own"] for s in steps],
                     "max_state_err": max((e["rel_err"] for e in doc["state_errors"]), default=None)}
     except (ValueError, KeyError, TypeError):
-        summary["stderr_tail"] = (stderr if isinstance(stderr, str) else stderr.decode())[-3000:]
+        summary["stderr_tail"] = stderr[-3000:]
     print(json.dumps(summary), flush=True)
     return summary
 
@@ -77,6 +83,7 @@ def main() -> int:
     ap.add_argument("--nano-dtype", default="bfloat16")
     ap.add_argument("--deadline", type=float, default=400, help="seconds for everything")
     ap.add_argument("--skip-tiny", action="store_true")
+    ap.add_argument("--tiny-timeout", type=float, default=60, help="seconds for each side of the tiny run")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
@@ -86,7 +93,7 @@ def main() -> int:
         results.append(ab("tiny-cuda-vs-cpu", args.out,
                           ["default", "--a", "device=cpu,dtype=float32,kernels=reference",
                            "--b", f"device={args.device},dtype=float32", "--steps", "4", "--prompt-len", "32"],
-                          min(60, left() / 2)))
+                          min(args.tiny_timeout, left() / 2)))
     if left() > 30:
         folder = nano_config(args.shared, Path("/tmp/ab-nano"), args.blocks, args.experts)
         d, t = args.device, args.nano_dtype

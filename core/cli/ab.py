@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -139,7 +140,8 @@ def _layers(args) -> int:
         ids = [3 + (i * 37) % 997 for i in range(args.prompt_len)]
     result = run_layer_ab(args.targets[0], parse_setting(args.a), parse_setting(args.b), prompt_ids=ids,
                           steps=args.steps, own_routing=args.own_routing, tolerance=args.tolerance,
-                          timeout=args.timeout, full=args.full.strip())
+                          timeout=args.timeout, full=args.full.strip(),
+                          progress=lambda line: print(line, file=sys.stderr, flush=True))
     d = result.divergence
     print(json.dumps({"source": result.source, "a": result.a.describe(), "b": result.b.describe(),
                       "prompt_ids": result.prompt_ids, **d.to_json(), "looks": result.looks}, indent=2)

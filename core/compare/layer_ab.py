@@ -21,7 +21,9 @@ from pathlib import Path
 from bringup.core.errors import UserError
 
 from .divergence import LayerDivergence, compare_traces
+from .trace import PROGRESS
 
+STACK_FRAMES = 12  # innermost frames of a stalled child's stack shown
 KEYS = ("device", "dtype", "kernels", "load_format", "fault", "dump")
 
 
@@ -90,14 +92,37 @@ def _trace_args(source, s: Setting, prompt_file: Path, steps: int, out: Path, fo
     return args
 
 
-def _run(which: str, args: list[str], env: dict, out: Path, timeout: float) -> dict:
+def stalled(stderr: str) -> str:
+    """What a child that ran past its time was doing: its last `trace:` stage, and the innermost
+    frames of its main thread's stack where it wrote one (on the SIGUSR1 sent before it was ended)."""
+    lines = stderr.splitlines()
+    stages = [ln[len(PROGRESS):] for ln in lines if ln.startswith(PROGRESS)]
+    text = f"it was at: {stages[-1]}" if stages else "it wrote no stage (stuck before importing torch?)"
+    starts = [i for i, ln in enumerate(lines) if ln.startswith(("Current thread", "Thread 0x"))]
+    main = next((i for i in reversed(starts) if lines[i].startswith("Current thread")), starts[-1] if starts else None)
+    if main is not None:
+        frames = []
+        for ln in lines[main + 1:]:
+            if not ln.startswith("  File "):
+                break
+            frames.append(ln.strip())
+        text += "\nits stack (most recent call first):\n  " + "\n  ".join(frames[:STACK_FRAMES])
+    return text
+
+
+def _run(which: str, args: list[str], env: dict, out: Path, timeout: float, progress=None) -> dict:
     import torch
 
     from bringup.core.numerics.children import run_child
 
-    child = run_child("bringup.core.compare.trace", args, env=env, timeout=timeout)
+    def line(text: str) -> None:
+        if progress is not None and text.startswith(PROGRESS):
+            progress(f"{which}: {text[len(PROGRESS):]}")
+
+    child = run_child("bringup.core.compare.trace", args, env=env, timeout=timeout, on_line=line,
+                      stacks_on_timeout=True)
     if child.returncode is None:
-        raise UserError(f"run {which} did not finish in {timeout:.0f} s; last lines:\n{child.tail()}")
+        raise UserError(f"run {which} did not finish in {timeout:.0f} s (--timeout sets it); {stalled(child.stderr)}")
     if child.returncode != 0 or not out.is_file():
         message = next((ln[len("error: "):] for ln in child.stderr.splitlines() if ln.startswith("error: ")), None)
         raise UserError(f"run {which}: {message}" if message else
@@ -133,7 +158,7 @@ def first_place(d: LayerDivergence) -> tuple[int, int] | None:
 
 def run_layer_ab(source, a: Setting, b: Setting, *, prompt_ids: list[int] | None = None, steps: int = 4,
                  own_routing: bool = False, tolerance: float | None = None, timeout: float = 600,
-                 full: str = "") -> LayerAB:
+                 full: str = "", progress=None) -> LayerAB:
     from .look import look_at
     from .trace import parse_places
 
@@ -166,10 +191,10 @@ def run_layer_ab(source, a: Setting, b: Setting, *, prompt_ids: list[int] | None
                     torch.save(traces[lead], out[lead])
                 else:
                     traces[lead] = _run(lead, _trace_args(source, settings[lead], prompt_file, n, out[lead], None, False,
-                                                          keep), settings[lead].env(), out[lead], timeout)
+                                                          keep), settings[lead].env(), out[lead], timeout, progress)
                 traces[follow] = _run(follow, _trace_args(source, settings[follow], prompt_file, n, out[follow],
                                                           out[lead], own_routing, keep), settings[follow].env(),
-                                      out[follow], timeout)
+                                      out[follow], timeout, progress)
                 trace_a, trace_b = traces["A"], traces["B"]
         return trace_a, trace_b, compare_traces(trace_a, trace_b, tolerance=tolerance,
                                                 followed_routing=not own_routing and len(dumps) < 2,

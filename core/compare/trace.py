@@ -13,6 +13,10 @@ own choice differed (routing flips); `--own-routing` lets it choose its own expe
 Each block output and state is kept as a digest (digest.py: exact checksums and a small sketch, the
 tensor itself only when small), so a real-size model's trace stays megabytes; `--full STEP:BLOCK`
 keeps that block's output (and its layer's states) at that step whole, to look into.
+Progress goes to stderr as `trace: ...` lines (the stage, seconds since the start), which the parent
+shows as they come and names when the child runs past its time; SIGUSR1 makes the child write its
+threads' stacks to stderr (the parent sends it before ending a stalled child), and with
+BRINGUP_TRACE_STACKS=S it writes them by itself whenever S seconds pass without a new stage.
 Saved: {"steps": [{"kind", "tokens", "sampled", "own_sample", "blocks": {i: Digest}, "conv": {i: Digest},
 "ssm": {i: Digest}, "flips": {i: n}, "routing": {i: ids}}], "layers", "implementations", "dtype", "device", "fault"}.
 """
@@ -20,18 +24,25 @@ Saved: {"steps": [{"kind", "tokens", "sampled", "own_sample", "blocks": {i: Dige
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import os
+import signal
 import sys
+import time
 from pathlib import Path
 
 from .digest import KEEP_BELOW, digest
 from .faults import Fault, parse_fault, shift_conv_state
 
+PROGRESS = "trace: "  # the prefix of the child's progress lines on stderr
+STACKS_ENV = "BRINGUP_TRACE_STACKS"  # seconds without a new stage after which the stacks are written
+
 
 def trace(source, *, device: str, dtype: str, prompt_ids: list[int], steps: int, follow: dict | None = None,
           own_routing: bool = False, fault: Fault | None = None, load_format: str | None = None, log=None,
-          keep_full: frozenset = frozenset(), keep_below: int = KEEP_BELOW) -> dict:
+          keep_full: frozenset = frozenset(), keep_below: int = KEEP_BELOW, progress=None) -> dict:
+    progress = progress or (lambda message: None)
     import torch
 
     from bringup.core.engine.sampling import SamplingParams
@@ -39,7 +50,9 @@ def trace(source, *, device: str, dtype: str, prompt_ids: list[int], steps: int,
     from bringup.core.numerics.capture import eager_engine
     from bringup.core.numerics.routing import RoutingRecorder
 
+    progress(f"building the engine on {device} ({dtype}, kernels {os.environ.get('BRINGUP_KERNELS', 'auto')})")
     engine = eager_engine(source, device=device, dtype=dtype, load_format=load_format, log=log)
+    progress("engine ready")
     model = engine.model
     count = len(engine.layer_map.layers)
     pool = engine.state_pool
@@ -74,11 +87,13 @@ def trace(source, *, device: str, dtype: str, prompt_ids: list[int], steps: int,
         kind = "prefill" if req.num_computed < len(req.prompt_ids) else "decode"
         flips_before = dict(recorder.flips)
         routing_before = {k: len(v) for k, v in recorder.routing.items()}
+        index = len(records)
+        first = " (the first step on a GPU compiles its kernels)" if index == 0 and engine.device.type != "cpu" else ""
+        progress(f"step {index} ({kind}, {step.num_tokens} tokens) running{first}")
         tokens = original_run(step)
         slot = req.state_slot
         if fault is not None and fault.kind == "state":
             shift_conv_state(pool.conv(fault.layer), slot)
-        index = len(records)
         own = tokens[0]
         if forced_tokens is not None and own is not None:
             if index >= len(forced_tokens):
@@ -95,6 +110,7 @@ def trace(source, *, device: str, dtype: str, prompt_ids: list[int], steps: int,
                         if len(v) > routing_before.get(k, 0)},
         })
         current["blocks"] = {}
+        progress(f"step {index} done")
         return tokens
 
     model.block_hook = hook
@@ -106,6 +122,10 @@ def trace(source, *, device: str, dtype: str, prompt_ids: list[int], steps: int,
     finally:
         model.block_hook = None
         engine.runner.run = original_run
+    seen = sum(r["own_sample"] is not None for r in records)  # a prompt chunk mid-way samples nothing
+    if seen != steps + 1:  # the engine stepped past runner.run (overlapped steps, graphs)
+        raise UserError(f"the trace saw {seen} of the {steps + 1} sampling steps the engine ran: its steps did not "
+                        "go through ModelRunner.run, where the trace reads them")
     if recorder.unforceable:
         raise UserError(f"the router op(s) {', '.join(sorted(recorder.unforceable))} cannot follow another run's "
                         "routing; run with --own-routing")
@@ -150,23 +170,59 @@ def main(argv=None) -> int:
     parser.add_argument("--full", default="", help="STEP:BLOCK,... kept whole")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
+    progress = Progress(os.environ.get(STACKS_ENV))
+    progress(f"reading the prompt ids from {args.prompt_ids}")
+    try:
+        prompt = json.loads(Path(args.prompt_ids).read_text())
+    except (OSError, ValueError) as err:
+        print(f"error: --prompt-ids {args.prompt_ids}: not a JSON list of token ids ({err})", file=sys.stderr)
+        return 2
+    progress("importing torch")
     import torch
 
     from bringup.core.errors import UserError
 
     try:
-        prompt = json.loads(Path(args.prompt_ids).read_text())
         follow = torch.load(args.follow, weights_only=False) if args.follow else None
         result = trace(args.source, device=args.device, dtype=args.dtype, prompt_ids=prompt, steps=args.steps,
                        follow=follow, own_routing=args.own_routing, fault=parse_fault(args.fault),
-                       load_format=args.load_format, keep_full=parse_places(args.full))
+                       load_format=args.load_format, keep_full=parse_places(args.full), progress=progress)
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    progress(f"saving {args.out}")
     partial = args.out + ".partial"
     torch.save(result, partial)
     os.replace(partial, args.out)
+    progress.stop()
     return 0
+
+
+class Progress:
+    """The child's `trace: STAGE (T s)` lines on stderr; SIGUSR1 writes every thread's stack, and
+    with `stall_seconds` they are written whenever that long passes without a new stage."""
+
+    def __init__(self, stall_seconds: str | None = None):
+        self.start = time.monotonic()
+        self.stall = _seconds(stall_seconds)
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
+
+    def __call__(self, stage: str) -> None:
+        print(f"{PROGRESS}{stage} ({time.monotonic() - self.start:.1f} s)", file=sys.stderr, flush=True)
+        if self.stall:
+            faulthandler.dump_traceback_later(self.stall, repeat=True)  # re-armed: counts from this stage
+
+    def stop(self) -> None:
+        faulthandler.cancel_dump_traceback_later()
+
+
+def _seconds(text: str | None) -> float | None:
+    try:
+        value = float(text) if text else None
+    except ValueError:
+        print(f"{PROGRESS}{STACKS_ENV}={text!r} is not a number of seconds; no stacks on a stall", file=sys.stderr)
+        return None
+    return value if value and value > 0 else None
 
 
 if __name__ == "__main__":

@@ -40,7 +40,11 @@ def perturb(hidden, scale: float = PERTURB_SCALE):
 
 def eager_engine(source, *, device, dtype, load_format: str | None = None, log=None):
     """One request's engine whose every forward reports its blocks (model.block_hook): no decode
-    graphs nor CPU compile, which would run the decode steps past the hook (and cost seconds)."""
+    graphs nor CPU compile, which would run the decode steps past the hook (and cost seconds); no
+    start-up warm-up (on a GPU its 39 steps of every size compile kernels this one request never
+    runs, tens of seconds cold, in silence); no overlapped steps (CUDA's default: they
+    call runner.launch, not runner.run, so the A/B trace saw no step at all and read A's tokens
+    nowhere)."""
     from bringup.core.engine.config import EngineConfig
     from bringup.core.engine.engine import Engine
     from bringup.core.errors import UserError
@@ -49,7 +53,8 @@ def eager_engine(source, *, device, dtype, load_format: str | None = None, log=N
     source = resolve_default(source) or source  # `default`: the bundled checkpoint, generated once
     extra = {"load_format": load_format} if load_format else {}
     config = EngineConfig(source, device=device, dtype=dtype, max_running_requests=1, max_total_tokens=4096,
-                          cuda_graphs=False, cpu_compile=False, **extra)
+                          cuda_graphs=False, cpu_compile=False, warmup=False, overlap=False,
+                          **extra)
     engine = Engine(config, log=log or (lambda m: print(m, file=sys.stderr, flush=True)))
     if not hasattr(engine.model, "block_hook"):
         raise UserError(f"the engine's {type(engine.model).__name__} does not report its blocks' outputs; compare "
