@@ -144,8 +144,15 @@ def _value(reader, key: str, default=None):
     field = reader.fields.get(key)
     if field is None:
         return default
-    value = field.contents()
-    return value
+    return _contents(field, key)
+
+
+def _contents(field, key: str):
+    try:
+        return field.contents()
+    except UnicodeDecodeError:  # a flipped byte inside a text value: gguf decodes it lazily, here
+        raise UserError(f"GGUF metadata {key} holds text that is not UTF-8: the file is damaged; "
+                        "fetch or convert it again") from None
 
 
 def read_metadata(path) -> dict:
@@ -155,7 +162,7 @@ def read_metadata(path) -> dict:
     for key, field in reader.fields.items():
         if key.startswith("tokenizer.ggml.") and key.endswith(("tokens", "merges", "token_type", "scores")):
             continue
-        out[key] = field.contents()
+        out[key] = _contents(field, key)
     return out
 
 

@@ -106,3 +106,15 @@ def test_only_a_file_cut_short_is_blamed_on_the_download(tmp_path):
     with pytest.raises(UserError, match="not a GGUF file") as info:
         gguf_file.read_gguf_config(page)
     assert "web page" in str(info.value) and "incomplete" not in str(info.value)
+
+
+def test_a_text_value_that_is_not_utf8_is_refused_with_its_key(tmp_path):
+    """A flipped byte inside a string value (found by the fuzz above): gguf decodes it lazily, as
+    UnicodeDecodeError, which must reach the user as the damaged key."""
+    raw = bytearray(write_small_gguf(tmp_path / "whole.gguf").read_bytes())
+    at = raw.index(b"llama", raw.index(b"general.architecture"))
+    raw[at] = 0x80
+    damaged = tmp_path / "damaged.gguf"
+    damaged.write_bytes(bytes(raw))
+    with pytest.raises(UserError, match=r"general\.architecture holds text that is not UTF-8"):
+        gguf_file.read_gguf_config(damaged)
