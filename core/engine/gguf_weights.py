@@ -95,6 +95,12 @@ def keep_gguf_blocks(model: nn.Module, quant, running) -> None:
     running.kernels = {"gguf_linear": "reference"}
 
 
+
+def emptied(weight: torch.Tensor) -> nn.Parameter:
+    """A [rows, 0] stand-in for blocks that live elsewhere now, on a storage of its own: a slice
+    `w[:, :0]` (even `.contiguous()`, which returns an empty view as it is) keeps all the blocks alive."""
+    return nn.Parameter(torch.empty((weight.shape[0], 0), dtype=weight.dtype), requires_grad=False)
+
 def prepare_for_cpu(model: nn.Module) -> int:
     """Re-lay the 4-bit block types for torch's CPU int4 product; returns how many were."""
     from bringup.kernels.cpu.gguf_int4 import INT4_TYPES, pack_int4
@@ -113,7 +119,7 @@ def prepare_for_cpu(model: nn.Module) -> int:
         # A tied embedding keeps reading the blocks.
         head.dense = dequantize_blocks(head.weight.data, head.ggml_type, head.in_features)
         if id(head.weight) not in shared:
-            head.weight = nn.Parameter(head.weight.data[:, :0].contiguous(), requires_grad=False)
+            head.weight = emptied(head.weight)
         done += 1
     for m in model.modules():
         if m is head and isinstance(head, GgufLinear) and head.dense is not None:
@@ -124,7 +130,7 @@ def prepare_for_cpu(model: nn.Module) -> int:
         if isinstance(m, GgufLinear) and m.ggml_type in INT4_TYPES and m.int4 is None and m.in_features % 32 == 0:
             m.int4 = pack_int4(m.weight.data, m.ggml_type, m.in_features)
             if id(m.weight) not in shared:  # the codes live in the int4 layout now: no second copy
-                m.weight = nn.Parameter(m.weight.data[:, :0].contiguous(), requires_grad=False)
+                m.weight = emptied(m.weight)
             done += 1
     running = getattr(model, "weight_scheme", None)
     if running is not None and done:

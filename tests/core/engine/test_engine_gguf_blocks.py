@@ -52,6 +52,16 @@ def test_kept_blocks_compute_what_the_dequantised_model_computes(gguf_file):
     assert y[x.argmax()] >= y.max() - tol
 
 
+
+def test_blocks_moved_to_the_cpu_layouts_are_freed(gguf_file):
+    """Once packed, a layer's own blocks must not stay alive behind an empty view of them (an empty
+    slice keeps its whole storage: the resident memory of issue 30's goal)."""
+    kept = load_model(gguf_file, dtype="auto").model
+    prepare_for_cpu(kept)
+    moved = [m for m in kept.modules() if isinstance(m, GgufLinear) and m.weight.shape[1] == 0]
+    assert moved
+    assert all(m.weight.untyped_storage().nbytes() == 0 for m in moved)
+
 def test_the_map_shows_each_layer_s_ggml_type(gguf_file):
     m = build_layer_map(read_gguf_config(gguf_file))
     layer = m.layers[0]
