@@ -48,6 +48,10 @@ NATIVE = {
     "vllm._C": "vLLM's CUDA ops", "vllm._C_stable_libtorch": "vLLM's CUDA ops (stable ABI)",
     "vllm._moe_C": "vLLM's MoE CUDA ops", "vllm._flashmla_C": "FlashMLA", "vllm._flashmla_extension_C": "FlashMLA",
     "vllm.cumem_allocator": "CUDA memory pool", "vllm._rocm_C": "vLLM's ROCm ops",
+    "vllm._moe_C_stable_libtorch": "vLLM's MoE CUDA ops (stable ABI)", "vllm._deepselect_C": "CUDA top-k",
+    "vllm._flashkda_C": "KDA CUDA kernels", "vllm._qutlass_C": "CUDA quantization", "vllm.fs_io_C": "GPU direct I/O",
+    "vllm.spinloop": "CUDA spin loop", "vllm.vllm_flash_attn._vllm_fa2_C": "FlashAttention 2 (CUDA)",
+    "vllm.vllm_flash_attn._vllm_fa3_C": "FlashAttention 3 (CUDA)",
 }
 
 # Attributes that raise as they do on a machine without the GPU driver (names as reached from the package).
@@ -85,6 +89,11 @@ class _StubMeta(type):
 
     def __bool__(cls) -> bool:
         return False
+
+    def _arith(cls, *_):  # a stub's number (a triton.Config's num_warps) in arithmetic: still a stub
+        return _stub(f"{cls.__qualname__}()")
+
+    __mod__ = __rmod__ = __add__ = __radd__ = __mul__ = __rmul__ = __floordiv__ = __truediv__ = __sub__ = _arith
 
     def __repr__(cls) -> str:
         return f"<gpu stub {cls.__qualname__}>"
@@ -130,6 +139,34 @@ def install(names=None) -> None:
     """Stub these top-level packages (default: all of STUBBED) where they are not installed."""
     sys.meta_path.append(_Finder(STUBBED if names is None else names))  # after the real finders: installed wins
     sys.meta_path.insert(0, _Finder(NATIVE, exact=True))  # before them: the real files cannot load here
+
+
+# Ops of the engine's compiled extensions that its modules call at import time (vLLM 0.33
+# quantization/utils/w8a8_utils.py:41 asks _C whether CUTLASS block FP8 is supported), by torch.ops
+# namespace. Only these answer (with a stub, which is falsy): every other op stays missing, since vLLM
+# registers fake kernels only `if hasattr(torch.ops._C, op)` (_custom_ops.py:90) and so must see it absent.
+TORCH_OPS = {"_C": ("cutlass_scaled_mm_supports_block_fp8",)}
+
+
+def triton_with_driver() -> None:
+    """On a GPU target the stub triton reports one active driver, as Triton does on that machine: vLLM
+    (triton_utils/importing.py:14-94) otherwise swaps in its own placeholder, which no GPU machine runs."""
+    import importlib
+
+    backends = importlib.import_module("triton.backends")
+    driver = types.SimpleNamespace(is_active=lambda: True)
+    backends.backends = {"oracle": types.SimpleNamespace(driver=driver)}
+
+
+def install_torch_ops(ops=None) -> None:
+    """Stand in the listed ops on torch.ops' namespaces (which torch creates lazily and keeps)."""
+    import torch
+
+    for namespace, names in (TORCH_OPS if ops is None else ops).items():
+        real = getattr(torch.ops, namespace)
+        for name in names:
+            real.__dict__[name] = _stub(f"torch.ops.{namespace}.{name}")
+            _touched.add(f"torch.ops.{namespace}.{name}")
 
 
 def stub_hits() -> list[str]:

@@ -77,9 +77,12 @@ def main() -> None:
     import gpu_stubs
 
     gpu_stubs.install([n for n in gpu_stubs.STUBBED if n != "pynvml"] + ["amdsmi"])  # no NVML: vLLM asks torch
+    gpu_stubs.install_torch_ops()
     import fake_device
 
     device = fake_device.install(job["target"])
+    if device.kind in ("cuda", "rocm", "xpu"):
+        gpu_stubs.triton_with_driver()
     logging.disable(logging.CRITICAL)
     cells = job["cells"]
     try:
@@ -90,6 +93,11 @@ def main() -> None:
             platforms.current_platform = resolve_obj_by_qualname(PLATFORMS[device.kind])()
         else:  # what vLLM itself finds on a machine with none of its platforms
             platforms.current_platform = resolve_obj_by_qualname(platforms.resolve_current_platform_cls_qualname())()
+        from vllm.model_executor.models import registry
+
+        # vLLM inspects the model class in a child process only so that the parent does not initialise
+        # CUDA (registry.py:1121-1125); that child would lack the stand-ins, so it runs here instead.
+        registry._run_in_subprocess = lambda fn: fn()
         from vllm.engine.arg_utils import EngineArgs
         from vllm.entrypoints.common.cli_args import make_arg_parser
         from vllm.utils.argparse_utils import FlexibleArgumentParser
