@@ -178,9 +178,26 @@ def read_quantization(config: dict) -> ModelQuantization | None:
         known = ", ".join(sorted(_READERS))
         raise UserError(f"config.json's quantization_config has quant_method {method or '(none)'!r}, which the "
                         f"workbench does not read (it reads {known}); check the checkpoint's model card")
-    quant = reader(raw, dtype)
+    try:
+        quant = reader(raw, dtype)
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError) as err:  # a field of the wrong kind
+        raise UserError(f"config.json's quantization_config ({method}) has a field of the wrong kind "
+                        f"({type(err).__name__}: {str(err)[:120]}); compare it with the checkpoint's model card") from None
     return ModelQuantization(quant.method, quant.default, dtype, quant.excluded, quant.modules, quant.source, raw)
 
+
+
+def _names(raw: dict, *keys: str) -> tuple[str, ...]:
+    """The module names or patterns under the first of `keys` that is set: a list of strings."""
+    for key in keys:
+        value = raw.get(key)
+        if not value:
+            continue
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+            raise UserError(f"config.json's quantization_config field {key} is {value!r}; expected a list of "
+                            "module names or patterns; check the checkpoint's config")
+        return tuple(value)
+    return ()
 
 def _fp8_block(block, method: str, activations: str) -> WeightScheme:
     bm, bk = (int(block[0]), int(block[1]))
@@ -199,7 +216,7 @@ def _fp8(raw: dict, dtype: str) -> ModelQuantization:
         default = _fp8_block(block, "fp8", activations)
     else:  # per-tensor weight scales (AutoFP8 style)
         default = WeightScheme("fp8_tensor", "fp8_e4m3", 8.0, "fp32 per tensor", activations, "fp8")
-    excluded = tuple(raw.get("modules_to_not_convert") or raw.get("ignored_layers") or ())
+    excluded = _names(raw, "modules_to_not_convert", "ignored_layers")
     return ModelQuantization("fp8", default, dtype, excluded)
 
 
@@ -245,7 +262,7 @@ def _compressed_tensors(raw: dict, dtype: str) -> ModelQuantization:
                 modules.append((target, scheme))
     if default is None:
         default = modules[0][1]
-    return ModelQuantization("compressed-tensors", default, dtype, tuple(raw.get("ignore") or ()), tuple(modules))
+    return ModelQuantization("compressed-tensors", default, dtype, _names(raw, "ignore"), tuple(modules))
 
 
 def _modelopt_scheme(algo: str, group_size) -> WeightScheme:
@@ -272,7 +289,7 @@ def _modelopt_scheme(algo: str, group_size) -> WeightScheme:
 
 def _modelopt(raw: dict, dtype: str) -> ModelQuantization:
     algo = str(raw.get("quant_algo") or "").upper()
-    excluded = tuple(raw.get("exclude_modules") or raw.get("ignore") or ())
+    excluded = _names(raw, "exclude_modules", "ignore")
     if algo == "MIXED_PRECISION":
         layers = raw.get("quantized_layers") or {}
         if not layers:
@@ -286,7 +303,7 @@ def _modelopt(raw: dict, dtype: str) -> ModelQuantization:
 
 def _mxfp4(raw: dict, dtype: str) -> ModelQuantization:
     scheme = WeightScheme("mxfp4", "fp4_e2m1", 4 + 8 / 32, "e8m0 per 32", "model dtype", "mxfp4", group_size=32)
-    return ModelQuantization("mxfp4", scheme, dtype, tuple(raw.get("modules_to_not_convert") or ()))
+    return ModelQuantization("mxfp4", scheme, dtype, _names(raw, "modules_to_not_convert"))
 
 
 def _int_groups(method: str):
@@ -296,7 +313,7 @@ def _int_groups(method: str):
         extra = (16 + bits) / g if g > 0 else 0.0  # a scale and a packed zero point per group
         scheme = WeightScheme(f"int{bits}_group", f"int{bits}", bits + extra, f"model dtype {per} with zero points",
                               "model dtype", method, group_size=g if g > 0 else None)
-        return ModelQuantization(method, scheme, dtype, tuple(raw.get("modules_to_not_convert") or ()))
+        return ModelQuantization(method, scheme, dtype, _names(raw, "modules_to_not_convert"))
     return read
 
 

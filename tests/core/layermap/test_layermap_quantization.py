@@ -168,3 +168,14 @@ def test_an_unreadable_quantization_table_is_a_note_and_the_map_is_drawn():
     assert m.num_layers == 52 and all(l.weights is None for l in m.layers)
     assert any("'hqq'" in n for n in m.notes)
 
+
+
+@pytest.mark.parametrize("table, field", [
+    ({"quant_method": "mxfp4", "modules_to_not_convert": True}, "field modules_to_not_convert is True"),
+    ({"quant_method": "fp8", "ignored_layers": "lm_head"}, "field ignored_layers is 'lm_head'"),
+    ({"quant_method": "fp8", "weight_block_size": True}, r"\(fp8\) has a field of the wrong kind"),
+])
+def test_a_quantization_table_with_a_field_of_the_wrong_kind_is_refused_naming_it(table, field):
+    """Found by the config fuzz (a bool where the list of kept modules goes raised TypeError)."""
+    with pytest.raises(UserError, match=field):
+        read_quantization({"model_type": "gpt_oss", "quantization_config": table})
