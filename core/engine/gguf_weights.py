@@ -95,11 +95,11 @@ def keep_gguf_blocks(model: nn.Module, quant, running) -> None:
     running.kernels = {"gguf_linear": "reference"}
 
 
-
 def emptied(weight: torch.Tensor) -> nn.Parameter:
     """A [rows, 0] stand-in for blocks that live elsewhere now, on a storage of its own: a slice
     `w[:, :0]` (even `.contiguous()`, which returns an empty view as it is) keeps all the blocks alive."""
     return nn.Parameter(torch.empty((weight.shape[0], 0), dtype=weight.dtype), requires_grad=False)
+
 
 def prepare_for_cpu(model: nn.Module) -> int:
     """Re-lay the 4-bit block types for torch's CPU int4 product; returns how many were."""

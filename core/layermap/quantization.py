@@ -186,7 +186,6 @@ def read_quantization(config: dict) -> ModelQuantization | None:
     return ModelQuantization(quant.method, quant.default, dtype, quant.excluded, quant.modules, quant.source, raw)
 
 
-
 def _names(raw: dict, *keys: str) -> tuple[str, ...]:
     """The module names or patterns under the first of `keys` that is set: a list of strings."""
     for key in keys:
@@ -198,6 +197,7 @@ def _names(raw: dict, *keys: str) -> tuple[str, ...]:
                             "module names or patterns; check the checkpoint's config")
         return tuple(value)
     return ()
+
 
 def _fp8_block(block, method: str, activations: str) -> WeightScheme:
     bm, bk = (int(block[0]), int(block[1]))

@@ -50,7 +50,16 @@ def checked_scalar(path, arch: str, suffix: str, field):
     if suffix in TEXTS:
         if [k for k in kinds] != ["STRING"]:
             raise _bad(path, key, _shown(field), "a text")
-    return field.contents()
+    return field_contents(field, key)
+
+
+def field_contents(field, key: str):
+    """A metadata field's value; a text that is not UTF-8 (gguf decodes strings lazily, here) is refused."""
+    try:
+        return field.contents()
+    except UnicodeDecodeError:  # a flipped byte inside a text value
+        raise UserError(f"GGUF metadata {key} holds text that is not UTF-8: the file is damaged; "
+                        "fetch or convert it again") from None
 
 
 def checked_token_id(path, key: str, field) -> int:

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Iterator
 
 from bringup.core.errors import UserError
-from bringup.core.sources.gguf_checks import check_relations, check_tensors, checked_scalar, checked_token_id
+from bringup.core.sources.gguf_checks import (check_relations, check_tensors, checked_scalar, checked_token_id,
+                                              field_contents)
 
 GGUF_MAGIC = b"GGUF"
 
@@ -144,15 +145,7 @@ def _value(reader, key: str, default=None):
     field = reader.fields.get(key)
     if field is None:
         return default
-    return _contents(field, key)
-
-
-def _contents(field, key: str):
-    try:
-        return field.contents()
-    except UnicodeDecodeError:  # a flipped byte inside a text value: gguf decodes it lazily, here
-        raise UserError(f"GGUF metadata {key} holds text that is not UTF-8: the file is damaged; "
-                        "fetch or convert it again") from None
+    return field_contents(field, key)
 
 
 def read_metadata(path) -> dict:
@@ -162,7 +155,7 @@ def read_metadata(path) -> dict:
     for key, field in reader.fields.items():
         if key.startswith("tokenizer.ggml.") and key.endswith(("tokens", "merges", "token_type", "scores")):
             continue
-        out[key] = _contents(field, key)
+        out[key] = field_contents(field, key)
     return out
 
 
