@@ -168,6 +168,9 @@ def disproof(rec: EngineRecord) -> str | None:
         return f"pid {rec.pid} cannot be inspected ({type(err).__name__})"
     if not is_engine_command(rec.argv):
         return f"its command `{_shown(rec.argv)}` is not one the window starts engines with"
+    if not cmdline:  # mid-exec, a zombie or a kernel thread: nothing proves it is the engine
+        return (f"pid {rec.pid} shows no command line (it is starting, ending or not a program), "
+                f"so it is not proved to be the engine it names (`{_shown(rec.argv)}`)")
     if not same_command(redact_argv(cmdline), rec.argv):
         return f"pid {rec.pid} runs `{_shown(cmdline)}`, not the engine it names (`{_shown(rec.argv)}`)"
     if listening:

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import psutil
 import pytest
@@ -26,8 +27,14 @@ def engines(tmp_path, monkeypatch):
 
 @pytest.fixture
 def stranger():
-    """Someone else's long-running program: a plain `sleep` in this test's own process group."""
+    """Someone else's long-running program: a plain `sleep` in this test's own process group.
+
+    Popen returns once the child has begun its exec, and Linux wakes the parent before the new
+    program's command line is in place, so the test waits until the command reads as `sleep`."""
     proc = subprocess.Popen(["sleep", "120"])
+    deadline = time.monotonic() + 10
+    while psutil.Process(proc.pid).cmdline() != ["sleep", "120"] and time.monotonic() < deadline:
+        time.sleep(0.01)
     yield proc
     proc.kill()
     proc.wait()
@@ -116,3 +123,11 @@ def test_a_process_that_listens_but_does_not_answer_as_the_engine_is_refused(qtb
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_process_showing_no_command_line_is_not_taken_for_the_engine(qtbot, engines, stranger, monkeypatch):
+    # a process caught mid-exec (or a zombie) reads an empty command line: unproved, so left alone
+    monkeypatch.setattr(psutil.Process, "cmdline", lambda self: [])
+    name = plant(engines, stranger.pid, [sys.executable, "-m", "bringup", "serve", "default", "--port", "39998"])
+    text = refused(qtbot, stranger, name, engines)
+    assert "shows no command line" in text and "left alone" in text
