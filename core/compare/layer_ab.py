@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bringup.core.errors import UserError
+from bringup.core.numerics.children import can_ask_for_stacks
 
 from .divergence import LayerDivergence, compare_traces
-from .trace import PROGRESS
+from .trace import PROGRESS, STACKS_ENV
 
 STACK_FRAMES = 12  # innermost frames of a stalled child's stack shown
 KEYS = ("device", "dtype", "kernels", "load_format", "fault", "dump")
@@ -107,6 +108,9 @@ def stalled(stderr: str) -> str:
                 break
             frames.append(ln.strip())
         text += "\nits stack (most recent call first):\n  " + "\n  ".join(frames[:STACK_FRAMES])
+    elif not can_ask_for_stacks():
+        text += (f"\n(no stack: a running child cannot be asked for one here; {STACKS_ENV}=S has it write "
+                 "its own whenever S seconds pass without a new stage)")
     return text
 
 

@@ -32,6 +32,8 @@ import sys
 import time
 from pathlib import Path
 
+from bringup.core.numerics.children import can_ask_for_stacks
+
 from .digest import KEEP_BELOW, digest
 from .faults import Fault, parse_fault, shift_conv_state
 
@@ -205,7 +207,8 @@ class Progress:
     def __init__(self, stall_seconds: str | None = None):
         self.start = time.monotonic()
         self.stall = _seconds(stall_seconds)
-        faulthandler.register(signal.SIGUSR1, all_threads=True)
+        if can_ask_for_stacks():  # POSIX only; without SIGUSR1 a stall is named by its stage lines
+            faulthandler.register(signal.SIGUSR1, all_threads=True)
 
     def __call__(self, stage: str) -> None:
         print(f"{PROGRESS}{stage} ({time.monotonic() - self.start:.1f} s)", file=sys.stderr, flush=True)

@@ -3,7 +3,8 @@
 Its stderr is read line by line as it comes (`on_line` sees each, so a long run can show where it is);
 a child that runs past its time may first be asked for its threads' stacks (`stacks_on_timeout`:
 SIGUSR1, which a child with `faulthandler.register(SIGUSR1)` answers on stderr), so a stall names the
-line it sits in before it is ended."""
+line it sits in before it is ended. Windows has neither SIGUSR1 nor process groups: there the child
+is ended by a plain kill, and its stage lines alone say where it was."""
 
 from __future__ import annotations
 
@@ -47,6 +48,11 @@ def _reader(stream, lines: list[str], on_line) -> threading.Thread:
     return thread
 
 
+def can_ask_for_stacks() -> bool:
+    """Whether a child can be asked for its stacks (SIGUSR1: POSIX only)."""
+    return hasattr(signal, "SIGUSR1")
+
+
 def run_child(module: str, args: list[str], *, env: dict | None = None, timeout: float = 600, on_line=None,
               stacks_on_timeout: bool = False) -> ChildResult:
     full_env = dict(os.environ)
@@ -59,7 +65,10 @@ def run_child(module: str, args: list[str], *, env: dict | None = None, timeout:
 
     def end():
         try:
-            os.killpg(proc.pid, signal.SIGKILL)
+            if hasattr(os, "killpg"):
+                os.killpg(proc.pid, signal.SIGKILL)
+            else:
+                proc.kill()
         except ProcessLookupError:
             pass
         proc.wait()
@@ -72,7 +81,7 @@ def run_child(module: str, args: list[str], *, env: dict | None = None, timeout:
             r.join()
         return ChildResult(proc.returncode, "".join(out), "".join(err))
     except subprocess.TimeoutExpired:
-        if stacks_on_timeout:
+        if stacks_on_timeout and can_ask_for_stacks():
             try:
                 os.kill(proc.pid, signal.SIGUSR1)
                 proc.wait(timeout=STACK_WAIT)  # it goes on after writing them: this wait runs out

@@ -1,7 +1,8 @@
 """The layer A/B's trace child on its own: it steps the request itself whatever the engine's defaults
 on an accelerator (overlapped steps, the start-up warm-up: both on by default on CUDA, asked for
 here through their env vars on the CPU), refuses a trace that missed steps instead of calling it a
-match, says which stage it is in, and a child that stalls is named by its stage and its stack."""
+match, says which stage it is in, and a child that stalls is named by its stage and its stack (by its
+stage alone, killed plainly, where there is no SIGUSR1 or process group: Windows)."""
 
 from __future__ import annotations
 
@@ -109,3 +110,48 @@ def test_a_prompt_file_that_is_not_json_is_a_clear_error(checkpoint, tmp_path):
     out = tmp_path / "a.pt"
     with pytest.raises(UserError, match=r"run A: --prompt-ids .*not a JSON list of token ids"):
         _run("A", _trace_args(str(checkpoint), Setting(), bad, STEPS, out, None, False), {}, out, timeout=60)
+
+
+@pytest.fixture
+def without_sigusr1(monkeypatch):
+    """Windows: no SIGUSR1 (nothing to ask a running child for its stack with) and no os.killpg."""
+    import signal
+
+    monkeypatch.delattr(signal, "SIGUSR1")
+    monkeypatch.delattr(os, "killpg")
+
+
+def test_without_sigusr1_a_stalled_child_is_killed_and_named_by_its_stage(checkpoint, tmp_path, without_sigusr1,
+                                                                        monkeypatch):
+    import subprocess
+
+    import psutil
+
+    started = []
+
+    class Watched(subprocess.Popen):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            started.append(self.pid)
+
+    monkeypatch.setattr(subprocess, "Popen", Watched)
+    fifo = tmp_path / "prompt.json"
+    os.mkfifo(fifo)
+    out = tmp_path / "b.pt"
+    with pytest.raises(UserError) as err:
+        _run("B", _trace_args(str(checkpoint), Setting(), fifo, STEPS, out, None, False), {}, out, timeout=8)
+    message = str(err.value)
+    assert message.startswith("run B did not finish in 8 s")
+    assert f"it was at: reading the prompt ids from {fifo}" in message
+    assert "its stack" not in message and "BRINGUP_TRACE_STACKS=S" in message
+    assert len(started) == 1 and not psutil.pid_exists(started[0])  # ended by the plain kill, and reaped
+
+
+def test_the_trace_child_starts_without_sigusr1(tmp_path, without_sigusr1, capsys):
+    from bringup.core.compare.trace import main
+
+    bad = tmp_path / "prompt.json"
+    bad.write_text("not json")
+    assert main(["unused", "--prompt-ids", str(bad), "--out", str(tmp_path / "a.pt")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"trace: reading the prompt ids from {bad}") and "not a JSON list of token ids" in err
