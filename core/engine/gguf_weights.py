@@ -5,9 +5,10 @@ are Q8_0, Q4_0, Q4_1, Q4_K or Q6_K hold the file's bytes as they are (`weight`: 
 blocks, loaded under the tensor's own name), and multiply through kernels/reference/gguf_blocks.py
 (a slab of rows dequantised per product). On the CPU, `prepare_for_cpu` re-lays the 4-bit types
 once into torch's int4 layout (kernels/cpu/gguf_int4.py, the same half byte a weight), the fastest
-product torch has for them, with bf16 activations. So memory is the quantized model's: the float32
-copy of every weight that dequantising at load made (and its packed oneDNN twin) is gone. An
-explicit --dtype dequantises at load, as before.
+product torch has for them, with bf16 activations; a Q8_0 output projection (and the embedding
+tied to it) is widened once to bf16 codes and float32 scales (kernels/cpu/gguf_q8_widened.py). So
+memory is the quantized model's: the float32 copy of every weight that dequantising at load made
+(and its packed oneDNN twin) is gone. An explicit --dtype dequantises at load, as before.
 """
 
 from __future__ import annotations
@@ -33,9 +34,14 @@ class GgufLinear(nn.Module):
         self.bias = nn.Parameter(torch.empty(out_features), requires_grad=False) if bias else None
         self.int4 = None  # (packed codes, scales and zeros) once prepare_for_cpu re-laid a 4-bit type
         self.cpu_q8 = False  # Q8_0 through the CPU's blockwise product (prepare_for_cpu)
-        self.dense = None  # a float32 copy (the CPU's output projection, prepare_for_cpu says why)
+        self.widened = None  # (bf16 codes, float32 scales) of a Q8_0 output projection (prepare_for_cpu)
+        self.dense = None  # a float32 copy (the CPU's Q6_K output projection, prepare_for_cpu says why)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.widened is not None:
+            from bringup.kernels.cpu.gguf_q8_widened import widened_linear
+
+            return widened_linear(x, *self.widened, self.bias)
         if self.dense is not None:
             out = torch.nn.functional.linear(x.float(), self.dense, None if self.bias is None else self.bias.float())
             return out.to(x.dtype)
@@ -60,8 +66,13 @@ class GgufEmbedding(nn.Module):
                                                                                   ggml_type, dtype)
         self.weight = nn.Parameter(torch.empty(num_embeddings, row_bytes(ggml_type, embedding_dim), dtype=torch.uint8),
                                    requires_grad=False)
+        self.widened = None  # the tied output projection's widened Q8_0 form, read in place of the blocks
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        if self.widened is not None:
+            from bringup.kernels.cpu.gguf_q8_widened import widened_rows
+
+            return widened_rows(ids, *self.widened, self.out_dtype)
         return gguf_embedding(ids, self.weight, self.ggml_type, self.embedding_dim, self.out_dtype)
 
 
@@ -110,11 +121,13 @@ def prepare_for_cpu(model: nn.Module) -> int:
     if kernel_choice() == "reference":  # BRINGUP_KERNELS=reference: the blocks' own product everywhere
         return 0
     done = 0
-    shared = {id(e.weight) for e in model.modules() if isinstance(e, GgufEmbedding)}
     head = getattr(model, "lm_head", None)
-    if isinstance(head, GgufLinear) and head.ggml_type not in INT4_TYPES:
+    if isinstance(head, GgufLinear) and head.ggml_type == "Q8_0" and head.weight.device.type == "cpu":
+        done += _widen_head(model, head)
+    shared = {id(e.weight) for e in model.modules() if isinstance(e, GgufEmbedding)}
+    if isinstance(head, GgufLinear) and head.ggml_type not in INT4_TYPES and head.widened is None:
         # The output projection is the largest matrix and is read whole every step; torch has no
-        # product for Q8_0/Q6_K blocks, and dequantising them per step cost SmolLM2 ten times the
+        # product for Q6_K blocks, and dequantising them per step cost SmolLM2 ten times the
         # float32 product (45 against 4 ms): it alone gets a float32 copy (113 MB for SmolLM2).
         # A tied embedding keeps reading the blocks.
         head.dense = dequantize_blocks(head.weight.data, head.ggml_type, head.in_features)
@@ -122,7 +135,7 @@ def prepare_for_cpu(model: nn.Module) -> int:
             head.weight = emptied(head.weight)
         done += 1
     for m in model.modules():
-        if m is head and isinstance(head, GgufLinear) and head.dense is not None:
+        if m is head and isinstance(head, GgufLinear) and (head.dense is not None or head.widened is not None):
             continue
         if isinstance(m, GgufLinear) and m.ggml_type == "Q8_0" and m.weight.device.type == "cpu":
             m.cpu_q8 = True
@@ -135,9 +148,31 @@ def prepare_for_cpu(model: nn.Module) -> int:
     running = getattr(model, "weight_scheme", None)
     if running is not None and done:
         running.kernels = {"gguf_linear": "cpu: int4 product (Q4_0/Q4_1/Q4_K), blockwise Q8_0, reference (Q6_K)",
-                           "lm_head": "float32 copy" if isinstance(head, GgufLinear) and head.dense is not None
-                           else "as its blocks"}
+                           "lm_head": _head_form(head)}
     return done
+
+
+def _widen_head(model: nn.Module, head: GgufLinear) -> int:
+    """A Q8_0 output projection widened once (2 bytes a weight, read whole every step faster than
+    the blocks widened per call); a tied embedding reads its rows from the same tensors, so the
+    shared blocks go (SmolLM2: 58 MiB where a float32 copy and the blocks held 137)."""
+    from bringup.kernels.cpu.gguf_q8_widened import widen_q8_0
+
+    head.widened = widen_q8_0(head.weight.data, head.in_features)
+    stand_in = emptied(head.weight)
+    for m in model.modules():
+        if isinstance(m, GgufEmbedding) and m.weight is head.weight:
+            m.widened, m.weight = head.widened, stand_in
+    head.weight = stand_in
+    return 1
+
+
+def _head_form(head) -> str:
+    if not isinstance(head, GgufLinear):
+        return "as its weight"
+    if head.widened is not None:
+        return "Q8_0 widened (bf16 codes, float32 scales)"
+    return "float32 copy" if head.dense is not None else "as its blocks"
 
 
 def release_load_memory() -> None:
@@ -158,9 +193,17 @@ def release_load_memory() -> None:
 
 
 def cpu_copies_bytes(model: nn.Module) -> int:
-    """Bytes prepare_for_cpu added beside the blocks (the output projection's float32 copy)."""
-    return sum(m.dense.numel() * m.dense.element_size() for m in model.modules()
-               if isinstance(m, GgufLinear) and m.dense is not None)
+    """Bytes prepare_for_cpu added beyond the file's blocks: the float32 copy of a Q6_K output
+    projection, and a widened Q8_0 one less the blocks it replaced."""
+    total = 0
+    for m in model.modules():
+        if isinstance(m, GgufLinear) and m.dense is not None:
+            total += m.dense.numel() * m.dense.element_size()
+        if isinstance(m, GgufLinear) and m.widened is not None:
+            codes, scales = m.widened
+            total += (codes.numel() * codes.element_size() + scales.numel() * scales.element_size()
+                      - m.out_features * row_bytes("Q8_0", m.in_features))
+    return total
 
 
 def kept_block_names(model: nn.Module) -> set[str]:

@@ -76,3 +76,36 @@ def test_blockwise_q8_product_matches_reference(rows, monkeypatch):
     got = q8_0_linear(x, blocks, 256)
     assert got.shape == expected.shape
     assert (got - expected).abs().max() <= 1e-2 * expected.abs().max()
+
+
+@pytest.mark.parametrize("rows", [1, 6])
+def test_widened_q8_product_is_within_bf16_rounding_of_reference(rows, monkeypatch):
+    import sys
+
+    from bringup.kernels.cpu.gguf_q8_widened import widen_q8_0, widened_linear
+
+    monkeypatch.setattr(sys.modules["bringup.kernels.cpu.gguf_q8_widened"], "ROWS_PER_CHUNK", 24)  # ragged slabs
+    blocks = torch.from_numpy(random_blocks("Q8_0", 50, 256, seed=4))
+    codes, scales = widen_q8_0(blocks, 256)
+    assert codes.dtype == torch.bfloat16 and codes.shape == (8, 50, 32) and scales.shape == (8, 50)
+    x = torch.randn(2, rows, 256, generator=torch.Generator().manual_seed(5))
+    bias = torch.randn(50, generator=torch.Generator().manual_seed(6))
+    expected = gguf_linear(x, blocks, "Q8_0", 256, bias)
+    got = widened_linear(x, codes, scales, bias)
+    assert got.shape == expected.shape and got.dtype == x.dtype
+    # Rounded to bf16 (unit roundoff u = 2^-8): each activation, and each block's 32-term dot product
+    # (summed in float32 inside the product). So per output |error| <= u * sum|s q||x| + u * sum_b|dot_b|
+    # <= 2u (1 + u) * (|W| @ |x|); codes and scales are exact, the float32 sums add ~1e-6 of it.
+    w = dequantize_blocks(blocks, "Q8_0", 256)
+    bound = 2 * 2**-8 * (1 + 2**-8) * (x.abs() @ w.abs().T) + 1e-5 * (x.abs() @ w.abs().T + bias.abs())
+    assert ((got - expected).abs() <= bound).all()
+
+
+def test_widened_q8_rows_are_the_dequantised_embedding():
+    from bringup.kernels.cpu.gguf_q8_widened import widen_q8_0, widened_rows
+
+    blocks = torch.from_numpy(random_blocks("Q8_0", 30, 128, seed=7))
+    codes, scales = widen_q8_0(blocks, 128)
+    ids = torch.tensor([[3, 0, 29], [3, 17, 8]])
+    assert torch.equal(widened_rows(ids, codes, scales, torch.float32),
+                       gguf_embedding(ids, blocks, "Q8_0", 128, torch.float32))

@@ -13,6 +13,7 @@ from bringup.core.engine.gguf_weights import GgufEmbedding, GgufLinear, prepare_
 from bringup.core.engine.loader import load_model, weights_bytes
 from bringup.core.families import build_layer_map
 from bringup.core.sources.gguf_file import read_gguf_config
+from bringup.kernels.reference.gguf_blocks import dequantize_blocks
 
 pytest.importorskip("gguf")
 
@@ -52,7 +53,6 @@ def test_kept_blocks_compute_what_the_dequantised_model_computes(gguf_file):
     assert y[x.argmax()] >= y.max() - tol
 
 
-
 def test_blocks_moved_to_the_cpu_layouts_are_freed(gguf_file):
     """Once packed, a layer's own blocks must not stay alive behind an empty view of them (an empty
     slice keeps its whole storage: the resident memory of issue 30's goal)."""
@@ -61,6 +61,24 @@ def test_blocks_moved_to_the_cpu_layouts_are_freed(gguf_file):
     moved = [m for m in kept.modules() if isinstance(m, GgufLinear) and m.weight.shape[1] == 0]
     assert moved
     assert all(m.weight.untyped_storage().nbytes() == 0 for m in moved)
+
+
+def test_a_tied_q8_0_head_and_its_embedding_share_one_widened_form(gguf_file):
+    """The tied Q8_0 output projection is widened once (bf16 codes, float32 scales); the embedding
+    reads its rows from the same tensors, so neither the blocks nor a float32 copy stay."""
+    kept = load_model(gguf_file, dtype="auto").model
+    blocks = kept.input_embedding.weight.data.clone()
+    prepare_for_cpu(kept)
+    head, embed = kept.lm_head, kept.input_embedding
+    if not kept.tied:  # an own Q4_1 head: the int4 product; the Q8_0 embedding keeps its blocks
+        assert head.widened is None and head.int4 is not None and embed.widened is None
+        return
+    assert head.widened is not None and embed.widened is head.widened and head.dense is None
+    assert head.weight is embed.weight and head.weight.untyped_storage().nbytes() == 0
+    assert "widened" in kept.weight_scheme.kernels["lm_head"]
+    ids = torch.tensor([0, 7, 7, embed.num_embeddings - 1])
+    assert torch.equal(embed(ids), dequantize_blocks(blocks, "Q8_0", embed.embedding_dim)[ids])
+
 
 def test_the_map_shows_each_layer_s_ggml_type(gguf_file):
     m = build_layer_map(read_gguf_config(gguf_file))
