@@ -146,7 +146,7 @@ def apply_weight_scheme(model: nn.Module, quant: ModelQuantization | None, model
         setattr(model.get_submodule(parent) if parent else model, leaf, new)
     running.quantized_linears = len(replaced)
     impl = getattr(model.ops, "implementations", {})
-    running.kernels = {op: impl.get(op, "reference") for op in ("fp8_linear", "moe_experts_fp8")}
+    running.kernels = {op: impl.get(op, "reference") for op in ("fp8_linear", "moe_experts_fp8", "moe_experts_shared_fp8_unsummed")}
     return running
 
 

@@ -22,6 +22,7 @@ from .mamba_state_update_inplace import mamba_state_update_inplace
 from .mlp import mlp
 from .moe_experts import moe_experts
 from .moe_experts_fp8 import moe_experts_fp8
+from .moe_shared_fp8 import moe_experts_shared_fp8_unsummed
 from .moe_gated_experts import moe_gated_experts, router_topk_softmax
 from .moe_routing import route_sigmoid_grouped, route_softmax, router_logits
 from .paged_attention_decode import paged_attention_decode
@@ -55,6 +56,7 @@ OPS = {
     "mlp": mlp,
     "moe_experts": moe_experts,
     "moe_experts_fp8": moe_experts_fp8,
+    "moe_experts_shared_fp8_unsummed": moe_experts_shared_fp8_unsummed,
     "moe_gated_experts": moe_gated_experts,
     "route_sigmoid_grouped": route_sigmoid_grouped,
     "route_softmax": route_softmax,

@@ -24,21 +24,39 @@ GEMV_TILE = (32, 128, 4, 4)
 
 
 @triton.jit
-def _gemv_kernel(x_ptr, w_ptr, s_ptr, out_ptr, ids_ptr, weights_ptr, N, K,
-                 s_xm, s_we, s_wn, s_se, s_sn, s_sk, s_om,
-                 TOP_K: tl.constexpr, X_PER_TOKEN: tl.constexpr, ACT: tl.constexpr, HAS_WEIGHTS: tl.constexpr,
-                 BN: tl.constexpr, BK: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    a = tl.program_id(0)  # assignment: token * TOP_K + slot
-    token = a // TOP_K
+def _gemv_kernel(x_ptr, w_ptr, s_ptr, sw_ptr, ss_ptr, out_ptr, ids_ptr, weights_ptr, N, K,
+                 s_xm, s_we, s_wn, s_se, s_sn, s_sk, s_swn, s_ssn, s_ssk, s_om,
+                 TOP_K: tl.constexpr, SLOTS: tl.constexpr, X_PER_TOKEN: tl.constexpr, SHARED_ALONG_K: tl.constexpr,
+                 ACT: tl.constexpr, HAS_WEIGHTS: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    a = tl.program_id(0)  # token * SLOTS + slot: slots [0, TOP_K) routed, the rest slices of the shared expert
+    token = a // SLOTS
+    j = a % SLOTS
     cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     col_ok = cols < N
     if X_PER_TOKEN:
         x_row = x_ptr + token.to(tl.int64) * s_xm
     else:
         x_row = x_ptr + a.to(tl.int64) * s_xm
-    e = tl.load(ids_ptr + a).to(tl.int64)
-    w_base = w_ptr + e * s_we + cols[:, None].to(tl.int64) * s_wn
-    s_base = s_ptr + e * s_se + (cols // BN) * s_sn
+    # A shared slice is rows [sl*N, (sl+1)*N) of the shared up (the up launch) or columns
+    # [sl*K, (sl+1)*K) of the shared down (the down launch); its scales are read at those places
+    # in the shared expert's own grid, so the slices are views, never copies.
+    sl = tl.maximum(j - TOP_K, 0)
+    if SHARED_ALONG_K:
+        rows = cols
+        k_off = sl * K
+    else:
+        rows = sl * N + cols
+        k_off = sl * 0
+    if j < TOP_K:
+        e = tl.load(ids_ptr + token * TOP_K + j).to(tl.int64)
+        w_base = w_ptr + e * s_we + cols[:, None].to(tl.int64) * s_wn
+        s_base = s_ptr + e * s_se + (cols // BN) * s_sn
+        sk = s_sk
+    else:
+        w_base = sw_ptr + rows[:, None].to(tl.int64) * s_swn + k_off
+        s_base = ss_ptr + (rows // BN) * s_ssn
+        sk = s_ssk
     ks = tl.arange(0, BLOCK_K)
     # A 2-D float32 partial, each element scaled by its block's scale, reduced once after the loop
     # (as the dense GEMV in fp8_linear.py): the loop is only loads and FMAs.
@@ -48,11 +66,13 @@ def _gemv_kernel(x_ptr, w_ptr, s_ptr, out_ptr, ids_ptr, weights_ptr, N, K,
         k_ok = k < K
         xv = tl.load(x_row + k, mask=k_ok, other=0.0).to(tl.float32)
         wv = tl.load(w_base + k[None, :], mask=col_ok[:, None] & k_ok[None, :], other=0.0)
-        sv = tl.load(s_base + (k0 // BK) * s_sk, mask=col_ok, other=0.0)
+        # (a K tile lies inside one scale block: BLOCK_K divides BK, and K too where slices start at sl*K)
+        sv = tl.load(s_base + ((k_off + k0) // BK) * sk, mask=col_ok, other=0.0)
         acc += wv.to(tl.float32) * (xv[None, :] * sv[:, None])
     acc = activate(tl.sum(acc, axis=1), ACT)
     if HAS_WEIGHTS:
-        acc = acc * tl.load(weights_ptr + a).to(tl.float32)
+        if j < TOP_K:
+            acc = acc * tl.load(weights_ptr + token * TOP_K + j).to(tl.float32)
     tl.store(out_ptr + a.to(tl.int64) * s_om + cols, acc.to(out_ptr.dtype.element_ty), mask=col_ok)
 
 
@@ -90,24 +110,32 @@ def _grouped_kernel(x_ptr, w_ptr, s_ptr, out_ptr, sorted_ptr, block_expert_ptr, 
              mask=valid[:, None] & col_ok[None, :])
 
 
-def _k_tile(bk: int, want: int) -> int:
+def _k_tile(bk: int, want: int, K: int | None = None) -> int:
+    """A power-of-two K tile, at most `want`, dividing the scale block (and K when shared slices
+    start at multiples of K), so that each tile reads one scale per row."""
     tile = want
-    while tile > 16 and bk % tile:
+    while tile > 16 and (bk % tile or (K is not None and K % tile)):
         tile //= 2
     return tile
 
 
-def _gemv(x, w, s, ids, weights, x_per_token, act, block):
+def _gemv(x, w, s, ids, weights, x_per_token, act, block, shared=None, along_k=False):
+    """One launch over every (token, slot): the k routed experts, then the shared expert's slices
+    (`shared` = (weight, scale) of the whole shared up or down) when given."""
     T, k = ids.shape
     E, N, K = w.shape
-    out = torch.empty(T * k, N, dtype=x.dtype, device=x.device)
+    sw, ss = shared if shared is not None else (w, s)
+    slots = k if shared is None else k + (sw.shape[1] // K if along_k else sw.shape[0] // N)
+    out = torch.empty(T * slots, N, dtype=x.dtype, device=x.device)
     block_n, want_k, warps, stages = GEMV_TILE
-    _gemv_kernel[(T * k, triton.cdiv(N, block_n))](
-        x, w, s, out, ids.reshape(-1), weights.reshape(-1) if weights is not None else x, N, K,
-        x.stride(0), w.stride(0), w.stride(1), s.stride(0), s.stride(1), s.stride(2), out.stride(0),
-        TOP_K=k, X_PER_TOKEN=x_per_token, ACT=_ACT[act], HAS_WEIGHTS=weights is not None, BN=block[0], BK=block[1],
-        BLOCK_N=block_n, BLOCK_K=_k_tile(block[1], want_k), num_warps=num_warps(x.device.type, warps),
-        num_stages=stages)
+    block_k = _k_tile(block[1], want_k, K if shared is not None and along_k else None)
+    _gemv_kernel[(T * slots, triton.cdiv(N, block_n))](
+        x, w, s, sw, ss, out, ids.reshape(-1), weights.reshape(-1) if weights is not None else x, N, K,
+        x.stride(0), w.stride(0), w.stride(1), s.stride(0), s.stride(1), s.stride(2),
+        sw.stride(-2), ss.stride(-2), ss.stride(-1), out.stride(0),
+        TOP_K=k, SLOTS=slots, X_PER_TOKEN=x_per_token, SHARED_ALONG_K=along_k, ACT=_ACT[act],
+        HAS_WEIGHTS=weights is not None, BN=block[0], BK=block[1], BLOCK_N=block_n, BLOCK_K=block_k,
+        num_warps=num_warps(x.device.type, warps), num_stages=stages)
     return out
 
 
@@ -141,3 +169,29 @@ def moe_experts_fp8(x, weights, ids, up, up_scale, down, down_scale, act="relu2"
     h = _grouped(x, up, up_scale, sorted_ids, block_expert, block_m, n, k, act, None, block)
     y = _grouped(h, down, down_scale, sorted_ids, block_expert, block_m, n, 1, None, weights, block)
     return y.view(T, k, -1)
+
+
+def moe_experts_shared_fp8_unsummed(x, weights, ids, up, up_scale, down, down_scale, shared_up, shared_up_scale,
+                                    shared_down, shared_down_scale, act="relu2", block=(128, 128)):
+    """Same arguments as kernels.reference.moe_shared_fp8; returns (shared parts [T, S, H] or the
+    shared expert [T, H], routed parts [T, k, H]). Up to GEMV_MAX_TOKENS tokens the shared expert
+    rides in the routed GEMVs as S slices of the experts' width: two launches for the layer;
+    otherwise (or when its size is not a multiple of the experts') it runs as its own fp8 MLP."""
+    from ..reference.mlp import activation
+    from .fp8_linear import fp8_linear
+
+    T, k = ids.shape
+    E, I, H = up.shape
+    S = shared_up.shape[0] // I
+    fits = (shared_up.shape == (S * I, H) and shared_down.shape == (H, S * I) and S > 0
+            and shared_up.stride(1) == 1 and shared_down.stride(1) == 1)
+    if T == 0 or T > GEMV_MAX_TOKENS or not fits or act not in _ACT or x.dtype == torch.float32 \
+            or block[1] % 16 or x.stride(1) != 1:
+        h = activation(act, fp8_linear(x, shared_up, shared_up_scale, block))
+        shared = fp8_linear(h, shared_down, shared_down_scale, block)
+        return shared, moe_experts_fp8(x, weights, ids, up, up_scale, down, down_scale, act, block)
+    block = (int(block[0]), int(block[1]))
+    h = _gemv(x, up, up_scale, ids, None, True, act, block, (shared_up, shared_up_scale), along_k=False)
+    y = _gemv(h, down, down_scale, ids, weights, False, None, block, (shared_down, shared_down_scale), along_k=True)
+    y = y.view(T, k + S, -1)
+    return y[:, k:], y[:, :k]

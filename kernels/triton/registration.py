@@ -34,6 +34,7 @@ FAST_OPS: dict[str, tuple[str, str, bool]] = {
     "mlp": ("triton", "triton.fused_moe", False),
     "fp8_linear": ("triton", "triton.fp8_linear", False),
     "moe_experts_fp8": ("triton", "triton.fused_moe_fp8", False),
+    "moe_experts_shared_fp8_unsummed": ("triton", "triton.fused_moe_fp8", False),
     "add_rms_norm": ("triton", "triton.norms", False),
     "gated_rms_norm": ("triton", "triton.norms", False),
     "qk_norm_rope_kv_write": ("triton", "triton.qk_norm_rope", False),

@@ -79,6 +79,25 @@ def test_moe_fp8_reference_is_the_dequantised_moe():
     assert rel(got, expected) < 1e-5
 
 
+def test_moe_shared_fp8_reference_is_the_dequantised_layer():
+    """The shared expert (S*I wide, here not a multiple of the block) plus the routed experts, as the
+    bf16 layer on the dequantised weights computes them."""
+    from bringup.kernels.reference.moe_shared import moe_experts_shared_unsummed
+
+    E, I, H, T, k, S, block = 6, 48, 96, 5, 2, 2, (32, 32)
+    up, down = torch.randn(E, I, H) * 0.1, torch.randn(E, H, I) * 0.1
+    su, sd = torch.randn(S * I, H) * 0.1, torch.randn(H, S * I) * 0.1
+    (uq, us), (dq, ds), (suq, sus), (sdq, sds) = (quantize_fp8_block(w, block) for w in (up, down, su, sd))
+    x = torch.randn(T, H)
+    ids, weights = torch.stack([torch.randperm(E)[:k] for _ in range(T)]), torch.rand(T, k)
+    deq = [dequantize_fp8_block(q, s_, block) for q, s_ in ((uq, us), (dq, ds), (suq, sus), (sdq, sds))]
+    want_shared, want_routed = moe_experts_shared_unsummed(x, weights, ids, *deq, "relu2")
+    shared, routed = ref.moe_experts_shared_fp8_unsummed(x, weights, ids, uq, us, dq, ds, suq, sus, sdq, sds,
+                                                          "relu2", block)
+    assert shared.shape == (T, H) and routed.shape == (T, k, H)
+    assert rel(shared, want_shared.sum(1)) < 1e-5 and rel(routed, want_routed) < 1e-5
+
+
 # Triton (W8A16) against the references ----------------------------------------------------------
 
 def _gpu():
@@ -104,6 +123,27 @@ def test_triton_fp8_linear_matches_reference(rows, N, K, block):
     assert got.dtype == torch.bfloat16 and got.shape == expected.shape
     assert torch.isfinite(got).all()
     assert rel(got, expected) < 2e-2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("T", [1, 4, 9])
+def test_triton_moe_shared_fp8_matches_reference(T):
+    """Nano's shapes: 6 of 128 experts, I = 1856 (not a multiple of the 128 block), a shared expert of
+    two slices; at 9 tokens the shared expert runs as its own fp8 MLP."""
+    from bringup.kernels.triton.fused_moe_fp8 import moe_experts_shared_fp8_unsummed
+
+    dev = _gpu()
+    E, I, H, k, S, block = 128, 1856, 2688, 6, 2, (128, 128)
+    (uq, us), (dq, ds) = (quantize_fp8_block(torch.randn(E, n, m, device=dev) * 0.05, block) for n, m in ((I, H), (H, I)))
+    (suq, sus), (sdq, sds) = (quantize_fp8_block(torch.randn(n, m, device=dev) * 0.05, block)
+                              for n, m in ((S * I, H), (H, S * I)))
+    x = torch.randn(T, H, device=dev, dtype=torch.bfloat16)
+    ids = torch.stack([torch.randperm(E, device=dev)[:k] for _ in range(T)])
+    weights = torch.rand(T, k, device=dev)
+    args = (x, weights, ids, uq, us, dq, ds, suq, sus, sdq, sds, "relu2", block)
+    (ws, wr), (gs, gr) = ref.moe_experts_shared_fp8_unsummed(*args), moe_experts_shared_fp8_unsummed(*args)
+    got = (gs.float().sum(1) if gs.dim() == 3 else gs.float()) + gr.float().sum(1)
+    assert rel(got, ws.float() + wr.float().sum(1)) < 3e-2 and rel(gr, wr) < 3e-2
 
 
 @pytest.mark.gpu
@@ -154,6 +194,23 @@ for E, I, H, k, block in [(8, 96, 200, 2, (64, 32)), (6, 130, 256, 3, (128, 128)
         assert got.shape == want.shape, (E, I, H, T)
         err = ((got.float() - want.float()).abs().max() / want.float().abs().max()).item()
         assert err < 3e-2, (E, I, H, block, T, err)
+from bringup.kernels.triton.fused_moe_fp8 import moe_experts_shared_fp8_unsummed
+# the shared expert as slices of the experts' width: slices starting inside a scale block (I=96 of
+# 64-row blocks; I=48 of 32-wide K blocks), one and three slices, Nano's relu2 and silu
+for E, I, H, k, S, block, act in [(8, 96, 200, 2, 2, (64, 32), "relu2"), (6, 48, 256, 3, 3, (128, 32), "silu"),
+                                  (5, 64, 128, 2, 1, (128, 128), "relu2")]:
+    for T in (1, 3):
+        (uq, us), (dq, ds) = (quantize_fp8_block(torch.randn(E, n, m) * 0.05, block) for n, m in ((I, H), (H, I)))
+        (suq, sus), (sdq, sds) = (quantize_fp8_block(torch.randn(n, m) * 0.05, block) for n, m in ((S * I, H), (H, S * I)))
+        x = torch.randn(T, H, dtype=torch.bfloat16)
+        ids, w = torch.stack([torch.randperm(E)[:k] for _ in range(T)]), torch.rand(T, k)
+        args = (x, w, ids, uq, us, dq, ds, suq, sus, sdq, sds, act, block)
+        (ws, wr), (gs, gr) = ref.moe_experts_shared_fp8_unsummed(*args), moe_experts_shared_fp8_unsummed(*args)
+        assert gs.shape == (T, S, H) and gr.shape == wr.shape, (gs.shape, gr.shape)
+        got_layer, want_layer = gs.float().sum(1) + gr.float().sum(1), ws.float() + wr.float().sum(1)
+        err = ((got_layer - want_layer).abs().max() / want_layer.abs().max()).item()
+        assert err < 3e-2, (E, I, H, S, block, T, act, err)
+        assert ((gr.float() - wr.float()).abs().max() / wr.float().abs().max()).item() < 3e-2
 print("ok")
 """
 

@@ -16,7 +16,7 @@ import re
 import torch
 from torch import nn
 
-from bringup.core.engine.quantized import is_quantized, map_expert_scale
+from bringup.core.engine.quantized import Fp8Linear, is_quantized, map_expert_scale
 from bringup.kernels.reference.mlp import activation
 
 from .attention import head_geometry, paged_attention
@@ -123,7 +123,14 @@ class MoE(nn.Module):
                                                       self.n_group, self.topk_group, self.norm_topk_prob, self.scaling)
         x = hidden if self.fc1_latent_proj is None else self.fc1_latent_proj(hidden)
         e = self.experts
-        if getattr(e, "fp8_block", None) is not None:  # fp8 experts: the fused fp8 MoE, the shared expert apart
+        if getattr(e, "fp8_block", None) is not None:  # fp8 experts: the fused fp8 MoE
+            su, sd = self.shared_experts.up_proj, self.shared_experts.down_proj
+            if self.fc1_latent_proj is None and _fp8_like(su, e.fp8_block) and _fp8_like(sd, e.fp8_block) \
+                    and self.shared_experts.act == self.act:
+                # the shared expert in the same launches as the routed ones (at decode sizes)
+                return self.ops.moe_experts_shared_fp8_unsummed(
+                    x, weights, ids, e.up_proj, e.up_proj_scale_inv, e.down_proj, e.down_proj_scale_inv,
+                    su.weight, su.weight_scale_inv, sd.weight, sd.weight_scale_inv, self.act, e.fp8_block)
             routed = self.ops.moe_experts_fp8(x, weights, ids, e.up_proj, e.up_proj_scale_inv, e.down_proj,
                                               e.down_proj_scale_inv, self.act, e.fp8_block)
             if self.fc2_latent_proj is not None:
@@ -147,6 +154,11 @@ class MoE(nn.Module):
         if self.fc2_latent_proj is not None:
             routed = self.fc2_latent_proj(routed)
         return (self.shared_experts(hidden), routed)
+
+
+def _fp8_like(linear_layer, block) -> bool:
+    """An fp8 linear without bias in the experts' scale blocks: it can ride in their fused launches."""
+    return isinstance(linear_layer, Fp8Linear) and linear_layer.bias is None and tuple(linear_layer.block) == tuple(block)
 
 
 _EXPERT = re.compile(r"^(backbone\.layers\.\d+\.mixer\.experts)\.(\d+)\.(up_proj|down_proj)\.weight$")
