@@ -132,3 +132,32 @@ def _fake_npu(torch, d: FakeDevice, props) -> None:
     torch_npu.npu = npu
     torch_npu.__version__ = "2.8.0+oraclestub"
     sys.modules["torch_npu"] = torch_npu
+
+
+# PCI device id of each ROCm target's product, as amdsmi reports it (vLLM maps it to a name:
+# platforms/rocm.py:77-79 `0x74a1: AMD_Instinct_MI300X`).
+AMD_DEVICE_IDS = {"rocm": "0x74a1"}
+
+
+def install_amdsmi(d: FakeDevice) -> None:
+    """AMD's amdsmi module, answering as the ROCm target's driver would. vLLM finds ROCm, its memory (the
+    batch defaults' tier, engine/arg_utils.py:2959-2990) and its name through amdsmi (platforms/__init__.py
+    rocm_platform_plugin, rocm.py:193-197, :1063-1073); without it the name query fails, and vLLM's
+    batch defaults fall back to a device of 0 bytes, which no MI300X start sees."""
+    amdsmi = types.ModuleType("amdsmi")
+
+    class AmdSmiException(Exception):
+        pass
+
+    amdsmi.AmdSmiException = AmdSmiException
+    amdsmi.AmdSmiMemoryType = types.SimpleNamespace(VRAM=0, VIS_VRAM=1, GTT=2)
+    amdsmi.amdsmi_init = lambda *a, **k: None
+    amdsmi.amdsmi_shut_down = lambda *a, **k: None
+    amdsmi.amdsmi_get_processor_handles = lambda: list(range(8))
+    amdsmi.amdsmi_get_gpu_asic_info = lambda h: {"market_name": d.product, "device_id": AMD_DEVICE_IDS[d.name],
+                                                 "target_graphics_version": "gfx942"}
+    amdsmi.amdsmi_get_gpu_memory_total = lambda h, kind: d.memory_mib * MIB
+    amdsmi.amdsmi_get_gpu_device_uuid = lambda h: f"oracle-{h}"
+    amdsmi.amdsmi_topo_get_link_type = lambda a, b: {"hops": 1, "type": 2}
+    amdsmi.amdsmi_topo_get_numa_node_number = lambda h: 0
+    sys.modules["amdsmi"] = amdsmi

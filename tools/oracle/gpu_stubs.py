@@ -40,6 +40,7 @@ STUBBED = {
     "kernels": "Hugging Face kernels hub loader",
     "humming_kernels": "CUDA kernels",
     "tokenspeed_mla": "CUDA kernels",
+    "vllm_xpu_kernels": "vLLM's Intel XPU kernels (SYCL); imported by vllm/platforms/xpu.py:11-13 to register ops",
 }
 
 # The engine wheel's own compiled CUDA extensions (linked against libcuda, which a CPU machine lacks):
@@ -142,10 +143,11 @@ def install(names=None) -> None:
 
 
 # Ops of the engine's compiled extensions that its modules call at import time (vLLM 0.33
-# quantization/utils/w8a8_utils.py:41 asks _C whether CUTLASS block FP8 is supported), by torch.ops
-# namespace. Only these answer (with a stub, which is falsy): every other op stays missing, since vLLM
+# quantization/utils/w8a8_utils.py:41 asks _C whether CUTLASS block FP8 is supported; a quantized
+# checkpoint's config imports quantization/online/fp8.py, whose class body asks for CUTLASS FP8 at :193,
+# w8a8_utils.py:18, _custom_ops.py:777), by torch.ops namespace. Only these answer (with a stub, which is falsy): every other op stays missing, since vLLM
 # registers fake kernels only `if hasattr(torch.ops._C, op)` (_custom_ops.py:90) and so must see it absent.
-TORCH_OPS = {"_C": ("cutlass_scaled_mm_supports_block_fp8",)}
+TORCH_OPS = {"_C": ("cutlass_scaled_mm_supports_block_fp8", "cutlass_scaled_mm_supports_fp8")}
 
 
 def triton_with_driver() -> None:

@@ -1,14 +1,16 @@
 """Runs inside a vLLM oracle environment (`tools/oracle/envs.py vllm X`): each command line through the
-release's own `vllm serve` argument parser, `EngineArgs.from_cli_args` and `create_engine_config()` (the
-VllmConfig with its platform's `check_and_update_config`), on a faked device. Prints one JSON line a cell.
+release's own `vllm serve` argument parser and serve checks, `AsyncEngineArgs.from_cli_args` and
+`create_engine_config` with the API server's usage context (the VllmConfig with its platform's
+`check_and_update_config`), on a faked device. Prints one JSON line a cell.
 
-    python probe_vllm.py job.json      # {"target": "xpu", "cells": [{"id": ..., "argv": ["--model", ...]}]}
+    python probe_vllm.py job.json      # {"target": "xpu", "cells": [{"id": ..., "argv": ["MODEL_DIR", ...]}]}
 
 The stand-ins: the device (fake_device.py: torch's queries) and its vLLM platform, chosen as vLLM's own
 plugin would on that machine (vllm/platforms/__init__.py builtin_platform_plugins; CUDA without NVML
-is vLLM's NonNvmlCudaPlatform, which asks torch); the GPU-only packages (gpu_stubs.py). Reach: parsing
-and the engine config; not the workers (model load, KV cache sizing, the hybrid block alignment that
-runs once the attention backends are known), which are the oracle's recorded limits.
+is vLLM's NonNvmlCudaPlatform, which asks torch; ROCm asks amdsmi, faked too); the GPU-only packages (gpu_stubs.py). Reach: parsing,
+the engine config, and the block-size alignment a start runs after loading the model, on stand-in layers
+(vllm_layers.py); not the workers (model load, KV cache sizing, graph capture), which are the oracle's
+recorded limits.
 """
 
 from __future__ import annotations
@@ -48,12 +50,25 @@ def _resolved(cfg) -> dict:
         "enable_chunked_prefill": sched.enable_chunked_prefill, "max_model_len": model.max_model_len,
         "tensor_parallel_size": par.tensor_parallel_size, "pipeline_parallel_size": par.pipeline_parallel_size,
         "gpu_memory_utilization": cache.gpu_memory_utilization,
+        "mamba_page_size_padded": getattr(cache, "mamba_page_size_padded", None),
+        "user_specified_block_size": getattr(cache, "user_specified_block_size", None),
     }
 
 
-def run_cell(parser, engine_args_cls, argv: list[str]) -> dict:
+def run_cell(parser, argv: list[str]) -> dict:
+    """One command line as `vllm serve` takes it: parse (cli/main.py:110), the serve checks (:114,
+    cli/serve.py:158-159), the positional model (serve.py:55-57), AsyncEngineArgs.from_cli_args
+    (launchers/api_server/entry.py:52) and create_engine_config with the API server's usage context
+    (entry.py:82; serve.py:312-313 for several API servers); then the block-size alignment a start runs
+    once the model is loaded (vllm_layers.py)."""
     import contextlib
     import io
+
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.entrypoints.common.cli_args import validate_parsed_serve_args
+    from vllm.usage.usage_lib import UsageContext
+
+    import vllm_layers
 
     err = io.StringIO()
     try:
@@ -63,24 +78,36 @@ def run_cell(parser, engine_args_cls, argv: list[str]) -> dict:
         text = err.getvalue().strip().splitlines()
         return {"accepted": False, "error_type": "SystemExit", "error": (text[-1] if text else "argparse exit")[:600],
                 "where": "argparse"}
+    stage = "engine config"
     try:
-        cfg = engine_args_cls.from_cli_args(args).create_engine_config()
+        validate_parsed_serve_args(args)
+        if getattr(args, "model_tag", None) is not None:
+            args.model = args.model_tag
+        cfg = AsyncEngineArgs.from_cli_args(args).create_engine_config(usage_context=UsageContext.OPENAI_API_SERVER)
+        stage = "block alignment"
+        try:
+            layers = vllm_layers.align(cfg)
+        except vllm_layers.AlignmentLimit as limit:
+            return {"accepted": True, "resolved": _resolved(cfg), "alignment": None, "alignment_limit": str(limit)}
     except BaseException as e:
         if os.environ.get("ORACLE_TRACE"):
             traceback.print_exc()
-        return {"accepted": False, "error_type": type(e).__name__, "error": str(e).strip()[:600], "where": _where(e)}
-    return {"accepted": True, "resolved": _resolved(cfg)}
+        return {"accepted": False, "error_type": type(e).__name__, "error": str(e).strip()[:600], "where": _where(e),
+                "stage": stage}
+    return {"accepted": True, "resolved": _resolved(cfg), "alignment": layers}
 
 
 def main() -> None:
     job = json.loads(open(sys.argv[1]).read() if os.path.isfile(sys.argv[1]) else sys.argv[1])
     import gpu_stubs
 
-    gpu_stubs.install([n for n in gpu_stubs.STUBBED if n != "pynvml"] + ["amdsmi"])  # no NVML: vLLM asks torch
+    gpu_stubs.install([n for n in gpu_stubs.STUBBED if n != "pynvml"])  # no NVML: vLLM asks torch
     gpu_stubs.install_torch_ops()
     import fake_device
 
     device = fake_device.install(job["target"])
+    if device.kind == "rocm":
+        fake_device.install_amdsmi(device)
     if device.kind in ("cuda", "rocm", "xpu"):
         gpu_stubs.triton_with_driver()
     logging.disable(logging.CRITICAL)
@@ -98,7 +125,6 @@ def main() -> None:
         # vLLM inspects the model class in a child process only so that the parent does not initialise
         # CUDA (registry.py:1121-1125); that child would lack the stand-ins, so it runs here instead.
         registry._run_in_subprocess = lambda fn: fn()
-        from vllm.engine.arg_utils import EngineArgs
         from vllm.entrypoints.common.cli_args import make_arg_parser
         from vllm.utils.argparse_utils import FlexibleArgumentParser
 
@@ -109,7 +135,7 @@ def main() -> None:
                                           "error": f"platform: {e}"[:600], "where": _where(e)}), flush=True)
         return
     for cell in cells:
-        out = {"id": cell["id"], **run_cell(parser, EngineArgs, cell["argv"])}
+        out = {"id": cell["id"], **run_cell(parser, cell["argv"])}
         print("ORACLE " + json.dumps(out, default=str), flush=True)
     print("ORACLE_STUBS " + json.dumps(gpu_stubs.stub_hits()), flush=True)
 
