@@ -22,13 +22,13 @@ from .launch import compute_units, num_warps
 GEMV_MAX_ROWS = 4
 # (BLOCK_N, BLOCK_K, warps, stages) of the GEMV: 64 x 128 fp8 bytes a tile, pipelined.
 GEMV_TILE = (64, 128, 4, 4)
-# Programs per compute unit the GEMV aims for; below that, K is split and the slices summed after.
+# Programs per compute unit the GEMV aims for; below that, K is split (the slices summed in the launch).
 GEMV_PROGRAMS_PER_UNIT = 4
 
 
 @triton.jit
-def _gemv_kernel(x_ptr, w_ptr, s_ptr, b_ptr, out_ptr, N, K, K_SPLIT, s_xm, s_wn, s_sn, s_sk, s_os, s_om,
-                 BN: tl.constexpr, BK: tl.constexpr, HAS_BIAS: tl.constexpr,
+def _gemv_kernel(x_ptr, w_ptr, s_ptr, b_ptr, out_ptr, part_ptr, count_ptr, N, K, K_SPLIT, s_xm, s_wn, s_sn, s_sk,
+                 s_om, BN: tl.constexpr, BK: tl.constexpr, HAS_BIAS: tl.constexpr, SPLIT: tl.constexpr,
                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     # One row, BLOCK_N columns, one K_SPLIT-long slice of K (split-K when N alone gives too few programs).
     # The partial products stay a 2-D float32 tile, each element scaled by its block's scale, and are
@@ -53,9 +53,27 @@ def _gemv_kernel(x_ptr, w_ptr, s_ptr, b_ptr, out_ptr, N, K, K_SPLIT, s_xm, s_wn,
         sv = tl.load(s_rows + (k0 // BK) * s_sk, mask=col_ok, other=0.0)  # a K tile lies inside one scale block
         acc += wv.to(tl.float32) * (xv[None, :] * sv[:, None])
     total = tl.sum(acc, axis=1)
-    if HAS_BIAS:
-        total += tl.load(b_ptr + cols, mask=col_ok & (split == 0), other=0.0).to(tl.float32)
-    tl.store(out_ptr + split.to(tl.int64) * s_os + row * s_om + cols, total.to(out_ptr.dtype.element_ty), mask=col_ok)
+    if SPLIT:
+        # Split K reduced in the same launch: each slice leaves its float32 partial, and the slice that
+        # arrives last at the tile's counter (acquire-release, so the others' partials are visible)
+        # sums them in slice order, writes the output and sets the counter back to 0 for the next call.
+        splits = tl.num_programs(2)
+        tl.store(part_ptr + (split.to(tl.int64) * tl.num_programs(0) + row) * N + cols, total, mask=col_ok)
+        tile = row * tl.num_programs(1) + tl.program_id(1)
+        tl.debug_barrier()  # every thread's partial stored before the (cumulative) release of the count
+        arrived = tl.atomic_add(count_ptr + tile, 1, sem="acq_rel")
+        if arrived == splits - 1:
+            total = tl.zeros([BLOCK_N], dtype=tl.float32)
+            for s in range(0, splits):
+                total += tl.load(part_ptr + (s * tl.num_programs(0) + row) * N + cols, mask=col_ok, other=0.0)
+            if HAS_BIAS:
+                total += tl.load(b_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+            tl.store(out_ptr + row * s_om + cols, total.to(out_ptr.dtype.element_ty), mask=col_ok)
+            tl.atomic_xchg(count_ptr + tile, 0)
+    else:
+        if HAS_BIAS:
+            total += tl.load(b_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
+        tl.store(out_ptr + row * s_om + cols, total.to(out_ptr.dtype.element_ty), mask=col_ok)
 
 
 @triton.jit
@@ -99,6 +117,20 @@ def _gemv_splits(programs: int, K: int, block_k: int, device) -> int:
     return max(1, min(tiles, want // max(1, programs)))
 
 
+# Per device, one counter per output tile of a split GEMV (rows x column blocks), all 0 between
+# launches (the last slice of each tile resets its own). Made once, outside any graph capture (the
+# decode graphs run each step eagerly before capturing it). A launch splits K only when it has fewer
+# tiles than GEMV_PROGRAMS_PER_UNIT x compute units, far below this.
+TILE_COUNTERS = 1 << 14
+_counters: dict[torch.device, torch.Tensor] = {}
+
+
+def _tile_counters(device: torch.device) -> torch.Tensor:
+    if device not in _counters:
+        _counters[device] = torch.zeros(TILE_COUNTERS, dtype=torch.int32, device=device)
+    return _counters[device]
+
+
 def _gemv(flat, weight, scale, bias, out, bn, bk):
     M, K = flat.shape
     N = weight.shape[0]
@@ -106,17 +138,17 @@ def _gemv(flat, weight, scale, bias, out, bn, bk):
     block_k = _k_tile(bk, K, want_k)
     columns = triton.cdiv(N, block_n)
     splits = _gemv_splits(M * columns, K, block_k, flat.device)
+    if M * columns > TILE_COUNTERS:
+        splits = 1
     k_split = triton.cdiv(triton.cdiv(K, block_k), splits) * block_k
     splits = triton.cdiv(K, k_split)
-    dest = out if splits == 1 else torch.empty(splits, M, N, dtype=torch.float32, device=out.device)
-    s_os = 0 if splits == 1 else dest.stride(0)
-    s_om = dest.stride(0) if splits == 1 else dest.stride(1)
+    parts = torch.empty(splits, M, N, dtype=torch.float32, device=out.device) if splits > 1 else out
+    counters = _tile_counters(flat.device) if splits > 1 else parts
     _gemv_kernel[(M, columns, splits)](
-        flat, weight, scale, bias if bias is not None else dest, dest, N, K, k_split, flat.stride(0),
-        weight.stride(0), scale.stride(0), scale.stride(1), s_os, s_om, BN=bn, BK=bk, HAS_BIAS=bias is not None,
-        BLOCK_N=block_n, BLOCK_K=block_k, num_warps=num_warps(flat.device.type, warps), num_stages=stages)
-    if splits > 1:
-        out.copy_(dest.sum(dim=0))
+        flat, weight, scale, bias if bias is not None else out, out, parts, counters, N, K, k_split, flat.stride(0),
+        weight.stride(0), scale.stride(0), scale.stride(1), out.stride(0), BN=bn, BK=bk, HAS_BIAS=bias is not None,
+        SPLIT=splits > 1, BLOCK_N=block_n, BLOCK_K=block_k, num_warps=num_warps(flat.device.type, warps),
+        num_stages=stages)
 
 
 def fp8_linear(x, weight, scale, block, bias=None):

@@ -183,6 +183,9 @@ for N, K, block, bias in [(200, 384, (128, 128), False), (130, 384, (128, 128), 
         assert got.shape == want.shape and got.dtype == want.dtype, (N, K, rows)
         err = ((got.float() - want.float()).abs().max() / want.float().abs().max()).item()
         assert err < 2e-2, (N, K, block, rows, err)
+import sys
+counters = sys.modules["bringup.kernels.triton.fp8_linear"]._counters
+assert counters and all(int(c.abs().sum()) == 0 for c in counters.values())  # split tiles left their counters at 0
 from bringup.kernels.triton.fused_moe_fp8 import moe_experts_fp8
 for E, I, H, k, block in [(8, 96, 200, 2, (64, 32)), (6, 130, 256, 3, (128, 128))]:
     for T in (1, 4):  # the per-assignment GEMV
@@ -217,7 +220,8 @@ print("ok")
 
 def test_triton_fp8_gemvs_match_references_interpreted():
     """Dense GEMV: ragged N and K, a K tile smaller than the block, per-tensor and per-row scales, bias,
-    1-4 rows, the CPU's 4 'compute units' making every case split K; the MoE GEMV: ragged blocks, 1-4 tokens.
+    1-4 rows, the CPU's 4 'compute units' making every case split K (reduced in the launch: a call
+    after another must find the tile counters back at 0); the MoE GEMV: ragged blocks, 1-4 tokens.
     (Triton's interpreter needs numpy < 2.3 for loops with run-time bounds.)"""
     import os
     import subprocess

@@ -1,0 +1,122 @@
+"""Each FP8 (W8A16) decode kernel against its bf16 counterpart at a model's real shapes, in one run.
+
+    python bench/fp8_kernels.py [CONFIG.json] [--rows 1 4] [--block 128]
+
+CONFIG defaults to Nemotron-3-Nano-30B-A3B's (../shared/models). Per layer shape of a decode step
+(Mamba in/out projections, attention q/k/v and o, the MoE layer with its shared expert): the fp8
+kernel (`fp8_linear`, `moe_experts_shared_fp8_unsummed`) and the bf16 one the engine runs for the
+same layer (torch's linear, `moe_experts_shared_unsummed`), each timed as 50 calls replayed from a
+CUDA graph (so launch gaps count as they do in a graphed decode step), in microseconds per call,
+with the bytes it must read over the copy bandwidth measured here: the share of the bandwidth limit.
+Where the whole model's FP8 decode loses to bf16 (bench/quantized.py), this says which kernel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from nano_full import copy_bandwidth  # noqa: E402
+
+NANO = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B.json"
+CALLS = 50
+
+
+def graphed_us(fn) -> float:
+    """Microseconds per call of `fn`, CALLS calls captured in one CUDA graph, median of 5 replays."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(CALLS):
+            fn()
+    times = []
+    for _ in range(5):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3 / CALLS)
+    return sorted(times)[2]
+
+
+def linear_shapes(cfg: dict) -> dict[str, tuple[int, int]]:
+    """(N, K) of the dense linears one decode step runs, by name."""
+    H = cfg["hidden_size"]
+    inner = cfg["mamba_num_heads"] * cfg["mamba_head_dim"]
+    groups_state = 2 * cfg["n_groups"] * cfg["ssm_state_size"]
+    q, kv = cfg["num_attention_heads"] * cfg["head_dim"], cfg["num_key_value_heads"] * cfg["head_dim"]
+    return {"mamba in_proj": (2 * inner + groups_state + cfg["mamba_num_heads"], H), "mamba out_proj": (H, inner),
+            "attention qkv": (q + 2 * kv, H), "attention o": (H, q)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("config", nargs="?", type=Path, default=NANO)
+    ap.add_argument("--rows", type=int, nargs="+", default=[1, 4])
+    ap.add_argument("--block", type=int, default=128)
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    from bringup.kernels.reference.fp8_linear import quantize_fp8_block
+    from bringup.kernels.triton.fp8_linear import fp8_linear
+    from bringup.kernels.triton.fused_moe import moe_experts_shared_unsummed
+    from bringup.kernels.triton.fused_moe_fp8 import moe_experts_shared_fp8_unsummed
+    cfg = json.loads(args.config.read_text())
+    dev, bf16, block = torch.device("cuda"), torch.bfloat16, (args.block, args.block)
+    gen = torch.Generator(device=dev).manual_seed(0)
+    bw = copy_bandwidth(dev)
+    print(f"copy bandwidth (read + write): {bw / 1e12:.2f} TB/s; each figure: us per call, {CALLS} calls in a CUDA graph")
+    print(f"{'layer':<22}{'rows':>5}{'bf16 us':>10}{'share':>8}{'fp8 us':>10}{'share':>8}{'fp8/bf16':>10}")
+    rows_out = []
+
+    def report(name, m, bf16_us, bf16_bytes, fp8_us, fp8_bytes):
+        b_share, f_share = bf16_bytes / bw / (bf16_us * 1e-6), fp8_bytes / bw / (fp8_us * 1e-6)
+        print(f"{name:<22}{m:>5}{bf16_us:>10.1f}{b_share:>8.0%}{fp8_us:>10.1f}{f_share:>8.0%}{bf16_us / fp8_us:>9.2f}x")
+        rows_out.append({"layer": name, "rows": m, "bf16_us": bf16_us, "bf16_share": b_share, "fp8_us": fp8_us,
+                         "fp8_share": f_share})
+
+    for name, (N, K) in linear_shapes(cfg).items():
+        w = torch.randn(N, K, device=dev, generator=gen) * 0.02
+        wb, (wq, ws) = w.to(bf16), quantize_fp8_block(w, block)
+        del w
+        for m in args.rows:
+            x = torch.randn(m, K, device=dev, generator=gen).to(bf16)
+            report(name, m, graphed_us(lambda: F.linear(x, wb)), N * K * 2,
+                   graphed_us(lambda: fp8_linear(x, wq, ws, block)), N * K + ws.numel() * 4)
+    if cfg.get("n_routed_experts"):
+        E, I, H = cfg["n_routed_experts"], cfg["moe_intermediate_size"], cfg["hidden_size"]
+        k, S_I = cfg["num_experts_per_tok"], cfg["moe_shared_expert_intermediate_size"]
+        up, down = torch.randn(E, I, H, device=dev, generator=gen) * 0.05, torch.randn(E, H, I, device=dev, generator=gen) * 0.05
+        su, sd = torch.randn(S_I, H, device=dev, generator=gen) * 0.05, torch.randn(H, S_I, device=dev, generator=gen) * 0.05
+        q8 = [quantize_fp8_block(t, block) for t in (up, down, su, sd)]
+        b16 = [t.to(bf16) for t in (up, down, su, sd)]
+        del up, down, su, sd
+        for m in args.rows:
+            x = torch.randn(m, H, device=dev, generator=gen).to(bf16)
+            ids = torch.stack([torch.randperm(E, device=dev, generator=gen)[:k] for _ in range(m)])
+            wts = torch.rand(m, k, device=dev, generator=gen)
+            read = (min(E, m * k) * 2 * I * H + 2 * S_I * H)  # weights one step reads (distinct experts + shared)
+            report("moe + shared expert", m,
+                   graphed_us(lambda: moe_experts_shared_unsummed(x, wts, ids, *b16, "relu2")), read * 2,
+                   graphed_us(lambda: moe_experts_shared_fp8_unsummed(
+                       x, wts, ids, q8[0][0], q8[0][1], q8[1][0], q8[1][1], q8[2][0], q8[2][1], q8[3][0], q8[3][1],
+                       "relu2", block)), read)
+    if args.json:
+        args.json.write_text(json.dumps({"bandwidth": bw, "rows": rows_out}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
