@@ -333,6 +333,9 @@ def main() -> int:
     ap.add_argument("--chunked-prefill-size", type=int, default=32768,
                     help="prefill tokens per step (H200, 256 x 1024 prompts: 32768 gave 5,104 output tok/s, "
                          "16384 4,144, 8192 3,752 before this work)")
+    ap.add_argument("--mixed-prefill-size", type=int, default=None,
+                    help="prefill tokens in a step with decodes (default: the chunk, as this bench ran before the "
+                         "engine's smaller mixed budget; `bringup serve` takes the planner's)")
     ap.add_argument("--sweep", action="store_true", help="sweep the fused MoE's GEMM tiles first")
     ap.add_argument("--profile-dir", default=None, help="write top-kernel tables (decode B=1, prefill) here")
     ap.add_argument("--profile-step", type=int, default=None,
@@ -360,7 +363,8 @@ def main() -> int:
     with (trace.step("engine start", alloc=True) if trace is not None else _nothing()):
         config = EngineConfig(args.config, device="cuda", dtype="bfloat16", load_format="dummy",
                               max_running_requests=max(batches), mem_fraction=args.mem_fraction, context_length=4096,
-                              chunked_prefill_size=args.chunked_prefill_size, warmup=False if args.no_warmup else None)
+                              chunked_prefill_size=args.chunked_prefill_size,
+                              mixed_prefill_size=args.mixed_prefill_size or args.chunked_prefill_size, warmup=False if args.no_warmup else None)
         engine = Engine(config,
                         log=lambda m: print(f"  [engine] {m}", flush=True))
     if trace is not None:

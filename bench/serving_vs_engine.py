@@ -150,7 +150,7 @@ def main() -> int:
               f"{row['per_request_tok_s']:,.0f} per request", flush=True)
     result["in_process"] = rows
     if args.in_process_chunk:
-        engine.scheduler.token_budget = args.in_process_chunk
+        engine.scheduler.token_budget = engine.scheduler.mixed_budget = args.in_process_chunk  # as nano_full.py's
         row = in_process_level(engine, works[-1], levels[-1])
         row["chunk"] = args.in_process_chunk
         result["in_process_chunk"] = row

@@ -43,6 +43,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--context", type=int, metavar="N", help="tokens per request to plan for (SGLang: --context-length)")
     parser.add_argument("--page-size", type=int, metavar="N", help="KV page size in tokens (SGLang 1, embedded 16)")
     parser.add_argument("--max-running-requests", type=int, metavar="N")
+    parser.add_argument("--mixed-prefill-size", type=int, metavar="N",
+                        help="embedded engine: prompt tokens in a step where requests decode (default: the planner's)")
     sglang = parser.add_argument_group("SGLang targets only")
     sglang.add_argument("--mamba-strategy", default=None, choices=("auto", "no_buffer", "extra_buffer", "extra_buffer_lazy"),
                         help="--mamba-radix-cache-strategy (default auto, resolved as the version does)")
@@ -91,6 +93,7 @@ def _sglang_options(args) -> dict:
         "mamba_full_memory_ratio": args.mamba_full_memory_ratio,
         "max_mamba_cache_size": args.max_mamba_cache_size,
         "chunked_prefill_size": args.chunked_prefill_size,
+        "mixed_prefill_size": args.mixed_prefill_size,
         "cuda_graph_max_bs": args.cuda_graph_max_bs,
         "disable_cuda_graph": args.disable_cuda_graph or None,
         "available_memory": _bytes(args.free_memory) if args.free_memory else None,

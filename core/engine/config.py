@@ -27,6 +27,7 @@ SERVE_FLAGS = {
     "device": "--device", "dtype": "--dtype", "load_format": "--load-format", "cpu_threads": "--cpu-threads",
     "cpu_compile": "--cpu-compile", "mem_fraction": "--mem-fraction",
     "max_running_requests": "--max-running-requests", "chunked_prefill_size": "--chunked-prefill-size",
+    "mixed_prefill_size": "--mixed-prefill-size",
     "context_length": "--context",
 }
 # Fields whose command-line name differs from the field's (argparse's dest of the flag).
@@ -47,7 +48,8 @@ class EngineConfig:
     kv_dtype: str | None = None  # None: the model's dtype
     conv_dtype: str | None = None  # Mamba2 conv state; None: the model's dtype
     ssm_dtype: str = facts.DEFAULT_SSM_DTYPE
-    chunked_prefill_size: int | None = None  # prompt tokens per step beside the decodes; None: the planner's
+    chunked_prefill_size: int | None = None  # prompt tokens per step (the chunk); None: the planner's
+    mixed_prefill_size: int | None = None  # ... in a step where requests decode (<= the chunk); None: the planner's
     cuda_graphs: bool | None = None  # decode graphs; None: where the device has them (BRINGUP_CUDA_GRAPHS)
     warmup: bool | None = None  # start-up warm-up; None: on accelerators (BRINGUP_WARMUP)
     cpu_compile: bool | None = None  # CPU decode step through torch.compile; None: on for CPU (BRINGUP_CPU_COMPILE)
@@ -64,6 +66,7 @@ class EngineConfig:
         _at_least(self, "page_size", 1)
         _at_least(self, "max_running_requests", 1)
         _at_least(self, "chunked_prefill_size", 1)
+        _at_least(self, "mixed_prefill_size", 1)
         _at_least(self, "cpu_threads", 1)
         _at_least(self, "max_total_tokens", 1)
         _at_least(self, "context_length", 2)

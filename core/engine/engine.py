@@ -163,6 +163,8 @@ class Engine:
         # Prompt tokens per step beside the decode rows: the user's, else the planner's (step_budget.py).
         chunked_prefill_size = int(c.chunked_prefill_size or self.plan.chunked_prefill_size
                                    or facts.DEFAULT_CHUNKED_PREFILL_SIZE)
+        # ... and in a step where running requests decode: the plan's (the user's, capped at the chunk).
+        mixed_prefill_size = min(chunked_prefill_size, int(self.plan.mixed_prefill_size or chunked_prefill_size))
         swa_pages = self._swa_pages(page_size, chunked_prefill_size)
         graphs = self._graphs_wanted(c.cuda_graphs, graph_factory)
         if graphs:  # the graphs' padding rows get a page and a slot of their own, beyond the plan's
@@ -177,9 +179,10 @@ class Engine:
         self.swa_pool = self.runner.swa_pool  # None unless sliding layers sit beside full ones
         self.eos_token_ids = _eos_ids(self.config, self.tokenizer)
         self.scheduler = Scheduler(self.kv_pool, self.state_pool, max_running_requests=self.max_running_requests,
-                                   chunked_prefill_size=chunked_prefill_size, max_context=self.max_context,
+                                   chunked_prefill_size=chunked_prefill_size, mixed_prefill_size=mixed_prefill_size,
+                                   max_context=self.max_context,
                                    eos_token_ids=self.eos_token_ids, swa_pool=self.swa_pool)
-        self.chunked_prefill_size = chunked_prefill_size
+        self.chunked_prefill_size, self.mixed_prefill_size = chunked_prefill_size, mixed_prefill_size
         self.vocab_size = int(self.config.get("vocab_size") or 0) or None
         self._requests: dict[str, Request] = {}
         self._arrivals = itertools.count()
@@ -193,7 +196,9 @@ class Engine:
         self.overlap = bool(c.overlap) if c.overlap is not None else _env_default(
             OVERLAP_ENV, self.device.type == "cuda")
         self._in_flight = None  # overlapped steps: the Launched step whose tokens are not read yet
-        self.log(f"Prompt tokens per step: {chunked_prefill_size:,} beside every running request's decode "
+        self.log(f"Prompt tokens per step: {mixed_prefill_size:,} beside the running requests' decodes "
+                 f"({'--mixed-prefill-size' if c.mixed_prefill_size else 'the planner'}'s choice), "
+                 f"{chunked_prefill_size:,} in a step without decodes "
                  f"({'--chunked-prefill-size' if c.chunked_prefill_size else 'the planner'}'s choice)")
         stage = self._stage("pools", stage)
         if graphs:
@@ -328,13 +333,13 @@ class Engine:
     def _plan(self, free_before, c: EngineConfig):
         from bringup.core.planner import plan_memory
 
-        chunk = {"chunked_prefill_size": c.chunked_prefill_size} if c.chunked_prefill_size else {}
+        budgets = {key: getattr(c, key) for key in ("chunked_prefill_size", "mixed_prefill_size") if getattr(c, key)}
         plan = plan_memory(
             self.layer_map, device_memory=int(free_before), target="embedded", device=self.device.type,
             mem_fraction=c.mem_fraction, dtype=_name(self.dtype), kv_dtype=_name(self.kv_dtype),
             conv_dtype=_name(self.conv_dtype), ssm_dtype=_name(self.ssm_dtype), page_size=c.page_size,
             context=c.context_length, max_running_requests=c.max_running_requests, weights_bytes=self.weights_bytes,
-            **chunk,
+            **budgets,
         )
         if getattr(plan, "problems", None):
             raise UserError("cannot size the engine's pools: " + "; ".join(plan.problems))
@@ -516,6 +521,7 @@ class Engine:
             "strategy": STRATEGY,
             "page_size": kv.page_size,
             "chunked_prefill_size": self.chunked_prefill_size,
+            "mixed_prefill_size": self.mixed_prefill_size,  # prompt tokens in a step with decodes
             "context_len": self.max_context,
             "max_running_requests": self.max_running_requests,
             "vocab_size": self.vocab_size,

@@ -120,7 +120,9 @@ SERVE_OPTIONS: tuple[ServeOption, ...] = (
     ServeOption("--port", int, 30000, "port (default 30000; 0 picks a free one)"),
     ServeOption("--mem-fraction", float, None, "share of device memory for weights and pools (default: the planner's choice)"),
     ServeOption("--max-running-requests", int, None, "cap on requests running at once"),
-    ServeOption("--chunked-prefill-size", int, None, "prompt tokens per step (chunk size)"),
+    ServeOption("--chunked-prefill-size", int, None, "prompt tokens per step (chunk size; default: the planner's)"),
+    ServeOption("--mixed-prefill-size", int, None, "prompt tokens in a step where running requests decode "
+                "(default: the planner's, at most the chunk; smaller keeps their inter-token gaps short)"),
     ServeOption("--context", int, None, "tokens one request may reach (prompt + output), the pools planned for "
                 "it (default: the planner's, at most the model's max_position_embeddings; SGLang: --context-length)"),
     ServeOption("--api-key", str, None, "require 'Authorization: Bearer KEY' on every route but /health and /ready "

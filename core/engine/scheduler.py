@@ -1,9 +1,11 @@
 """Continuous batching over two pools, with mixed chunked prefill.
 
 Each step carries every running request that decodes (one token each, never held back by prompt
-work) plus prompt tokens up to a budget (`chunked_prefill_size`, the planner's choice by default:
-core/planner/step_budget.py), as SGLang's mixed chunked prefill and vLLM's token budget do, so no
-decoding request waits a whole prompt's prefill for its next token:
+work) plus prompt tokens up to a budget, as SGLang's mixed chunked prefill and vLLM's token budget
+do, so no decoding request waits a whole prompt's prefill for its next token. The budget is
+`mixed_prefill_size` when a running request decodes this step (kept small: the decodes wait for
+the step), `chunked_prefill_size` (the chunk) when none does; both the planner's choice by default
+(core/planner/step_budget.py):
 1. the running requests, oldest first: a decode token, or, within the budget, the next chunk of a
    long prompt (its state slot carries the Mamba state from chunk to chunk) or of a preempted
    request's recompute;
@@ -70,14 +72,17 @@ def order_by_state_slot(step: ScheduledStep) -> None:
 
 class Scheduler:
     def __init__(self, kv_pool: KVPool, state_pool: StatePool, *, max_running_requests: int,
-                 chunked_prefill_size: int | None = 2048, max_context: int | None = None,
-                 watermark: float = 0.01, eos_token_ids=frozenset(), swa_pool: SWAPool | None = None):
+                 chunked_prefill_size: int | None = 2048, mixed_prefill_size: int | None = None,
+                 max_context: int | None = None, watermark: float = 0.01, eos_token_ids=frozenset(),
+                 swa_pool: SWAPool | None = None):
         self.kv_pool, self.state_pool = kv_pool, state_pool
         self.swa_pool = swa_pool if swa_pool is not None and swa_pool.layer_ids else None
         self.swa_evicted_pages = 0
         self.uses_kv = len(kv_pool.layer_ids) > 0  # a pure-SSM model has no KV pages to manage
         self.max_running = max(1, min(int(max_running_requests), state_pool.num_slots))
         self.token_budget = int(chunked_prefill_size) if chunked_prefill_size and chunked_prefill_size > 0 else None
+        # Prompt tokens beside decodes; None: the same as token_budget (capped at it when both are set).
+        self.mixed_budget = int(mixed_prefill_size) if mixed_prefill_size and mixed_prefill_size > 0 else None
         self.max_context = max_context
         self.watermark_pages = max(1, int(kv_pool.num_pages * watermark)) if self.uses_kv else 0
         self.waiting: deque[Request] = deque()
@@ -134,14 +139,14 @@ class Scheduler:
 
     # One step
     def schedule(self) -> ScheduledStep:
-        budget = self.token_budget if self.token_budget is not None else float("inf")  # prompt tokens
+        budget = self.prompt_budget(any(map(self._decodes, self.running)))  # prompt tokens
         step = ScheduledStep([], [], [])
         queue = deque(self.running)
         while queue:
             req = queue.popleft()
             if req.finishing:  # its last token is in flight (overlapped steps): nothing more to compute
                 continue
-            decode = req.num_uncomputed == 1 and req.num_computed >= len(req.prompt_ids)
+            decode = self._decodes(req)
             n = 1 if decode else int(min(req.num_uncomputed, budget))
             if n <= 0:  # prompt work, and the budget is spent: it goes on next step
                 continue
@@ -155,6 +160,18 @@ class Scheduler:
             self._admit(step, budget)
         order_by_state_slot(step)
         return step
+
+    def prompt_budget(self, with_decodes: bool) -> float:
+        """Prompt tokens a step may carry: the mixed budget beside decodes, else the chunk."""
+        full = self.token_budget if self.token_budget is not None else float("inf")
+        if with_decodes and self.mixed_budget is not None:
+            return min(full, self.mixed_budget)
+        return full
+
+    @staticmethod
+    def _decodes(req: Request) -> bool:
+        """Whether `req` computes one output token this step (its prompt done, its last token new)."""
+        return not req.finishing and req.num_uncomputed == 1 and req.num_computed >= len(req.prompt_ids)
 
     def _grow(self, req: Request, n: int, queue: deque, step: ScheduledStep) -> bool:
         """Give `req` pages for n more tokens, preempting the newest unscheduled requests if needed."""

@@ -14,8 +14,9 @@ specializations at the 2nd and 3rd, the MoE's 32-row tile at the short last one)
 The warm-up runs dummy prompts through the normal scheduler and runner (nothing is special-cased),
 laid out so that the steps cover what a busy server's prompt steps look like:
 1. a full chunk of whole prompts, with the chunk's last prompt cut part-way;
-2. a full chunk of prompt tokens mixing the cut prompt's continuation (a Mamba state and KV prefix
-   to resume from) and new prompts, beside the decodes of the prompts finished in step 1;
+2. steps of prompt tokens up to the mixed budget (scheduler.py) mixing the cut prompt's
+   continuation (a Mamba state and KV prefix to resume from) and new prompts, beside the decodes of
+   the prompts finished in step 1;
 3. a shorter step whose token count is not a multiple of 16, then a few decode-only steps;
 4. single prompts of 16, 19, 32, 35, ... tokens up to a quarter chunk: kernels choose their tiles
    and blocks by size (the fused MoE by rows per expert), and each band compiles its own.

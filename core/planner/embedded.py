@@ -32,7 +32,7 @@ from bringup.core.layermap import geometry
 from .budget import config_context, page_ceil, page_floor
 from bringup.core.layermap.sizes import format_bytes
 from .memory_plan import Capacity, MemoryPlan, Segment
-from .step_budget import prefill_budget
+from .step_budget import mixed_budget, prefill_budget
 
 GIB = 1024**3
 CPU_POOL_SHARE = 0.25
@@ -94,7 +94,7 @@ def plan_embedded(
     layer_map: LayerMap, *, device: str, device_memory: int, mem_fraction: float | None, weights_bytes: int,
     weights_source: str, dtype: str, kv_dtype: str, conv_dtype: str, ssm_dtype: str, dtype_bytes,
     page_size: int | None, context: int | None, max_running_requests: int | None,
-    chunked_prefill_size: int | None = None,
+    chunked_prefill_size: int | None = None, mixed_prefill_size: int | None = None,
 ) -> MemoryPlan:
     notes: list[str] = []
     problems: list[str] = []
@@ -110,7 +110,15 @@ def plan_embedded(
     if chunk is None:
         chunk, why = prefill_budget(layer_map, device=device, weights_bytes=weights_bytes)
         assumed["chunked_prefill_size"] = f"{chunk} ({why})"
-        notes.append(f"prompt tokens per step {chunk:,} beside the decode rows: {why}")
+        notes.append(f"prompt tokens per step {chunk:,} when no running request decodes: {why}")
+    mixed = mixed_prefill_size
+    if mixed is None:
+        mixed, why = mixed_budget(layer_map, device=device, weights_bytes=weights_bytes, chunk=chunk)
+        assumed["mixed_prefill_size"] = f"{mixed} ({why})"
+        notes.append(f"prompt tokens per step {mixed:,} beside the decode rows: {why}")
+    elif mixed > chunk:
+        notes.append(f"--mixed-prefill-size {mixed:,} is capped at the chunk, {chunk:,} prompt tokens per step")
+        mixed = chunk
     if mem_fraction is None:
         mem_fraction = auto_mem_fraction(device, device_memory, weights_bytes)
         notes.append(f"mem fraction {mem_fraction:.3f} chosen for {device} (see core/planner/embedded.py)")
@@ -176,5 +184,5 @@ def plan_embedded(
         state_slots_per_request=1 if per_state else 0, kv_layers=len(layer_map.kv_layers),
         state_layers=len(layer_map.state_layers), all_attention=all_attention, breakdown=breakdown,
         notes=notes, problems=problems, swa_tokens=swa_tokens, swa_bytes_per_token=swa_cell, swa_window=window,
-        assumed=assumed, chunked_prefill_size=chunk,
+        assumed=assumed, chunked_prefill_size=chunk, mixed_prefill_size=mixed,
     )

@@ -104,6 +104,9 @@ class MemoryPlan:
     # The embedded engine: prompt tokens one step carries beside its decode rows (step_budget.py's
     # choice unless the user gave --chunked-prefill-size). None for other targets (see `assumed`).
     chunked_prefill_size: int | None = None
+    # ... and in a step where running requests decode (step_budget.mixed_budget unless the user gave
+    # --mixed-prefill-size): at most the chunk, so the decodes' inter-token gaps stay short.
+    mixed_prefill_size: int | None = None
 
     @property
     def ok(self) -> bool:

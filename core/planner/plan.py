@@ -128,17 +128,22 @@ def plan_memory(
         dtype_bytes=dtype_bytes, page_size=page_size, context=context, max_running_requests=max_running_requests,
     )
     sliding = layer_map.sliding_attention_layers
+    if kind != "embedded" and sglang_options.get("mixed_prefill_size") is not None:
+        raise UserError("--mixed-prefill-size is the embedded engine's (prompt tokens in a step with decodes); "
+                        "leave it out for SGLang and vLLM targets")
     if kind == "embedded":
         if tp != 1 or pp != 1:
             raise UserError("the embedded engine runs on one device; use --tp 1 --pp 1, or plan for --target sglang==X.Y.Z")
         chunk = sglang_options.pop("chunked_prefill_size", None)  # the one such option the engine has
+        mixed = sglang_options.pop("mixed_prefill_size", None)  # the engine's own
         if sglang_options:
             raise UserError(f"options {', '.join(sorted(sglang_options))} apply to SGLang targets only")
-        if chunk is not None and chunk < 1:
-            raise UserError(f"--chunked-prefill-size must be at least 1, got {chunk}")
+        for flag, value in (("--chunked-prefill-size", chunk), ("--mixed-prefill-size", mixed)):
+            if value is not None and value < 1:
+                raise UserError(f"{flag} must be at least 1, got {value}")
         from .embedded import plan_embedded
 
-        plan = plan_embedded(layer_map, **common, chunked_prefill_size=chunk)
+        plan = plan_embedded(layer_map, **common, chunked_prefill_size=chunk, mixed_prefill_size=mixed)
     elif kind == "vllm":
         from .vllm import plan_vllm
 

@@ -234,3 +234,31 @@ def test_the_first_decode_line_does_not_count_the_start_up(monkeypatch):
              "num_running": 1, "num_queued": 0}
     log.after_step(new_seqs=0, prefill_tokens=0, decode_tokens=4, seconds=0.1, stats=stats, graphed=True)
     assert "cpu graph: True, gen throughput (token/s): 4.00," in lines[0]
+
+
+def test_a_smaller_mixed_budget_keeps_the_tokens_and_is_shown(checkpoint):
+    """Prompt tokens beside decodes held to --mixed-prefill-size, the whole chunk otherwise: the
+    same greedy tokens; the start-up log and server_info name both budgets."""
+    from bringup.core.engine.warmup import step_summary
+
+    kind, folder, prompts, expected = checkpoint
+    engine, lines = quiet_engine(folder, chunked_prefill_size=16, mixed_prefill_size=4)
+    ids = [engine.add_request(p, GREEDY, detokenize=False) for p in prompts[:2]]  # 3 and 21 tokens
+    steps, late = [], prompts[2:]
+    outputs = {}
+    while engine.has_unfinished():
+        if len(steps) == 2:  # the later prompts arrive while the first ones decode
+            ids += [engine.add_request(p, GREEDY, detokenize=False) for p in late]
+        for out in engine.step():
+            outputs.setdefault(out.request_id, []).extend(out.token_ids)
+        if engine.last_step is not None and engine.last_step.requests:
+            steps.append(step_summary(engine.last_step))
+    assert [outputs[i] for i in ids] == expected
+    mixed = [s["prompt_tokens"] for s in steps if s["decodes"]]
+    alone = [s["prompt_tokens"] for s in steps if not s["decodes"]]
+    assert max(mixed) == 4 and max(alone) == 16  # both budgets reached, neither passed
+    assert any("Prompt tokens per step: 4 beside the running requests' decodes (--mixed-prefill-size's choice), "
+               "16 in a step without decodes (--chunked-prefill-size's choice)" in line for line in lines)
+    info = engine.server_info()
+    assert (info["chunked_prefill_size"], info["mixed_prefill_size"]) == (16, 4)
+    engine.check_pools()

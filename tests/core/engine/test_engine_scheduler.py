@@ -13,10 +13,11 @@ from bringup.core.engine.scheduler import Scheduler
 PAGE = 4
 
 
-def make(num_pages=16, num_slots=4, max_running=8, chunk=None, max_context=None):
+def make(num_pages=16, num_slots=4, max_running=8, chunk=None, max_context=None, mixed=None):
     kv = KVPool(num_pages, PAGE, [1, 3], num_kv_heads=1, head_dim=4, dtype="float32", device="cpu")
     state = StatePool(num_slots, [0, 2], (6, 3), (1, 2, 2), device="cpu")
-    return Scheduler(kv, state, max_running_requests=max_running, chunked_prefill_size=chunk, max_context=max_context)
+    return Scheduler(kv, state, max_running_requests=max_running, chunked_prefill_size=chunk,
+                     mixed_prefill_size=mixed, max_context=max_context)
 
 
 _n = iter(range(10**6))
@@ -29,7 +30,10 @@ def req(prompt_len, max_new=4, rid=None):
 
 def run_step(s: Scheduler):
     """What the engine does around the model: schedule, build the batch (as the runner does), advance, append tokens."""
-    step = s.schedule()
+    return run_scheduled(s, s.schedule())
+
+
+def run_scheduled(s: Scheduler, step):
     if step.requests:
         batch = build_batch(step, s.kv_pool, s.state_pool, "cpu")
         assert batch.num_tokens == step.num_tokens
@@ -341,6 +345,60 @@ def test_decode_rows_run_every_step_while_a_long_prompt_is_chunked():
     assert chunked == 7  # 20 prompt tokens in chunks of 3: the decodes took none of the budget
     drain(s)
     assert all(len(r.output_ids) == 12 for r in decoders) and long.output_ids == [7, 7]
+
+
+def test_a_step_beside_decodes_takes_the_mixed_budget_and_a_prompt_only_step_the_whole_chunk():
+    s = make(num_pages=64, num_slots=8, chunk=8, mixed=3)
+    decoders = [req(2, max_new=4) for _ in range(2)]
+    long = req(40, max_new=2)
+    for r in decoders:
+        s.add(r)
+    seen = []  # per step: (requests decoding, prompt tokens), read before the step is recorded
+    while s.has_work():
+        if len(seen) == 1:
+            s.add(long)  # arrives while the two short ones decode
+        step = s.schedule()
+        prompt = sum(n for _, n in step.prefill())
+        seen.append((len(step.requests) - len(step.prefill()), prompt))
+        run_scheduled(s, step)
+        assert len(seen) < 50, "scheduler made no progress"
+    # Their prompts (4 tokens, nobody decoding); 3 decode steps with 3 prompt tokens of the long one each
+    # (admitted within the mixed budget); the rest of it alone in whole chunks of 8; its one decode.
+    assert seen == [(0, 4), (2, 3), (2, 3), (2, 3), (0, 8), (0, 8), (0, 8), (0, 7), (1, 0)]
+    assert all(len(r.output_ids) == 4 for r in decoders) and long.output_ids == [7, 7]
+    assert s.kv_pool.num_used_pages == 0 and s.state_pool.num_used_slots == 0
+
+
+def test_the_mixed_budget_is_at_most_the_chunk_and_defaults_to_it():
+    assert make(chunk=4, mixed=16).prompt_budget(with_decodes=True) == 4
+    assert make(chunk=4).prompt_budget(with_decodes=True) == 4 == make(chunk=4, mixed=2).prompt_budget(False)
+    assert make(chunk=None, mixed=2).prompt_budget(True) == 2  # prompts unchunked, but not beside decodes
+    assert make(chunk=None).prompt_budget(True) == float("inf")
+
+
+def test_a_request_whose_last_token_is_in_flight_does_not_make_the_step_mixed():
+    """Overlapped steps: a `finishing` request computes nothing more, so the prompts get the whole chunk;
+    one whose token is in flight and that goes on decoding makes the step mixed."""
+    s = make(num_pages=64, num_slots=8, chunk=8, mixed=2)
+    a = req(2, max_new=1)
+    s.add(a)
+    first = s.schedule()
+    first_samples = first.samples()  # read before the books move
+    s.launched(first, first_samples)  # queued on the device: a's one and last token is in flight
+    assert a.finishing
+    b = req(20, max_new=1)
+    s.add(b)
+    second = s.schedule()
+    assert second.requests == [b] and second.num_new_tokens == [8]
+    s = make(num_pages=64, num_slots=8, chunk=8, mixed=2)
+    c = req(2, max_new=3)
+    s.add(c)
+    first = s.schedule()
+    s.launched(first, first.samples())  # c's first token in flight: it decodes next step, on the device's token
+    d = req(20, max_new=1)
+    s.add(d)
+    second = s.schedule()
+    assert dict(zip(second.requests, second.num_new_tokens)) == {c: 1, d: 2}
 
 
 def test_preemption_and_abort_mid_chunk_free_everything_and_the_rest_finish():
