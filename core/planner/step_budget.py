@@ -46,35 +46,30 @@ def _pow2_ceil(n: float) -> int:
     return p
 
 
-def _raw_tokens(layer_map, weights_bytes: int, reads: int) -> float | None:
-    """Prompt tokens whose compute (2 FLOPs per active parameter) takes `reads` weight reads; None
-    when the model's parameter count is unknown."""
+def _by_compute(layer_map, *, device: str, weights_bytes: int, reads: int, low: int, high: int) -> tuple[int | None, str]:
+    """(the prompt tokens whose compute, 2 FLOPs per active parameter, takes `reads` weight reads,
+    as a power of two within [low, high]; why). None on the CPU or when the model's parameter count
+    is unknown (the why says which)."""
+    if device == "cpu":
+        return None, "the CPU's steps are host-bound"
     active = int(layer_map.params_active or layer_map.params_total or 0)
     if active <= 0 or weights_bytes <= 0:
-        return None
-    return reads * FLOP_PER_BYTE * weights_bytes / (2 * active)
+        return None, "the model's parameter count is unknown"
+    raw = reads * FLOP_PER_BYTE * weights_bytes / (2 * active)
+    tokens = max(low, min(high, _pow2_ceil(raw)))
+    return tokens, (f"the prompt tokens whose compute takes {reads} weight read{'s' * (reads != 1)} on a {device} "
+                    f"device: {raw:,.0f} -> {tokens:,} within [{low:,}, {high:,}] (core/planner/step_budget.py)")
 
 
 def prefill_budget(layer_map, *, device: str, weights_bytes: int) -> tuple[int, str]:
     """(prompt tokens per step, why) for the embedded engine on `device`."""
-    if device == "cpu":
-        return DEFAULT_CHUNKED_PREFILL_SIZE, "the CPU's steps are host-bound: the engine's default"
-    raw = _raw_tokens(layer_map, weights_bytes, STEP_WEIGHT_READS)
-    if raw is None:
-        return DEFAULT_CHUNKED_PREFILL_SIZE, "the model's parameter count is unknown: the engine's default"
-    tokens = max(MIN_TOKENS, min(MAX_TOKENS, _pow2_ceil(raw)))
-    return tokens, (f"the prompt tokens whose compute takes {STEP_WEIGHT_READS} weight reads on a {device} device: "
-                    f"{raw:,.0f} -> {tokens:,} within [{MIN_TOKENS:,}, {MAX_TOKENS:,}] (core/planner/step_budget.py)")
+    tokens, why = _by_compute(layer_map, device=device, weights_bytes=weights_bytes, reads=STEP_WEIGHT_READS,
+                              low=MIN_TOKENS, high=MAX_TOKENS)
+    return (tokens, why) if tokens else (DEFAULT_CHUNKED_PREFILL_SIZE, why + ": the engine's default")
 
 
 def mixed_budget(layer_map, *, device: str, weights_bytes: int, chunk: int) -> tuple[int, str]:
     """(prompt tokens in a step where running requests decode, why): at most `chunk`."""
-    if device == "cpu":
-        return chunk, "the CPU's steps are host-bound: the whole chunk"
-    raw = _raw_tokens(layer_map, weights_bytes, MIXED_WEIGHT_READS)
-    if raw is None:
-        return chunk, "the model's parameter count is unknown: the whole chunk"
-    tokens = min(chunk, max(MIXED_MIN_TOKENS, _pow2_ceil(raw)))
-    return tokens, (f"the prompt tokens whose compute takes {MIXED_WEIGHT_READS} weight read on a {device} device: "
-                    f"{raw:,.0f} -> {tokens:,} (at least {MIXED_MIN_TOKENS:,}, at most the chunk of {chunk:,}; "
-                    "core/planner/step_budget.py)")
+    tokens, why = _by_compute(layer_map, device=device, weights_bytes=weights_bytes, reads=MIXED_WEIGHT_READS,
+                              low=min(MIXED_MIN_TOKENS, chunk), high=chunk)
+    return (tokens, why) if tokens else (chunk, why + ": the whole chunk")
