@@ -93,7 +93,6 @@ def _sglang_options(args) -> dict:
         "mamba_full_memory_ratio": args.mamba_full_memory_ratio,
         "max_mamba_cache_size": args.max_mamba_cache_size,
         "chunked_prefill_size": args.chunked_prefill_size,
-        "mixed_prefill_size": args.mixed_prefill_size,
         "cuda_graph_max_bs": args.cuda_graph_max_bs,
         "disable_cuda_graph": args.disable_cuda_graph or None,
         "available_memory": _bytes(args.free_memory) if args.free_memory else None,
@@ -143,7 +142,7 @@ def main(args: argparse.Namespace) -> int:
         tp=args.tp, pp=args.pp, dtype=args.dtype, kv_dtype=args.kv_dtype, conv_dtype=args.conv_dtype,
         ssm_dtype=args.ssm_dtype, page_size=args.page_size, context=args.context,
         max_running_requests=args.max_running_requests, checkpoint=loaded.path,
-        **weights, **options,
+        **weights, **options, **({"mixed_prefill_size": args.mixed_prefill_size} if args.mixed_prefill_size else {}),
     )
     plan.notes[:0] = notes
     plan.notes.extend(_parallel_blockers(layer_map, args.target, device, args.tp, args.pp))

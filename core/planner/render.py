@@ -42,6 +42,9 @@ def render_text(plan: MemoryPlan) -> str:
         out.append(f"  state slots       {plan.state_slots:,}{per}")
     out.append(f"  max running       {plan.max_running_requests:,} requests; bottleneck: {plan.bottleneck}")
     out.append(f"  at --context      {plan.requests_at_context:,} requests of {plan.context:,} tokens")
+    if plan.chunked_prefill_size:  # the embedded engine's step budgets (the reasons: assumed/notes below)
+        mixed = plan.mixed_prefill_size or plan.chunked_prefill_size
+        out.append(f"  prompt per step   {plan.chunked_prefill_size:,} tokens, {mixed:,} beside decoding requests")
     if plan.all_attention:
         aa = plan.all_attention
         out.append(f"  if all attention  {aa.kv_bytes_per_token:,} B/token -> {aa.kv_tokens:,} KV tokens, "

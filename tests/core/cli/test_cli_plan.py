@@ -44,6 +44,16 @@ def test_text_output_and_options(capsys):
     assert "1 per running request (disabled)" in out
 
 
+def test_the_embedded_plan_shows_both_step_budgets_and_takes_the_mixed_one(capsys):
+    code, out, _ = run(capsys, NANO, "--device-memory", "h200", "--device", "cuda")
+    assert code == 0 and "prompt per step   4,096 tokens, 2,048 beside decoding requests" in out
+    code, out, _ = run(capsys, NANO, "--device-memory", "h200", "--device", "cuda", "--mixed-prefill-size", "1024")
+    assert code == 0 and "prompt per step   4,096 tokens, 1,024 beside decoding requests" in out
+    code, _, err = run(capsys, NANO, "--device-memory", "h200", "--device", "cuda", "--target", "sglang==0.5.23",
+                       "--mixed-prefill-size", "1024")
+    assert code == 2 and "--mixed-prefill-size is the embedded engine's" in err
+
+
 def test_sglang_defaults_assumed_and_flags_that_override_them(capsys):
     code, out, _ = run(capsys, NANO, "--device-memory", "141G", "--target", "sglang==0.5.18", "--device", "xpu")
     assert code == 0
