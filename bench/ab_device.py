@@ -83,7 +83,7 @@ def main() -> int:
     ap.add_argument("--nano-dtype", default="bfloat16")
     ap.add_argument("--deadline", type=float, default=400, help="seconds for everything")
     ap.add_argument("--skip-tiny", action="store_true")
-    ap.add_argument("--tiny-timeout", type=float, default=60, help="seconds for each side of the tiny run")
+    ap.add_argument("--tiny-timeout", type=float, default=150, help="seconds for each side of the tiny run")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()

@@ -14,6 +14,7 @@ The traces keep digests (digest.py); `full` names places kept whole to look into
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,6 +109,10 @@ def stalled(stderr: str) -> str:
                 break
             frames.append(ln.strip())
         text += "\nits stack (most recent call first):\n  " + "\n  ".join(frames[:STACK_FRAMES])
+        if any(f"{os.sep}triton{os.sep}" in f or "/triton/" in f for f in frames):
+            # (seen on a fresh H200: the first traced prefill compiled Triton kernels for over 28 s)
+            text += ("\nit was compiling Triton kernels, not stuck: the first run on a machine compiles each "
+                     "kernel once (Triton's cache keeps them for later runs); run again or give --timeout more")
     elif not can_ask_for_stacks():
         text += (f"\n(no stack: a running child cannot be asked for one here; {STACKS_ENV}=S has it write "
                  "its own whenever S seconds pass without a new stage)")

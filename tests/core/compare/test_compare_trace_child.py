@@ -102,6 +102,18 @@ def test_stalled_reads_the_last_stage_and_the_main_threads_innermost_frames():
     assert text.splitlines()[0] == "it was at: step 0 (prefill, 32 tokens) running (2.0 s)"
     assert text.splitlines()[2:] == ['  File "/x/jit.py", line 9 in compile', '  File "/x/trace.py", line 80 in run']
     assert stalled("Load weight begin") == "it wrote no stage (stuck before importing torch?)"
+    assert "compiling Triton kernels" not in text
+
+
+def test_a_child_past_its_time_inside_tritons_compiler_is_said_to_be_compiling():
+    # the stack a fresh H200 gave (bench/ab_device.py, 2026-12-03): the first traced prefill still compiling
+    stderr = "\n".join([
+        "trace: step 0 (prefill, 32 tokens) running (the first step on a GPU compiles its kernels) (16.5 s)",
+        "Current thread 0x00007e (most recent call first):",
+        '  File "/venv/lib/python3.12/site-packages/triton/compiler/code_generator.py", line 1533 in visit',
+        '  File "/usr/lib/python3.12/ast.py", line 407 in visit'])
+    text = stalled(stderr)
+    assert "compiling Triton kernels, not stuck" in text and "--timeout" in text
 
 
 def test_a_prompt_file_that_is_not_json_is_a_clear_error(checkpoint, tmp_path):
