@@ -55,6 +55,18 @@ class GgufLinear(nn.Module):
             return q8_0_linear(x, self.weight, self.in_features, self.bias)
         return gguf_linear(x, self.weight, self.ggml_type, self.in_features, self.bias)
 
+    @property
+    def form(self) -> str:
+        """The product this layer runs (check-kernels names and tolerates it by this): "widened",
+        "float32 copy", "int4", "blockwise" (Q8_0 widened per call) or "blocks" (the reference)."""
+        if self.widened is not None:
+            return "widened"
+        if self.dense is not None:
+            return "float32 copy"
+        if self.int4 is not None:
+            return "int4"
+        return "blockwise" if self.cpu_q8 else "blocks"
+
     def extra_repr(self) -> str:
         return f"in={self.in_features}, out={self.out_features}, {self.ggml_type} blocks"
 
@@ -74,6 +86,10 @@ class GgufEmbedding(nn.Module):
 
             return widened_rows(ids, *self.widened, self.out_dtype)
         return gguf_embedding(ids, self.weight, self.ggml_type, self.embedding_dim, self.out_dtype)
+
+    @property
+    def form(self) -> str:
+        return "widened" if self.widened is not None else "blocks"
 
 
 def keep_gguf_blocks(model: nn.Module, quant, running) -> None:

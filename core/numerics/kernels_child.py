@@ -107,26 +107,27 @@ def run_workload(engine, long_prefill: int = 0, phase=None) -> None:
 
 def check_engine(engine, skip=(), crash=None, long_prefill: int = 0):
     """Record `run_workload`'s kernel calls, then yield one result per kind of call (in the order
-    first called), each replayed against its reference. `crash`: an op or key whose check kills the
-    process (tests)."""
+    first called), each replayed against its reference; then the same for a GGUF model's quantized
+    layers (quantized_calls.py). `crash`: an op or key whose check kills the process (tests)."""
     import torch
 
     from .kernel_calls import PhaseTracker, describe, record_calls, reference_for, replay
+    from .quantized_calls import record_quantized_calls, reference_layers, replay_quantized
 
     phase = PhaseTracker()
     hook = engine.model.register_forward_pre_hook(phase.hook)
     calls, undo = record_calls(engine.model.ops, lambda: phase.phase)
+    quantized, undo_quantized = record_quantized_calls(engine.model, lambda: phase.phase)
     try:
         run_workload(engine, long_prefill, phase)
     finally:
         undo()
+        undo_quantized()
         hook.remove()
     for call in calls:
         if call.key in skip:
             continue
-        print(f"start {call.key}", file=sys.stderr, flush=True)
-        if crash in (call.op, call.key):
-            os.kill(os.getpid(), signal.SIGSEGV)
+        _starting(call, crash)
         reference = reference_for(call.op)
         if reference is None:
             yield {**describe(call), "max_abs_err": None, "max_rel_err": None, "tolerance": None, "ok": False,
@@ -134,7 +135,20 @@ def check_engine(engine, skip=(), crash=None, long_prefill: int = 0):
             continue
         with torch.inference_mode():
             yield replay(call, getattr(engine.model.ops, call.op), reference[0], engine.device, combine=reference[1])
+    quantized = [call for call in quantized if call.key not in skip]
+    if quantized:
+        reference_model = reference_layers(engine.folder)  # the file's blocks, as the layers' reference reads them
+        for call in quantized:
+            _starting(call, crash)
+            with torch.inference_mode():
+                yield replay_quantized(call, engine.model, reference_model, engine.device)
 
+
+def _starting(call, crash) -> None:
+    """Tell the parent which call runs next (it names the one that kills or hangs the process)."""
+    print(f"start {call.key}", file=sys.stderr, flush=True)
+    if crash in (call.op, call.key):
+        os.kill(os.getpid(), signal.SIGSEGV)
 
 if __name__ == "__main__":
     sys.exit(main())

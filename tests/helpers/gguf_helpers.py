@@ -6,6 +6,7 @@ tokenizer with a chat template in the metadata."""
 from __future__ import annotations
 
 import json
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +28,22 @@ CHAT_TEMPLATE = (
     "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
 SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+# Where each block type keeps its fp16 scales inside a block (the rest of the bytes are codes: any value).
+SCALE_FIELDS = {"Q8_0": (0,), "Q4_0": (0,), "Q4_1": (0, 2), "Q4_K": (0, 2), "Q6_K": (208,)}
+
+
+def random_blocks(ggml_type: str, rows: int, cols: int, seed: int = 0) -> np.ndarray:
+    """Seeded random blocks of a type, uint8 [rows, row bytes]: codes any value, the fp16 scales in
+    1e-3..1.1e-2 (so that the weights stay of a sane size)."""
+    from bringup.kernels.reference.gguf_blocks import BLOCKS
+
+    per, size = BLOCKS[ggml_type]
+    rng = np.random.default_rng(seed)
+    raw = rng.integers(0, 256, size=(rows, cols // per, size), dtype=np.uint8)
+    for off in SCALE_FIELDS[ggml_type]:
+        scales = (rng.random((rows, cols // per)) * 0.01 + 1e-3).astype(np.float16)
+        raw[..., off:off + 2] = scales.view(np.uint8).reshape(rows, cols // per, 2)
+    return raw.reshape(rows, -1)
 
 
 def gguf_name(name: str, arch: str = "llama") -> str:
@@ -63,7 +80,10 @@ def byte_level_vocab(vocab_size: int = 320) -> tuple[list[str], list[str]]:
 def write_gguf(hf_model, path: Path, tokens: list[str], merges: list[str], *, quant: str = "mixed") -> Path:
     """`hf_model` (transformers Llama, Qwen3 or Gemma 3 text) as a GGUF file. quant: "f32" (every
     tensor exact), "mixed" (embedding Q8_0, attention Q4_0 where rows allow, MLP F16, norms F32), or
-    "blocks" (as mixed, the MLP and an untied lm_head Q4_1).
+    "blocks" (as mixed, the MLP and an untied lm_head Q4_1), or "kquants" (embedding and attention
+    Q8_0, the MLP's gate and up Q4_K, its down and an untied lm_head Q6_K; gguf-py cannot quantise the
+    K types, so theirs are seeded random blocks: text is noise, the products still checkable; the
+    matrices' columns a multiple of 256).
     Gemma 3 as llama.cpp's converter writes it: norms stored as 1 + w, the window and its pattern."""
     import gguf
     from gguf.quants import quantize
@@ -115,7 +135,14 @@ def write_gguf(hf_model, path: Path, tokens: list[str], merges: list[str], *, qu
         elif arch == "llama" and ".k_proj." in name:
             data = permute(data, cfg.num_key_value_heads)
         kind = gguf.GGMLQuantizationType.F32
-        if quant in ("mixed", "blocks") and data.ndim == 2:
+        if quant == "kquants" and data.ndim == 2:
+            kind = gguf.GGMLQuantizationType.Q8_0 if "embed_tokens" in name or "self_attn" in name else (
+                gguf.GGMLQuantizationType.Q4_K if "gate_proj" in name or "up_proj" in name else gguf.GGMLQuantizationType.Q6_K)
+            if kind != gguf.GGMLQuantizationType.Q8_0:
+                blocks = random_blocks(kind.name, *data.shape, seed=zlib.crc32(name.encode()))
+                writer.add_tensor(gguf_name(name, arch), blocks, raw_dtype=kind)
+                continue
+        elif quant in ("mixed", "blocks") and data.ndim == 2:
             if "embed_tokens" in name:
                 kind = gguf.GGMLQuantizationType.Q8_0
             elif "self_attn" in name and data.shape[1] % 32 == 0:

@@ -6,24 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from gguf_helpers import random_blocks
 
 from bringup.kernels.cpu.gguf_int4 import int4_linear, pack_int4
 from bringup.kernels.cpu.gguf_q8 import q8_0_linear
 from bringup.kernels.reference.gguf_blocks import BLOCKS, dequantize_blocks, gguf_embedding, gguf_linear
 
 gguf = pytest.importorskip("gguf")
-# Where each type keeps its fp16 scales inside a block (the rest of the bytes are codes: any value).
-SCALE_FIELDS = {"Q8_0": (0,), "Q4_0": (0,), "Q4_1": (0, 2), "Q4_K": (0, 2), "Q6_K": (208,)}
-
-
-def random_blocks(ggml_type: str, rows: int, cols: int, seed: int = 0) -> np.ndarray:
-    per, size = BLOCKS[ggml_type]
-    rng = np.random.default_rng(seed)
-    raw = rng.integers(0, 256, size=(rows, cols // per, size), dtype=np.uint8)
-    for off in SCALE_FIELDS[ggml_type]:
-        scales = (rng.random((rows, cols // per)) * 0.01 + 1e-3).astype(np.float16)
-        raw[..., off:off + 2] = scales.view(np.uint8).reshape(rows, cols // per, 2)
-    return raw.reshape(rows, -1)
 
 
 @pytest.mark.parametrize("ggml_type", sorted(BLOCKS))
