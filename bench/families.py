@@ -23,6 +23,7 @@ Results go to `--out` after every model, so a run cut short keeps what it measur
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import sys
@@ -130,16 +131,30 @@ def bench_model(path: Path, config: dict, params: int, args, bw: float, device, 
 
 
 def _cpu_smoke():
-    """Stand-ins for the GPU's clocks so the script's own logic runs on a CPU."""
+    """Stand-ins for the GPU's clocks so the script's own logic runs on a CPU. Under Triton's
+    interpreter (TRITON_INTERPRET=1) the kernels per step are counted with the GPU's op set
+    (core/bench/launch_count.py); without it they are NaN."""
     import nano_full
 
+    from bringup.core.bench import launch_count
+
     torch.cuda.synchronize = lambda *a, **k: None
-    nano_full.profile_decode = globals()["profile_decode"] = lambda engine, steps=3: (float("nan"), float("nan"))
+    if launch_count.interpreting():
+        launch_count.use_gpu_ops_on_cpu()
+        _SMOKE_CONTEXT.enter_context(launch_count.gpu_weight_layout())
+
+        def counted(engine, steps=3):
+            return launch_count.count_decode_step(engine, steps)[0], float("nan")
+    else:
+        def counted(engine, steps=3):
+            return float("nan"), float("nan")
+    nano_full.profile_decode = globals()["profile_decode"] = counted
     global DEVICE
     DEVICE = "cpu"
     return torch.device("cpu"), 10e9, 64 * 2**30
 
 
+_SMOKE_CONTEXT = contextlib.ExitStack()  # held for the run: CPU engines keep the GPU's weight layout
 DEVICE = "cuda"
 
 
@@ -177,7 +192,8 @@ def main() -> int:
     ap.add_argument("--budget-s", type=float, default=240, help="start no model, batch or baseline after this")
     ap.add_argument("--out", default=None)
     ap.add_argument("--cpu-smoke", action="store_true",
-                    help="run the same code on the CPU (tiny configs; figures meaningless, to check the script)")
+                    help="run the same code on the CPU (tiny configs; figures meaningless, to check the script; with "
+                         "TRITON_INTERPRET=1 the kernels per step are counted with the GPU op set)")
     args = ap.parse_args()
     began = time.perf_counter()
     deadline = began + args.budget_s

@@ -65,3 +65,26 @@ def register_fast_ops(device_type: str, register: Callable) -> dict[str, str]:
         register(op, device_type, fn, name=impl_name)
         done[op] = impl_name
     return done
+
+
+def register_interpreted_ops(dispatch) -> dict[str, str]:
+    """Give the CPU the GPUs' op set under Triton's interpreter (TRITON_INTERPRET=1): every fast op
+    that needs no flash-linear-attention, in place of the CPU's own (which are set aside, so an op
+    the GPU runs as the reference runs it here too). For counting a GPU step's launches on a CPU
+    (core/bench/launch_count.py) and for debugging kernels there; returns {op: implementation name}."""
+    import importlib
+    import os
+
+    if os.environ.get("TRITON_INTERPRET", "") != "1":
+        raise RuntimeError("register_interpreted_ops needs TRITON_INTERPRET=1 before triton is imported")
+    base = __name__.rsplit(".", 2)[0]
+    for op in list(dispatch.REFERENCE_OPS):
+        dispatch.unregister(op, "cpu")
+    dispatch._FAST_LOADED.add("cpu")  # the CPU's own ops stay out
+    done: dict[str, str] = {}
+    for op, (impl_name, module, needs_fla) in FAST_OPS.items():
+        if needs_fla:
+            continue
+        dispatch.register(op, "cpu", getattr(importlib.import_module(f"{base}.{module}"), op), name=impl_name)
+        done[op] = impl_name
+    return done

@@ -1,0 +1,83 @@
+"""The CPU launch counter (core/bench/launch_count.py): which aten ops it takes for GPU kernels, and a
+decode step of a small Qwen3 with the GPU's op set under Triton's interpreter: the count is the same
+step after step, grows by the same amount per block, and a known fusion (q, k and v as one product)
+lowers it by exactly the two products it saves per attention layer."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from bringup.core.bench.launch_count import LaunchCounter
+
+
+def test_views_allocations_and_plain_copies_are_no_kernels_casts_and_products_are():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 8, generator=g, dtype=torch.bfloat16)
+    w = torch.randn(6, 8, generator=g, dtype=torch.bfloat16)
+    with torch.inference_mode(), LaunchCounter() as counter:
+        v = x.view(8, 4).t()[1:]  # views
+        torch.empty(3, 3)
+        same = x.to(torch.bfloat16)  # nothing to do: the tensor itself
+        x[0].copy_(x[1])  # a contiguous same-dtype copy: a memcpy on a GPU
+        wide = x.float()  # a cast: one kernel
+        y = F.linear(x, w)  # one product
+        v.contiguous()  # a strided copy: one kernel
+        x.clone()  # contiguous: a memcpy
+        x[0].copy_(wide[1])  # a copy with a cast: one kernel
+    assert same is x and y.shape == (4, 6)
+    assert counter.counts == {"aten:to": 1, "aten:linear": 1, "aten:contiguous": 1, "aten:copy_": 1}
+    assert counter.total == 4
+
+
+def _qwen3(layers: int) -> dict:
+    return {"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"], "hidden_size": 64, "intermediate_size": 96,
+            "num_hidden_layers": layers, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+            "vocab_size": 256, "rms_norm_eps": 1e-6, "max_position_embeddings": 1024, "rope_theta": 10000.0,
+            "tie_word_embeddings": False, "hidden_act": "silu", "bos_token_id": 1, "eos_token_id": 2}
+
+
+_COUNTS = """
+import json, sys, torch
+torch.manual_seed(0)
+from bringup.core.bench.launch_count import count_config, use_gpu_ops_on_cpu
+from bringup.core.engine.models.fused_qkv import FusedQKV
+use_gpu_ops_on_cpu()
+configs = json.loads(sys.argv[1])
+out = {}
+for name, config in configs.items():
+    FusedQKV.fuse_qkv = not name.endswith("unfused")
+    first = count_config(config)
+    again = count_config(config)
+    out[name] = [first["kernels_per_step"], again["kernels_per_step"], dict(first["names"])]
+print(json.dumps(out))
+"""
+
+
+def test_a_small_qwen3_decode_step_counts_the_same_each_time_and_fused_qkv_saves_two_per_layer():
+    pytest.importorskip("triton")
+    configs = {"2": _qwen3(2), "4": _qwen3(4), "4-unfused": _qwen3(4)}
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, "-c", _COUNTS, json.dumps(configs)], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    counts = json.loads(done.stdout.strip().splitlines()[-1])
+    for name, (first, again, _) in counts.items():
+        assert first == again, name  # stable
+    two, four, unfused = counts["2"][0], counts["4"][0], counts["4-unfused"][0]
+    assert four - two == (four - two) // 2 * 2 and four > two  # the same per block
+    per_block = (four - two) / 2
+    assert two - 2 * per_block == four - 4 * per_block  # what is not per block: embedding, head, sampling
+    assert unfused - four == 2 * 4  # three products of q, k, v instead of one, in each of the 4 layers
+    names = counts["4"][2]
+    # Triton launches are counted, one per launch: a residual add + norm before each part and the final norm,
+    # one fused q/k norm + rotary + cache write and one decode attention per layer.
+    assert names["triton:_add_rms_norm_kernel"] == 2 * 4 + 1
+    assert names["triton:_qk_norm_rope_kv_kernel"] == names["triton:_paged_decode_kernel"] == 4
+    assert names["aten:linear"] == 4 * (2 + 3) + 1  # q/k/v, o; gate, up, down per layer; the LM head
