@@ -119,7 +119,7 @@ def routing_finding(result: CompareResult) -> Finding | None:
     text = (f"routing flips: tokens chose another expert set than the reference's own choice ({blocks} tokens); "
             f"{how}")
     fix = (f"block {worst.index} flips {worst.routing_flips / n:.0%} of the tokens: more than near-ties explain; "
-           f"check the router kernel (route_*) on this device with `bringup check-kernels`" if wrong else
+           f"check the router kernel (its route_* or router_topk_softmax op) on this device with `bringup check-kernels`" if wrong else
            "near-tied expert scores round differently in lower precision; nothing to fix unless the share grows")
     return Finding.check("MOE_ROUTING_FLIPS", "error" if wrong else "info", text, fix=fix,
                          layers=tuple(l.index for l in flipped), stage="first forward")
