@@ -171,7 +171,8 @@ def _compare_html(doc: dict) -> list[str]:
     tol = doc.get("tolerance")
     first = doc.get("first_divergent_layer")
     where = f" ({doc['source_file']})" if doc.get("source_file") else ""
-    head = (f"{doc.get('device', '')}{where} {doc.get('dtype', '')} against {doc.get('reference', 'the reference')}, "
+    weights = f" ({doc['weights']})" if doc.get("weights") else ""  # a quantized run's scheme
+    head = (f"{doc.get('device', '')}{where} {doc.get('dtype', '')}{weights} against {doc.get('reference', 'the reference')}, "
             f"{doc.get('num_tokens', 0)} tokens, tolerance {_num(tol, '.0e')}: "
             + (f"block {first} first exceeds the tolerance" if first is not None else "no block exceeds the tolerance"))
     rows = ["<h2>Block comparison</h2>", f"<p>{e(head)}</p>",

@@ -22,7 +22,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--perturb-layer", type=int, default=None,
                         help="inject a known fault (10%% noise) at block N of the device run, to see it caught")
     parser.add_argument("--tolerance", type=float, default=None,
-                        help="relative error a block may have (default by dtype: float32 1e-3, float16 1e-2, bfloat16 5e-2)")
+                        help="relative error a block may have (default by dtype: float32 1e-3, float16 1e-2, bfloat16 5e-2; "
+                             "a GGUF model's kept blocks: their products' bfloat16)")
     parser.add_argument("--own-routing", action="store_true",
                         help="let the reference pick its own MoE experts (by default it follows the device's, and "
                              "tokens that chose differently are counted as routing flips apart from the error)")
@@ -42,7 +43,8 @@ def _num(value) -> str:
 def render(result) -> str:
     where = f" ({result.source_file})" if result.source_file else ""
     follows = ", reference follows its MoE routing" if result.routing_followed else ""
-    lines = [f"compare: {result.device}{where} {result.dtype} against {result.reference}{follows}, "
+    weights = f" ({result.weights})" if result.weights else ""
+    lines = [f"compare: {result.device}{where} {result.dtype}{weights} against {result.reference}{follows}, "
              f"{result.num_tokens} prompt tokens, tolerance {result.tolerance:.0e}",
              f"{'block':>5}  {'mixer':<12} {'ffn':<6} {'rel err':>10} {'max abs':>10} {'flips':>6}"]
     first = result.first_divergent_layer

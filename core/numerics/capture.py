@@ -7,7 +7,9 @@ The kernels are chosen as the engine chooses them (BRINGUP_KERNELS=reference in 
 forces the plain references: the parent sets it for the reference run). Each block's output over
 the prompt's tokens (the prefill forwards) is saved in float32 on the CPU, with what ran:
 {"blocks": {index: tensor}, "embedding", "layers": [(index, mixer, ffn)], "routing": {index: expert ids},
-"routing_flips", "implementations", "dtype", "device", "num_tokens", "sequences"}.
+"routing_flips", "implementations", "dtype", "weights" (the scheme's label), "products_dtype" (a GGUF
+model's: the least precise arithmetic of its quantized products, else None), "device", "num_tokens",
+"sequences"}.
 `--input-ids` gives token ids instead of text: a JSON list of sequences, each run as its own request,
 one after the other, their tokens concatenated in order (how SGLang's dump lays out a batch).
 `--follow-routing FILE` (a .pt holding {"routing": {block: ids}}) makes every MoE block use those
@@ -106,6 +108,10 @@ def capture(source, *, device, dtype, prompt: str | None = None, sequences: list
     if routing.unforceable:
         raise UserError(f"the router op(s) {', '.join(sorted(routing.unforceable))} cannot be made to follow "
                         "another run's routing; run compare with --own-routing")
+    from bringup.core.engine.engine import weight_scheme
+
+    from .quantized_calls import products_dtype
+
     return {
         "blocks": {i: torch.cat(parts) for i, parts in blocks.items()},
         "embedding": torch.cat(embedding) if embedding else None,
@@ -116,6 +122,8 @@ def capture(source, *, device, dtype, prompt: str | None = None, sequences: list
         "layers": [(l.index, l.mixer, l.ffn) for l in engine.layer_map.layers],
         "implementations": dict(model.ops.implementations),
         "dtype": str(engine.dtype).removeprefix("torch."),
+        "weights": weight_scheme(model).label,
+        "products_dtype": products_dtype(model),  # a GGUF model's blocks: bf16 inside its products
         "device": str(engine.device),
         "num_tokens": sum(len(s) for s in sequences),
     }

@@ -62,6 +62,7 @@ class CompareResult:
     reference: str = "the float32 CPU reference"
     routing_followed: bool = False  # the reference used the device's expert choices
     source_file: str = ""  # an SGLang dump's pass file
+    weights: str = ""  # what the device run's weights ran as, where quantized ("GGUF Q4_1, Q8_0 blocks, bfloat16 products")
 
     @property
     def first_divergent_layer(self) -> int | None:
@@ -76,6 +77,7 @@ class CompareResult:
                 "reference": self.reference, "reference_implementations": self.reference_implementations,
                 "routing": {"reference_follows_device": self.routing_followed, "flipped_tokens": flips},
                 **({"source_file": self.source_file} if self.source_file else {}),
+                **({"weights": self.weights} if self.weights else {}),
                 "findings": [f.to_json() for f in self.findings]}
 
 
@@ -199,6 +201,21 @@ def reference_name(reference_device: str) -> str:
     return f"the float32 {kind} reference"
 
 
+def run_tolerance(run: dict) -> float:
+    """The tolerance of a device run: its dtype's, or, where its quantized products round in a less
+    precise dtype than its activations (a GGUF model's blocks: bf16 inside, float32 around them),
+    that dtype's."""
+    dtypes = [run["dtype"], run.get("products_dtype") or run["dtype"]]
+    return max(TOLERANCES.get(d, 1e-2) for d in dtypes)
+
+
+def quantized_weights(run: dict) -> str:
+    """The scheme a device run's weights ran as, named where its products are a quantized layer's."""
+    if not run.get("products_dtype"):
+        return ""
+    return f"{run.get('weights') or 'quantized'}, {run['products_dtype']} products"
+
+
 def finish(result: CompareResult) -> CompareResult:
     for finding in (divergence_finding(result), routing_finding(result)):
         if finding is not None:
@@ -235,10 +252,10 @@ def run_compare(source, *, device="cpu", dtype="auto", reference_device="cpu", p
 
         reference_run["routing_flips"] = {i: flipped_tokens(ids, reference_run["routing"][i])
                                           for i, ids in device_run["routing"].items() if i in reference_run["routing"]}
-    tol = tolerance if tolerance is not None else TOLERANCES.get(device_run["dtype"], 1e-2)
+    tol = tolerance if tolerance is not None else run_tolerance(device_run)
     result = CompareResult(tol, block_errors(device_run["blocks"], reference_run), device=device_run["device"],
                            dtype=device_run["dtype"], implementations=device_run["implementations"],
                            reference_implementations=reference_run["implementations"],
                            num_tokens=device_run["num_tokens"], reference=reference_name(reference_device),
-                           routing_followed=follow is not None)
+                           routing_followed=follow is not None, weights=quantized_weights(device_run))
     return finish(result)

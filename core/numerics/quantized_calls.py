@@ -35,6 +35,16 @@ FORMS = {
 }
 
 
+def products_dtype(model) -> str | None:
+    """The least precise arithmetic a GGUF layer of `model` runs in ("bfloat16": a bf16 form, the
+    activations float32 otherwise), or None for a model with no GGUF layers (`bringup compare`
+    tolerates its blocks by it)."""
+    from bringup.core.engine.gguf_weights import GgufEmbedding, GgufLinear
+
+    found = {FORMS[m.form][1] for m in model.modules() if isinstance(m, (GgufLinear, GgufEmbedding))}
+    return "bfloat16" if "bfloat16" in found else ("float32" if found else None)
+
+
 @dataclass
 class QuantizedCall:
     op: str  # "gguf_linear" or "gguf_embedding"

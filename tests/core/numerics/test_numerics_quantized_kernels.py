@@ -1,14 +1,18 @@
 """check-kernels covers a GGUF model's quantized products (core/numerics/quantized_calls.py): each
 layer's CPU form (Q8_0 widened or blockwise, the int4 product of Q4_0/Q4_1/Q4_K, a Q6_K head's
 float32 copy, Q6_K's reference) in each phase, against the dequantising reference reading the file's
-own blocks, with its form's tolerance; a wrong re-laid form is a KERNEL_WRONG finding."""
+own blocks, with its form's tolerance; a wrong re-laid form is a KERNEL_WRONG finding. `bringup
+compare` of a kept-blocks model names its scheme and tolerates the bf16 rounding of its products."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 from gguf_helpers import byte_level_vocab, tiny_llama, write_gguf
 from kernel_check_helpers import engine_for
 
+from bringup.cli import main
 from bringup.core.numerics.check_kernels import result_findings
 from bringup.core.numerics.kernels_child import check_engine
 from bringup.core.numerics.quantized_calls import FORMS
@@ -74,3 +78,23 @@ def test_a_wrong_re_laid_form_is_a_finding(files):
     findings = result_findings(rows, "cpu")
     assert len(findings) == len(wrong) and {f.code for f in findings} == {"KERNEL_WRONG"}
     assert any("gguf_linear (decode) [Q8_0 widened 320x64]" in f.explanation for f in findings)
+
+
+def test_compare_of_kept_blocks_names_them_and_tolerates_their_bf16_products(files, capsys, no_orphans):
+    # Kept blocks (--dtype auto on the CPU): float32 activations around bf16 products, against the file
+    # dequantised to float32 with the reference kernels: bfloat16's tolerance, the scheme named.
+    assert main(["compare", str(files["kquants"]), "--device", "cpu", "--json"]) == 0
+    kept = json.loads(capsys.readouterr().out)
+    assert kept["dtype"] == "float32" and kept["tolerance"] == 5e-2 and kept["first_divergent_layer"] is None
+    assert kept["weights"] == "GGUF Q4_K, Q6_K, Q8_0 blocks, bfloat16 products"
+    # (the bf16 rounding is there to see: beyond float32's 1e-3, within bfloat16's)
+    assert all(1e-3 < layer["rel_err"] <= 5e-2 for layer in kept["layers"])
+    from bringup.core.session_report import SessionRecord, render_html
+
+    assert "cpu float32 (GGUF Q4_K, Q6_K, Q8_0 blocks, bfloat16 products) against" in render_html(
+        SessionRecord(numerics={"compare": kept}))
+    # Dequantised at load, the run is float32 throughout: float32's tolerance, no scheme named.
+    assert main(["compare", str(files["kquants"]), "--device", "cpu", "--dtype", "float32", "--json"]) == 0
+    dense = json.loads(capsys.readouterr().out)
+    assert dense["tolerance"] == 1e-3 and "weights" not in dense
+    assert all(layer["rel_err"] < 1e-5 for layer in dense["layers"])
