@@ -6,7 +6,8 @@ blocks, loaded under the tensor's own name), and multiply through kernels/refere
 (a slab of rows dequantised per product). On the CPU, `prepare_for_cpu` re-lays the 4-bit types
 once into torch's int4 layout (kernels/cpu/gguf_int4.py, the same half byte a weight), the fastest
 product torch has for them, with bf16 activations; a Q8_0 output projection (and the embedding
-tied to it) is widened once to bf16 codes and float32 scales (kernels/cpu/gguf_q8_widened.py). So
+tied to it) is widened once to bf16 codes and float32 scales (kernels/cpu/gguf_q8_widened.py); a
+Q6_K layer, which torch has no product for, gets a bf16 copy (kernels/cpu/gguf_bf16_copy.py). So
 memory is the quantized model's: the float32 copy of every weight that dequantising at load made
 (and its packed oneDNN twin) is gone. An explicit --dtype dequantises at load, as before.
 """
@@ -16,7 +17,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from bringup.kernels.reference.gguf_blocks import BLOCKS, dequantize_blocks, gguf_embedding, gguf_linear, row_bytes
+from bringup.kernels.reference.gguf_blocks import BLOCKS, gguf_embedding, gguf_linear, row_bytes
 
 KEPT_TYPES = frozenset(BLOCKS)
 # The activations' dtype of a model whose blocks are kept. float32: with the whole model in bf16,
@@ -35,7 +36,7 @@ class GgufLinear(nn.Module):
         self.int4 = None  # (packed codes, scales and zeros) once prepare_for_cpu re-laid a 4-bit type
         self.cpu_q8 = False  # Q8_0 through the CPU's blockwise product (prepare_for_cpu)
         self.widened = None  # (bf16 codes, float32 scales) of a Q8_0 output projection (prepare_for_cpu)
-        self.dense = None  # a float32 copy (the CPU's Q6_K output projection, prepare_for_cpu says why)
+        self.dense = None  # a Q6_K layer's bf16 copy of its weight (prepare_for_cpu says why)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.widened is not None:
@@ -43,8 +44,9 @@ class GgufLinear(nn.Module):
 
             return widened_linear(x, *self.widened, self.bias)
         if self.dense is not None:
-            out = torch.nn.functional.linear(x.float(), self.dense, None if self.bias is None else self.bias.float())
-            return out.to(x.dtype)
+            from bringup.kernels.cpu.gguf_bf16_copy import bf16_copy_linear
+
+            return bf16_copy_linear(x, self.dense, self.bias)
         if self.int4 is not None:
             from bringup.kernels.cpu.gguf_int4 import int4_linear
 
@@ -58,11 +60,11 @@ class GgufLinear(nn.Module):
     @property
     def form(self) -> str:
         """The product this layer runs (check-kernels names and tolerates it by this): "widened",
-        "float32 copy", "int4", "blockwise" (Q8_0 widened per call) or "blocks" (the reference)."""
+        "bf16 copy", "int4", "blockwise" (Q8_0 widened per call) or "blocks" (the reference)."""
         if self.widened is not None:
             return "widened"
         if self.dense is not None:
-            return "float32 copy"
+            return "bf16 copy"
         if self.int4 is not None:
             return "int4"
         return "blockwise" if self.cpu_q8 else "blocks"
@@ -129,7 +131,9 @@ def emptied(weight: torch.Tensor) -> nn.Parameter:
 
 
 def prepare_for_cpu(model: nn.Module) -> int:
-    """Re-lay the 4-bit block types for torch's CPU int4 product; returns how many were."""
+    """Give each GGUF layer its CPU form (the int4 layout of the 4-bit types, Q8_0's blockwise
+    product, a Q8_0 output projection widened, a Q6_K layer's bf16 copy); returns how many got one."""
+    from bringup.kernels.cpu.gguf_bf16_copy import bf16_copy
     from bringup.kernels.cpu.gguf_int4 import INT4_TYPES, pack_int4
 
     from bringup.kernels.dispatch import kernel_choice
@@ -141,29 +145,25 @@ def prepare_for_cpu(model: nn.Module) -> int:
     if isinstance(head, GgufLinear) and head.ggml_type == "Q8_0" and head.weight.device.type == "cpu":
         done += _widen_head(model, head)
     shared = {id(e.weight) for e in model.modules() if isinstance(e, GgufEmbedding)}
-    if isinstance(head, GgufLinear) and head.ggml_type not in INT4_TYPES and head.widened is None:
-        # The output projection is the largest matrix and is read whole every step; torch has no
-        # product for Q6_K blocks, and dequantising them per step cost SmolLM2 ten times the
-        # float32 product (45 against 4 ms): it alone gets a float32 copy (113 MB for SmolLM2).
-        # A tied embedding keeps reading the blocks.
-        head.dense = dequantize_blocks(head.weight.data, head.ggml_type, head.in_features)
-        if id(head.weight) not in shared:
-            head.weight = emptied(head.weight)
-        done += 1
     for m in model.modules():
-        if m is head and isinstance(head, GgufLinear) and (head.dense is not None or head.widened is not None):
+        if not isinstance(m, GgufLinear) or m.widened is not None:
             continue
-        if isinstance(m, GgufLinear) and m.ggml_type == "Q8_0" and m.weight.device.type == "cpu":
+        if m.ggml_type == "Q6_K":
+            # torch has no product for its blocks: dequantising them per product cost 150 times the
+            # int4 product (kernels/cpu/gguf_bf16_copy.py). A tied embedding keeps reading the blocks.
+            m.dense = bf16_copy(m.weight.data, m.ggml_type, m.in_features)
+        elif m.ggml_type == "Q8_0" and m.weight.device.type == "cpu":
             m.cpu_q8 = True
-            done += 1
-        if isinstance(m, GgufLinear) and m.ggml_type in INT4_TYPES and m.int4 is None and m.in_features % 32 == 0:
+        elif m.ggml_type in INT4_TYPES and m.int4 is None and m.in_features % 32 == 0:
             m.int4 = pack_int4(m.weight.data, m.ggml_type, m.in_features)
-            if id(m.weight) not in shared:  # the codes live in the int4 layout now: no second copy
-                m.weight = emptied(m.weight)
-            done += 1
+        else:
+            continue
+        if (m.dense is not None or m.int4 is not None) and id(m.weight) not in shared:
+            m.weight = emptied(m.weight)  # the weight lives in its CPU form now: no second copy
+        done += 1
     running = getattr(model, "weight_scheme", None)
     if running is not None and done:
-        running.kernels = {"gguf_linear": "cpu: int4 product (Q4_0/Q4_1/Q4_K), blockwise Q8_0, reference (Q6_K)",
+        running.kernels = {"gguf_linear": "cpu: int4 product (Q4_0/Q4_1/Q4_K), blockwise Q8_0, bf16 copy (Q6_K)",
                            "lm_head": _head_form(head)}
     return done
 
@@ -188,7 +188,7 @@ def _head_form(head) -> str:
         return "as its weight"
     if head.widened is not None:
         return "Q8_0 widened (bf16 codes, float32 scales)"
-    return "float32 copy" if head.dense is not None else "as its blocks"
+    return "bf16 copy (Q6_K)" if head.dense is not None else "as its blocks"
 
 
 def release_load_memory() -> None:
@@ -209,16 +209,18 @@ def release_load_memory() -> None:
 
 
 def cpu_copies_bytes(model: nn.Module) -> int:
-    """Bytes prepare_for_cpu added beyond the file's blocks: the float32 copy of a Q6_K output
-    projection, and a widened Q8_0 one less the blocks it replaced."""
+    """Bytes prepare_for_cpu added beyond the file's blocks: the Q6_K layers' bf16 copies and a
+    widened Q8_0 output projection, less the blocks each freed (the int4 layout is the blocks' size)."""
     total = 0
     for m in model.modules():
-        if isinstance(m, GgufLinear) and m.dense is not None:
-            total += m.dense.numel() * m.dense.element_size()
-        if isinstance(m, GgufLinear) and m.widened is not None:
-            codes, scales = m.widened
-            total += (codes.numel() * codes.element_size() + scales.numel() * scales.element_size()
-                      - m.out_features * row_bytes("Q8_0", m.in_features))
+        if not isinstance(m, GgufLinear):
+            continue
+        held = [m.dense] if m.dense is not None else list(m.widened or ())
+        if not held:
+            continue
+        total += sum(t.numel() * t.element_size() for t in held)
+        if m.weight.numel() == 0:  # its blocks went
+            total -= m.out_features * row_bytes(m.ggml_type, m.in_features)
     return total
 
 

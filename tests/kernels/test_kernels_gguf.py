@@ -98,3 +98,25 @@ def test_widened_q8_rows_are_the_dequantised_embedding():
     ids = torch.tensor([[3, 0, 29], [3, 17, 8]])
     assert torch.equal(widened_rows(ids, codes, scales, torch.float32),
                        gguf_embedding(ids, blocks, "Q8_0", 128, torch.float32))
+
+
+@pytest.mark.parametrize("rows", [1, 5])
+def test_q6_k_bf16_copy_product_is_within_bf16_rounding_of_reference(rows, monkeypatch):
+    import sys
+
+    from bringup.kernels.cpu.gguf_bf16_copy import bf16_copy, bf16_copy_linear
+
+    monkeypatch.setattr(sys.modules["bringup.kernels.cpu.gguf_bf16_copy"], "ROWS_PER_CHUNK", 7)  # ragged slabs
+    blocks = torch.from_numpy(random_blocks("Q6_K", 20, 512, seed=8))
+    w = dequantize_blocks(blocks, "Q6_K", 512)
+    copy = bf16_copy(blocks, "Q6_K", 512)
+    assert copy.dtype == torch.bfloat16 and torch.equal(copy, w.to(torch.bfloat16))  # each weight rounded once
+    x = torch.randn(rows, 512, generator=torch.Generator().manual_seed(9))
+    bias = torch.randn(20, generator=torch.Generator().manual_seed(10))
+    expected = gguf_linear(x, blocks, "Q6_K", 512, bias)
+    got = bf16_copy_linear(x, copy, bias)
+    assert got.dtype == x.dtype and got.shape == expected.shape
+    # Rounded to bf16 (u = 2^-8): each weight, each activation (a product term off by at most
+    # (2u + u^2) of |w x|), and the float32 sum once at the output (u of it): <= 3u (1 + u) (|W| @ |x|).
+    magnitude = x.abs() @ w.abs().T
+    assert ((got - expected).abs() <= 3 * 2**-8 * (1 + 2**-8) * magnitude + 1e-5 * (magnitude + bias.abs())).all()

@@ -80,6 +80,28 @@ def test_a_tied_q8_0_head_and_its_embedding_share_one_widened_form(gguf_file):
     assert torch.equal(embed(ids), dequantize_blocks(blocks, "Q8_0", embed.embedding_dim)[ids])
 
 
+def test_q6_k_layers_run_a_bf16_copy_and_their_blocks_go(tmp_path):
+    from bringup.core.engine.gguf_weights import cpu_copies_bytes
+    from bringup.kernels.reference.gguf_blocks import row_bytes
+
+    tokens, merges = byte_level_vocab()
+    hf = tiny_llama(len(tokens), hidden_size=256, intermediate_size=256, num_hidden_layers=1, head_dim=64)
+    path = write_gguf(hf, tmp_path / "kquants.gguf", tokens, merges, quant="kquants")  # MLP down and lm_head Q6_K
+    kept = load_model(path, dtype="auto").model
+    q6 = {name: m.weight.data.clone() for name, m in kept.named_modules()
+          if isinstance(m, GgufLinear) and m.ggml_type == "Q6_K"}
+    assert set(q6) >= {"lm_head"} and len(q6) == 2
+    prepare_for_cpu(kept)
+    for name, blocks in q6.items():
+        m = kept.get_submodule(name)
+        assert m.form == "bf16 copy" and m.weight.untyped_storage().nbytes() == 0
+        assert torch.equal(m.dense, dequantize_blocks(blocks, "Q6_K", m.in_features).to(torch.bfloat16))
+    assert kept.weight_scheme.kernels["lm_head"] == "bf16 copy (Q6_K)"
+    # what the copies add: 2 bytes a weight, less the 210 / 256 the blocks held
+    assert cpu_copies_bytes(kept) == sum(2 * m.out_features * m.in_features - m.out_features * row_bytes("Q6_K", m.in_features)
+                                         for m in map(kept.get_submodule, q6))
+
+
 def test_the_map_shows_each_layer_s_ggml_type(gguf_file):
     m = build_layer_map(read_gguf_config(gguf_file))
     layer = m.layers[0]

@@ -1,6 +1,6 @@
 """check-kernels covers a GGUF model's quantized products (core/numerics/quantized_calls.py): each
-layer's CPU form (Q8_0 widened or blockwise, the int4 product of Q4_0/Q4_1/Q4_K, a Q6_K head's
-float32 copy, Q6_K's reference) in each phase, against the dequantising reference reading the file's
+layer's CPU form (Q8_0 widened or blockwise, the int4 product of Q4_0/Q4_1/Q4_K, Q6_K's bf16 copy,
+the blocks' own product under BRINGUP_KERNELS=reference) in each phase, against the dequantising reference reading the file's
 own blocks, with its form's tolerance; a wrong re-laid form is a KERNEL_WRONG finding. `bringup
 compare` of a kept-blocks model names its scheme and tolerates the bf16 rounding of its products."""
 
@@ -42,8 +42,8 @@ def _gguf_rows(engine) -> list[dict]:
 EXPECTED = {
     "tied": {("gguf_linear", "Q4_0", "int4"), ("gguf_linear", "Q4_1", "int4"), ("gguf_linear", "Q8_0", "widened"),
              ("gguf_embedding", "Q8_0", "widened")},
-    "kquants": {("gguf_linear", "Q8_0", "blockwise"), ("gguf_linear", "Q4_K", "int4"), ("gguf_linear", "Q6_K", "blocks"),
-                ("gguf_linear", "Q6_K", "float32 copy"), ("gguf_embedding", "Q8_0", "blocks")},
+    "kquants": {("gguf_linear", "Q8_0", "blockwise"), ("gguf_linear", "Q4_K", "int4"), ("gguf_linear", "Q6_K", "bf16 copy"),
+                ("gguf_embedding", "Q8_0", "blocks")},
 }
 
 
@@ -60,6 +60,14 @@ def test_every_quantized_form_is_checked_in_both_phases_within_its_tolerance(fil
         assert row["ok"] and row["max_rel_err"] <= tol, row
         assert row["shape"][0] >= 1 and (row["phase"] != "decode" or row["shape"][0] == 1)
     assert not result_findings(rows, "cpu")
+
+
+def test_under_reference_kernels_the_blocks_own_product_is_checked_at_float32(files, monkeypatch):
+    monkeypatch.setenv("BRINGUP_KERNELS", "reference")  # no CPU forms: every layer multiplies its blocks
+    rows = _gguf_rows(engine_for(files["kquants"], dtype="auto"))
+    assert {row["variant"].split()[0] for row in rows} == {"Q8_0", "Q4_K", "Q6_K"}
+    assert all(" blocks " in row["variant"] and row["implementation"] == "reference" and row["tolerance"] == 1e-4
+               and row["ok"] for row in rows)
 
 
 def test_a_wrong_re_laid_form_is_a_finding(files):
