@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bringup.core.compare.divergence import after_parting_text, flips_text
 from bringup.core.numerics.kernel_rows import row_label
 
 
@@ -210,13 +211,15 @@ def _ab_layers_html(doc: dict) -> list[str]:
     if first:
         said.append(f"block {first['block']} parts at step {first['step']} ({first['kind']}, {first['cause']})")
     if doc.get("routing_flips"):
-        said.append(f"{doc['routing_flips']} routing flip(s), counted apart")
+        after = doc.get("routing_flips_after_parting")
+        said.append(f"{doc['routing_flips']} routing flip(s), counted apart"
+                    + (f" ({after_parting_text(doc['routing_flips'], after)})" if after else ""))
     rows = ["<h2>A/B: two engine settings</h2>",
             f"<p>A {e(doc.get('a', ''))}; B {e(doc.get('b', ''))}: {e('; '.join(said) or 'no block or state parts')}</p>",
             "<table><tr><th>step</th><th>kind</th><th>worst block</th><th>rel err</th><th>flips</th></tr>"]
     tol = doc.get("tolerance")
     for s in doc.get("steps") or []:
-        flips = ", ".join(f"{b}:{n}" for b, n in sorted((s.get("flips") or {}).items()))
+        flips = flips_text(s.get("flips") or {})
         rows.append(f"<tr><td>{s['step']}</td><td>{e(s['kind'])}</td><td>{e(str(s.get('worst_block', '')))}</td>"
                     f"{_banded(s.get('worst_rel_err'), tol)}<td>{e(flips)}</td></tr>")
     return rows + ["</table>"]

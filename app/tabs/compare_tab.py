@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (QCheckBox, QFormLayout, QHBoxLayout, QHeaderView,
 
 from bringup.app.layermap.highlight import Highlight
 from bringup.app.tabs.numerics_panel import CommandRunner
+from bringup.core.compare.divergence import after_parting_text, flips_text
 
 AB_COLUMNS = ["agree", "parts at", "A", "B", "gap", "prompt"]
 DEFAULT_A = "http://127.0.0.1:30000"
@@ -27,11 +28,20 @@ STEP_COLUMNS = ["step", "kind", "token A", "B alone", "worst block", "rel err", 
 
 
 def layers_highlight(doc: dict) -> Highlight:
-    """Each block's error at the step where the runs first part (the last step when they never do)."""
-    first = doc.get("first")
+    """Each block's error at the step where the runs first part (the last step when they never do);
+    a recurrent state that parts before any output is named first, its layer marked beside the block."""
+    first, state = doc.get("first"), doc.get("first_state")
     steps = doc.get("steps") or []
     step = first["step"] if first else (steps[-1]["step"] if steps else 0)
     errors = tuple((e["block"], e["rel_err"]) for e in doc.get("errors", []) if e["step"] == step)
+    if state and (not first or state["step"] < first["step"]):
+        message = (f"layer {state['block']}'s {state['what']} parts first, after step {state['step']} "
+                   f"({state['kind']}, rel err {state['rel_err']:.2e})")
+        if first:
+            message += f"; block {first['block']}'s output then parts at step {step}"
+        marked = [state["block"]] + ([first["block"]] if first and first["block"] != state["block"] else [])
+        return Highlight(requested=marked, message=message, severity="error", errors=errors,
+                         tolerance=doc.get("tolerance"))
     if first:
         message = (f"block {first['block']} parts first, at step {step} ({first['kind']}), "
                    f"{first['cause']}, rel err {first['rel_err']:.2e}")
@@ -192,17 +202,18 @@ class CompareTab(QWidget):
         if first:
             parts.append(f"block {first['block']} ({kinds.get(first['block'], '')}) at step {first['step']} "
                          f"({first['kind']}, {first['cause']})")
-        flips = doc.get("routing_flips", 0)
+        flips, after = doc.get("routing_flips", 0), doc.get("routing_flips_after_parting", 0)
         text = "; ".join(parts) if parts else "B matches A at every block and state"
         looks = [f"{k['what']} of block {k['block']} at step {k['step']}: exact rel err {k['rel_err']:.2e}, "
                  f"worst token {k['worst_rows'][0][0]}, worst channel {k['worst_columns'][0][0]}"
                  for k in doc.get("looks", []) if "rel_err" in k and k["rel_err"] > 0]
         self.verdict.setText(f"<b>{'differ' if parts else 'agree'}</b>: {text}"
                              + (f". {flips} routing flip(s), counted apart" if flips else "")
+                             + (f" ({after_parting_text(flips, after)})" if after else "")
                              + "".join(f"<br>{line}" for line in looks))
         rows = [[s["step"], s["kind"], s["token_a"], s["token_b_own"],
                  "" if s["worst_block"] is None else f"{s['worst_block']} {kinds.get(s['worst_block'], '')}",
-                 f"{s['worst_rel_err']:.2e}", ", ".join(f"{b}:{n}" for b, n in sorted(s["flips"].items()))]
+                 f"{s['worst_rel_err']:.2e}", flips_text(s["flips"])]
                 for s in doc.get("steps", [])]
         self._fill(STEP_COLUMNS, rows)
         self.highlight_requested.emit(layers_highlight(doc))

@@ -26,23 +26,27 @@ from bringup.core.numerics.kernel_rows import row_label
 
 
 class CommandRunner(QObject):
-    """Runs one `bringup SUBCOMMAND ... --json` child at a time; `finished(kind, document or error text)`."""
+    """Runs one `bringup SUBCOMMAND ... --json` child at a time; `finished(kind, document or error text)`.
+    It is free again by the time `finished` reaches its listeners (on the GUI thread), so a listener,
+    or a click the moment the result shows, can start the next one."""
 
     finished = Signal(str, object)
+    _result = Signal(str, object)  # from the worker thread, queued onto the GUI thread
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
-        self._thread: threading.Thread | None = None
+        self._busy = False
+        self._result.connect(self._deliver)
 
     @property
     def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return self._busy
 
     def start(self, kind: str, argv: list[str]) -> bool:
-        if self.running:
+        if self._busy:
             return False
-        self._thread = threading.Thread(target=self._run, args=(kind, argv), name=f"numerics-{kind}", daemon=True)
-        self._thread.start()
+        self._busy = True
+        threading.Thread(target=self._run, args=(kind, argv), name=f"numerics-{kind}", daemon=True).start()
         return True
 
     def _run(self, kind: str, argv: list[str]) -> None:
@@ -52,9 +56,13 @@ class CommandRunner(QObject):
         except json.JSONDecodeError:
             result = (proc.stderr.strip().splitlines() or [f"bringup {argv[0]} exited with code {proc.returncode}"])[-1]
         try:
-            self.finished.emit(kind, result)
+            self._result.emit(kind, result)
         except RuntimeError:  # the panel is gone (window closed)
             pass
+
+    def _deliver(self, kind: str, result) -> None:
+        self._busy = False
+        self.finished.emit(kind, result)
 
 
 def compare_highlight(doc: dict) -> Highlight:

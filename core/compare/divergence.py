@@ -62,11 +62,23 @@ class LayerDivergence:
     def flips(self) -> int:
         return sum(sum(r.flips.values()) for r in self.steps)
 
+    @property
+    def flips_after_parting(self) -> int:
+        """Flips downstream of where the runs first part: B's own choice then reads its diverged hidden
+        state, so those follow from that error rather than from near-tied experts. A state read wrong
+        shows from the next step on; an output, from the next block on."""
+        state = (self.first_state.step + 1, -1) if self.first_state is not None else None
+        output = (self.first.step, self.first.block) if self.first is not None else None
+        parted = min(p for p in (state, output) if p is not None) if (state or output) else None
+        if parted is None:
+            return 0
+        return sum(n for r in self.steps for block, n in r.flips.items() if (r.step, block) > parted)
+
     def to_json(self) -> dict:
         return {"a": self.a, "b": self.b, "tolerance": self.tolerance, "followed_routing": self.followed_routing,
                 "first": asdict(self.first) if self.first else None,
                 "first_state": asdict(self.first_state) if self.first_state else None,
-                "routing_flips": self.flips,
+                "routing_flips": self.flips, "routing_flips_after_parting": self.flips_after_parting,
                 "steps": [asdict(r) | {"flips": {str(k): v for k, v in r.flips.items()}} for r in self.steps],
                 "errors": [{"step": s, "block": b, "rel_err": e} for (s, b), e in sorted(self.errors.items())],
                 "state_errors": [{"step": s, "layer": l, "state": k, "rel_err": e}
@@ -139,5 +151,16 @@ def describe(d: LayerDivergence) -> str:
         where = sorted({(r.step, blk) for r in d.steps for blk in r.flips})
         shown = ", ".join(f"block {blk} step {s}" for s, blk in where[:6])
         text += (f". Routing flips: {d.flips} token choice(s) of experts differ ({shown})"
-                 + (", followed from A so they add no error" if d.followed_routing else ""))
+                 + (", followed from A so they add no error" if d.followed_routing else "")
+                 + (f"; {after_parting_text(d.flips, d.flips_after_parting)}" if d.flips_after_parting else ""))
     return text
+
+
+def after_parting_text(flips: int, after: int) -> str:
+    share = "all" if after == flips else f"{after}"
+    return f"{share} of them after the runs part, following from that error, not from near-tied experts"
+
+
+def flips_text(flips: dict) -> str:
+    """A step's flips as `block:tokens, ...` in block order (a JSON document's keys are strings)."""
+    return ", ".join(f"{block}:{n}" for block, n in sorted(flips.items(), key=lambda item: int(item[0])))

@@ -66,3 +66,34 @@ def test_a_dump_the_run_tab_started_becomes_setting_a_unless_the_user_typed_one(
     tab.setting_a.setText("device=cpu,dtype=bfloat16")
     tab.use_dump("/tmp/third")
     assert tab.setting_a.text() == "device=cpu,dtype=bfloat16"
+
+
+def test_a_state_that_parts_first_is_what_the_map_names_and_flips_come_in_block_order(qtbot):
+    from ab_traces import parted_traces
+
+    from bringup.core.compare.divergence import compare_traces
+
+    tab = CompareTab()
+    qtbot.addWidget(tab)
+    highlights = []
+    tab.highlight_requested.connect(highlights.append)
+    tab._done("layers", compare_traces(*parted_traces()).to_json())  # as the child's --json document arrives
+    mark = highlights[-1]
+    assert mark.message.startswith("layer 0's conv state parts first, after step 0 (prefill")
+    assert "block 0's output then parts at step 1" in mark.message and mark.requested == [0]
+    assert tab.table.item(1, 6).text() == "3:1, 10:2"
+    assert "all of them after the runs part" in tab.verdict.text()
+
+
+def test_the_next_comparison_can_start_as_soon_as_a_result_arrives(qtbot):
+    """The runner is free when its result reaches the tab, not some time after (its thread may still be
+    winding down): a click right then, or a listener of `finished`, starts the next one."""
+    tab = CompareTab()
+    qtbot.addWidget(tab)
+    tab.url_a.setText("http://127.0.0.1:9")
+    tab.url_b.setText("not-a-url")
+    again = []
+    tab.finished.connect(lambda *_: again.append(tab.compare_servers()) if not again else None)
+    with qtbot.waitSignals([tab.finished, tab.finished], timeout=60000):
+        assert tab.compare_servers()
+    assert again == [True]

@@ -147,3 +147,13 @@ def test_the_cli_looks_into_the_first_place_they_part(checkpoint):
     assert (look["step"], look["block"], look["what"], look["shape"][0]) == (0, 3, "output", 12)
     assert look["rel_err"] == pytest.approx(0.02, rel=1e-4) and look["rows_over_half"] == 12
     assert all(s["rel_err"] == 0 for s in states)  # a state layer's own states: the scale came after them
+
+
+def test_flips_after_the_runs_part_are_said_to_follow_from_that_error(run, reference):
+    """B's own expert choice, after its state went wrong, reads a diverged hidden state: those flips are
+    the fault's consequence, told apart from near-ties (a fault in a block the MoE blocks follow)."""
+    d = compare_traces(reference, run(follow=reference, fault="state@0"))
+    assert d.flips > 0 and all(r.step > d.first_state.step for r in d.steps if r.flips)
+    assert d.flips_after_parting == d.flips
+    assert "all of them after the runs part, following from that error" in describe(d)
+    assert d.to_json()["routing_flips_after_parting"] == d.flips

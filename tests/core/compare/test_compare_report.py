@@ -17,3 +17,15 @@ def test_the_servers_verdict_and_table_reach_the_report():
     page = render_html(SessionRecord(ab={"servers": doc}))
     assert "A/B: two servers" in page and "<b>differ</b>" in page and "The capital of France is" in page
     assert "<td>0%</td><td>0</td><td>1</td><td>3</td>" in page
+
+
+def test_the_layer_ab_reaches_the_report_with_its_flips_in_block_order():
+    from ab_traces import parted_traces
+
+    from bringup.core.compare.divergence import compare_traces
+
+    doc = compare_traces(*parted_traces()).to_json()
+    page = render_html(SessionRecord(ab={"layers": doc}))
+    assert "layer 0&#x27;s conv state parts after step 0; block 0 parts at step 1 (decode, arithmetic)" in page
+    assert "3 routing flip(s), counted apart (all of them after the runs part" in page
+    assert "<td>3:1, 10:2</td>" in page  # block order, not the JSON keys' text order ("10" < "3")
