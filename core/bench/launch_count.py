@@ -130,11 +130,12 @@ def use_gpu_ops_on_cpu() -> dict[str, str]:
     if not interpreting():
         raise RuntimeError("the GPU op set runs on a CPU only under Triton's interpreter: set TRITON_INTERPRET=1 "
                            "before triton is imported (and have triton installed)")
+    from bringup.core.engine.models.fused_gate_up import FusedGateUp
     from bringup.core.engine.models.fused_qkv import FusedQKV
     from bringup.kernels import dispatch
     from bringup.kernels.triton.registration import register_interpreted_ops
 
-    FusedQKV.fuse_qkv = True
+    FusedQKV.fuse_qkv = FusedGateUp.fuse_gate_up = True
     return register_interpreted_ops(dispatch)
 
 

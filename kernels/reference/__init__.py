@@ -4,6 +4,7 @@ Faster versions (Triton, flash-linear-attention) register themselves in `bringup
 and are tested against these.
 """
 
+from .act_and_mul import act_and_mul
 from .add_rms_norm import add_rms_norm
 from .causal_conv1d import causal_conv1d
 from .causal_conv1d_update import causal_conv1d_update
@@ -33,6 +34,7 @@ from .rotary import apply_rotary
 from .selective_scan import selective_scan_varlen, selective_state_update, selective_state_update_inplace
 
 OPS = {
+    "act_and_mul": act_and_mul,
     "add_rms_norm": add_rms_norm,
     "apply_rotary": apply_rotary,
     "causal_conv1d": causal_conv1d,

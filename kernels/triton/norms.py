@@ -1,6 +1,7 @@
 """RMSNorms in one Triton kernel each (the references take 6 to 10 torch kernels apiece):
-`add_rms_norm` (residual add + the next block's norm) and `gated_rms_norm` (Mamba2's group-wise
-norm gated by silu(z)). Statistics in float32; results match the references' rounding order."""
+`add_rms_norm` (residual add + the next block's norm), `rms_norm` (the same kernel with nothing to
+add: Gemma's post-attention and post-MLP norms) and `gated_rms_norm` (Mamba2's group-wise norm gated
+by silu(z)). Statistics in float32; results match the references' rounding order."""
 
 from __future__ import annotations
 
@@ -69,6 +70,21 @@ def add_rms_norm(hidden, delta, weight, eps, *, multiply_in_float32=True):
                                    F32_MUL=bool(multiply_in_float32), BLOCK=next_pow2(H),
                                    num_warps=num_warps(hidden.device.type, 8 if H >= 2048 else 4))
     return h_out, y
+
+
+def rms_norm(x, weight, eps, *, multiply_in_float32=False):
+    """Same arguments and result as kernels.reference.rms_norm, for x whose rows (all dimensions but
+    the last) are a view of [N, H] with unit column stride, and a contiguous [H] weight. Others, and a weight of another dtype
+    multiplied in x's dtype (the reference's result is then promoted), take the reference."""
+    H = x.shape[-1] if x.dim() else 0
+    rows = x.reshape(-1, H) if H and x.stride(-1) == 1 else None
+    is_view = rows is not None and (rows.numel() == 0 or rows.data_ptr() == x.data_ptr())
+    promoted = not multiply_in_float32 and weight.dtype != x.dtype
+    if not is_view or promoted or weight.shape != (H,) or weight.stride(0) != 1:
+        from ..reference import rms_norm as reference
+
+        return reference(x, weight, eps, multiply_in_float32=multiply_in_float32)
+    return add_rms_norm(rows, None, weight, eps, multiply_in_float32=multiply_in_float32)[1].view(x.shape)
 
 
 @triton.jit

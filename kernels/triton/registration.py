@@ -36,6 +36,8 @@ FAST_OPS: dict[str, tuple[str, str, bool]] = {
     "moe_experts_fp8": ("triton", "triton.fused_moe_fp8", False),
     "moe_experts_shared_fp8_unsummed": ("triton", "triton.fused_moe_fp8", False),
     "add_rms_norm": ("triton", "triton.norms", False),
+    "rms_norm": ("triton", "triton.norms", False),
+    "act_and_mul": ("triton", "triton.act_and_mul", False),
     "gated_rms_norm": ("triton", "triton.norms", False),
     "qk_norm_rope_kv_write": ("triton", "triton.qk_norm_rope", False),
 }

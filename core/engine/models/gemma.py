@@ -24,6 +24,7 @@ from torch import nn
 
 from .attention import head_geometry, rotary_attention, window_of
 from .base import Config, RMSNormWeight, linear
+from .fused_gate_up import FusedGateUp
 from .fused_qkv import FusedQKV
 from .rope import inv_freq_for
 from .stack import Layout, Parts, StackedCausalLM
@@ -91,8 +92,9 @@ class GemmaAttention(FusedQKV, nn.Module):
         return ops.rms_norm(out, self.post_norm.weight, self.post_norm.eps, multiply_in_float32=True)
 
 
-class GemmaMLP(nn.Module):
-    """down(gelu_tanh(gate x) * up x), then the post-feed-forward norm."""
+class GemmaMLP(FusedGateUp, nn.Module):
+    """down(gelu_tanh(gate x) * up x) (gate and up as one product on accelerators: fused_gate_up.py),
+    then the post-feed-forward norm."""
 
     def __init__(self, cfg, layer, ops):
         super().__init__()
@@ -105,7 +107,7 @@ class GemmaMLP(nn.Module):
         self.post_norm = RMSNormWeight(H, cfg.get("rms_norm_eps", 1e-6))
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        out = self.ops.mlp(hidden, self.up_proj.weight, self.down_proj.weight, self.gate_proj.weight, self.act)
+        out = self.gated_mlp(hidden)
         return self.ops.rms_norm(out, self.post_norm.weight, self.post_norm.eps, multiply_in_float32=True)
 
 

@@ -17,11 +17,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bringup.core.engine.quantized import is_quantized
-from bringup.kernels.reference.mlp import activation
 
 from .attention import head_geometry, rotary_attention, window_of
 from .base import RMSNormWeight, linear
+from .fused_gate_up import FusedGateUp
 from .fused_qkv import FusedQKV
 from .rope import inv_freq_for
 from .stack import Layout, Parts, StackedCausalLM
@@ -61,8 +60,9 @@ class SelfAttention(FusedQKV, nn.Module):
         return self.o_proj(out.reshape(T, -1))
 
 
-class GatedMLP(nn.Module):
-    """SwiGLU (or the config's activation) at the width the layer map gives the layer's MLP."""
+class GatedMLP(FusedGateUp, nn.Module):
+    """SwiGLU (or the config's activation) at the width the layer map gives the layer's MLP (gate and
+    up as one product on accelerators: fused_gate_up.py)."""
 
     def __init__(self, cfg, layer, ops):
         super().__init__()
@@ -75,10 +75,7 @@ class GatedMLP(nn.Module):
         self.down_proj = linear(inter, cfg.hidden_size, bias)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        if is_quantized(self.up_proj) or is_quantized(self.down_proj) or is_quantized(self.gate_proj):
-            return self.down_proj(activation(self.act, self.gate_proj(hidden)) * self.up_proj(hidden))
-        return self.ops.mlp(hidden, self.up_proj.weight, self.down_proj.weight, self.gate_proj.weight, self.act,
-                            self.up_proj.bias, self.down_proj.bias, self.gate_proj.bias)
+        return self.gated_mlp(hidden)
 
 
 class SparseMoE(nn.Module):

@@ -1,7 +1,8 @@
 """The CPU launch counter (core/bench/launch_count.py): which aten ops it takes for GPU kernels, and a
 decode step of a small Qwen3 with the GPU's op set under Triton's interpreter: the count is the same
-step after step, grows by the same amount per block, and a known fusion (q, k and v as one product)
-lowers it by exactly the two products it saves per attention layer."""
+step after step, grows by the same amount per block, and each known fusion lowers it by exactly the
+launches it saves per layer (q, k and v as one product: two; gate and up as one product with
+act_and_mul after: two)."""
 
 from __future__ import annotations
 
@@ -47,12 +48,14 @@ _COUNTS = """
 import json, sys, torch
 torch.manual_seed(0)
 from bringup.core.bench.launch_count import count_config, use_gpu_ops_on_cpu
+from bringup.core.engine.models.fused_gate_up import FusedGateUp
 from bringup.core.engine.models.fused_qkv import FusedQKV
 use_gpu_ops_on_cpu()
 configs = json.loads(sys.argv[1])
 out = {}
 for name, config in configs.items():
-    FusedQKV.fuse_qkv = not name.endswith("unfused")
+    FusedQKV.fuse_qkv = not name.endswith("unfused-qkv")
+    FusedGateUp.fuse_gate_up = not name.endswith("unfused-mlp")
     first = count_config(config)
     again = count_config(config)
     out[name] = [first["kernels_per_step"], again["kernels_per_step"], dict(first["names"])]
@@ -60,9 +63,9 @@ print(json.dumps(out))
 """
 
 
-def test_a_small_qwen3_decode_step_counts_the_same_each_time_and_fused_qkv_saves_two_per_layer():
+def test_a_small_qwen3_decode_step_counts_the_same_each_time_and_each_fusion_saves_two_per_layer():
     pytest.importorskip("triton")
-    configs = {"2": _qwen3(2), "4": _qwen3(4), "4-unfused": _qwen3(4)}
+    configs = {"2": _qwen3(2), "4": _qwen3(4), "4-unfused-qkv": _qwen3(4), "4-unfused-mlp": _qwen3(4)}
     env = {**os.environ, "TRITON_INTERPRET": "1"}
     done = subprocess.run([sys.executable, "-c", _COUNTS, json.dumps(configs)], env=env, capture_output=True,
                           text=True, timeout=600)
@@ -70,14 +73,17 @@ def test_a_small_qwen3_decode_step_counts_the_same_each_time_and_fused_qkv_saves
     counts = json.loads(done.stdout.strip().splitlines()[-1])
     for name, (first, again, _) in counts.items():
         assert first == again, name  # stable
-    two, four, unfused = counts["2"][0], counts["4"][0], counts["4-unfused"][0]
+    two, four = counts["2"][0], counts["4"][0]
     assert four - two == (four - two) // 2 * 2 and four > two  # the same per block
     per_block = (four - two) / 2
     assert two - 2 * per_block == four - 4 * per_block  # what is not per block: embedding, head, sampling
-    assert unfused - four == 2 * 4  # three products of q, k, v instead of one, in each of the 4 layers
+    assert counts["4-unfused-qkv"][0] - four == 2 * 4  # three products of q, k, v instead of one, in 4 layers
+    # gate, up, act, mul instead of one gate/up product and act_and_mul, in each of the 4 layers
+    assert counts["4-unfused-mlp"][0] - four == 2 * 4
     names = counts["4"][2]
     # Triton launches are counted, one per launch: a residual add + norm before each part and the final norm,
     # one fused q/k norm + rotary + cache write and one decode attention per layer.
     assert names["triton:_add_rms_norm_kernel"] == 2 * 4 + 1
     assert names["triton:_qk_norm_rope_kv_kernel"] == names["triton:_paged_decode_kernel"] == 4
-    assert names["aten:linear"] == 4 * (2 + 3) + 1  # q/k/v, o; gate, up, down per layer; the LM head
+    assert names["triton:_act_and_mul_kernel"] == 4
+    assert names["aten:linear"] == 4 * (2 + 2) + 1  # q/k/v, o; gate/up, down per layer; the LM head

@@ -1,0 +1,67 @@
+"""The Triton RMSNorm op (kernels/triton/norms.py: rms_norm, the add_rms_norm kernel with nothing to add)
+against the reference (kernels/reference/rms_norm.py) under Triton's interpreter: float32, bfloat16 and
+float16; the weight in the input's dtype or in float32 multiplied there (Gemma's 1 + w); rows of
+[T, H], of [T, heads, D], and views into a wider product; tensors that are not such a view, and a
+float32 weight multiplied in bfloat16 (the reference promotes), go to the reference, as it returns."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+_INTERPRETED = """
+import torch
+from bringup.kernels.reference import rms_norm as ref
+from bringup.kernels.triton.norms import rms_norm as fast
+torch.manual_seed(0)
+bad = []
+for dtype in (torch.float32, torch.bfloat16, torch.float16):
+    tol = {torch.float32: dict(atol=1e-5, rtol=1e-5), torch.float16: dict(atol=1e-2, rtol=1e-2),
+           torch.bfloat16: dict(atol=6e-2, rtol=6e-2)}[dtype]  # the interpreter truncates to bf16
+    wide = 2 * torch.randn(5, 48 + 8).to(dtype)
+    cases = {"rows": wide[:, :48].contiguous(), "heads": wide[:, :48].reshape(5, 3, 16).contiguous(),
+             "view": wide[:, :48], "transposed": wide[:, :48].t()}
+    for name, x in cases.items():
+        H = x.shape[-1]
+        for w_dtype, f32 in ((dtype, False), (torch.float32, True), (torch.float32, False)):
+            w = (torch.rand(H) + 0.5).to(w_dtype)
+            got, want = fast(x, w, 1e-6, multiply_in_float32=f32), ref(x, w, 1e-6, multiply_in_float32=f32)
+            try:
+                assert got.dtype == want.dtype and got.shape == want.shape
+                torch.testing.assert_close(got, want, **tol)
+            except AssertionError as err:
+                bad.append(f"{dtype} {name} weight {w_dtype} f32={f32}: {err}")
+print("ok" if not bad else "\\n".join(bad)[:3000])
+"""
+
+
+def test_triton_rms_norm_matches_the_reference_interpreted():
+    pytest.importorskip("triton")
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, "-c", _INTERPRETED], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", (done.stdout[-3000:], done.stderr[-3000:])
+
+
+_LAUNCHES = """
+import torch
+from triton.runtime.interpreter import InterpretedFunction
+from bringup.kernels.triton.norms import rms_norm as fast
+launches = []
+run = InterpretedFunction.run
+InterpretedFunction.run = lambda fn, *a, **k: (launches.append(fn.__name__), run(fn, *a, **k))[1]
+x = torch.randn(4, 3, 16, dtype=torch.bfloat16)
+fast(x, torch.ones(16), 1e-6, multiply_in_float32=True)  # Gemma's post norm: one launch
+fast(x.transpose(0, 1), torch.ones(16), 1e-6, multiply_in_float32=True)  # no [N, H] view: the reference
+print(launches)
+"""
+
+
+def test_a_norm_of_rows_is_one_launch_and_other_layouts_take_the_reference():
+    pytest.importorskip("triton")
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, "-c", _LAUNCHES], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "['_add_rms_norm_kernel']"
