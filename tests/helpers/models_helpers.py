@@ -245,3 +245,17 @@ def load_with_fast_op(folder, op: str, fn):
     finally:
         if registered:
             dispatch.unregister(op, device_type)
+
+
+def hf_checkpoint(config_cls: str, model_cls: str, kwargs: dict, folder):
+    """A transformers model of the named classes (eager attention, weights from `randomize`), saved to
+    `folder`; returns it."""
+    import transformers
+
+    torch.manual_seed(0)
+    cfg = getattr(transformers, config_cls)(**kwargs)
+    cfg._attn_implementation = "eager"
+    hf = getattr(transformers, model_cls)(cfg).eval()
+    randomize(hf, seed=1)
+    hf.save_pretrained(str(folder))
+    return hf

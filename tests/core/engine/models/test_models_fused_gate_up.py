@@ -11,8 +11,7 @@ import subprocess
 import sys
 
 import pytest
-import torch
-from models_helpers import assert_matches_hf, load_with_fast_op, randomize, run_engine, standard_requests
+from models_helpers import assert_matches_hf, hf_checkpoint, load_with_fast_op, run_engine, standard_requests
 
 from bringup.core.engine.models.fused_gate_up import FusedGateUp
 from bringup.kernels.reference import act_and_mul
@@ -33,14 +32,7 @@ FAMILIES = {
 
 
 def _checkpoint(name, folder):
-    config_cls, model_cls, kwargs = FAMILIES[name]
-    torch.manual_seed(0)
-    cfg = getattr(transformers, config_cls)(**kwargs)
-    cfg._attn_implementation = "eager"
-    hf = getattr(transformers, model_cls)(cfg).eval()
-    randomize(hf, seed=1)
-    hf.save_pretrained(str(folder))
-    return hf
+    return hf_checkpoint(*FAMILIES[name], folder)
 
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))
