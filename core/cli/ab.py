@@ -68,17 +68,17 @@ def render_ab(result) -> str:
 
 
 def render_layers(result) -> str:
-    from bringup.core.compare.divergence import describe
+    from bringup.core.compare.divergence import describe, flips_text
 
     d = result.divergence
     kinds = {i: f"{m}/{f}" for i, m, f in d.layers}
+    worst = ["-" if r.worst_block is None else f"{r.worst_block} {kinds.get(r.worst_block, '')}" for r in d.steps]
+    width = max([18] + [len(w) for w in worst])  # a long block kind (sliding_attention/moe) keeps the columns
     lines = [f"A: {result.a.describe()}", f"B: {result.b.describe()}",
-             f"{'step':>4}  {'kind':<8} {'token A':>8} {'B own':>6}  {'worst block':<18} {'rel err':>9}  flips"]
-    for r in d.steps:
-        worst = "-" if r.worst_block is None else f"{r.worst_block} {kinds.get(r.worst_block, '')}"
-        flips = ", ".join(f"{b}:{n}" for b, n in sorted(r.flips.items()))
-        lines.append(f"{r.step:>4}  {r.kind:<8} {str(r.token_a):>8} {str(r.token_b_own):>6}  {worst:<18} "
-                     f"{r.worst_rel_err:>9.2e}  {flips}")
+             f"{'step':>4}  {'kind':<8} {'token A':>8} {'B own':>6}  {'worst block':<{width}} {'rel err':>9}  flips"]
+    for r, w in zip(d.steps, worst):
+        lines.append(f"{r.step:>4}  {r.kind:<8} {str(r.token_a):>8} {str(r.token_b_own):>6}  {w:<{width}} "
+                     f"{r.worst_rel_err:>9.2e}  {flips_text(r.flips)}")
     lines.append(describe(d))
     for look in result.looks:
         if "error" in look:

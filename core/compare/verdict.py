@@ -17,6 +17,12 @@ from .agreement import PromptAgreement, distribution
 MARGIN = 3.0  # how far past the noise seen in calibration a difference must be to count
 FLOOR_LOGPROB_DIFF = 0.02  # nats: a p99 logprob difference below this is rounding at any precision
 FLOOR_GAP = 0.25  # nats: two tokens this close in one run's own logprobs are a near-tie
+# Where the runs part without logprobs (ours answers /generate with token ids only), only A's own batch
+# noise is known: a near-tie that another dtype or device rounds the other way looks the same as a
+# wrong kernel. Said with the verdict, with the way to find out.
+NO_LOGPROBS = ("without logprobs at the parting a near-tie cannot be told from a wrong kernel (a dtype or device "
+               "change can pick the other of two near-equal tokens): for two of our engine's settings, "
+               "`bringup ab --layers SOURCE --a ... --b ...` follows the same request into the blocks")
 
 
 @dataclass
@@ -71,6 +77,8 @@ def judge(results: list[PromptAgreement], threshold: Threshold) -> Verdict:
     if p99 is not None and p99 > threshold.logprob_diff_p99:
         reasons.append(f"the shared tokens' logprobs differ by {p99:.3f} nats at p99, past the noise threshold "
                        f"{threshold.logprob_diff_p99:.3f}")
+    if any(r.prompt in wrong and r.divergence.gap is None for r in results):
+        reasons.append(NO_LOGPROBS)
     if wrong or reasons:
         return Verdict("differ", "; ".join(reasons), wrong)
     if any(r.divergence is not None for r in results):

@@ -84,5 +84,9 @@ def test_without_logprobs_only_answers_the_batch_alone_changed_count_as_noise():
     t = Threshold(0.05, 0.5, ["fragile"], "calibration")
     parted = lambda p: compare_answers(p, Answer("", [1, 2], "ids"), Answer("", [1, 3], "ids"))
     assert judge([parted("fragile")], t).word == "noise"
-    assert judge([parted("stable")], t).word == "differ"
+    v = judge([parted("stable")], t)
+    assert v.word == "differ" and "near-tie cannot be told from a wrong kernel" in v.reason and "--layers" in v.reason
+    sure = compare_answers("q", pieces(["a", "b"], [-0.1, -0.01], [{"a": -0.1}, {"b": -0.01, "c": -5.0}]),
+                           pieces(["a", "c"], [-0.1, -0.01], [{"a": -0.1}, {"c": -0.01, "b": -5.0}]))
+    assert "near-tie cannot be told" not in judge([sure], t).reason  # with logprobs the gap tells
     assert not math.isnan(parted("x").agreement)

@@ -29,3 +29,19 @@ def test_the_layer_ab_reaches_the_report_with_its_flips_in_block_order():
     assert "layer 0&#x27;s conv state parts after step 0; block 0 parts at step 1 (decode, arithmetic)" in page
     assert "3 routing flip(s), counted apart (all of them after the runs part" in page
     assert "<td>3:1, 10:2</td>" in page  # block order, not the JSON keys' text order ("10" < "3")
+
+
+def test_the_layer_table_keeps_its_columns_with_a_long_block_kind():
+    from ab_traces import parted_traces
+
+    from bringup.core.cli.ab import render_layers
+    from bringup.core.compare.divergence import compare_traces
+    from bringup.core.compare.layer_ab import LayerAB, Setting
+
+    a, b = parted_traces()
+    a["layers"] = [(i, "sliding_attention", f) for i, _, f in a["layers"]]  # gpt-oss's 21-character kind
+    text = render_layers(LayerAB("tiny", Setting(), Setting(), [], compare_traces(a, b)))
+    header, *rows = text.splitlines()[2:5]
+    column = header.index("rel err") + len("rel err")  # right-aligned numbers end under the header's end
+    assert all(row[column - 1] != " " and row[column] == " " for row in rows), text
+    assert rows[1].endswith("3:1, 10:2")
