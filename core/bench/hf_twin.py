@@ -28,7 +28,8 @@ def transformers_twin(model, config: dict, device, dtype: torch.dtype):
     """The transformers CausalLM of `config` on `device` with `model`'s weights."""
     from transformers import AutoModelForCausalLM
 
-    cfg = transformers_config(config)
+    # (a model whose load folds config factors into its weights says how the twin must not apply them)
+    cfg = transformers_config(model.twin_config(config) if hasattr(model, "twin_config") else config)
     with torch.device("meta"):
         twin = AutoModelForCausalLM.from_config(cfg, dtype=dtype)
     twin.to_empty(device=device)
@@ -46,8 +47,10 @@ def transformers_twin(model, config: dict, device, dtype: torch.dtype):
     if stray:  # computed buffers would be garbage after to_empty
         raise UserError(f"transformers' model has buffers the engine's weights do not give ({stray[:3]}) and "
                         "that cannot be computed again from its config; the twin cannot be built")
+    tied = _tied_copies(twin)  # transformers' tied copies (Zamba2's shared block per use): tied again below
+    unmatched = []
     for name, dest in persistent.items():
-        if name in wanted:
+        if name in wanted or name in tied:
             continue
         value = own(name) if own is not None else None
         if value is not None:
@@ -56,21 +59,73 @@ def transformers_twin(model, config: dict, device, dtype: torch.dtype):
             dest.copy_(value)
             continue
         target = model.map_weight_name(name)
-        if target is None:
-            if name == "lm_head.weight" and model.tied:
-                dest.copy_(params["backbone.embeddings.weight"] if "backbone.embeddings.weight" in params
-                           else model.input_embedding.weight)
-                continue
-            raise UserError(f"transformers' {name} has no counterpart in the engine's model")
-        pname, index = target
-        src = params.get(pname)
-        if src is None:
-            raise UserError(f"transformers' {name} maps to {pname}, which the engine's model lacks")
-        src = src if index is None else src[index]
-        if tuple(src.shape) != tuple(dest.shape):
-            raise UserError(f"transformers' {name} is {list(dest.shape)}, the engine's {pname} {list(src.shape)}")
+        if target is None and name == "lm_head.weight" and model.tied:
+            dest.copy_(params["backbone.embeddings.weight"] if "backbone.embeddings.weight" in params
+                       else model.input_embedding.weight)
+            continue
+        src = _engine_tensor(params, target)
+        if src is None or tuple(src.shape) != tuple(dest.shape):
+            unmatched.append(name)  # named otherwise in memory than in the checkpoint (fused experts...)
+            continue
         dest.copy_(src)
+    if unmatched:
+        _fill_through_checkpoint_names(twin, model, params, {n: persistent[n] for n in unmatched})
+    if tied:
+        twin.tie_weights()
     return twin.eval()
+
+
+def _engine_tensor(params: dict, target) -> torch.Tensor | None:
+    """The engine's tensor a checkpoint name maps to ((parameter, index) or None), or None."""
+    if target is None or target[0] not in params:
+        return None
+    src = params[target[0]]
+    return src if target[1] is None else src[target[1]]
+
+
+def _tied_copies(twin) -> set[str]:
+    """Names transformers ties to another tensor of the model (its `tie_weights` makes them one)."""
+    expand = getattr(twin, "get_expanded_tied_weights_keys", None)
+    if expand is None:
+        return set()
+    ties = expand(all_submodels=True)
+    if not getattr(twin.config, "tie_word_embeddings", False):
+        ties = {t: s for t, s in ties.items() if not t.endswith("lm_head.weight")}
+    return set(ties)
+
+
+def _fill_through_checkpoint_names(twin, model, params: dict, dests: dict[str, torch.Tensor]) -> None:
+    """Fill tensors whose in-memory transformers names the engine does not know (transformers 5 fuses
+    and renames checkpoint tensors at load: Granite-MoE's and Jamba's experts) through transformers'
+    own reversal of that conversion: each element's position is sent through it as an index, so every
+    checkpoint-named tensor says which elements it holds, and the engine's tensor of that checkpoint
+    name fills them."""
+    try:
+        from transformers.core_model_loading import revert_weight_conversion
+    except ImportError:
+        revert_weight_conversion = None
+    first, where, start = {}, {}, 0
+    for name, dest in dests.items():
+        first[name] = start
+        where[name] = torch.arange(start, start + dest.numel(), dtype=torch.int64).view(dest.shape)
+        start += dest.numel()
+    reverted = revert_weight_conversion(twin, dict(where)) if revert_weight_conversion is not None else where
+    values = torch.empty(start, dtype=next(iter(dests.values())).dtype, device=next(iter(dests.values())).device)
+    seen = torch.zeros(start, dtype=torch.bool)
+    for ckpt_name, index in reverted.items():
+        src = _engine_tensor(params, model.map_weight_name(ckpt_name))
+        if src is None:
+            raise UserError(f"transformers' {ckpt_name} (checkpoint name) has no counterpart in the engine's model")
+        if tuple(src.shape) != tuple(index.shape):
+            raise UserError(f"transformers' {ckpt_name} is {list(index.shape)}, the engine's {list(src.shape)}")
+        flat = index.reshape(-1)
+        values[flat.to(values.device)] = src.reshape(-1).to(values.dtype)
+        seen[flat] = True
+    if not bool(seen.all()):
+        missing = [n for n in dests if not bool(seen[first[n]:first[n] + dests[n].numel()].all())]
+        raise UserError(f"transformers' {missing[:3]} are not all given by the engine's weights; the twin cannot be built")
+    for name, dest in dests.items():
+        dest.copy_(values[first[name]:first[name] + dest.numel()].view(dest.shape))
 
 
 def _engine_lacks(model, own, name: str) -> bool:
@@ -99,8 +154,9 @@ def _rebuild_buffers(twin, names: set[str], device) -> set[str]:
                 break
             except Exception:  # noqa: BLE001 - not rebuildable this way: the caller names what is left
                 continue
-        if fresh is None:
-            done |= _initialise_in_place(twin, module, own, prefix)
+        # (a module built alone may lack a buffer its parent registers on it: Falcon-H1's mup_vector)
+        if fresh is None or not all(n in dict(fresh.named_buffers(recurse=False)) for n in own):
+            done |= _initialise_in_place(twin, mod_name, own, prefix)
             continue
         for n in own:
             getattr(module, n).copy_(getattr(fresh, n).to(device))
@@ -108,19 +164,25 @@ def _rebuild_buffers(twin, names: set[str], device) -> set[str]:
     return done
 
 
-def _initialise_in_place(twin, module, own: list[str], prefix: str) -> set[str]:
-    """A module that cannot be built from the config alone (Gemma's scaled embedding takes its sizes and
-    scale as arguments) through transformers' own initialisation of it: the buffers are filled with NaN
-    first, so only those it really computed count as restored."""
+def _initialise_in_place(twin, mod_name: str, own: list[str], prefix: str) -> set[str]:
+    """Buffers of a module that cannot be built from the config alone (Gemma's scaled embedding takes
+    its sizes and scale as arguments), computed through transformers' own initialisation: of the module,
+    else of its parents in turn (Falcon-H1's model sets each mixer's mup_vector). The buffers are filled
+    with NaN first, so only those really computed count as restored."""
     init = getattr(twin, "_init_weights", None)
     if init is None:
         return set()
+    module = twin.get_submodule(mod_name)
     for n in own:
         getattr(module, n).fill_(float("nan"))
-    try:
-        init(module)
-    except Exception:  # noqa: BLE001 - not initialisable this way: the caller names what is left
-        return set()
+    parts = mod_name.split(".") if mod_name else []
+    for depth in range(len(parts), -1, -1):
+        try:
+            init(twin.get_submodule(".".join(parts[:depth])))
+        except Exception:  # noqa: BLE001 - not initialisable this way: a parent may be
+            continue
+        if not any(getattr(module, n).isnan().any() for n in own):
+            break
     return {prefix + n for n in own if not getattr(module, n).isnan().any()}
 
 

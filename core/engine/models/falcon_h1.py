@@ -110,6 +110,16 @@ class FalconH1ForCausalLM(StackedCausalLM):
             _scale(layer.ffn_module.gate_proj, gate_m)
             _scale(layer.ffn_module.down_proj, down_m)
 
+    # The multipliers finish_loading folds into the weights: a transformers twin holding the folded
+    # weights (hf_twin.py) must not apply them again.
+    FOLDED_MULTIPLIERS = {"ssm_in_multiplier": 1.0, "ssm_out_multiplier": 1.0, "ssm_multipliers": [1.0] * 5,
+                          "attention_in_multiplier": 1.0, "key_multiplier": 1.0, "attention_out_multiplier": 1.0,
+                          "mlp_multipliers": [1.0, 1.0]}
+
+    def twin_config(self, config: dict) -> dict:
+        """The config a transformers twin of these (folded) weights computes the same function with."""
+        return {**config, **self.FOLDED_MULTIPLIERS}
+
     def map_weight_name(self, name: str):
         if self.tied and name == "lm_head.weight":
             return None
