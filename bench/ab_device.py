@@ -83,17 +83,21 @@ def main() -> int:
     ap.add_argument("--nano-dtype", default="bfloat16")
     ap.add_argument("--deadline", type=float, default=400, help="seconds for everything")
     ap.add_argument("--skip-tiny", action="store_true")
-    ap.add_argument("--tiny-timeout", type=float, default=150, help="seconds for each side of the tiny run")
+    ap.add_argument("--tiny-timeout", type=float, default=150,
+                    help="seconds for each side of the tiny run (at most half of --deadline)")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     left = lambda: args.deadline - (time.perf_counter() - start)  # noqa: E731
     results = []
     if not args.skip_tiny:
+        tiny = min(args.tiny_timeout, left() / 2)  # half the deadline at most: the nano run needs the rest
+        if tiny < args.tiny_timeout:
+            print(f"tiny: {tiny:.0f} s a side, not --tiny-timeout {args.tiny_timeout:.0f} (half of --deadline "
+                  f"{args.deadline:.0f}); raise --deadline to give it more", file=sys.stderr, flush=True)
         results.append(ab("tiny-cuda-vs-cpu", args.out,
                           ["default", "--a", "device=cpu,dtype=float32,kernels=reference",
-                           "--b", f"device={args.device},dtype=float32", "--steps", "4", "--prompt-len", "32"],
-                          min(args.tiny_timeout, left() / 2)))
+                           "--b", f"device={args.device},dtype=float32", "--steps", "4", "--prompt-len", "32"], tiny))
     if left() > 30:
         folder = nano_config(args.shared, Path("/tmp/ab-nano"), args.blocks, args.experts)
         d, t = args.device, args.nano_dtype
