@@ -20,10 +20,16 @@ def moe_sum(shared: torch.Tensor, routed: torch.Tensor) -> torch.Tensor:
 
 
 def add_rms_norm(hidden: torch.Tensor, delta: torch.Tensor | None, weight: torch.Tensor, eps: float, *,
-                 multiply_in_float32: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+                 multiply_in_float32: bool = True, delta_weight: torch.Tensor | None = None,
+                 delta_eps: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """hidden, delta [T, H] (delta None: nothing to add). Returns (h, normed) in hidden's dtype; h is
-    rounded to that dtype before it is normalised, exactly as `hidden + delta` then `rms_norm`."""
+    rounded to that dtype before it is normalised, exactly as `hidden + delta` then `rms_norm`.
+    With delta_weight, delta is first normed by its own RMSNorm (delta_weight, delta_eps; rounded as
+    `rms_norm` rounds, the same multiply_in_float32): a part's post norm (Gemma's sandwich norms)."""
     if isinstance(delta, tuple):
         delta = moe_sum(*delta)
+    if delta_weight is not None and delta is not None:
+        delta = rms_norm(delta, delta_weight, eps if delta_eps is None else delta_eps,
+                         multiply_in_float32=multiply_in_float32)
     h = hidden if delta is None else hidden + delta
     return h, rms_norm(h, weight, eps, multiply_in_float32=multiply_in_float32)

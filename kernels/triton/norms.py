@@ -13,9 +13,20 @@ from .launch import next_pow2, num_warps
 
 
 @triton.jit
-def _add_rms_norm_kernel(h_ptr, d_ptr, r_ptr, w_ptr, h_out_ptr, y_ptr, H, eps, s_h, s_d, s_dk, s_r, s_rk, s_ho,
-                         s_y, HAS_DELTA: tl.constexpr, SHARED_K: tl.constexpr, ROUTED_K: tl.constexpr,
-                         F32_MUL: tl.constexpr, BLOCK: tl.constexpr):
+def _normed(x, w, H, eps, F32_MUL: tl.constexpr, out_ty: tl.constexpr):
+    """rms_norm of one row x (float32) by weight w, rounded as the reference rounds, in float32."""
+    inv = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / H + eps)
+    if F32_MUL:
+        y = w.to(tl.float32) * (x * inv)
+    else:
+        y = w.to(tl.float32) * (x * inv).to(out_ty).to(tl.float32)
+    return y
+
+
+@triton.jit
+def _add_rms_norm_kernel(h_ptr, d_ptr, r_ptr, w_ptr, dw_ptr, h_out_ptr, y_ptr, H, eps, d_eps, s_h, s_d, s_dk, s_r,
+                         s_rk, s_ho, s_y, HAS_DELTA: tl.constexpr, SHARED_K: tl.constexpr, ROUTED_K: tl.constexpr,
+                         DELTA_NORM: tl.constexpr, F32_MUL: tl.constexpr, BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     offs = tl.arange(0, BLOCK)
     ok = offs < H
@@ -34,22 +45,27 @@ def _add_rms_norm_kernel(h_ptr, d_ptr, r_ptr, w_ptr, h_out_ptr, y_ptr, H, eps, s
                 r += tl.load(r_ptr + row * s_r + j * s_rk + offs, mask=ok, other=0.0).to(tl.float32)
             r = r.to(h_out_ptr.dtype.element_ty)
             d = (d.to(tl.float32) + r.to(tl.float32)).to(h_out_ptr.dtype.element_ty)
+        if DELTA_NORM:  # the part's own post norm first (Gemma), rounded to the dtype as unfused
+            dw = tl.load(dw_ptr + offs, mask=ok, other=0.0)
+            d = _normed(d.to(tl.float32), dw, H, d_eps, F32_MUL, h_out_ptr.dtype.element_ty)
+            d = d.to(h_out_ptr.dtype.element_ty)
         h = (h.to(tl.float32) + d.to(tl.float32))
         h = h.to(h_out_ptr.dtype.element_ty)
         tl.store(h_out_ptr + row * s_ho + offs, h, mask=ok)
-    hf = h.to(tl.float32)
-    inv = 1.0 / tl.sqrt(tl.sum(hf * hf, axis=0) / H + eps)
     w = tl.load(w_ptr + offs, mask=ok, other=0.0)
-    if F32_MUL:
-        y = w.to(tl.float32) * (hf * inv)
-    else:
-        y = w.to(tl.float32) * (hf * inv).to(y_ptr.dtype.element_ty).to(tl.float32)
+    y = _normed(h.to(tl.float32), w, H, eps, F32_MUL, y_ptr.dtype.element_ty)
     tl.store(y_ptr + row * s_y + offs, y.to(y_ptr.dtype.element_ty), mask=ok)
 
 
-def add_rms_norm(hidden, delta, weight, eps, *, multiply_in_float32=True):
+def add_rms_norm(hidden, delta, weight, eps, *, multiply_in_float32=True, delta_weight=None, delta_eps=None):
     """Same arguments and results as kernels.reference.add_rms_norm."""
     T, H = hidden.shape
+    if delta_weight is not None and (delta is None or isinstance(delta, tuple) or delta_weight.dtype != hidden.dtype
+                                     and not multiply_in_float32):
+        from ..reference import add_rms_norm as reference  # (a MoE's parts are never post-normed)
+
+        return reference(hidden, delta, weight, eps, multiply_in_float32=multiply_in_float32,
+                         delta_weight=delta_weight, delta_eps=delta_eps)
     y = torch.empty_like(hidden)
     h_out = torch.empty_like(hidden) if delta is not None else hidden
     routed, k, s = hidden, 0, 0
@@ -64,9 +80,11 @@ def add_rms_norm(hidden, delta, weight, eps, *, multiply_in_float32=True):
         d = delta if delta is not None else hidden
         s_dk = d.stride(1) if s else 0
         r3 = routed if k else hidden[:, None, :]
-        _add_rms_norm_kernel[(T,)](hidden, d, r3, weight, h_out, y, H, float(eps), hidden.stride(0), d.stride(0),
-                                   s_dk, r3.stride(0), r3.stride(1), h_out.stride(0), y.stride(0),
-                                   HAS_DELTA=delta is not None, SHARED_K=s, ROUTED_K=k,
+        d_eps = float(eps if delta_eps is None else delta_eps)
+        _add_rms_norm_kernel[(T,)](hidden, d, r3, weight, delta_weight if delta_weight is not None else weight, h_out,
+                                   y, H, float(eps), d_eps, hidden.stride(0), d.stride(0), s_dk, r3.stride(0),
+                                   r3.stride(1), h_out.stride(0), y.stride(0), HAS_DELTA=delta is not None,
+                                   SHARED_K=s, ROUTED_K=k, DELTA_NORM=delta_weight is not None,
                                    F32_MUL=bool(multiply_in_float32), BLOCK=next_pow2(H),
                                    num_warps=num_warps(hidden.device.type, 8 if H >= 2048 else 4))
     return h_out, y

@@ -2,7 +2,9 @@
 against the reference (kernels/reference/rms_norm.py) under Triton's interpreter: float32, bfloat16 and
 float16; the weight in the input's dtype or in float32 multiplied there (Gemma's 1 + w); rows of
 [T, H], of [T, heads, D], and views into a wider product; tensors that are not such a view, and a
-float32 weight multiplied in bfloat16 (the reference promotes), go to the reference, as it returns."""
+float32 weight multiplied in bfloat16 (the reference promotes), go to the reference, as it returns.
+Also add_rms_norm with the delta's own norm first (delta_weight: Gemma's post norms in the residual
+add's kernel): the reference is rms_norm, add, rms_norm; the kernel matches it."""
 
 from __future__ import annotations
 
@@ -11,6 +13,22 @@ import subprocess
 import sys
 
 import pytest
+import torch
+
+from bringup.kernels.reference import add_rms_norm, rms_norm
+
+
+@pytest.mark.parametrize("f32", [True, False])
+def test_reference_add_with_the_deltas_own_norm_is_norm_add_norm(f32):
+    g = torch.Generator().manual_seed(0)
+    h, d = torch.randn(3, 32, generator=g).bfloat16(), (4 * torch.randn(3, 32, generator=g)).bfloat16()
+    w, dw = torch.rand(32, generator=g) + 0.5, torch.rand(32, generator=g) + 0.5
+    if not f32:
+        w, dw = w.bfloat16(), dw.bfloat16()
+    new, y = add_rms_norm(h, d, w, 1e-6, multiply_in_float32=f32, delta_weight=dw, delta_eps=1e-5)
+    want = h + rms_norm(d, dw, 1e-5, multiply_in_float32=f32)
+    assert torch.equal(new, want) and torch.equal(y, rms_norm(want, w, 1e-6, multiply_in_float32=f32))
+
 
 _INTERPRETED = """
 import torch
@@ -34,6 +52,21 @@ for dtype in (torch.float32, torch.bfloat16, torch.float16):
                 torch.testing.assert_close(got, want, **tol)
             except AssertionError as err:
                 bad.append(f"{dtype} {name} weight {w_dtype} f32={f32}: {err}")
+from bringup.kernels.reference import add_rms_norm as ref_add
+from bringup.kernels.triton.norms import add_rms_norm as fast_add
+for dtype in (torch.float32, torch.bfloat16, torch.float16):
+    tol = {torch.float32: dict(atol=1e-5, rtol=1e-5), torch.float16: dict(atol=1e-2, rtol=1e-2),
+           torch.bfloat16: dict(atol=6e-2, rtol=6e-2)}[dtype]
+    for w_dtype, f32 in ((torch.float32, True), (dtype, False)):
+        h, d = torch.randn(4, 40).to(dtype), (5 * torch.randn(4, 40)).to(dtype)
+        w, dw = (torch.rand(40) + 0.5).to(w_dtype), (torch.rand(40) + 0.5).to(w_dtype)
+        got = fast_add(h, d, w, 1e-6, multiply_in_float32=f32, delta_weight=dw, delta_eps=1e-5)
+        want = ref_add(h, d, w, 1e-6, multiply_in_float32=f32, delta_weight=dw, delta_eps=1e-5)
+        for a, b, what in zip(got, want, ("h", "normed")):
+            try:
+                torch.testing.assert_close(a, b, **tol)
+            except AssertionError as err:
+                bad.append(f"add_rms_norm with the delta's norm, {dtype} weight {w_dtype}: {what}: {err}")
 print("ok" if not bad else "\\n".join(bad)[:3000])
 """
 

@@ -5,7 +5,8 @@ What differs from Llama:
   shared norm op runs unchanged with `multiply_in_float32`.
 - Sandwich norms: the attention output and the MLP output are each normed again before the
   residual add (`post_attention_layernorm`, `post_feedforward_layernorm`). These are held by the
-  attention and MLP modules (`post_norm`), so the generic decoder layer needs no new wiring.
+  attention and MLP modules (`post_norm`), so the generic decoder layer needs no new wiring; where
+  the device has a fused add_rms_norm, the post norm runs inside the residual add's kernel.
 - Embeddings are scaled by sqrt(hidden_size) (rounded to the model dtype); the MLP is a
   GeGLU (gelu_pytorch_tanh); attention scales by query_pre_attn_scalar ** -0.5.
 - Gemma 2 soft-caps attention scores (attn_logit_softcapping) and the final logits
@@ -27,7 +28,7 @@ from .base import Config, RMSNormWeight, linear
 from .fused_gate_up import FusedGateUp
 from .fused_qkv import FusedQKV
 from .rope import inv_freq_for
-from .stack import Layout, Parts, StackedCausalLM
+from .stack import Layout, Parts, PostNormed, StackedCausalLM
 
 ROPE_KEYS = {"attention": "rope_full", "sliding_attention": "rope_sliding"}  # batch.memo keys
 DEFAULT_THETA = {"gemma2": {"attention": 10000.0, "sliding_attention": 10000.0},
@@ -55,6 +56,14 @@ def rope_config(cfg: Config, kind: str) -> Config:
 
 def softcap(x: torch.Tensor, cap) -> torch.Tensor:
     return x if cap is None else cap * torch.tanh(x / cap)
+
+
+def post_normed(part, out: torch.Tensor):
+    """The part's output through its post norm: left to the residual add's kernel where the device
+    has a fused add_rms_norm (stack.PostNormed), else applied here."""
+    if getattr(part.ops, "implementations", {}).get("add_rms_norm", "reference") != "reference":
+        return PostNormed(out, part.post_norm, part.ops, True)
+    return part.ops.rms_norm(out, part.post_norm.weight, part.post_norm.eps, multiply_in_float32=True)
 
 
 class GemmaAttention(FusedQKV, nn.Module):
@@ -88,8 +97,7 @@ class GemmaAttention(FusedQKV, nn.Module):
         out = rotary_attention(ops, batch, self.layer_id, q, k, v, batch.memo[ROPE_KEYS[self.kind]], self.scale,
                                self.window, q_norm=norms[0], k_norm=norms[1], norm_in_float32=True,
                                softcap=self.softcap)
-        out = self.o_proj(out.reshape(T, -1))
-        return ops.rms_norm(out, self.post_norm.weight, self.post_norm.eps, multiply_in_float32=True)
+        return post_normed(self, self.o_proj(out.reshape(T, -1)))
 
 
 class GemmaMLP(FusedGateUp, nn.Module):
@@ -107,8 +115,7 @@ class GemmaMLP(FusedGateUp, nn.Module):
         self.post_norm = RMSNormWeight(H, cfg.get("rms_norm_eps", 1e-6))
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        out = self.gated_mlp(hidden)
-        return self.ops.rms_norm(out, self.post_norm.weight, self.post_norm.eps, multiply_in_float32=True)
+        return post_normed(self, self.gated_mlp(hidden))
 
 
 # The two post norms live on the layer in checkpoints; here in the module whose output they norm.

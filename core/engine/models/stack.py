@@ -23,7 +23,7 @@ engine sizes its pools from them (`cache_spec`), at the layers the map names.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Mapping
 
 import torch
@@ -152,6 +152,30 @@ class DecoderLayer(nn.Module):
         return out
 
 
+@dataclass(frozen=True)
+class PostNormed:
+    """A part's output still to go through the part's own RMSNorm (Gemma's post-attention and
+    post-MLP norms): the residual add takes that norm into its own kernel (ops.add_rms_norm's
+    delta_weight, one launch for both); anywhere else `total` applies it first."""
+
+    out: torch.Tensor
+    norm: nn.Module  # with weight and eps
+    ops: object
+    in_float32: bool
+
+    def applied(self) -> torch.Tensor:
+        return self.ops.rms_norm(self.out, self.norm.weight, self.norm.eps, multiply_in_float32=self.in_float32)
+
+
+def add_and_norm(ops, hidden, delta, norm, in_float32: bool):
+    """ops.add_rms_norm of hidden + delta and `norm`, a PostNormed delta's norm inside the same op."""
+    if isinstance(delta, PostNormed) and delta.in_float32 == in_float32:
+        return ops.add_rms_norm(hidden, delta.out, norm.weight, norm.eps, multiply_in_float32=in_float32,
+                                delta_weight=delta.norm.weight, delta_eps=delta.norm.eps)
+    return ops.add_rms_norm(hidden, total(delta) if isinstance(delta, PostNormed) else delta, norm.weight,
+                            norm.eps, multiply_in_float32=in_float32)
+
+
 def scaled(x, factor: float):
     """x * factor, skipped at 1 (no kernel); a MoE's parts are summed first."""
     return x if factor == 1.0 else total(x) * factor
@@ -159,7 +183,9 @@ def scaled(x, factor: float):
 
 def total(delta):
     """A part's output as one [T, H] tensor: a MoE may give (shared [T, H] or [T, S, H], routed [T, H]
-    or [T, k, H])."""
+    or [T, k, H]), a part with a post norm a PostNormed."""
+    if isinstance(delta, PostNormed):
+        return delta.applied()
     if isinstance(delta, tuple):
         from bringup.kernels.reference.add_rms_norm import moe_sum
 
@@ -248,8 +274,7 @@ class StackedCausalLM(CausalLM):
             delta = None
             for layer in self.decoder.layers:
                 for name, part, takes_batch, (a, b) in layer.parts_in_order():
-                    norm = getattr(layer, name)
-                    hidden, x = ops.add_rms_norm(hidden, delta, norm.weight, norm.eps, multiply_in_float32=f32)
+                    hidden, x = add_and_norm(ops, hidden, delta, getattr(layer, name), f32)
                     if layer.postnorm:
                         hidden = x
                     hidden = scaled(hidden, a)
@@ -257,10 +282,11 @@ class StackedCausalLM(CausalLM):
         last = batch.last_token_hidden(hidden)
         if isinstance(delta, tuple):
             delta = tuple(batch.last_token_hidden(d) for d in delta)
+        elif isinstance(delta, PostNormed):  # a row-wise norm: the last rows first
+            delta = replace(delta, out=batch.last_token_hidden(delta.out))
         elif delta is not None:
             delta = batch.last_token_hidden(delta)
         norm = getattr(self.decoder, self.parts.layout.final_norm)
-        _, last = self.ops.add_rms_norm(last, delta, norm.weight, norm.eps,
-                                        multiply_in_float32=self.parts.layout.norm_in_float32)
+        _, last = add_and_norm(self.ops, last, delta, norm, self.parts.layout.norm_in_float32)
         logits = self.lm_head(last).float()
         return logits * self.logit_scale if self.logit_scale != 1.0 else logits

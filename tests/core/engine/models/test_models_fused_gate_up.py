@@ -2,7 +2,9 @@
 one product and act(gate) * up as one op (core/engine/models/fused_gate_up.py, ops.act_and_mul), as on
 a GPU: Llama and Qwen3 (SiLU, and Llama with MLP biases), Gemma 2 and Gemma 3 (tanh GELU, the post-norm
 after). On the CPU the op's reference is registered as the fast one; the Triton kernel itself runs
-under the interpreter for Gemma 3 and Qwen3."""
+under the interpreter for Gemma 3 and Qwen3. Gemma's post norms inside the residual add's op
+(stack.PostNormed, add_rms_norm's delta_weight) give transformers' logits too, the Triton
+add_rms_norm interpreted in Gemma 3."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import pytest
 from models_helpers import assert_matches_hf, hf_checkpoint, load_with_fast_op, run_engine, standard_requests
 
 from bringup.core.engine.models.fused_gate_up import FusedGateUp
-from bringup.kernels.reference import act_and_mul
+from bringup.kernels.reference import act_and_mul, add_rms_norm
 
 transformers = pytest.importorskip("transformers")
 
@@ -52,6 +54,22 @@ def test_family_through_one_gate_up_product_matches_transformers(name, tmp_path,
     assert held and all(m._gate_up_held[1].data_ptr() == m.gate_proj.weight.data_ptr() for m in held)
 
 
+@pytest.mark.parametrize("name", ["gemma2", "gemma3_text"])
+def test_gemma_post_norms_inside_the_residual_add_match_transformers(name, tmp_path):
+    hf = _checkpoint(name, tmp_path)
+    post_normed = []
+
+    def counted(hidden, delta, weight, eps, **kwargs):
+        post_normed.append(kwargs.get("delta_weight") is not None)
+        return add_rms_norm(hidden, delta, weight, eps, **kwargs)
+
+    model, registered = load_with_fast_op(tmp_path, "add_rms_norm", counted)
+    assert_matches_hf(hf, run_engine(model, standard_requests(FAMILIES[name][2]["vocab_size"])))
+    # per forward, 2L + 1 adds (2 per layer, the final norm's): all but the first carry a post norm
+    L = FAMILIES[name][2]["num_hidden_layers"]
+    assert not registered or post_normed and sum(post_normed) * (2 * L + 1) == len(post_normed) * 2 * L
+
+
 _INTERPRETED = """
 import sys, torch
 sys.path[:0] = {paths!r}
@@ -61,8 +79,11 @@ from bringup.core.engine.loader import load_model
 from bringup.core.engine.models.fused_gate_up import FusedGateUp
 from bringup.kernels import dispatch
 from bringup.kernels.triton.act_and_mul import act_and_mul
+from bringup.kernels.triton.norms import add_rms_norm
 FusedGateUp.fuse_gate_up = True
 dispatch.register("act_and_mul", "cpu", act_and_mul, name="triton")
+if {post_norm!r}:  # Gemma's post norms in the residual add's kernel
+    dispatch.register("add_rms_norm", "cpu", add_rms_norm, name="triton")
 hf = transformers.{cls}.from_pretrained({folder!r}).eval()
 model = load_model({folder!r}, device="cpu").model
 assert_matches_hf(hf, run_engine(model, standard_requests(96)), atol=1e-4)
@@ -71,11 +92,11 @@ print("ok")
 
 
 @pytest.mark.parametrize("name", ["gemma3_text", "qwen3"])
-def test_family_through_the_triton_kernel_interpreted_matches_transformers(name, tmp_path):
+def test_family_through_the_triton_kernels_interpreted_matches_transformers(name, tmp_path):
     pytest.importorskip("triton")
     _checkpoint(name, tmp_path)
     env = {**os.environ, "TRITON_INTERPRET": "1"}
     code = _INTERPRETED.format(paths=[p for p in sys.path if p.endswith("helpers")], folder=str(tmp_path),
-                               cls=FAMILIES[name][1])
+                               cls=FAMILIES[name][1], post_norm=name.startswith("gemma"))
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), (done.stdout[-2000:], done.stderr[-3000:])
