@@ -24,10 +24,11 @@ SGLANG_DEVICE = {"rocm": "cuda"}  # what --device says for a ROCm build of torch
 SOURCE = "python/sglang/srt/arg_groups/model_override_base.py::get_default_attn_backend"
 
 
-# Releases whose NemotronH overrides set flashinfer on SM100: 0.5.17 (arg_groups/overrides.py:1229). 0.5.18 has
-# no such override (the general default, trtllm_mha); 0.5.19 on set trtllm_mha themselves
-# (arg_groups/model_overrides/nemotron_h.py:121 in 0.5.19). Found by the oracle (tools/oracle).
-NEMOTRON_H_SM100_FLASHINFER = ("0.5.17",)
+# Releases whose NemotronH overrides set flashinfer on SM100 when no backend is given (_nemotron_h_overrides:
+# arg_groups/overrides.py:1230 in 0.5.17, :1308 in 0.5.18); 0.5.19 on set trtllm_mha there instead
+# (arg_groups/model_overrides/nemotron_h.py:122 in 0.5.19, :132 in 0.5.20, :128 in 0.5.21-0.5.22, :148 in 0.5.23).
+# Found by the oracle (tools/oracle).
+NEMOTRON_H_SM100_FLASHINFER = ("0.5.17", "0.5.18")
 
 
 def default_backend(m: ModelFacts, device: str, gpu: str | None, release: str | None = None) -> tuple[str | None, str]:

@@ -85,7 +85,6 @@ OPEN = (
     ("rocm", "attention_backend: engine 'triton', validator 'aiter'"),
     ("xpu", "attention_backend: engine 'intel_xpu', validator 'triton'"),
     ("cuda-blackwell", "attention_backend: engine 'trtllm_mha', validator 'triton'"),
-    ("cuda-blackwell", "attention_backend: engine 'flashinfer', validator 'trtllm_mha'"),
     ("cuda-blackwell", "no_buffer do not support trtllm_mha attention backend."),
 )
 

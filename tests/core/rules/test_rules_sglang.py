@@ -299,3 +299,12 @@ def test_gdn_on_blackwell_backends_per_release(version, backend, message):
     assert f.source.startswith("python/sglang/srt/layers/attention/attention_registry.py:")
     if backend == "flashinfer":
         assert "sglang 0.5.21 and later (which accept flashinfer)" in f.fix
+
+
+@pytest.mark.parametrize("version, backend", [("0.5.17", "flashinfer"), ("0.5.18", "flashinfer"),
+                                              ("0.5.19", "trtllm_mha"), ("0.5.23", "trtllm_mha")])
+def test_nemotron_h_default_on_blackwell_per_release(version, backend):
+    # _nemotron_h_overrides: flashinfer on SM100 in 0.5.17-0.5.18, trtllm_mha from 0.5.19 (found by tools/oracle)
+    r = run(NANO, f"sglang=={version}", device="cuda", gpu="blackwell", disable_radix_cache=True)
+    assert r.resolved.attention_backend == backend
+    assert r.resolved.page_size == (64 if backend == "trtllm_mha" else 1)
