@@ -33,6 +33,8 @@ NEMOTRON_H_SM100_FLASHINFER = ("0.5.17", "0.5.18")
 
 def default_backend(m: ModelFacts, device: str, gpu: str | None, release: str | None = None) -> tuple[str | None, str]:
     """(backend, why). None when the source read does not say (NPU). `release`: the profile's label."""
+    if m.architecture == "GptOssForCausalLM" and (device == "xpu" or (device == "cuda" and gpu == "other")):
+        return _gpt_oss_backend(device)
     if device == "cuda":
         gen = gpu or "hopper"
         assumed = "" if gpu else " (GPU generation unknown: Hopper assumed; pass --gpu)"
@@ -60,6 +62,16 @@ def default_backend(m: ModelFacts, device: str, gpu: str | None, release: str | 
     if device == "cpu":
         return "intel_amx", "default on CPU (server_args _handle_cpu_backends)"
     return None, "the SGLang source read does not say NPU's default; pass --attention-backend ascend"
+
+
+def _gpt_oss_backend(device: str) -> tuple[str, str]:
+    """_gpt_oss_overrides picks gpt-oss's backend itself in every profiled release (arg_groups/overrides.py:886 in
+    0.5.17, :939 in 0.5.18, model_overrides/gpt_oss.py:40 in 0.5.19-0.5.20, :37 in 0.5.21-0.5.23): trtllm_mha on
+    SM100, fa3 on SM90, intel_amx on an AMX CPU, aiter on ROCm (the general defaults), but intel_xpu on XPU and
+    triton on other CUDA GPUs (:890 / :946 / gpt_oss.py:47, :44). Found by the oracle (tools/oracle)."""
+    if device == "xpu":
+        return "intel_xpu", "GptOssForCausalLM override on XPU"
+    return "triton", "GptOssForCausalLM override on CUDA GPUs other than SM90/SM100"
 
 
 def page_snap(backend: str | None, page_size: int | None, mla: bool) -> tuple[int, str] | None:

@@ -83,7 +83,6 @@ def _intel_xpu_mla(version, key, engine, pred):
 # names what differs; the suite keeps them from growing and fails once one agrees. Follow-up work.
 OPEN = (
     ("rocm", "attention_backend: engine 'triton', validator 'aiter'"),
-    ("xpu", "attention_backend: engine 'intel_xpu', validator 'triton'"),
     ("cuda-blackwell", "attention_backend: engine 'trtllm_mha', validator 'triton'"),
     ("cuda-blackwell", "no_buffer do not support trtllm_mha attention backend."),
 )

@@ -308,3 +308,16 @@ def test_nemotron_h_default_on_blackwell_per_release(version, backend):
     r = run(NANO, f"sglang=={version}", device="cuda", gpu="blackwell", disable_radix_cache=True)
     assert r.resolved.attention_backend == backend
     assert r.resolved.page_size == (64 if backend == "trtllm_mha" else 1)
+
+
+@pytest.mark.parametrize("version", ["0.5.17", "0.5.20", "0.5.23"])
+def test_gpt_oss_picks_its_own_backend_on_xpu_and_other_gpus(version):
+    # _gpt_oss_overrides: intel_xpu on XPU (page snapped to 128), triton on CUDA GPUs other than SM90/SM100
+    xpu = run("openai__gpt-oss-20b.json", f"sglang=={version}", device="xpu", xmx=True)
+    assert (xpu.resolved.attention_backend, xpu.resolved.page_size) == ("intel_xpu", 128)
+    assert run("openai__gpt-oss-20b.json", f"sglang=={version}", device="xpu", xmx=True,
+               page_size=64).resolved.page_size == 64
+    assert run("openai__gpt-oss-20b.json", f"sglang=={version}", device="cuda",
+               gpu="other").resolved.attention_backend == "triton"
+    assert run("openai__gpt-oss-20b.json", f"sglang=={version}", device="cuda",
+               gpu="hopper").resolved.attention_backend == "fa3"
