@@ -31,7 +31,8 @@ SOURCE = "python/sglang/srt/arg_groups/model_override_base.py::get_default_attn_
 NEMOTRON_H_SM100_FLASHINFER = ("0.5.17", "0.5.18")
 
 
-def default_backend(m: ModelFacts, device: str, gpu: str | None, release: str | None = None) -> tuple[str | None, str]:
+def default_backend(m: ModelFacts, device: str, gpu: str | None, release: str | None = None,
+                    tp: int = 1) -> tuple[str | None, str]:
     """(backend, why). None when the source read does not say (NPU). `release`: the profile's label."""
     if m.architecture == "GptOssForCausalLM" and (device == "xpu" or (device == "cuda" and gpu == "other")):
         return _gpt_oss_backend(device)
@@ -54,6 +55,8 @@ def default_backend(m: ModelFacts, device: str, gpu: str | None, release: str | 
             return "trtllm_mha", "default on SM100 (Blackwell)"
         return ("triton" if m.mla else "flashinfer"), "default on other CUDA GPUs"
     if device == "rocm":
+        if m.mla:
+            return _rocm_mla_backend(m, tp)
         return "aiter", "default on ROCm (HIP)"
     if device == "xpu":
         return "triton", "XPU has no flashinfer, so the default is triton; intel_xpu is opt-in"
@@ -72,6 +75,17 @@ def _gpt_oss_backend(device: str) -> tuple[str, str]:
     if device == "xpu":
         return "intel_xpu", "GptOssForCausalLM override on XPU"
     return "triton", "GptOssForCausalLM override on CUDA GPUs other than SM90/SM100"
+
+
+def _rocm_mla_backend(m: ModelFacts, tp: int) -> tuple[str, str]:
+    """MLA on ROCm: aiter only for 16 or 128 KV heads per GPU (get_num_kv_heads(tp): the config's
+    num_key_value_heads // tp, at least 1), else triton: server_args.py:5718 in 0.5.17, :5933 in 0.5.18,
+    arg_groups/model_override_base.py:337 in 0.5.19, :359 in 0.5.20, :311 in 0.5.21, :332 in 0.5.22, :342 in 0.5.23.
+    Found by the oracle (Kimi-Linear: 32 heads at TP 1, triton)."""
+    heads = max(1, (m.kv_heads or m.attention_heads or 0) // tp)
+    if heads in (16, 128):
+        return "aiter", f"default for MLA models on ROCm with {heads} KV heads per GPU"
+    return "triton", f"MLA on ROCm: aiter takes 16 or 128 KV heads per GPU, this launch has {heads}"
 
 
 def page_snap(backend: str | None, page_size: int | None, mla: bool) -> tuple[int, str] | None:

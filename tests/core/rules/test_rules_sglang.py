@@ -321,3 +321,16 @@ def test_gpt_oss_picks_its_own_backend_on_xpu_and_other_gpus(version):
                gpu="other").resolved.attention_backend == "triton"
     assert run("openai__gpt-oss-20b.json", f"sglang=={version}", device="cuda",
                gpu="hopper").resolved.attention_backend == "fa3"
+
+
+@pytest.mark.parametrize("version", ["0.5.17", "0.5.19", "0.5.23"])
+def test_mla_on_rocm_takes_aiter_only_with_16_or_128_kv_heads_per_gpu(version):
+    # get_default_attn_backend's MLA branch on HIP: Kimi-Linear has 32 KV heads (16 per GPU at TP 2)
+    kimi = "moonshotai__Kimi-Linear-48B-A3B-Instruct.json"
+    got = {tp: run(kimi, f"sglang=={version}", device="rocm", tp=tp, disable_radix_cache=True).resolved.attention_backend
+           for tp in (1, 2, 4)}
+    assert got == {1: "triton", 2: "aiter", 4: "triton"}
+    r = run(kimi, f"sglang=={version}", device="rocm", disable_radix_cache=True)
+    assert finding(r, "ATTENTION_BACKEND_DEFAULT").engine_message == \
+        "Attention backend not specified. Use triton backend by default."
+    assert run(NANO, f"sglang=={version}", device="rocm").resolved.attention_backend == "aiter"
