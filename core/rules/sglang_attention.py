@@ -41,7 +41,7 @@ def resolve_backend(c: Check) -> None:
         r.attention_backend = s.attention_backend
         r.why["attention_backend"] = "--attention-backend"
     else:
-        backend, why = backends.default_backend(m, s.device, s.gpu, c.profile.label if c.profile else None, s.tp)
+        backend, why = backends.default_backend(m, s, c.profile.label if c.profile else None)
         r.attention_backend = backend
         r.why["attention_backend"] = why
         if backend:

@@ -31,9 +31,10 @@ SOURCE = "python/sglang/srt/arg_groups/model_override_base.py::get_default_attn_
 NEMOTRON_H_SM100_FLASHINFER = ("0.5.17", "0.5.18")
 
 
-def default_backend(m: ModelFacts, device: str, gpu: str | None, release: str | None = None,
-                    tp: int = 1) -> tuple[str | None, str]:
-    """(backend, why). None when the source read does not say (NPU). `release`: the profile's label."""
+def default_backend(m: ModelFacts, s, release: str | None = None) -> tuple[str | None, str]:
+    """(backend, why) for the launch `s` (LaunchSettings). None when the source read does not say (NPU).
+    `release`: the profile's label."""
+    device, gpu = s.device, s.gpu
     if m.architecture == "GptOssForCausalLM" and (device == "xpu" or (device == "cuda" and gpu == "other")):
         return _gpt_oss_backend(device)
     if device == "cuda":
@@ -50,13 +51,12 @@ def default_backend(m: ModelFacts, device: str, gpu: str | None, release: str | 
                     m.architecture.startswith("NemotronH") and release in NEMOTRON_H_SM100_FLASHINFER):
                 return "flashinfer", f"{m.architecture} override on SM100"
             if m.architecture.startswith(("Qwen3Next", "Qwen3_5", "InternS2")):
-                # _qwen3_5_hybrid_overrides: triton on SM100 unless trtllm_mha fits (overrides.py:1241, 0.5.17)
-                return "triton", f"{m.architecture} override on SM100"
+                return _qwen3_5_sm100_backend(m, s)
             return "trtllm_mha", "default on SM100 (Blackwell)"
         return ("triton" if m.mla else "flashinfer"), "default on other CUDA GPUs"
     if device == "rocm":
         if m.mla:
-            return _rocm_mla_backend(m, tp)
+            return _rocm_mla_backend(m, s.tp)
         return "aiter", "default on ROCm (HIP)"
     if device == "xpu":
         return "triton", "XPU has no flashinfer, so the default is triton; intel_xpu is opt-in"
@@ -75,6 +75,18 @@ def _gpt_oss_backend(device: str) -> tuple[str, str]:
     if device == "xpu":
         return "intel_xpu", "GptOssForCausalLM override on XPU"
     return "triton", "GptOssForCausalLM override on CUDA GPUs other than SM90/SM100"
+
+
+def _qwen3_5_sm100_backend(m: ModelFacts, s) -> tuple[str, str]:
+    """_qwen3_5_hybrid_overrides on SM100: trtllm_mha (page 64) unless page 1 is required, which it is only with
+    the radix cache on, no extra_buffer strategy and no speculative decoding (none here); else triton (page 1).
+    The strategy is read as given: auto is not yet extra_buffer there (the oracle's auto cells get triton).
+    arg_groups/overrides.py:1256 in 0.5.17, :1335 in 0.5.18, model_overrides/qwen3_5.py:45 in 0.5.19-0.5.20,
+    :40 in 0.5.21-0.5.23. Found by the oracle (tools/oracle)."""
+    if s.disable_radix_cache or s.mamba_strategy in ("extra_buffer", "extra_buffer_lazy"):
+        why = "--disable-radix-cache" if s.disable_radix_cache else f"the {s.mamba_strategy} strategy"
+        return "trtllm_mha", f"{m.architecture} override on SM100 ({why}: page size 1 is not required)"
+    return "triton", f"{m.architecture} override on SM100 (radix cache without extra_buffer needs page size 1)"
 
 
 def _rocm_mla_backend(m: ModelFacts, tp: int) -> tuple[str, str]:

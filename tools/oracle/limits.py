@@ -82,7 +82,6 @@ def _intel_xpu_mla(version, key, engine, pred):
 # Disagreements found by the matrix and not yet triaged when issue 31's session ended (16:30): each pattern
 # names what differs; the suite keeps them from growing and fails once one agrees. Follow-up work.
 OPEN = (
-    ("cuda-blackwell", "attention_backend: engine 'trtllm_mha', validator 'triton'"),
     ("cuda-blackwell", "no_buffer do not support trtllm_mha attention backend."),
 )
 

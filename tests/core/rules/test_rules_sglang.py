@@ -334,3 +334,14 @@ def test_mla_on_rocm_takes_aiter_only_with_16_or_128_kv_heads_per_gpu(version):
     assert finding(r, "ATTENTION_BACKEND_DEFAULT").engine_message == \
         "Attention backend not specified. Use triton backend by default."
     assert run(NANO, f"sglang=={version}", device="rocm").resolved.attention_backend == "aiter"
+
+
+@pytest.mark.parametrize("version", ["0.5.17", "0.5.18", "0.5.20", "0.5.23"])
+def test_qwen3_next_on_blackwell_takes_trtllm_mha_when_page_1_is_not_required(version):
+    # _qwen3_5_hybrid_overrides: trtllm_mha / page 64 with extra_buffer(_lazy) or no radix cache, else triton / page 1
+    def got(**kw):
+        r = run(QWEN3_NEXT, f"sglang=={version}", device="cuda", gpu="blackwell", **kw).resolved
+        return r.attention_backend, r.page_size
+    assert got(mamba_strategy="extra_buffer") == got(mamba_strategy="extra_buffer_lazy") == ("trtllm_mha", 64)
+    assert got(disable_radix_cache=True) == ("trtllm_mha", 64)
+    assert got() == got(mamba_strategy="no_buffer", disable_overlap_schedule=True) == ("triton", 1)
