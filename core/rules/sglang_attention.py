@@ -86,7 +86,8 @@ def resolve_backend(c: Check) -> None:
                   fix="use --disable-radix-cache (the known-good XPU recipe, PR #24390)",
                   source="arg_groups/pipeline.py order: handle_model_specific_adjustments before "
                          "handle_attention_backend_compatibility", stage="arguments")
-        if r.mamba_strategy == "no_buffer" and backend == "trtllm_mha" and s.attention_backend is None:
+        if r.mamba_strategy == "no_buffer" and backend == "trtllm_mha" and s.attention_backend is None \
+                and not c.has("NO_BUFFER_TRTLLM"):
             c.add("NO_BUFFER_TRTLLM", "warning", "The default backend trtllm_mha does not work with no_buffer.",
                   fix="use extra_buffer or --disable-radix-cache", engine_message="AssertionError: " + c.profile.no_buffer_messages[2],
                   source=c.profile.where)

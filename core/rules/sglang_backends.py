@@ -31,12 +31,34 @@ SOURCE = "python/sglang/srt/arg_groups/model_override_base.py::get_default_attn_
 NEMOTRON_H_SM100_FLASHINFER = ("0.5.17", "0.5.18")
 
 
+def override_backend(m: ModelFacts, s, release: str | None = None) -> tuple[str, str] | None:
+    """(backend, why) when the model's own override picks the backend (no --attention-backend given), else None.
+    The overrides run in the model-specific adjustments, before the mamba strategy is validated (0.5.19:
+    arg_groups/model_hook.py:116 collects them, :568 validates), so no_buffer's checks see their pick; the
+    general default (get_default_attn_backend) is filled in later."""
+    arch = m.architecture
+    if arch == "GptOssForCausalLM" and (s.device == "xpu" or (s.device == "cuda" and s.gpu == "other")):
+        return _gpt_oss_backend(s.device)
+    if s.device != "cuda" or s.gpu != "blackwell" or m.mla:
+        return None
+    if arch.startswith(("FalconH1", "JetNemotron", "JetVLM")):
+        return "triton", f"{arch} override on SM100"
+    if arch.startswith(("Lfm2", "GraniteMoeHybrid")):
+        return "flashinfer", f"{arch} override on SM100"
+    if arch.startswith("NemotronH"):
+        return ("flashinfer" if release in NEMOTRON_H_SM100_FLASHINFER else "trtllm_mha"), f"{arch} override on SM100"
+    if arch.startswith(("Qwen3Next", "Qwen3_5", "InternS2")):
+        return _qwen3_5_sm100_backend(m, s)
+    return None
+
+
 def default_backend(m: ModelFacts, s, release: str | None = None) -> tuple[str | None, str]:
     """(backend, why) for the launch `s` (LaunchSettings). None when the source read does not say (NPU).
     `release`: the profile's label."""
     device, gpu = s.device, s.gpu
-    if m.architecture == "GptOssForCausalLM" and (device == "xpu" or (device == "cuda" and gpu == "other")):
-        return _gpt_oss_backend(device)
+    picked = override_backend(m, s, release)
+    if picked:
+        return picked
     if device == "cuda":
         gen = gpu or "hopper"
         assumed = "" if gpu else " (GPU generation unknown: Hopper assumed; pass --gpu)"
@@ -45,13 +67,6 @@ def default_backend(m: ModelFacts, s, release: str | None = None) -> tuple[str |
         if gen == "blackwell":
             if m.mla:
                 return "flashinfer", "default for MLA models on SM100"
-            if m.architecture.startswith(("FalconH1", "JetNemotron", "JetVLM")):
-                return "triton", f"{m.architecture} override on SM100"
-            if m.architecture.startswith(("Lfm2", "GraniteMoeHybrid")) or (
-                    m.architecture.startswith("NemotronH") and release in NEMOTRON_H_SM100_FLASHINFER):
-                return "flashinfer", f"{m.architecture} override on SM100"
-            if m.architecture.startswith(("Qwen3Next", "Qwen3_5", "InternS2")):
-                return _qwen3_5_sm100_backend(m, s)
             return "trtllm_mha", "default on SM100 (Blackwell)"
         return ("triton" if m.mla else "flashinfer"), "default on other CUDA GPUs"
     if device == "rocm":

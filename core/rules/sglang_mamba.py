@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from bringup.core.rules import messages as msg
 from bringup.core.rules import sglang_archs as archs
+from bringup.core.rules import sglang_backends as backends
 from bringup.core.rules.check import Check
 from bringup.core.rules.profiles import versions_where
 
@@ -147,9 +148,14 @@ def _validate_no_buffer(c: Check) -> None:
               fix="add --disable-overlap-schedule (or use --disable-radix-cache)",
               engine_message=overlap_msg, source=f"{where} (validate_mamba_no_buffer); PR #29158 review",
               stage="arguments")
-    if s.attention_backend == "trtllm_mha":
-        c.add("NO_BUFFER_TRTLLM", "error", "no_buffer does not work with the trtllm_mha attention backend.",
-              fix="use --mamba-radix-cache-strategy extra_buffer, or --disable-radix-cache",
+    # A model override's pick is already in place here (found by the oracle: NemotronH's trtllm_mha on Blackwell
+    # from 0.5.19); the general default is not.
+    picked = None if s.attention_backend else backends.override_backend(c.m, s, p.label)
+    if (s.attention_backend or (picked and picked[0])) == "trtllm_mha":
+        by = f", which {c.m.architecture}'s own override picks here ({picked[1]}, sglang {p.label})" if picked else ""
+        c.add("NO_BUFFER_TRTLLM", "error", f"no_buffer does not work with the trtllm_mha attention backend{by}.",
+              fix="use --mamba-radix-cache-strategy extra_buffer, or --disable-radix-cache"
+                  + (", or pass another backend (--attention-backend flashinfer)" if picked else ""),
               engine_message=trtllm_msg, source=f"{where} (validate_mamba_no_buffer); issue #27418",
               stage="arguments")
 

@@ -79,11 +79,10 @@ def _intel_xpu_mla(version, key, engine, pred):
     return None
 
 
-# Disagreements found by the matrix and not yet triaged when issue 31's session ended (16:30): each pattern
-# names what differs; the suite keeps them from growing and fails once one agrees. Follow-up work.
-OPEN = (
-    ("cuda-blackwell", "no_buffer do not support trtllm_mha attention backend."),
-)
+# Disagreements found by the matrix and not yet triaged: (device or "", text found in a disagreement). The suite
+# keeps them from growing and fails once one agrees. The five groups left by issue 31's first session (115 cells)
+# were all wrong rules, fixed in core/rules/sglang_backends.py and sglang_mamba.py (issue 31, 2026-12-03).
+OPEN: tuple[tuple[str, str], ...] = ()
 
 
 RULES = (_falcon_h1_config, _remote_code, _cpu_without_amx, _oracle_env, _quantization_on_device, _intel_xpu_mla)

@@ -345,3 +345,16 @@ def test_qwen3_next_on_blackwell_takes_trtllm_mha_when_page_1_is_not_required(ve
     assert got(mamba_strategy="extra_buffer") == got(mamba_strategy="extra_buffer_lazy") == ("trtllm_mha", 64)
     assert got(disable_radix_cache=True) == ("trtllm_mha", 64)
     assert got() == got(mamba_strategy="no_buffer", disable_overlap_schedule=True) == ("triton", 1)
+
+
+@pytest.mark.parametrize("version, refused", [("0.5.18", False), ("0.5.19", True), ("0.5.23", True)])
+def test_no_buffer_meets_nemotron_h_own_trtllm_pick_on_blackwell(version, refused):
+    # the model override's trtllm_mha is in place when validate_mamba_no_buffer runs (found by tools/oracle)
+    r = run(NANO, f"sglang=={version}", device="cuda", gpu="blackwell", mamba_strategy="no_buffer",
+            disable_overlap_schedule=True)
+    assert ("NO_BUFFER_TRTLLM" in codes(r, "error")) == refused and r.ok != refused
+    if refused:
+        f = finding(r, "NO_BUFFER_TRTLLM")
+        assert r.first_error is f and f.stage == "arguments" and "--attention-backend flashinfer" in f.fix
+        assert f.engine_message == "AssertionError: no_buffer do not support trtllm_mha attention backend."
+        assert [x.code for x in r.findings].count("NO_BUFFER_TRTLLM") == 1
