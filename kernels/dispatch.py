@@ -118,6 +118,11 @@ def ops_for(device=None) -> SimpleNamespace:
             if fn is not None:
                 chosen[inplace], names[inplace] = fn, names[op]
     extras = {}
+    if names["moe_gated_experts"] != "reference":  # the same for the gated MoE (gpt-oss, Qwen3-MoE)
+        module = sys.modules.get(getattr(chosen["moe_gated_experts"], "__module__", ""), None)
+        fn = getattr(module, "moe_gated_experts_unsummed", None)
+        if fn is not None:
+            extras["moe_gated_experts_unsummed"] = fn
     if names["moe_experts"] != "reference":
         # A fused MoE may leave the sum over k to the model's next residual add (one kernel less).
         module = sys.modules.get(getattr(chosen["moe_experts"], "__module__", ""), None)

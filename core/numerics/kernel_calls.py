@@ -43,9 +43,11 @@ def _extra_references() -> dict:
     """The reference of each extra form dispatch may hand out beside an op, and how its result is
     compared (kernels.dispatch.ops_for, `extras`)."""
     from bringup.kernels.reference.moe_experts import moe_experts_unsummed
+    from bringup.kernels.reference.moe_gated_experts import moe_gated_experts_unsummed
     from bringup.kernels.reference.moe_shared import moe_experts_shared, moe_experts_shared_unsummed
 
     return {"moe_experts_unsummed": (moe_experts_unsummed, _parts_summed),
+            "moe_gated_experts_unsummed": (moe_gated_experts_unsummed, _parts_summed),
             "moe_experts_shared": (moe_experts_shared, None),
             "moe_experts_shared_unsummed": (moe_experts_shared_unsummed, _parts_summed)}
 

@@ -2,7 +2,8 @@
 
 `delta` may also be a MoE's parts, (shared [T, H] or slices [T, S, H], routed [T, H] or per
 assignment [T, k, H]): then h = hidden + (shared + routed summed over k), rounded in that order, as
-the unfused model adds them (shared slices are summed in float32 and rounded first)."""
+the unfused model adds them (shared slices are summed in float32 and rounded first). shared is None
+for a MoE without a shared expert (gpt-oss, Qwen3-MoE): h = hidden + routed summed over k."""
 
 from __future__ import annotations
 
@@ -12,11 +13,14 @@ from .rms_norm import rms_norm
 
 
 def moe_sum(shared: torch.Tensor, routed: torch.Tensor) -> torch.Tensor:
-    """[T, H]: a MoE's shared part (or its S slices [T, S, H]) plus its routed part (or per-assignment
-    parts [T, k, H])."""
+    """[T, H]: a MoE's shared part (or its S slices [T, S, H], or None: no shared expert) plus its
+    routed part (or per-assignment parts [T, k, H])."""
+    routed = routed.sum(1) if routed.dim() == 3 else routed
+    if shared is None:
+        return routed
     if shared.dim() == 3:
         shared = shared.sum(1, dtype=torch.promote_types(shared.dtype, torch.float32)).to(shared.dtype)
-    return shared + (routed.sum(1) if routed.dim() == 3 else routed)
+    return shared + routed
 
 
 def add_rms_norm(hidden: torch.Tensor, delta: torch.Tensor | None, weight: torch.Tensor, eps: float, *,

@@ -70,6 +70,19 @@ def moe_gated_experts(x: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor,
     return torch.zeros_like(x).index_add_(0, token, out)
 
 
+def moe_gated_experts_unsummed(x, weights, ids, gate, up, down, act="silu", gate_bias=None, up_bias=None,
+                               down_bias=None, alpha=1.702, limit=None) -> torch.Tensor:
+    """[T, k, H] in x's dtype: each assignment's weighted expert output, the sum over k left to the
+    caller (the reference of the fused gated MoE's unsummed form, which dispatch hands out beside it)."""
+    T, k = ids.shape
+    out = torch.empty(T, k, x.shape[1], dtype=x.dtype, device=x.device)
+    parts = (gate, up, down, gate_bias, up_bias, down_bias, act, alpha, limit)
+    for e in ids.unique().tolist():
+        t, j = (ids == e).nonzero(as_tuple=True)
+        out[t, j] = _expert(x[t], e, *parts)
+    return (out.float() * weights[..., None].float()).to(x.dtype)
+
+
 def every_expert(x, weights, ids, gate, up, down, gate_bias, up_bias, down_bias, act, alpha, limit):
     """The graph-safe form: every expert on every token, each token keeping its chosen experts' results
     (summed in float32)."""

@@ -88,13 +88,24 @@ def moe_gated_experts(x, weights, ids, gate, up, down, act="silu", gate_bias=Non
     """Same arguments and result as kernels.reference.moe_gated_experts."""
     if act not in _GATED or x.shape[0] == 0:
         return _reference_gated(x, weights, ids, gate, up, down, act, gate_bias, up_bias, down_bias, alpha, limit)
+    return moe_gated_experts_unsummed(x, weights, ids, gate, up, down, act, gate_bias, up_bias, down_bias, alpha,
+                                      limit).sum(1)
+
+
+def moe_gated_experts_unsummed(x, weights, ids, gate, up, down, act="silu", gate_bias=None, up_bias=None,
+                               down_bias=None, alpha=1.702, limit=None):
+    """[T, k, H]: each assignment's weighted expert output; the sum over k is left to the caller (the
+    model's next residual add + norm does it in its own kernel: one launch less per layer)."""
+    if act not in _GATED or x.shape[0] == 0:
+        return _reference_gated(x, weights, ids, gate, up, down, act, gate_bias, up_bias, down_bias, alpha,
+                                limit)[:, None, :]
     T, k = ids.shape
     E, n = gate.shape[0], ids.numel()
     block = block_m_for(n, E)
     sorted_ids, block_expert, _used = moe_align(ids, E, block)
     h = gated_up(x, gate, up, gate_bias, up_bias, sorted_ids, block_expert, block, n, k, act, alpha, limit)
     y = moe_grouped_gemm(h, down, sorted_ids, block_expert, block, n, 1, act=None, weights=weights, bias=down_bias)
-    return y.view(T, k, -1).sum(1)
+    return y.view(T, k, -1)
 
 
 @triton.jit

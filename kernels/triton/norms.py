@@ -25,14 +25,17 @@ def _normed(x, w, H, eps, F32_MUL: tl.constexpr, out_ty: tl.constexpr):
 
 @triton.jit
 def _add_rms_norm_kernel(h_ptr, d_ptr, r_ptr, w_ptr, dw_ptr, h_out_ptr, y_ptr, H, eps, d_eps, s_h, s_d, s_dk, s_r,
-                         s_rk, s_ho, s_y, HAS_DELTA: tl.constexpr, SHARED_K: tl.constexpr, ROUTED_K: tl.constexpr,
-                         DELTA_NORM: tl.constexpr, F32_MUL: tl.constexpr, BLOCK: tl.constexpr):
+                         s_rk, s_ho, s_y, HAS_DELTA: tl.constexpr, HAS_SHARED: tl.constexpr, SHARED_K: tl.constexpr,
+                         ROUTED_K: tl.constexpr, DELTA_NORM: tl.constexpr, F32_MUL: tl.constexpr,
+                         BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     offs = tl.arange(0, BLOCK)
     ok = offs < H
     h = tl.load(h_ptr + row * s_h + offs, mask=ok, other=0.0)
     if HAS_DELTA:
-        if SHARED_K > 0:  # a shared expert in slices: summed in float32, rounded once
+        if not HAS_SHARED:  # a MoE without a shared expert: its routed parts only
+            d = tl.zeros([BLOCK], dtype=h_out_ptr.dtype.element_ty)
+        elif SHARED_K > 0:  # a shared expert in slices: summed in float32, rounded once
             ds = tl.zeros([BLOCK], dtype=tl.float32)
             for j in tl.static_range(SHARED_K):
                 ds += tl.load(d_ptr + row * s_d + j * s_dk + offs, mask=ok, other=0.0).to(tl.float32)
@@ -44,7 +47,10 @@ def _add_rms_norm_kernel(h_ptr, d_ptr, r_ptr, w_ptr, dw_ptr, h_out_ptr, y_ptr, H
             for j in tl.static_range(ROUTED_K):
                 r += tl.load(r_ptr + row * s_r + j * s_rk + offs, mask=ok, other=0.0).to(tl.float32)
             r = r.to(h_out_ptr.dtype.element_ty)
-            d = (d.to(tl.float32) + r.to(tl.float32)).to(h_out_ptr.dtype.element_ty)
+            if HAS_SHARED:
+                d = (d.to(tl.float32) + r.to(tl.float32)).to(h_out_ptr.dtype.element_ty)
+            else:
+                d = r
         if DELTA_NORM:  # the part's own post norm first (Gemma), rounded to the dtype as unfused
             dw = tl.load(dw_ptr + offs, mask=ok, other=0.0)
             d = _normed(d.to(tl.float32), dw, H, d_eps, F32_MUL, h_out_ptr.dtype.element_ty)
@@ -68,13 +74,15 @@ def add_rms_norm(hidden, delta, weight, eps, *, multiply_in_float32=True, delta_
                          delta_weight=delta_weight, delta_eps=delta_eps)
     y = torch.empty_like(hidden)
     h_out = torch.empty_like(hidden) if delta is not None else hidden
-    routed, k, s = hidden, 0, 0
+    routed, k, s, shared = hidden, 0, 0, True
     if isinstance(delta, tuple):
         delta, routed = delta
+        shared = delta is not None
+        delta = delta if shared else routed  # (only its strides are read then)
         if routed.dim() == 2:
             routed = routed[:, None, :]
         k = routed.shape[1]
-        if delta.dim() == 3:  # shared expert slices [T, S, H]
+        if shared and delta.dim() == 3:  # shared expert slices [T, S, H]
             s = delta.shape[1]
     if T:
         d = delta if delta is not None else hidden
@@ -84,7 +92,7 @@ def add_rms_norm(hidden, delta, weight, eps, *, multiply_in_float32=True, delta_
         _add_rms_norm_kernel[(T,)](hidden, d, r3, weight, delta_weight if delta_weight is not None else weight, h_out,
                                    y, H, float(eps), d_eps, hidden.stride(0), d.stride(0), s_dk, r3.stride(0),
                                    r3.stride(1), h_out.stride(0), y.stride(0), HAS_DELTA=delta is not None,
-                                   SHARED_K=s, ROUTED_K=k, DELTA_NORM=delta_weight is not None,
+                                   HAS_SHARED=shared, SHARED_K=s, ROUTED_K=k, DELTA_NORM=delta_weight is not None,
                                    F32_MUL=bool(multiply_in_float32), BLOCK=next_pow2(H),
                                    num_warps=num_warps(hidden.device.type, 8 if H >= 2048 else 4))
     return h_out, y
@@ -92,8 +100,8 @@ def add_rms_norm(hidden, delta, weight, eps, *, multiply_in_float32=True, delta_
 
 def rms_norm(x, weight, eps, *, multiply_in_float32=False):
     """Same arguments and result as kernels.reference.rms_norm, for x whose rows (all dimensions but
-    the last) are a view of [N, H] with unit column stride, and a contiguous [H] weight. Others, and a weight of another dtype
-    multiplied in x's dtype (the reference's result is then promoted), take the reference."""
+    the last) are a view of [N, H] with unit column stride, and a contiguous [H] weight. Others, and
+    a weight of another dtype multiplied in x's dtype (the reference then promotes), take the reference."""
     H = x.shape[-1] if x.dim() else 0
     rows = x.reshape(-1, H) if H and x.stride(-1) == 1 else None
     is_view = rows is not None and (rows.numel() == 0 or rows.data_ptr() == x.data_ptr())

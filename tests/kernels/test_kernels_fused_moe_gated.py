@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from bringup.kernels.reference.moe_gated_experts import (every_expert, gated_activation, moe_gated_experts,
+                                                          moe_gated_experts_unsummed,
                                                           router_topk_softmax)
 
 
@@ -54,6 +55,10 @@ def test_reference_gated_experts_are_gpt_oss_experts_on_the_interleaved_views():
     # the graph-safe form (every expert on every token) gives the same sum
     dense = every_expert(x, weights, ids, gate, up, down, gb, ub, db, "swiglu_clamped", 1.702, 7.0)
     torch.testing.assert_close(dense, want, rtol=1e-5, atol=1e-5)
+    # the unsummed form: each (token, slot)'s weighted output, which sum to the same over the slots
+    parts = moe_gated_experts_unsummed(x, weights, ids, gate, up, down, "swiglu_clamped", gb, ub, db, 1.702, 7.0)
+    assert parts.shape == (7, 3, 24)
+    torch.testing.assert_close(parts.sum(1), want, rtol=1e-5, atol=1e-5)
 
 
 def test_gated_activations():
@@ -79,6 +84,7 @@ def test_reference_router_is_softmax_over_the_top_k_raw_logits():
 _INTERPRETED = """
 import torch
 from bringup.kernels.reference.moe_gated_experts import moe_gated_experts as ref_experts, router_topk_softmax as ref_router
+from bringup.kernels.reference.moe_gated_experts import moe_gated_experts_unsummed as ref_parts
 from bringup.kernels.triton import fused_moe_gated as fast
 torch.manual_seed(0)
 worst = 0.0
@@ -100,6 +106,9 @@ for T, k in [(1, 2), (3, 4), (21, 2)]:
         want = ref_experts(x, w, ids, g, u, d, act, bg, bu, bd, alpha, limit)
         got = fast.moe_gated_experts(x, w, ids, g, u, d, act, bg, bu, bd, alpha, limit)
         worst = max(worst, rel(got, want))
+        parts = fast.moe_gated_experts_unsummed(x, w, ids, g, u, d, act, bg, bu, bd, alpha, limit)
+        assert parts.shape == (T, k, H)
+        worst = max(worst, rel(parts, ref_parts(x, w, ids, g, u, d, act, bg, bu, bd, alpha, limit)))
     hb, rw, rb = torch.randn(T, H).bfloat16(), torch.randn(E, H), torch.randn(E)
     for b in (rb, None):
         (wr, ir), (wf, iff) = ref_router(hb, rw, b, k), fast.router_topk_softmax(hb, rw, b, k)

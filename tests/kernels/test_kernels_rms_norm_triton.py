@@ -4,7 +4,8 @@ float16; the weight in the input's dtype or in float32 multiplied there (Gemma's
 [T, H], of [T, heads, D], and views into a wider product; tensors that are not such a view, and a
 float32 weight multiplied in bfloat16 (the reference promotes), go to the reference, as it returns.
 Also add_rms_norm with the delta's own norm first (delta_weight: Gemma's post norms in the residual
-add's kernel): the reference is rms_norm, add, rms_norm; the kernel matches it."""
+add's kernel): the reference is rms_norm, add, rms_norm; the kernel matches it. And a MoE's routed
+parts with no shared part ((None, [T, k, H])): summed, then added."""
 
 from __future__ import annotations
 
@@ -28,6 +29,13 @@ def test_reference_add_with_the_deltas_own_norm_is_norm_add_norm(f32):
     new, y = add_rms_norm(h, d, w, 1e-6, multiply_in_float32=f32, delta_weight=dw, delta_eps=1e-5)
     want = h + rms_norm(d, dw, 1e-5, multiply_in_float32=f32)
     assert torch.equal(new, want) and torch.equal(y, rms_norm(want, w, 1e-6, multiply_in_float32=f32))
+
+
+def test_reference_add_of_routed_parts_without_a_shared_part_sums_them_first():
+    g = torch.Generator().manual_seed(1)
+    h, routed = torch.randn(3, 16, generator=g).bfloat16(), torch.randn(3, 2, 16, generator=g).bfloat16()
+    new, _ = add_rms_norm(h, (None, routed), torch.ones(16), 1e-6)
+    assert torch.equal(new, h + routed.sum(1))
 
 
 _INTERPRETED = """
@@ -67,6 +75,14 @@ for dtype in (torch.float32, torch.bfloat16, torch.float16):
                 torch.testing.assert_close(a, b, **tol)
             except AssertionError as err:
                 bad.append(f"add_rms_norm with the delta's norm, {dtype} weight {w_dtype}: {what}: {err}")
+    # a MoE without a shared expert: (None, routed per assignment [T, k, H]), summed in the same launch
+    h, routed = torch.randn(4, 40).to(dtype), torch.randn(4, 3, 40).to(dtype)
+    w = (torch.rand(40) + 0.5).to(dtype)
+    for got, want, what in zip(fast_add(h, (None, routed), w, 1e-6), ref_add(h, (None, routed), w, 1e-6), "hy"):
+        try:
+            torch.testing.assert_close(got, want, **tol)
+        except AssertionError as err:
+            bad.append(f"add_rms_norm of routed parts alone, {dtype}: {what}: {err}")
 print("ok" if not bad else "\\n".join(bad)[:3000])
 """
 

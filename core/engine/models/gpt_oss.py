@@ -71,10 +71,13 @@ class GptOssMoE(nn.Module):
         e = self.experts
         gu, gub = e.gate_up_proj, e.gate_up_proj_bias
         # Views, not copies: the interleaved gate and up columns as [E, I, H], down as [E, H, I].
-        return self.ops.moe_gated_experts(hidden, weights, ids, gu[..., ::2].transpose(1, 2),
-                                          gu[..., 1::2].transpose(1, 2), e.down_proj.transpose(1, 2),
-                                          "swiglu_clamped", gub[:, ::2], gub[:, 1::2], e.down_proj_bias,
-                                          self.alpha, self.limit)
+        # A fused MoE leaves the sum over k to the next residual add ((no shared part, routed [T, k, H])).
+        unsummed = getattr(self.ops, "moe_gated_experts_unsummed", None)
+        out = (unsummed or self.ops.moe_gated_experts)(hidden, weights, ids, gu[..., ::2].transpose(1, 2),
+                                                       gu[..., 1::2].transpose(1, 2), e.down_proj.transpose(1, 2),
+                                                       "swiglu_clamped", gub[:, ::2], gub[:, 1::2], e.down_proj_bias,
+                                                       self.alpha, self.limit)
+        return (None, out) if unsummed is not None else out
 
 
 class GptOssForCausalLM(StackedCausalLM):

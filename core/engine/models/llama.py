@@ -105,7 +105,10 @@ class SparseMoE(nn.Module):
         # transformers rounds the routing weights to the model dtype before using them.
         weights = weights.to(logits.dtype)
         e = self.experts
-        if self.gated:
+        if self.gated:  # the sum over k left to the next residual add where the fused MoE can
+            unsummed = getattr(self.ops, "moe_gated_experts_unsummed", None)
+            if unsummed is not None:
+                return (None, unsummed(hidden, weights, ids, e.gate_proj, e.up_proj, e.down_proj, "silu"))
             return self.ops.moe_gated_experts(hidden, weights, ids, e.gate_proj, e.up_proj, e.down_proj, "silu")
         return self.ops.moe_experts(hidden, weights, ids, e.up_proj, e.down_proj, e.gate_proj, self.act)
 

@@ -281,7 +281,7 @@ class StackedCausalLM(CausalLM):
                     delta = scaled(part(x, batch) if takes_batch else part(x), b)
         last = batch.last_token_hidden(hidden)
         if isinstance(delta, tuple):
-            delta = tuple(batch.last_token_hidden(d) for d in delta)
+            delta = tuple(None if d is None else batch.last_token_hidden(d) for d in delta)
         elif isinstance(delta, PostNormed):  # a row-wise norm: the last rows first
             delta = replace(delta, out=batch.last_token_hidden(delta.out))
         elif delta is not None:

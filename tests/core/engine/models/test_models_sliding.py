@@ -54,3 +54,23 @@ def test_sliding_layers_follow_the_map(checkpoint):
     for layer, kind in zip(model.decoder.layers, types):
         attn = layer.mixer_module
         assert attn.window == (COMMON["sliding_window"] if kind == "sliding_attention" else None)
+
+
+def test_gpt_oss_with_the_sum_over_experts_left_to_the_residual_add_matches_transformers(checkpoint):
+    """Where the device has a fused gated MoE, gpt-oss takes its unsummed form (ops.moe_gated_experts_unsummed,
+    [T, k, H]) and the next residual add sums the k parts in its own kernel ((None, routed) to
+    ops.add_rms_norm). On a CPU the references are registered as the fast ops (the reference module's
+    unsummed form comes with them), so the wiring is what is checked."""
+    from models_helpers import load_with_fast_op
+
+    from bringup.kernels.reference import moe_gated_experts
+
+    name, hf, folder = checkpoint
+    if name != "gpt_oss":
+        pytest.skip("gpt-oss only")
+    model, registered = load_with_fast_op(folder, "moe_gated_experts", moe_gated_experts)
+    assert not registered or hasattr(model.ops, "moe_gated_experts_unsummed")
+    moe = model.decoder.layers[0].ffn_module
+    parts = moe(torch.randn(3, COMMON["hidden_size"], device=DEVICE))
+    assert isinstance(parts, tuple) and parts[0] is None and parts[1].shape[:2] == (3, 2)
+    assert_matches_hf(hf, run_engine(model, standard_requests(COMMON["vocab_size"])))
