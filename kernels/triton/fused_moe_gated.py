@@ -4,7 +4,8 @@ host (graph-safe at every batch size). Reference: kernels/reference/moe_gated_ex
 
 `moe_gated_experts` chains the one-launch sort (fused_moe.moe_align) -> the gated up GEMM (gate and up
 products of each block of sorted rows at once, their biases and the activation in the epilogue) ->
-the down GEMM (fused_moe's grouped GEMM, its bias, then the routing weight) -> the sum over k.
+the down GEMM (fused_moe's grouped GEMM, its bias, then the routing weight) -> the sum over k; at
+decode sizes two GEMV launches instead (moe_gated_gemv.py).
 gate and up are read through their strides, so gpt-oss's interleaved [E, H, 2I] tensor is read in
 place (the gate's and the up's columns of one tile share their cache lines).
 `router_topk_softmax`: gpt-oss's router in one launch per token (logits in float32 with the bias, top k,
@@ -22,6 +23,7 @@ from ..reference.moe_gated_experts import moe_gated_experts as _reference_gated
 from ..reference.moe_gated_experts import router_topk_softmax as _reference_router
 from .fused_moe import block_m_for, block_tile, moe_align, moe_grouped_gemm, tile_for
 from .launch import next_pow2, num_warps
+from .moe_gated_gemv import GEMV_MAX_TOKENS, gated_act, moe_gated_gemv_unsummed
 
 _GATED = {name: i for i, name in enumerate(GATED_ACTS)}  # "silu": 0, "swiglu_clamped": 1
 
@@ -53,13 +55,7 @@ def _gated_up_kernel(x_ptr, g_ptr, u_ptr, gb_ptr, ub_ptr, out_ptr, sorted_ptr, b
     if HAS_BIAS:
         acc_g += tl.load(gb_ptr + e * s_gbe + cols * s_gbn, mask=col_ok, other=0.0).to(tl.float32)[None, :]
         acc_u += tl.load(ub_ptr + e * s_ube + cols * s_ubn, mask=col_ok, other=0.0).to(tl.float32)[None, :]
-    if ACT == 0:  # silu(g) * u
-        h = acc_g * tl.sigmoid(acc_g) * acc_u
-    else:  # gpt-oss: (clamp(u) + 1) * g * sigmoid(alpha * g), g capped at the limit
-        if HAS_LIMIT:
-            acc_g = tl.minimum(acc_g, limit)
-            acc_u = tl.minimum(tl.maximum(acc_u, -limit), limit)
-        h = (acc_u + 1.0) * acc_g * tl.sigmoid(alpha * acc_g)
+    h = gated_act(acc_g, acc_u, alpha, limit, ACT, HAS_LIMIT)
     dest = out_ptr + a.to(tl.int64)[:, None] * s_om + cols[None, :] * s_on
     tl.store(dest, h.to(out_ptr.dtype.element_ty), mask=valid[:, None] & col_ok[None, :])
 
@@ -100,6 +96,9 @@ def moe_gated_experts_unsummed(x, weights, ids, gate, up, down, act="silu", gate
         return _reference_gated(x, weights, ids, gate, up, down, act, gate_bias, up_bias, down_bias, alpha,
                                 limit)[:, None, :]
     T, k = ids.shape
+    if T <= GEMV_MAX_TOKENS and (gate_bias is None) == (up_bias is None):  # decode: two launches, no sort
+        return moe_gated_gemv_unsummed(x, weights, ids, gate, up, down, _GATED[act], gate_bias, up_bias, down_bias,
+                                       alpha, limit)
     E, n = gate.shape[0], ids.numel()
     block = block_m_for(n, E)
     sorted_ids, block_expert, _used = moe_align(ids, E, block)
