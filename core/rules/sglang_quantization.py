@@ -6,48 +6,55 @@ minor) with the method's `get_min_capability()` and raises `ValueError: The quan
 is not supported for the current GPU. Minimum capability: N. Current capability: C.` below it (NPUs
 skip the check). Read in sglang 0.5.17 to 0.5.23 (`pip download --no-deps sglang==X`, every release
 read, lines below): `fp8` (Fp8Config, layers/quantization/fp8.py) 80 (100 for its mxfp8 form),
-`modelopt_fp8` 89, `modelopt_fp4` 80, `modelopt_mixed` ModelOptFp4Config's (80), `mxfp4` 80.
+`modelopt_fp8` 89, `modelopt_fp4` 80, `modelopt_mixed` ModelOptFp4Config's (80), `mxfp4` 80, `gguf` 60, `compressed-tensors` 70.
+Other devices: sglang_quant_devices.py.
 """
 
 from __future__ import annotations
 
 from bringup.core.rules.check import Check
 from bringup.core.rules.model_facts import ModelFacts
+from bringup.core.rules.sglang_quant_devices import device_verdict
 
 # release -> (loader.py line of the message, {method: (min capability, file:line of its get_min_capability's return)})
 _Q = "python/sglang/srt/layers/quantization/"
 MIN_CAPABILITY = {
     (0, 5, 17): (291, {"fp8": (80, "fp8.py:298"), "modelopt_fp8": (89, "modelopt_quant.py:421"),
                        "modelopt_fp4": (80, "modelopt_quant.py:1253"), "modelopt_mixed": (80, "modelopt_quant.py:666"),
-                       "mxfp4": (80, "mxfp4.py:278")}),
+                       "mxfp4": (80, "mxfp4.py:278"),
+                       "gguf": (60, "gguf.py:97"), "compressed-tensors": (70, "compressed_tensors/compressed_tensors.py:141")}),
     (0, 5, 18): (299, {"fp8": (80, "fp8.py:299"), "modelopt_fp8": (89, "modelopt_quant.py:418"),
                        "modelopt_fp4": (80, "modelopt_quant.py:1413"), "modelopt_mixed": (80, "modelopt_quant.py:770"),
-                       "mxfp4": (80, "mxfp4.py:279")}),
+                       "mxfp4": (80, "mxfp4.py:279"),
+                       "gguf": (60, "gguf.py:97"), "compressed-tensors": (70, "compressed_tensors/compressed_tensors.py:141")}),
     (0, 5, 19): (251, {"fp8": (80, "fp8.py:308"), "modelopt_fp8": (89, "modelopt_quant.py:434"),
                        "modelopt_fp4": (80, "modelopt_quant.py:1469"), "modelopt_mixed": (80, "modelopt_quant.py:825"),
-                       "mxfp4": (80, "mxfp4.py:335")}),
+                       "mxfp4": (80, "mxfp4.py:335"),
+                       "gguf": (60, "gguf.py:108"), "compressed-tensors": (70, "compressed_tensors/compressed_tensors.py:156")}),
     (0, 5, 20): (254, {"fp8": (80, "fp8.py:322"), "modelopt_fp8": (89, "modelopt_quant.py:454"),
                        "modelopt_fp4": (80, "modelopt_quant.py:1498"), "modelopt_mixed": (80, "modelopt_quant.py:834"),
-                       "mxfp4": (80, "mxfp4.py:321")}),
+                       "mxfp4": (80, "mxfp4.py:321"),
+                       "gguf": (60, "gguf.py:108"), "compressed-tensors": (70, "compressed_tensors/compressed_tensors.py:156")}),
     (0, 5, 21): (257, {"fp8": (80, "fp8.py:328"), "modelopt_fp8": (89, "modelopt_quant.py:454"),
                        "modelopt_fp4": (80, "modelopt_quant.py:1525"), "modelopt_mixed": (80, "modelopt_quant.py:838"),
-                       "mxfp4": (80, "mxfp4.py:325")}),
+                       "mxfp4": (80, "mxfp4.py:325"),
+                       "gguf": (60, "gguf.py:108"), "compressed-tensors": (70, "compressed_tensors/compressed_tensors.py:158")}),
     (0, 5, 22): (258, {"fp8": (80, "fp8.py:333"), "modelopt_fp8": (89, "modelopt_quant.py:462"),
                        "modelopt_fp4": (80, "modelopt_quant.py:1529"), "modelopt_mixed": (80, "modelopt_quant.py:846"),
-                       "mxfp4": (80, "mxfp4.py:339")}),
+                       "mxfp4": (80, "mxfp4.py:339"),
+                       "gguf": (60, "gguf.py:108"), "compressed-tensors": (70, "compressed_tensors/compressed_tensors.py:160")}),
     (0, 5, 23): (262, {"fp8": (80, "fp8.py:339"), "modelopt_fp8": (89, "modelopt_quant.py:463"),
                        "modelopt_fp4": (80, "modelopt_quant.py:1550"), "modelopt_mixed": (80, "modelopt_quant.py:847"),
-                       "mxfp4": (80, "mxfp4.py:339")}),
+                       "mxfp4": (80, "mxfp4.py:339"),
+                       "gguf": (60, "gguf.py:115"), "compressed-tensors": (70, "compressed_tensors/compressed_tensors.py:161")}),
 }
 
 
 def sglang_method(m: ModelFacts) -> str | None:
     """SGLang's quantization method name for the checkpoint's dialect and schemes (None: not read here)."""
     keys = {k for k, _ in m.weight_schemes}
-    if m.quant_method == "fp8":
-        return "fp8"
-    if m.quant_method == "mxfp4":
-        return "mxfp4"
+    if m.quant_method in ("fp8", "mxfp4", "gguf", "compressed-tensors"):
+        return m.quant_method
     if m.quant_method == "modelopt":
         if len(keys) > 1:
             return "modelopt_mixed"
@@ -58,8 +65,28 @@ def sglang_method(m: ModelFacts) -> str | None:
 def check_quantization(c: Check) -> None:
     m, s, profile = c.m, c.s, c.profile
     method = sglang_method(m) if m.weight_schemes else None
+    if method is None:
+        return
+    if s.device == "cuda":
+        _check_capability(c, method)
+    else:
+        _check_device(c, method)
+
+
+def _check_device(c: Check, method: str) -> None:
+    """ROCm, XPU, CPU, NPU: the method registry and lists of each release (sglang_quant_devices.py)."""
+    verdict = device_verdict(method, c.s.device, c.profile.version)
+    if verdict is None:
+        return
+    severity = {True: "info", False: "error", None: "warning"}[verdict.accepted]
+    c.add("SGLANG_QUANT_DEVICE", severity, f"SGLang {c.profile.label} on {c.s.device}: {verdict.message}",
+          fix=verdict.fix, engine_message=verdict.engine_message, source=verdict.source, stage=verdict.stage)
+
+
+def _check_capability(c: Check, method: str) -> None:
+    profile = c.profile
     facts = MIN_CAPABILITY.get(tuple(profile.version))
-    if method is None or facts is None or s.device != "cuda":
+    if facts is None or method not in facts[1]:
         return
     line, table = facts
     need, where = table[method]
