@@ -35,6 +35,7 @@ class ModelFacts:
     # The checkpoint's quantized weight schemes on the map's layers, (key, label) each, and its dialect.
     weight_schemes: tuple[tuple[str, str], ...] = ()
     quant_method: str = ""
+    quant_algo: str = ""  # modelopt's quant_algo (FP8, NVFP4, MIXED_PRECISION...): engines name methods by it
 
     @property
     def is_hybrid(self) -> bool:
@@ -110,7 +111,16 @@ def _weight_schemes(lm: LayerMap) -> dict:
                     seen.setdefault(scheme.key, scheme.label)
     method = next((s.method for l in lm.layers if l.weights is not None
                    for s in (l.weights.mixer, l.weights.ffn) if s is not None and s.quantized), "")
-    return {"weight_schemes": tuple(seen.items()), "quant_method": method}
+    return {"weight_schemes": tuple(seen.items()), "quant_method": method, "quant_algo": _quant_algo(lm.config or {})}
+
+
+def _quant_algo(config: dict) -> str:
+    from bringup.core.layermap.quantization import quantization_config
+
+    raw = quantization_config(config) or {}
+    nested = raw.get("quantization")  # hf_quant_config.json's shape
+    algo = (nested if isinstance(nested, dict) else raw).get("quant_algo")
+    return str(algo).upper() if algo else ""
 
 
 def facts_for_pp(lm: LayerMap, pp: int) -> ModelFacts:

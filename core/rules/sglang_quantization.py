@@ -55,9 +55,15 @@ def sglang_method(m: ModelFacts) -> str | None:
     keys = {k for k, _ in m.weight_schemes}
     if m.quant_method in ("fp8", "mxfp4", "gguf", "compressed-tensors"):
         return m.quant_method
+    if m.quant_method == "awq":
+        # Off CUDA awq stays awq (is_awq_marlin_compatible: `if not _is_cuda: return False`, awq/awq.py:380 in
+        # 0.5.17-0.5.18, :409 in 0.5.19-0.5.23); on CUDA it may become awq_marlin, whose capability is not read.
+        return "awq"
     if m.quant_method == "modelopt":
-        if len(keys) > 1:
-            return "modelopt_mixed"
+        # _parse_modelopt_quant_config (configs/model_config.py:1864-1869 in 0.5.23, :1270-1275 in 0.5.17):
+        # MIXED_PRECISION is modelopt_mixed with an NVFP4 layer in its table, else w4afp8.
+        if m.quant_algo == "MIXED_PRECISION" or (not m.quant_algo and len(keys) > 1):
+            return "modelopt_mixed" if "nvfp4" in keys else "w4afp8"
         return "modelopt_fp4" if "nvfp4" in keys else "modelopt_fp8"
     return None
 

@@ -14,6 +14,7 @@ from bringup.core.rules import vllm_facts as F
 from bringup.core.rules.check import Check
 from bringup.core.rules.model_facts import ModelFacts
 from bringup.core.rules.settings import LaunchSettings, Resolved
+from bringup.core.rules.vllm_quantization import check_quantization
 
 
 def check_vllm(m: ModelFacts, s: LaunchSettings, layer_map: LayerMap, version) -> Check:
@@ -28,6 +29,8 @@ def check_vllm(m: ModelFacts, s: LaunchSettings, layer_map: LayerMap, version) -
     c.derived["version"] = version
     _architecture(c)
     _platform(c)
+    if s.device in F.DEVICES.value:  # ModelConfig checks the method before the attention backend is picked
+        check_quantization(c)
     _attention_backend(c)
     if m.is_hybrid:
         _mamba_cache_mode(c)

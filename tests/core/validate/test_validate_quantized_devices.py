@@ -92,3 +92,19 @@ def test_gptq_leaves_the_rocm_list_in_0520():
 
     assert device_verdict("gptq", "rocm", (0, 5, 19)).accepted is True
     assert device_verdict("gptq", "rocm", (0, 5, 20)).accepted is False
+
+
+def test_sglang_names_a_mixed_table_by_its_nvfp4_layers():
+    layers = {"backbone.layers.0.mixer": {"quant_algo": "FP8"}}
+    mixed = {"quant_method": "modelopt", "quant_algo": "MIXED_PRECISION", "quantized_layers": layers}
+    f = device_finding(mixed, "sglang==0.5.20", "rocm")
+    assert f.engine_message == "ValueError: w4afp8 quantization is currently not supported in ROCm."
+    with_fp4 = {**mixed, "quantized_layers": {**layers, "backbone.layers.1.mixer.experts": {"quant_algo": "NVFP4"}}}
+    f = device_finding(with_fp4, "sglang==0.5.20", "rocm")
+    assert f.engine_message == "ValueError: modelopt_mixed quantization is currently not supported in ROCm."
+
+
+def test_awq_is_taken_off_cuda():
+    awq = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True}
+    for release, device in (("0.5.17", "rocm"), ("0.5.23", "rocm"), ("0.5.23", "cpu"), ("0.5.19", "xpu")):
+        assert device_finding(awq, f"sglang=={release}", device).severity == "info", (release, device)

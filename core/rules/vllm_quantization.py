@@ -1,0 +1,108 @@
+"""What vLLM does with a quantized checkpoint on each platform, read from vllm 0.33.0's wheel.
+
+`ModelConfig._verify_quantization` (vllm/config/model.py:1383-1470) names the method from the
+checkpoint (the overrides, in order: modelopt FP8 -> `modelopt`, NVFP4 -> `modelopt_fp4`, MXFP8 ->
+`modelopt_mxfp8`, MIXED_PRECISION -> `modelopt_mixed`; gpt-oss mxfp4 -> `gpt_oss_mxfp4`; gptq ->
+`auto_gptq`; awq -> `auto_awq` except on CPU) and calls the platform's `verify_quantization`
+(platforms/interface.py:1156-1161): a platform with a `supported_quantization` list refuses any other
+method with `M quantization is currently not supported in P.`; ROCm (rocm.py:668-692) and XPU
+(xpu.py:113-131) have lists, CUDA and CPU have none. At load, `_get_quantization_config`
+(config/vllm.py:916-944) compares the compute capability where the platform reports one (CUDA, ROCm;
+XPU returns None, xpu.py:319-325) and refuses a model dtype outside the method's activation dtypes.
+GGUF: vLLM 0.33 has no gguf method or load format at all.
+"""
+
+from __future__ import annotations
+
+from bringup.core.rules.check import Check
+
+_Q = "vllm/model_executor/layers/quantization/"
+ROCM_SUPPORTED = frozenset({
+    "awq", "auto_awq", "awq_marlin", "gptq", "auto_gptq", "fp8", "deepseek_v4_fp8", "compressed-tensors", "fbgemm_fp8",
+    "inc", "quark", "mxfp4", "mxfp8", "torchao", "modelopt", "modelopt_fp4", "modelopt_mxfp8", "modelopt_mixed",
+    "fp8_per_tensor", "fp8_per_block", "fp8_per_channel", "online", "gpt_oss_mxfp4"})
+XPU_SUPPORTED = frozenset({
+    "awq", "gptq", "moe_wna16", "auto_awq", "auto_gptq", "inc", "fp8", "deepseek_v4_fp8", "mxfp4", "mxfp8",
+    "fp8_per_tensor", "fp8_per_block", "fp8_per_channel", "online", "gpt_oss_mxfp4", "modelopt", "compressed-tensors"})
+PLATFORM_LISTS = {"rocm": (ROCM_SUPPORTED, "vllm/platforms/rocm.py:668-692"),
+                  "xpu": (XPU_SUPPORTED, "vllm/platforms/xpu.py:113-131")}
+VERIFY_SOURCE = "vllm/config/model.py:1470; vllm/platforms/interface.py:1158-1161"
+LOAD_SOURCE = "vllm/config/vllm.py:928-943"
+# method -> (min capability, activation dtypes, where both are returned)
+METHODS = {
+    "fp8": (75, ("bfloat16", "float16"), "fp8.py:143, :147"),
+    "compressed-tensors": (70, ("float32", "float16", "bfloat16"), "compressed_tensors/compressed_tensors.py:120, :124"),
+    "modelopt": (80, ("bfloat16", "float16"), "modelopt.py:446, :450"),
+    "modelopt_fp4": (75, ("bfloat16", "float16"), "modelopt.py:769, :773"),
+    "modelopt_mxfp8": (80, ("bfloat16",), "modelopt.py:1228, :1233"),
+    "modelopt_mixed": (75, ("bfloat16", "float16"), "modelopt.py:1644, :1655"),
+    "mxfp4": (80, ("bfloat16",), "mxfp4.py:72, :80"),
+    "gpt_oss_mxfp4": (80, ("bfloat16",), "mxfp4.py:72, :80 (GptOssMxfp4Config inherits Mxfp4Config's)"),
+    "auto_gptq": (60, ("float16", "bfloat16"), "auto_gptq.py:179, :183"),
+    "auto_awq": (75, ("float16", "bfloat16"), "auto_awq.py:230, :234"),
+}
+
+
+def vllm_method(m, device: str) -> str | None:
+    """vLLM's method name for the checkpoint (None: not quantized, or a dialect not read here)."""
+    q, algo = m.quant_method, m.quant_algo
+    if q in ("fp8", "compressed-tensors"):
+        return q
+    if q == "modelopt":  # modelopt.py:453-459, :776-782, :1236-1242, :1658-1664
+        if algo == "MIXED_PRECISION":
+            return "modelopt_mixed"
+        if "FP4" in algo:
+            return "modelopt_fp4"
+        return "modelopt_mxfp8" if "MXFP8" in algo else "modelopt"
+    if q == "mxfp4":  # mxfp4.py:129-146: only a gpt_oss model_type takes the gpt-oss method
+        return "gpt_oss_mxfp4" if m.model_type == "gpt_oss" else "mxfp4"
+    if q == "gptq":
+        return "auto_gptq"  # auto_gptq.py:214-231
+    if q == "awq":
+        return "awq" if device == "cpu" else "auto_awq"  # auto_awq.py:263-283
+    return q or None
+
+
+def check_quantization(c: Check) -> None:
+    m, s = c.m, c.s
+    if not m.weight_schemes:
+        return
+    if m.quant_method == "gguf":
+        c.add("VLLM_QUANT_GGUF", "error",
+              "vLLM 0.33 cannot load GGUF: it has neither a gguf quantization method nor a gguf load format.",
+              fix="serve the GGUF with SGLang, or the safetensors checkpoint with vLLM",
+              source=f"{_Q}__init__.py:15-49 (QuantizationMethods); vllm/config/load.py", stage="model load")
+        return
+    method = vllm_method(m, s.device)
+    listed = PLATFORM_LISTS.get(s.device)
+    if listed is not None and method not in listed[0]:
+        c.add("VLLM_QUANT_PLATFORM", "error",
+              f"vLLM's {s.device} platform does not list {method} among its quantization methods, so it refuses the "
+              "checkpoint when it reads the model config.",
+              fix="an fp8 or compressed-tensors checkpoint, the bf16 model, or a CUDA GPU",
+              engine_message=f"ValueError: {method} quantization is currently not supported in {s.device}.",
+              source=f"{listed[1]}; {VERIFY_SOURCE}", stage="model config")
+        return
+    facts = METHODS.get(method)
+    if facts is None:
+        return
+    need, dtypes, where = facts
+    dtype = c.m.config_dtype if s.dtype == "auto" else s.dtype
+    if dtype in ("float16", "bfloat16", "float32") and dtype not in dtypes:
+        c.add("VLLM_QUANT_DTYPE", "error", f"vLLM's {method} runs only with {' or '.join(dtypes)} activations; the "
+              f"model dtype here is {dtype}.", fix=f"--dtype {dtypes[0]}",
+              engine_message=f"ValueError: torch.{dtype} is not supported for quantization method {method}. Supported "
+                             f"dtypes: [{', '.join('torch.' + d for d in dtypes)}]",
+              source=f"{_Q}{where}; {LOAD_SOURCE}", stage="model load")
+        return
+    where_checked = {"cuda": f"on CUDA GPUs of compute capability {need // 10}.{need % 10} or newer",
+                     "rocm": "on ROCm (its list includes it; MI200/MI300 report capability 9.0/9.4)",
+                     "xpu": "on XPU (its list includes it; XPU reports no capability, so none is checked)",
+                     "cpu": "on CPU (the CPU platform has no list and no capability check)"}.get(s.device)
+    if where_checked is None:
+        return
+    c.add("VLLM_QUANT_ACCEPTED", "info", f"vLLM names this checkpoint's method {method} and accepts it {where_checked}; "
+          "its kernels there are not predicted here.",
+          engine_message=(f"ValueError: The quantization method {method} is not supported for the current GPU. Minimum "
+                          f"capability: {need}. Current capability: <your GPU's>." if s.device == "cuda" else ""),
+          source=f"{_Q}{where}; {LOAD_SOURCE}" + (f"; {listed[1]}" if listed else ""), stage="model load")
