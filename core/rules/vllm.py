@@ -5,7 +5,7 @@ cache blocks) is vllm_memory.py, run when the device's memory is known."""
 
 from __future__ import annotations
 
-from math import ceil
+from math import ceil, lcm
 
 from bringup.core.layermap.vocabulary import LayerMap
 from bringup.core.layermap import geometry
@@ -27,11 +27,16 @@ def check_vllm(m: ModelFacts, s: LaunchSettings, layer_map: LayerMap, version) -
         r.why["page_size"] = f"vLLM's default block size {F.DEFAULT_BLOCK_SIZE.value} ({F.DEFAULT_BLOCK_SIZE.source})"
     c = Check(m, s, r)
     c.derived["version"] = version
+    cfg = layer_map.config  # the head size as vLLM reads it (config/model.py get_head_size)
+    heads = cfg.get("num_attention_heads")
+    c.derived["head_dim"] = cfg.get("head_dim") or (cfg.get("hidden_size", 0) // heads if heads else None)
     _architecture(c)
     _platform(c)
     if s.device in F.DEVICES.value:  # ModelConfig checks the method before the attention backend is picked
         check_quantization(c)
+    _float16(c, layer_map)
     _attention_backend(c)
+    _starting_block(c)
     if m.is_hybrid:
         _mamba_cache_mode(c)
         _page_alignment(c, layer_map)
@@ -66,10 +71,25 @@ def _platform(c: Check) -> None:
               stage="start-up")
 
 
+def _float16(c: Check, layer_map: LayerMap) -> None:
+    """ModelConfig's dtype check: the model types vLLM refuses to run in float16."""
+    s, m = c.s, c.m
+    dtype = model_dtype(layer_map.config) if s.dtype == "auto" else canonical_dtype(s.dtype)
+    if dtype == "float16" and m.model_type in F.FLOAT16_NOT_SUPPORTED.value:
+        c.add("VLLM_DTYPE_FLOAT16", "error", f"vLLM refuses float16 for {m.model_type} models (numerical instability).",
+              fix="pass --dtype bfloat16 (or float32)", engine_message=F.FLOAT16_MESSAGE.format(model_type=m.model_type),
+              source=F.FLOAT16_NOT_SUPPORTED.source, stage="arguments")
+
+
 def _attention_backend(c: Check) -> None:
     s, r = c.s, c.r
+    if s.device == "cuda" and c.m.mla:
+        _cuda_mla_backend(c)
     if s.device != "xpu":
         r.attention_backend = s.attention_backend
+        return
+    if c.m.mla:
+        _xpu_mla_backend(c)
         return
     allowed = F.XPU_ATTENTION.value
     if s.attention_backend and s.attention_backend.upper() not in allowed:
@@ -80,10 +100,72 @@ def _attention_backend(c: Check) -> None:
               layers=tuple(c.m.full_attention_layers), stage="model load")
         return
     float32 = (s.dtype == "float32") or (s.dtype == "auto" and c.m.config_dtype == "float32")
-    r.attention_backend = (s.attention_backend or ("TRITON_ATTN" if float32 else "FLASH_ATTN")).upper()
+    # float32 runs Triton whatever was asked: vLLM tests the dtype before the FLASH_ATTN request.
+    r.attention_backend = "TRITON_ATTN" if float32 else (s.attention_backend or "FLASH_ATTN").upper()
     r.why["attention_backend"] = (f"{'asked' if s.attention_backend else 'the XPU default'}"
-                                  f"{' (float32 falls back to Triton)' if float32 and not s.attention_backend else ''}; "
-                                  f"{F.XPU_ATTENTION.source}")
+                                  f"{' (float32 falls back to Triton)' if float32 else ''}; {F.XPU_ATTENTION.source}")
+
+
+def _cuda_mla_backend(c: Check) -> None:
+    s = c.s
+    float32 = (s.dtype == "float32") or (s.dtype == "auto" and c.m.config_dtype == "float32")
+    if float32:
+        c.add("VLLM_NO_ATTENTION_BACKEND", "error", "None of vLLM's CUDA MLA attention backends runs float32.",
+              fix="pass --dtype bfloat16 (or leave --dtype auto)", engine_message=F.NO_BACKEND_MESSAGE,
+              source=F.CUDA_MLA_DTYPES.source, layers=tuple(c.m.full_attention_layers), stage="model load")
+    elif (s.attention_backend or "").upper() == "FLASHMLA" and s.gpu not in (None, F.FLASHMLA_HOPPER.value):
+        c.add("VLLM_ATTENTION_BACKEND_INVALID", "error", "FlashMLA's dense kernel runs on Hopper only.",
+              fix="drop --attention-backend, or pass TRITON_MLA", engine_message=F.FLASHMLA_MESSAGE,
+              source=F.FLASHMLA_HOPPER.source, layers=tuple(c.m.full_attention_layers), stage="model load")
+
+
+def _xpu_mla_backend(c: Check) -> None:
+    s = c.s
+    if s.attention_backend and s.attention_backend.upper() not in F.XPU_MLA_ATTENTION.value:
+        c.add("VLLM_XPU_ATTENTION_BACKEND", "error",
+              f"vLLM on XPU runs MLA attention with {', '.join(F.XPU_MLA_ATTENTION.value)}; {s.attention_backend} is "
+              "not one of them.", fix="drop --attention-backend or pass TRITON_MLA",
+              engine_message=F.XPU_INVALID_BACKEND.format(mla=True), source=F.XPU_MLA_ATTENTION.source,
+              layers=tuple(c.m.full_attention_layers), stage="model load")
+        return
+    c.r.attention_backend = s.attention_backend.upper() if s.attention_backend else None
+
+
+def _backend(c: Check) -> str | None:
+    """The attention backend vLLM runs: the one asked (or XPU's resolution), else the platform's first choice."""
+    s = c.s
+    if c.r.attention_backend:
+        return c.r.attention_backend.upper()
+    return F.DEFAULT_ATTENTION.value.get("blackwell" if s.device == "cuda" and s.gpu == "blackwell" else s.device)
+
+
+def _kernel_block(c: Check) -> int:
+    """The smallest block the backend's kernels take."""
+    if _fa4_hd256(c):
+        return F.FA4_HD256_BLOCK.value
+    return F.KERNEL_BLOCK.value.get((c.s.device, _backend(c)), F.KERNEL_BLOCK_ALIGNMENT.value)
+
+
+def _fa4_hd256(c: Check) -> bool:
+    """FlashAttention 4's head-256 kernel: FLASH_ATTN on Blackwell with 256-wide heads."""
+    s = c.s
+    return s.device == "cuda" and s.gpu == "blackwell" and _backend(c) == "FLASH_ATTN" and c.derived.get("head_dim") == 256
+
+
+def _starting_block(c: Check) -> None:
+    """The block vLLM starts from without --block-size: the backend's preferred one (the default 16 where
+    its kernels take 16; FlashAttention on XPU 64; the CPU platform 128). Hybrids are aligned from there."""
+    s, r = c.s, c.r
+    if s.page_size is not None:
+        return
+    preferred = F.FA4_HD256_BLOCK.value if _fa4_hd256(c) else F.PREFERRED_BLOCK.value.get((s.device, _backend(c)))
+    if preferred is None:
+        kernel = _kernel_block(c)
+        default = F.DEFAULT_BLOCK_SIZE.value
+        preferred = default if default % kernel == 0 else kernel
+    if preferred != r.page_size:
+        r.page_size = preferred
+        r.why["page_size"] = f"the {_backend(c)} backend's preferred block on {s.device} ({F.PREFERRED_BLOCK.source})"
 
 
 def _mamba_cache_mode(c: Check) -> None:
@@ -113,6 +195,8 @@ def _dtypes(c: Check, layer_map: LayerMap) -> tuple[str, str, str]:
         ssm = declared or "float32"
     else:
         ssm = dtype
+    if s.device == "cpu" and not (s.mamba_ssm_dtype in ("float16", "bfloat16") and c.m.family == "gdn"):
+        ssm = F.CPU_SSM_FLOAT32.value  # reset on AVX512-BF16 hosts (vllm_facts.CPU_SSM_FLOAT32)
     c.r.dtype, c.r.kv_dtype, c.r.mamba_conv_dtype, c.r.mamba_ssm_dtype = dtype, kv, dtype, canonical_dtype(ssm)
     return kv, dtype, c.r.mamba_ssm_dtype
 
@@ -131,8 +215,12 @@ def _page_alignment(c: Check, layer_map: LayerMap) -> None:
     if not attn_token or not mamba_page:
         return
     asked = r.page_size
-    align = max(F.KERNEL_BLOCK_ALIGNMENT.value, asked)
+    kernel = _kernel_block(c)
+    align = max(kernel, asked)
+    if r.mamba_strategy == "align" and _gdn_flashinfer(c, layer_map):
+        align = lcm(align, F.GDN_FLASHINFER_ALIGNMENT.value)
     block = align * ceil(mamba_page / (align * attn_token))
+    block = kernel * ceil(block / kernel)
     notes = []
     if block > asked:
         notes.append(F.BLOCK_RAISED_MESSAGE.format(block=block))
@@ -160,6 +248,15 @@ def _page_alignment(c: Check, layer_map: LayerMap) -> None:
               layers=tuple(c.m.state_layers), source=F.PAGE_ALIGNMENT_SOURCE, stage="start-up")
     c.derived.update(page_bytes=attn_page, layer_counts=(len(kv_layers), len(state_layers)))
     _groups(c, len(kv_layers), len(state_layers))
+
+
+def _gdn_flashinfer(c: Check, layer_map: LayerMap) -> bool:
+    """Whether vLLM runs Qwen's gated DeltaNet prefill with FlashInfer, which checkpoints every 64 tokens:
+    CUDA capability 9.0, or 10.x with 128-wide keys (the 0.33.0 wheel's CUDA 13 runtime allows it)."""
+    s = c.s
+    if c.m.family != "gdn" or s.device != "cuda":
+        return False
+    return s.gpu == "hopper" or (s.gpu == "blackwell" and layer_map.config.get("linear_key_head_dim") == 128)
 
 
 def _groups(c: Check, attention: int, state: int) -> None:

@@ -46,9 +46,11 @@ REMOVED_MESSAGE = ("ValueError: Model architecture {arch} was supported in vLLM 
 
 # Platforms: CUDA, ROCm (torch calls it cuda), XPU and CPU are in-tree; NPU is the vllm-ascend plugin.
 DEVICES = Fact(("cuda", "rocm", "xpu", "cpu"), "vllm/platforms/__init__.py (builtin platform plugins)")
-# The hybrid KV cache manager (attention and Mamba groups in one block pool) is what hybrids need.
-HYBRID_KV_CACHE = Fact({"cuda": True, "rocm": True, "xpu": True, "cpu": False},
-                       "vllm/platforms/cuda.py:683-684, xpu.py:535-536, interface.py:1354-1356 (support_hybrid_kv_cache)")
+# The hybrid KV cache manager (attention and Mamba groups in one block pool) is what hybrids need; every
+# in-tree platform has it in 0.33.0 (the CPU one too: found by the oracle, issue 31).
+HYBRID_KV_CACHE = Fact({"cuda": True, "rocm": True, "xpu": True, "cpu": True},
+                       "vllm/platforms/cuda.py:683-684, rocm.py:1389-1390, xpu.py:535-536, cpu.py:649-650 "
+                       "(support_hybrid_kv_cache; the default, interface.py:1354-1356, is False)")
 
 DEFAULT_BLOCK_SIZE = Fact(16, "vllm/config/cache.py:185, :462-463")
 GPU_MEMORY_UTILIZATION = Fact(0.92, "vllm/config/cache.py:215")
@@ -58,17 +60,61 @@ MAX_NUM_SEQS_SERVE = Fact(((70, 1024), (0, 256)), "vllm/engine/arg_utils.py:2959
 
 # XPU attention backends: FLASH_ATTN by default; float32 falls back to TRITON_ATTN; TRITON_ATTN and
 # FLASH_ATTN may be asked for; anything else raises.
-XPU_ATTENTION = Fact(("FLASH_ATTN", "TRITON_ATTN", "TRITON_FLASH_ATTN"), "vllm/platforms/xpu.py:191-193, 261-271")
+# TRITON_FLASH_ATTN is taken only for multimodal prefix-LM models (xpu.py:213-252), which the workbench does
+# not serve: for a text model it reaches the `elif selected_backend: raise` (found by the oracle, issue 31).
+# float32 runs TRITON_ATTN even when FLASH_ATTN is asked (the dtype test comes first, xpu.py:255-263).
+XPU_ATTENTION = Fact(("FLASH_ATTN", "TRITON_ATTN"), "vllm/platforms/xpu.py:191-193, 255-271")
+# MLA models on XPU: TRITON_MLA or FLASH_ATTN_MLA (falling back to Triton where FlashAttention MLA does
+# not fit); any other asked backend raises (found by the oracle, issue 31: TRITON_MLA is taken).
+XPU_MLA_ATTENTION = Fact(("TRITON_MLA", "FLASH_ATTN_MLA"), "vllm/platforms/xpu.py:160-190")
 XPU_INVALID_BACKEND = "ValueError: Invalid attention backend for xpu, with use_mla: {mla}"
 XPU_INVALID_BACKEND_SOURCE = "vllm/platforms/xpu.py:264-268"
 # On XPU a GDN layer's kernel works in 64-token blocks: the attention block is rounded up to 64.
 XPU_GDN_BLOCK = Fact(64, "vllm/platforms/xpu.py:491-521 (update_block_size_for_backend)")
 # Triton and FlashAttention kernels take any multiple of 16 tokens per block.
 KERNEL_BLOCK_ALIGNMENT = Fact(16, "vllm/v1/attention/backends/triton_attn.py:339-340 (MultipleOf(16))")
+# The attention backend vLLM picks when none is asked: the first of the platform's priorities
+# ("blackwell": CUDA capability 10, which puts FlashInfer first).
+DEFAULT_ATTENTION = Fact({"cuda": "FLASH_ATTN", "blackwell": "FLASHINFER", "rocm": "ROCM_ATTN", "xpu": "FLASH_ATTN",
+                          "cpu": "CPU_ATTN"},
+                         "vllm/platforms/cuda.py:156-181 (_get_backend_priorities), rocm.py:553-557, xpu.py:255-271, "
+                         "cpu.py:188-197")
+# The smallest block a backend's kernels take, where it is not 16 (get_supported_kernel_block_sizes):
+# FlashAttention on XPU works in 64-token blocks, the CPU kernels in 32-token ones. TRITON_ATTN,
+# FLASHINFER (without its Blackwell large pages) and ROCM_ATTN take 16.
+KERNEL_BLOCK = Fact({("xpu", "FLASH_ATTN"): 64, ("cpu", "CPU_ATTN"): 32},
+                    "vllm/v1/attention/backends/flash_attn.py:357-367, cpu_attn.py:65-66; triton_attn.py:339-340, "
+                    "flashinfer.py:585-604, rocm_attn.py:153-165")
+# FlashAttention 4's head-256 kernel (capability 10.x/11.x, head size 256, FLASH_ATTN asked there) works in
+# 128-token pages (found by the oracle, issue 31: Qwen3-Next on B200 aligns to 640, not 576).
+FA4_HD256_BLOCK = Fact(128, "vllm/v1/attention/backends/flash_attn.py:364-366, :375-376; fa_utils.py:14, :224-233")
+# CUDA's MLA backends run float16/bfloat16 only: float32 leaves none (the selector raises).
+CUDA_MLA_DTYPES = Fact(("float16", "bfloat16"), "vllm/v1/attention/backends/mla/triton_mla.py:100, flashmla.py:47, "
+                                                "flashattn_mla.py:41, flashinfer_mla.py:194, cutlass_mla.py:39; "
+                                                "platforms/cuda.py:472-475")
+NO_BACKEND_MESSAGE = "ValueError: No valid attention backend found for cuda with AttentionSelectorConfig("
+# FlashMLA's dense kernel runs on Hopper only (capability 9.x); asked elsewhere, the selector raises.
+FLASHMLA_HOPPER = Fact("hopper", "vllm/v1/attention/ops/flashmla.py:50-58; platforms/cuda.py:430-445")
+FLASHMLA_MESSAGE = ("ValueError: Selected backend AttentionBackendEnum.FLASHMLA is not valid for this configuration. "
+                    "Reason: ['FlashMLA Dense is only supported on Hopper devices.']")
+# The block vLLM starts from when --block-size is not given (update_block_size_for_backend phase 1,
+# platforms/interface.py:771-783): the backend's preferred size, the default 16 where its kernels take it
+# (v1/attention/backend.py:155-163); FlashAttention on XPU prefers 64; the CPU platform starts from 128.
+PREFERRED_BLOCK = Fact({("xpu", "FLASH_ATTN"): 64, ("cpu", "CPU_ATTN"): 128},
+                       "vllm/v1/attention/backends/flash_attn.py:372-379; platforms/cpu.py:560-564 (128)")
+# Qwen's gated DeltaNet in mamba_cache_mode align, with FlashInfer's GDN prefill (CUDA capability 9.0;
+# 10.x/12.x with linear_key_head_dim 128 and a CUDA 13 runtime, which the 0.33.0 wheel links:
+# libcudart.so.13), exports prefill checkpoints every 64 tokens, and the block becomes a multiple of 64.
+GDN_FLASHINFER_ALIGNMENT = Fact(64, "vllm/model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py:245-268, :689-696; "
+                                    "v1/attention/backends/gdn_attn.py:34; platforms/interface.py:1088-1092")
+# On CPU with AVX512-BF16 (the Xeons the rules assume), the SSM state cache is reset to float32 unless
+# float16/bfloat16 is asked for a gated-DeltaNet model.
+CPU_SSM_FLOAT32 = Fact("float32", "vllm/platforms/cpu.py:319-338, :44-95 (_cpu_mamba_backend)")
 
 # Page alignment: the attention block grows until one attention page (block x bytes per token) is
 # at least one Mamba state; the Mamba page is then padded to the attention page exactly.
-PAGE_ALIGNMENT_SOURCE = "vllm/platforms/interface.py:1095-1138 (update_block_size_for_backend)"
+PAGE_ALIGNMENT_SOURCE = ("vllm/platforms/interface.py:750-795 (update_block_size_for_backend, run once the model is loaded: "
+                         "v1/executor/uniproc_executor.py:75), :940-1130 (_align_hybrid_block_size)")
 BLOCK_RAISED_MESSAGE = ("Setting attention block size to {block} tokens to ensure that attention page size is >= "
                         "mamba page size.")
 PADDING_MESSAGE = ("Padding mamba page size by {pct:.2f}% to ensure that mamba page size and attention page size "
@@ -92,6 +138,10 @@ MAX_SEQS_MESSAGE = ("ValueError: max_num_seqs ({seqs}) exceeds available Mamba c
                     "sequence requires one Mamba cache block, so CUDA graph capture cannot proceed.")
 MAX_SEQS_SOURCE = "vllm/config/compilation.py:1517-1531"
 
+# Model types that refuse float16 (ModelConfig's dtype check, reached before anything is loaded).
+FLOAT16_NOT_SUPPORTED = Fact(("gemma2", "gemma3", "gemma3_text", "glm4"), "vllm/config/model.py:2398-2420")
+FLOAT16_MESSAGE = ("ValueError: The model type '{model_type}' does not support float16. Reason: Numerical instability. "
+                   "Please use bfloat16 or float32 instead.")
 # TP: attention heads, Mamba2 heads and groups.
 TP_HEADS_MESSAGE = "ValueError: Total number of attention heads ({heads}) must be divisible by tensor parallel size ({tp})."
 TP_HEADS_SOURCE = "vllm/config/model.py:1558-1564"

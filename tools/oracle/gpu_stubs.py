@@ -150,6 +150,18 @@ def install(names=None) -> None:
 TORCH_OPS = {"_C": ("cutlass_scaled_mm_supports_block_fp8", "cutlass_scaled_mm_supports_fp8")}
 
 
+# Ops taken as handles (`torch.ops._C.x.default`) by module bodies that vLLM imports only after its own
+# import, when TP > 1 sizes the all-reduce fusion (config/vllm.py:2104 _set_compile_ranges ->
+# compilation.py:193-199 -> passes/fusion/matcher_utils.py:32-50, rms_quant_fusion.py:156-199; those
+# behind `hasattr` there, per_token_group_fp8_quant, scaled_fp4_quant, rms_norm_per_block_quant, stay
+# missing): stood in then, after vLLM's fake-kernel registration has seen them absent. The torch.ops.vllm ones there (mrope, flashinfer_rotary_embedding)
+# vLLM registers in Python (rotary_embedding/common.py:104), so the probe imports that first.
+LATE_TORCH_OPS = {"_C": ("rotary_embedding", "static_scaled_fp8_quant", "dynamic_scaled_fp8_quant",
+                         "dynamic_per_token_scaled_fp8_quant", "silu_and_mul", "fused_add_rms_norm",
+                         "rms_norm_static_fp8_quant", "fused_add_rms_norm_static_fp8_quant",
+                         "rms_norm_dynamic_per_token_quant")}
+
+
 def triton_with_driver() -> None:
     """On a GPU target the stub triton reports one active driver, as Triton does on that machine: vLLM
     (triton_utils/importing.py:14-94) otherwise swaps in its own placeholder, which no GPU machine runs."""
@@ -167,6 +179,8 @@ def install_torch_ops(ops=None) -> None:
     for namespace, names in (TORCH_OPS if ops is None else ops).items():
         real = getattr(torch.ops, namespace)
         for name in names:
+            if ops is not None and hasattr(real, name):
+                continue
             real.__dict__[name] = _stub(f"torch.ops.{namespace}.{name}")
             _touched.add(f"torch.ops.{namespace}.{name}")
 

@@ -11,13 +11,7 @@ from __future__ import annotations
 # Releases whose environment could not be built here, with why (none: every supported release ran).
 RELEASES_NOT_RUN: dict[str, str] = {}
 
-# vLLM: EngineArgs.create_engine_config was not run (time-boxed, issue 31): the vLLM rules stay checked
-# against the release's source by tools/vllm_facts.py only.
-# The environment builds (envs.py vllm 0.33.0) and probe_vllm.py parses with vLLM's own serve parser and
-# reaches ModelConfig; the model inspection there runs in a subprocess (registry.py:1594 _run_in_subprocess)
-# without the oracle's stand-ins, so no cell has been recorded yet.
-VLLM_NOT_RUN = ("vllm 0.33.0: the probe stops at ModelConfig's architecture inspection (a subprocess without "
-                "the stand-ins); its facts are checked by tools/vllm_facts.py")
+# vLLM's limits are in vllm_limits.py (its own cells and table).
 
 
 def explain(version: str, key, engine: dict, pred: dict, diffs=()) -> str | None:

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""The differential matrix: every cell (tools/oracle/cells.py) through `bringup validate` and through the
-release's own argument handling (probe_sglang.py in that release's oracle environment), the launch
-argv Validate builds (core/launch/sglang.py) being what the engine parses. Writes the compact table
-tests/data/oracle/sglang-<ver>.jsonl and prints the counts and every disagreement.
+"""The differential matrix: every cell (tools/oracle/cells.py for SGLang, vllm_cells.py for vLLM) through
+`bringup validate` and through the release's own argument handling (probe_sglang.py / probe_vllm.py in
+that release's oracle environment), the launch argv Validate builds (core/launch/sglang.py,
+core/launch/vllm.py: the Run tab's builders) being what the engine parses. Writes the compact table
+tests/data/oracle/<engine>-<ver>.jsonl and prints the counts and every disagreement.
 
     python tools/oracle/matrix.py sglang 0.5.23            # build the env if needed, run, write the table
     python tools/oracle/matrix.py sglang 0.5.23 --models nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B
     python tools/oracle/matrix.py sglang 0.5.23 --diff     # run, and show what changed against the committed table
+    python tools/oracle/matrix.py vllm 0.33.0              # vLLM's `vllm serve` parser, engine config, block alignment
 """
 
 from __future__ import annotations
@@ -25,10 +27,13 @@ sys.path.insert(0, str(HERE))
 import cells  # noqa: E402
 import envs  # noqa: E402
 import fake_device  # noqa: E402
+import vllm_cells  # noqa: E402
 
 MODELS = REPO.parent / "shared" / "models"
 TABLES = REPO / "tests" / "data" / "oracle"
-PROGRAM = ["python", "-m", "sglang.launch_server"]
+PROGRAM = {"sglang": ["python", "-m", "sglang.launch_server"], "vllm": ["vllm", "serve"]}
+PROBE = {"sglang": "probe_sglang.py", "vllm": "probe_vllm.py"}
+CELLS = {"sglang": cells, "vllm": vllm_cells}
 
 
 def table_path(engine: str, version: str) -> Path:
@@ -51,20 +56,24 @@ def memory_of(device: str) -> int | None:
     return None if device == "cpu" else fake_device.TARGETS[device].memory_mib
 
 
-def predict(key: cells.CellKey, layer_map, target, folder: Path) -> tuple[dict, list[str]]:
+def predict(engine: str, key, layer_map, target, folder: Path) -> tuple[dict, list[str]]:
     from bringup.core.validate import validate
 
-    result = validate(layer_map, target, cells.settings_for(key), model_path=str(folder))
+    result = validate(layer_map, target, CELLS[engine].settings_for(key), model_path=str(folder))
     argv = result.argv
-    assert argv[:3] == PROGRAM, argv
-    return cells.predicted(result, target.profile, memory_of(key.device)), argv[3:] + ["--skip-tokenizer-init"]
+    program = PROGRAM[engine]
+    assert argv[:len(program)] == program, argv
+    memory = memory_of(key.device)
+    pred = cells.predicted(result, target.profile, memory) if engine == "sglang" else vllm_cells.predicted(result, memory)
+    return pred, argv[len(program):] + ["--skip-tokenizer-init"]
 
 
-def run_oracle(python: Path, device: str, jobs: list[tuple[str, list[str]]], timeout: int) -> dict[str, dict]:
+def run_oracle(engine: str, python: Path, device: str, jobs: list[tuple[str, list[str]]], timeout: int) -> dict[str, dict]:
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump({"target": device, "cells": [{"id": i, "argv": a} for i, a in jobs]}, f)
-    done = subprocess.run(["nice", "-n", "0", str(python), str(HERE / "probe_sglang.py"), f.name],
+    done = subprocess.run(["nice", "-n", "0", str(python), str(HERE / PROBE[engine]), f.name],
                           capture_output=True, text=True, timeout=timeout)
+    Path(f.name).unlink()
     out = {}
     for line in done.stdout.splitlines():
         if line.startswith("ORACLE "):
@@ -73,6 +82,17 @@ def run_oracle(python: Path, device: str, jobs: list[tuple[str, list[str]]], tim
     if not out:
         raise SystemExit(f"the oracle gave no answer on {device}:\n{done.stderr[-2000:]}")
     return out
+
+
+def explain(engine: str, version: str, key, seen: dict, pred: dict, diffs: list[str]) -> str | None:
+    """The recorded limit that explains a disagreement (limits.py, vllm_limits.py), or None."""
+    if engine == "sglang":
+        import limits
+
+        return limits.explain(version, key, seen, pred, diffs)
+    import vllm_limits
+
+    return vllm_limits.explain(key, seen, pred, diffs)
 
 
 def load_maps(names):
@@ -89,49 +109,58 @@ def load_maps(names):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("engine", choices=("sglang",))
+    ap.add_argument("engine", choices=("sglang", "vllm"))
     ap.add_argument("version")
     ap.add_argument("--models", nargs="*", help="file names under ../shared/models (default: all)")
-    ap.add_argument("--devices", nargs="*", default=list(cells.DEVICES))
+    ap.add_argument("--devices", nargs="*", help="oracle targets (default: all of the engine's cells module)")
     ap.add_argument("--diff", action="store_true", help="compare with the committed table; write it only with --write")
     ap.add_argument("--write", action="store_true", help="with --diff: also write the table")
     ap.add_argument("--timeout", type=int, default=3000)
     args = ap.parse_args(argv)
     from bringup.core.rules.targets import parse_target
 
-    target = parse_target(f"sglang=={args.version}")
-    if target.profile.label != args.version:
+    target = parse_target(f"{args.engine}=={args.version}")
+    if args.engine == "sglang" and target.profile.label != args.version:
         raise SystemExit(f"no rule profile for sglang {args.version}: add it first (tools/sglang_facts.py {args.version} --emit)")
+    for finding in target.findings:  # vLLM: a release other than the one the rules were read from
+        print(f"note: {finding.message}")
+    table = CELLS[args.engine]
     python = envs.build(args.engine, args.version)
     names = args.models or sorted(p.stem for p in MODELS.glob("*.json"))
     maps, skipped = load_maps(names)
     for name, why in skipped.items():
         print(f"skipped {name}: {why}")
-    hybrid = {n: bool(m.state_layers) if hasattr(m, "state_layers") else False for n, m in maps.items()}
     from bringup.core.rules.model_facts import facts_for_pp
 
-    hybrid = {n: facts_for_pp(m, 1).is_hybrid for n, m in maps.items()}
-    keys = [k for k in cells.keys_for(hybrid) if k.device in args.devices]
+    facts = {n: facts_for_pp(m, 1) for n, m in maps.items()}
+    hybrid = {n: f.is_hybrid for n, f in facts.items()}
+    devices = args.devices or list(table.DEVICES)
+    models = hybrid if args.engine == "sglang" else {n: (f.is_hybrid, bool(f.mla)) for n, f in facts.items()}
+    keys = [k for k in table.keys_for(models) if k.device in devices]
     rows = []
     with tempfile.TemporaryDirectory(prefix="oracle-models-") as tmp:
         folders = model_folders(maps, Path(tmp))
         preds, jobs = {}, {}
         for key in keys:
-            preds[key.id], a = predict(key, maps[key.model], target, folders[key.model])
+            preds[key.id], a = predict(args.engine, key, maps[key.model], target, folders[key.model])
             jobs.setdefault(key.device, []).append((key.id, a))
         for device, batch in jobs.items():
-            print(f"{device}: {len(batch)} cells through sglang {args.version}'s ServerArgs ...", flush=True)
-            seen = run_oracle(python, device, batch, args.timeout)
+            print(f"{device}: {len(batch)} cells through {args.engine} {args.version} ...", flush=True)
+            seen = run_oracle(args.engine, python, device, batch, args.timeout)
             for key_id, _a in batch:
-                key = cells.CellKey.parse(key_id)
-                engine = cells.observed(seen.get(key_id, {"accepted": False, "error": "no answer", "where": ""}))
-                diffs = cells.disagreements(preds[key_id], engine, hybrid[key.model])
-                rows.append({"id": key_id, "engine": engine, "diffs": diffs, "argv": cells.table_argv(_a)})
-    counts = Counter("agree" if not r["diffs"] else "disagree" for r in rows)
-    print(f"\nsglang {args.version}: {len(rows)} cells, {counts['agree']} agree, {counts['disagree']} disagree")
+                key = table.CellKey.parse(key_id)
+                engine = table.observed(seen.get(key_id, {"accepted": False, "error": "no answer", "where": ""}))
+                if engine.get("error"):  # the temporary model folder, which changes every run
+                    engine["error"] = engine["error"].replace(tmp, "<models>")
+                diffs = table.disagreements(preds[key_id], engine, hybrid[key.model])
+                why = explain(args.engine, args.version, key, engine, preds[key_id], diffs) if diffs else None
+                rows.append({"id": key_id, "engine": engine, "diffs": diffs, "limit": why, "argv": table.table_argv(_a)})
+    counts = Counter("agree" if not r["diffs"] else "limit" if r["limit"] else "disagree" for r in rows)
+    print(f"\n{args.engine} {args.version}: {len(rows)} cells, {counts['agree']} agree, {counts['limit']} explained "
+          f"limits, {counts['disagree']} disagree")
     for r in rows:
         if r["diffs"]:
-            print(f"  {r['id']}: " + "; ".join(r["diffs"]))
+            print(f"  {r['id']}: " + "; ".join(r["diffs"]) + (f"  [limit: {r['limit'][:100]}]" if r["limit"] else ""))
     path = table_path(args.engine, args.version)
     if args.diff and path.exists():
         old = {json.loads(line)["id"]: json.loads(line) for line in path.read_text().splitlines()}

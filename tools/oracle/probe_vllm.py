@@ -55,6 +55,23 @@ def _resolved(cfg) -> dict:
     }
 
 
+def cuda_runtime() -> str | None:
+    """The CUDA runtime the release's compiled ops link against (0.33.0: libcudart.so.13), which is the
+    `torch.version.cuda` a real start sees: vLLM reads its major for kernel choices (platforms/cuda.py:286-289,
+    e.g. the GDN prefill backend on Blackwell, qwen_gdn_linear_attn.py:251-262)."""
+    import glob
+    import importlib.util
+    import re
+
+    folder = importlib.util.find_spec("vllm").submodule_search_locations[0]
+    for path in sorted(glob.glob(os.path.join(folder, "_C*.so"))):
+        with open(path, "rb") as f:
+            found = re.search(rb"libcudart\.so\.(\d+)", f.read())
+        if found:
+            return f"{found.group(1).decode()}.0"
+    return None
+
+
 def run_cell(parser, argv: list[str]) -> dict:
     """One command line as `vllm serve` takes it: parse (cli/main.py:110), the serve checks (:114,
     cli/serve.py:158-159), the positional model (serve.py:55-57), AsyncEngineArgs.from_cli_args
@@ -106,6 +123,10 @@ def main() -> None:
     import fake_device
 
     device = fake_device.install(job["target"])
+    if device.kind == "cuda":
+        import torch
+
+        torch.version.cuda = cuda_runtime() or torch.version.cuda
     if device.kind == "rocm":
         fake_device.install_amdsmi(device)
     if device.kind in ("cuda", "rocm", "xpu"):
@@ -118,6 +139,11 @@ def main() -> None:
 
         if device.kind in PLATFORMS:
             platforms.current_platform = resolve_obj_by_qualname(PLATFORMS[device.kind])()
+        if device.kind in ("cuda", "rocm"):
+            # The GPU count (TP/PP sizes are checked against it): cuda.py:634-635 and rocm.py:1340 read
+            # it through torch.cuda._is_compiled(), which the CPU torch answers False, and faking that
+            # makes vLLM import CUDA-only torch internals; the count is answered as 8 GPUs instead.
+            type(platforms.current_platform).device_count = classmethod(lambda cls: 8)
         else:  # what vLLM itself finds on a machine with none of its platforms
             platforms.current_platform = resolve_obj_by_qualname(platforms.resolve_current_platform_cls_qualname())()
         from vllm.model_executor.models import registry
@@ -129,6 +155,9 @@ def main() -> None:
         from vllm.utils.argparse_utils import FlexibleArgumentParser
 
         parser = make_arg_parser(FlexibleArgumentParser(prog="vllm serve"))
+        import vllm.model_executor.layers.rotary_embedding  # noqa: F401  registers torch.ops.vllm's rope ops
+
+        gpu_stubs.install_torch_ops(gpu_stubs.LATE_TORCH_OPS)
     except BaseException as e:
         for cell in cells:
             print("ORACLE " + json.dumps({"id": cell["id"], "accepted": False, "error_type": type(e).__name__,

@@ -46,17 +46,32 @@ def test_target_grammar():
 
 
 def test_hybrid_block_size_is_raised_to_the_mamba_page_and_rounded_on_xpu(qwen_next):
+    # XPU's FlashAttention works in 64-token blocks, so the alignment lands on a multiple of 64 at once
     result = validate(qwen_next, "vllm==0.33.0", LaunchSettings(device="xpu", tp=2))
     assert result.ok and result.resolved.page_size == 576 and result.resolved.attention_backend == "FLASH_ATTN"
     raised = _one(result, "VLLM_BLOCK_SIZE_RAISED")
-    assert "544 tokens" in raised.engine_message and "576 tokens" in raised.engine_message
+    assert "576 tokens" in raised.engine_message and "[XPU]" not in raised.engine_message
     assert list(raised.layers) == qwen_next.full_attention_layers
     # what Validate predicts is what Diagnose recognises in vLLM's log
     assert "VLLM_BLOCK_SIZE_RAISED" in [f.code for f in diagnose(raised.engine_message).findings]
     padded = _one(result, "VLLM_MAMBA_PAGE_PADDED")
     assert "7.46%" in padded.engine_message
+    # Triton aligns to 16 (544); XPU's GDN kernel then rounds the block up to a multiple of 64
+    triton = validate(qwen_next, "vllm==0.33.0", LaunchSettings(device="xpu", tp=2, attention_backend="TRITON_ATTN"))
+    message = _one(triton, "VLLM_BLOCK_SIZE_RAISED").engine_message
+    assert triton.resolved.page_size == 576 and "544 tokens" in message and "[XPU]" in message
     on_cuda = validate(qwen_next, "vllm==0.33.0", LaunchSettings(device="cuda", tp=2))
     assert on_cuda.resolved.page_size == 544  # no XPU GDN rounding
+    # on Hopper the GDN prefill runs FlashInfer, whose 64-token checkpoints the block must hold
+    hopper = validate(qwen_next, "vllm==0.33.0", LaunchSettings(device="cuda", gpu="hopper", tp=2))
+    assert hopper.resolved.page_size == 576
+    assert validate(qwen_next, "vllm==0.33.0", LaunchSettings(device="cuda", gpu="hopper", tp=2,
+                                                              disable_radix_cache=True)).resolved.page_size == 544
+
+
+def test_cpu_runs_hybrids_from_a_128_token_block(nano_layer_map):
+    result = validate(nano_layer_map, "vllm==0.33.0", LaunchSettings(device="cpu"))
+    assert result.ok and result.resolved.page_size % 128 == 0 and result.resolved.mamba_ssm_dtype == "float32"
 
 
 def test_kv_cache_groups_and_their_padding(qwen_next, nano_layer_map):
