@@ -5,33 +5,14 @@ except the limits tools/oracle/limits.py explains. Runs on CPU in seconds: no en
 
 from __future__ import annotations
 
-import json
-import sys
-from functools import lru_cache
-
 import pytest
 
-from repo_paths import REPO, SHARED_MODELS
+from oracle_tables import MEMORY, model as _model, rows as _rows, tables, unexplained
 
-sys.path.insert(0, str(REPO / "tools" / "oracle"))
-import cells  # noqa: E402
+import cells  # noqa: E402  (tools/oracle, put on the path by oracle_tables)
 import limits  # noqa: E402
 
-TABLES = sorted((REPO / "tests" / "data" / "oracle").glob("sglang-*.jsonl"))
-MEMORY = {"cuda-hopper": 81559, "cuda-blackwell": 183359, "rocm": 196592, "xpu": 65536, "npu": 65536, "cpu": None}
-
-
-@lru_cache(maxsize=None)
-def _model(name: str):
-    from bringup.core.rules.model_facts import facts_for_pp
-    from bringup.core.sources.resolve import load_layer_map
-
-    layer_map = load_layer_map(str(SHARED_MODELS / f"{name}.json"))
-    return layer_map, facts_for_pp(layer_map, 1).is_hybrid
-
-
-def _rows(path):
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+TABLES = tables("sglang")
 
 
 def _validate(version: str, key: cells.CellKey):
@@ -57,19 +38,18 @@ def test_fake_memory_matches_the_oracle_targets():
     assert MEMORY == {k: (None if k == "cpu" else d.memory_mib) for k, d in fake_device.TARGETS.items()}
 
 
-@pytest.mark.parametrize("path", TABLES, ids=[p.stem for p in TABLES])
-def test_validator_agrees_with_the_release(path):
-    version = path.stem.split("-", 1)[1]
-    wrong, stale = [], []
+def _judged(version: str, path):
     for row in _rows(path):
         key = cells.CellKey.parse(row["id"])
         _result, pred, hybrid = _validate(version, key)
         diffs = cells.disagreements(pred, row["engine"], hybrid)
-        why = limits.explain(version, key, row["engine"], pred, diffs)
-        if diffs and why is None:
-            wrong.append(f"{row['id']}: " + "; ".join(diffs))
-        if why is not None and not diffs:
-            stale.append(f"{row['id']}: listed as a limit ({why[:60]}...) but now agrees")
+        yield row["id"], diffs, limits.explain(version, key, row["engine"], pred, diffs)
+
+
+@pytest.mark.parametrize("path", TABLES, ids=[p.stem for p in TABLES])
+def test_validator_agrees_with_the_release(path):
+    version = path.stem.split("-", 1)[1]
+    wrong, stale = unexplained(_judged(version, path))
     assert not wrong, f"{len(wrong)} cells where validate and sglang {version} disagree:\n" + "\n".join(wrong[:40])
     assert not stale, "\n".join(stale[:40])
 

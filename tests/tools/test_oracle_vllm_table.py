@@ -6,33 +6,14 @@ tools/oracle/vllm_limits.py explains. Runs on CPU in seconds: no engine is impor
 
 from __future__ import annotations
 
-import json
-import sys
-from functools import lru_cache
-
 import pytest
 
-from repo_paths import REPO, SHARED_MODELS
+from oracle_tables import MEMORY, model as _model, rows as _rows, tables, unexplained
 
-sys.path.insert(0, str(REPO / "tools" / "oracle"))
-import vllm_cells  # noqa: E402
+import vllm_cells  # noqa: E402  (tools/oracle, put on the path by oracle_tables)
 import vllm_limits  # noqa: E402
 
-TABLES = sorted((REPO / "tests" / "data" / "oracle").glob("vllm-*.jsonl"))
-MEMORY = {"cuda-hopper": 81559, "cuda-blackwell": 183359, "rocm": 196592, "xpu": 65536, "npu": 65536, "cpu": None}
-
-
-@lru_cache(maxsize=None)
-def _model(name: str):
-    from bringup.core.rules.model_facts import facts_for_pp
-    from bringup.core.sources.resolve import load_layer_map
-
-    layer_map = load_layer_map(str(SHARED_MODELS / f"{name}.json"))
-    return layer_map, facts_for_pp(layer_map, 1).is_hybrid
-
-
-def _rows(path):
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+TABLES = tables("vllm")
 
 
 def _validate(version: str, key: vllm_cells.CellKey):
@@ -51,25 +32,18 @@ def test_the_release_the_rules_were_read_from_has_a_table():
     assert str(READ_VERSION) in {p.stem.split("-", 1)[1] for p in TABLES}
 
 
-def test_fake_memory_matches_the_oracle_targets():
-    import fake_device
-
-    assert MEMORY == {k: (None if k == "cpu" else d.memory_mib) for k, d in fake_device.TARGETS.items()}
+def _judged(version: str, path):
+    for row in _rows(path):
+        key = vllm_cells.CellKey.parse(row["id"])
+        _result, pred, hybrid = _validate(version, key)
+        diffs = vllm_cells.disagreements(pred, row["engine"], hybrid)
+        yield row["id"], diffs, vllm_limits.explain(key, row["engine"], pred, diffs)
 
 
 @pytest.mark.parametrize("path", TABLES, ids=[p.stem for p in TABLES])
 def test_validator_agrees_with_the_release(path):
     version = path.stem.split("-", 1)[1]
-    wrong, stale = [], []
-    for row in _rows(path):
-        key = vllm_cells.CellKey.parse(row["id"])
-        _result, pred, hybrid = _validate(version, key)
-        diffs = vllm_cells.disagreements(pred, row["engine"], hybrid)
-        why = vllm_limits.explain(key, row["engine"], pred, diffs)
-        if diffs and why is None:
-            wrong.append(f"{row['id']}: " + "; ".join(diffs))
-        if why is not None and not diffs:
-            stale.append(f"{row['id']}: listed as a limit ({why[:60]}...) but now agrees")
+    wrong, stale = unexplained(_judged(version, path))
     assert not wrong, f"{len(wrong)} cells where validate and vllm {version} disagree:\n" + "\n".join(wrong[:40])
     assert not stale, "\n".join(stale[:40])
 

@@ -16,7 +16,7 @@ Pruning (what the matrix leaves out, and why):
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 # The oracle's device targets -> LaunchSettings(device, gpu, xmx).
 DEVICES = {
@@ -34,28 +34,37 @@ COMPARED = ("attention_backend", "page_size", "mamba_strategy", "overlap_schedul
 REACHABLE_STAGES = (None, "", "arguments")  # the validator's stages the oracle's reach covers
 
 
+class JoinedKey:
+    """A cell key whose table id is its fields joined by '|' (both engines' cells)."""
+
+    @property
+    def id(self) -> str:
+        return "|".join(getattr(self, f.name) for f in fields(self))
+
+    @classmethod
+    def parse(cls, text: str):
+        return cls(*text.split("|"))
+
+
+def target_settings(device: str, backend: str) -> dict:
+    """The LaunchSettings fields of an oracle target and a backend ("default": the engine's own choice)."""
+    kind, gpu, xmx = DEVICES[device]
+    return dict(device=kind, gpu=gpu, xmx=xmx, attention_backend=None if backend == "default" else backend)
+
+
 @dataclass(frozen=True)
-class CellKey:
+class CellKey(JoinedKey):
     model: str  # file name under ../shared/models, without .json
     device: str  # an oracle target (DEVICES)
     backend: str  # "default" or an --attention-backend
     strategy: str  # STRATEGIES
     extra: str = ""  # "" or a key of EXTRAS
 
-    @property
-    def id(self) -> str:
-        return "|".join((self.model, self.device, self.backend, self.strategy, self.extra))
-
-    @classmethod
-    def parse(cls, text: str) -> "CellKey":
-        return cls(*text.split("|"))
-
 
 def settings_for(key: CellKey):
     from bringup.core.rules.settings import LaunchSettings
 
-    device, gpu, xmx = DEVICES[key.device]
-    kw = dict(device=device, gpu=gpu, xmx=xmx, attention_backend=None if key.backend == "default" else key.backend)
+    kw = target_settings(key.device, key.backend)
     if key.strategy == "disabled":
         kw["disable_radix_cache"] = True
     elif key.strategy != "auto":

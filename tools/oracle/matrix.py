@@ -84,6 +84,12 @@ def run_oracle(engine: str, python: Path, device: str, jobs: list[tuple[str, lis
     return out
 
 
+def _ran_on(cell_id: str, models, devices) -> bool:
+    """Whether a committed cell belongs to this run's models and devices (so a cell it no longer has goes)."""
+    model, device = cell_id.split("|")[:2]
+    return model in models and device in devices
+
+
 def explain(engine: str, version: str, key, seen: dict, pred: dict, diffs: list[str]) -> str | None:
     """The recorded limit that explains a disagreement (limits.py, vllm_limits.py), or None."""
     if engine == "sglang":
@@ -169,9 +175,15 @@ def main(argv=None) -> int:
         for c in changed[:200]:
             print(f"  {c}: {old.get(c, {}).get('engine')} -> {next(r['engine'] for r in rows if r['id'] == c)}")
     if not args.diff or args.write:
+        out = [{"id": r["id"], "argv": r["argv"], "engine": r["engine"]} for r in rows]
+        if (args.models or args.devices) and path.exists():  # a partial run refreshes its own cells only
+            ran = {r["id"] for r in rows}
+            kept = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+            order = {r["id"]: i for i, r in enumerate(kept)}
+            out = [r for r in kept if r["id"] not in ran and not _ran_on(r["id"], maps, devices)] + out
+            out.sort(key=lambda r: order.get(r["id"], len(order)))  # the committed order, new cells last
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join(cells.dumps_row({"id": r["id"], "argv": r["argv"], "engine": r["engine"]}) + "\n"
-                                for r in rows))
+        path.write_text("".join(cells.dumps_row(r) + "\n" for r in out))
         print(f"wrote {path}")
     return 0
 

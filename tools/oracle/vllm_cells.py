@@ -17,11 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# The oracle's device targets -> LaunchSettings(device, gpu, xmx); npu has no in-tree vLLM platform.
-DEVICES = {
-    "cuda-hopper": ("cuda", "hopper", None), "cuda-blackwell": ("cuda", "blackwell", None), "rocm": ("rocm", None, None),
-    "xpu": ("xpu", None, True), "npu": ("npu", None, None), "cpu": ("cpu", None, None),
-}
+from cells import DEVICES, JoinedKey, target_settings  # the oracle's targets, shared with SGLang's cells
+
 # --attention-backend values per device (vLLM's AttentionBackendEnum names the validator takes).
 BACKENDS = {
     "cuda": ("FLASH_ATTN", "TRITON_ATTN", "FLASHINFER"), "rocm": ("ROCM_ATTN", "TRITON_ATTN"),
@@ -50,26 +47,17 @@ REACHABLE_CODES = ("VLLM_DEVICE", "VLLM_XPU_ATTENTION_BACKEND", "VLLM_NO_HYBRID_
 
 
 @dataclass(frozen=True)
-class CellKey:
+class CellKey(JoinedKey):
     model: str  # file name under ../shared/models, without .json
     device: str  # an oracle target (DEVICES)
     backend: str  # "default" or an --attention-backend
     extra: str = ""  # "" or a key of EXTRAS
 
-    @property
-    def id(self) -> str:
-        return "|".join((self.model, self.device, self.backend, self.extra))
-
-    @classmethod
-    def parse(cls, text: str) -> "CellKey":
-        return cls(*text.split("|"))
-
 
 def settings_for(key: CellKey):
     from bringup.core.rules.settings import LaunchSettings
 
-    device, gpu, xmx = DEVICES[key.device]
-    kw = dict(device=device, gpu=gpu, xmx=xmx, attention_backend=None if key.backend == "default" else key.backend)
+    kw = target_settings(key.device, key.backend)
     kw.update(EXTRAS.get(key.extra, {}))
     return LaunchSettings(**kw)
 

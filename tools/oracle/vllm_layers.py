@@ -31,6 +31,16 @@ import sys
 SINKS = {"GptOssForCausalLM": "vllm/model_executor/models/gpt_oss.py:131,186"}
 
 
+# Models whose module imports more than one Mamba-like class, and the config switch that picks one:
+# Kimi-Linear's KDA layers are KimiGatedDeltaNetAttention unless linear_attn_config.use_full_rank_gate
+# (Kimi-K3) asks for KimiK3DeltaAttention (models/kimi_k3/nvidia/model.py:715-735, amd/linear.py:548-564).
+CHOSEN_BY_CONFIG = {
+    "KimiLinearForCausalLM": lambda hf: ("KimiK3DeltaAttention"
+                                         if (getattr(hf, "linear_attn_config", None) or {}).get("use_full_rank_gate")
+                                         else "KimiGatedDeltaNetAttention"),
+}
+
+
 class AlignmentLimit(Exception):
     """The alignment could not be reproduced for this model; the message says why."""
 
@@ -43,8 +53,9 @@ def _bare(cls, **attrs):
     return obj
 
 
-def _state_class(model_cls):
-    """The Mamba-like layer class the model's module imports (one, or the alignment is not reproduced)."""
+def _state_class(model_cls, hf_config):
+    """The Mamba-like layer class the model's module imports (one, or the one its config picks, or the
+    alignment is not reproduced)."""
     from vllm.model_executor.layers.mamba.abstract import MambaBase
 
     found = set()
@@ -53,6 +64,9 @@ def _state_class(model_cls):
         for value in vars(module).values() if module else ():
             if inspect.isclass(value) and issubclass(value, MambaBase) and not inspect.isabstract(value):
                 found.add(value)
+    choose = CHOSEN_BY_CONFIG.get(model_cls.__name__)
+    if choose is not None:
+        found = {c for c in found if c.__name__ == choose(hf_config)}
     if len(found) != 1:
         names = ", ".join(sorted(c.__qualname__ for c in found)) or "none"
         raise AlignmentLimit(f"state layer class of {model_cls.__name__} not identified (MambaBase classes in its "
@@ -90,7 +104,7 @@ def _state_layer(cfg):
     from vllm.model_executor.models import ModelRegistry
 
     model_cls, _ = ModelRegistry.resolve_model_cls(cfg.model_config.architecture, model_config=cfg.model_config)
-    cls = _state_class(model_cls)
+    cls = _state_class(model_cls, cfg.model_config.hf_text_config)
     attrs = {}
     if cls.get_prefill_checkpoint_alignment is not MambaBase.get_prefill_checkpoint_alignment:
         from vllm.model_executor.layers.mamba.gdn import qwen_gdn_linear_attn as gdn
