@@ -136,6 +136,8 @@ def _backend(c: Check) -> str | None:
     s = c.s
     if c.r.attention_backend:
         return c.r.attention_backend.upper()
+    if c.m.mla:
+        return None  # the platform's MLA choice; its blocks are aligned to MLA_BLOCK_ALIGNMENT anyway
     return F.DEFAULT_ATTENTION.value.get("blackwell" if s.device == "cuda" and s.gpu == "blackwell" else s.device)
 
 
@@ -193,6 +195,8 @@ def _dtypes(c: Check, layer_map: LayerMap) -> tuple[str, str, str]:
         ssm = s.mamba_ssm_dtype
     elif c.m.architecture == "NemotronHForCausalLM":  # models/config.py:811-832
         ssm = declared or "float32"
+    elif c.m.family == "kimi_linear":  # KDA's recurrent state: float32 unless asked
+        ssm = F.KDA_STATE_DTYPE.value
     else:
         ssm = dtype
     if s.device == "cpu" and not (s.mamba_ssm_dtype in ("float16", "bfloat16") and c.m.family == "gdn"):
@@ -217,6 +221,8 @@ def _page_alignment(c: Check, layer_map: LayerMap) -> None:
     asked = r.page_size
     kernel = _kernel_block(c)
     align = max(kernel, asked)
+    if c.m.mla:
+        align = max(align, F.MLA_BLOCK_ALIGNMENT.value)
     if r.mamba_strategy == "align" and _gdn_flashinfer(c, layer_map):
         align = lcm(align, F.GDN_FLASHINFER_ALIGNMENT.value)
     block = align * ceil(mamba_page / (align * attn_token))
@@ -226,7 +232,7 @@ def _page_alignment(c: Check, layer_map: LayerMap) -> None:
         notes.append(F.BLOCK_RAISED_MESSAGE.format(block=block))
     else:
         block = asked
-    if s.device == "xpu" and c.m.family == "gdn" and block % F.XPU_GDN_BLOCK.value:
+    if s.device == "xpu" and c.m.family in ("gdn", "kimi_linear") and block % F.XPU_GDN_BLOCK.value:
         block = ceil(block / F.XPU_GDN_BLOCK.value) * F.XPU_GDN_BLOCK.value
         notes.append(f"[XPU]Setting attention block size to {block} tokens to ensure multiple of {F.XPU_GDN_BLOCK.value}.")
     r.page_size = block
@@ -239,7 +245,8 @@ def _page_alignment(c: Check, layer_map: LayerMap) -> None:
               f"{mamba_page:,} B per layer and one token of attention {attn_token:,} B per layer, and both kinds "
               f"share one page size. Prefix caching works in {block}-token blocks.",
               engine_message=" ".join(notes), layers=tuple(c.m.full_attention_layers),
-              source=F.PAGE_ALIGNMENT_SOURCE + ("; " + F.XPU_GDN_BLOCK.source if s.device == "xpu" else ""),
+              source=F.PAGE_ALIGNMENT_SOURCE + ("; " + F.XPU_GDN_BLOCK.source if s.device == "xpu" else "")
+              + ("; " + F.MLA_BLOCK_ALIGNMENT.source if c.m.mla else ""),
               stage="start-up")
     if attn_page != mamba_page:
         c.add("VLLM_MAMBA_PAGE_PADDED", "info",

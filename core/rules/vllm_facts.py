@@ -85,6 +85,13 @@ DEFAULT_ATTENTION = Fact({"cuda": "FLASH_ATTN", "blackwell": "FLASHINFER", "rocm
 KERNEL_BLOCK = Fact({("xpu", "FLASH_ATTN"): 64, ("cpu", "CPU_ATTN"): 32},
                     "vllm/v1/attention/backends/flash_attn.py:357-367, cpu_attn.py:65-66; triton_attn.py:339-340, "
                     "flashinfer.py:585-604, rocm_attn.py:153-165")
+# MLA hybrids: the attention block is a multiple of 128 (TRTLLM/FlashInfer MLA decode kernels need
+# 128 / kernel-block physical blocks; vLLM applies it for every MLA backend).
+MLA_BLOCK_ALIGNMENT = Fact(128, "vllm/platforms/interface.py:1083-1088")
+# KDA (Kimi-Linear): the recurrent state is float32 unless bfloat16 is asked ("auto" -> float32);
+# float16 is refused.
+KDA_STATE_DTYPE = Fact("float32", "vllm/model_executor/layers/mamba/mamba_utils.py:133-149 (kda_state_dtype); "
+                                  "models/kimi_k3/nvidia/model.py:1495-1503")
 # FlashAttention 4's head-256 kernel (capability 10.x/11.x, head size 256, FLASH_ATTN asked there) works in
 # 128-token pages (found by the oracle, issue 31: Qwen3-Next on B200 aligns to 640, not 576).
 FA4_HD256_BLOCK = Fact(128, "vllm/v1/attention/backends/flash_attn.py:364-366, :375-376; fa_utils.py:14, :224-233")

@@ -74,6 +74,17 @@ def test_cpu_runs_hybrids_from_a_128_token_block(nano_layer_map):
     assert result.ok and result.resolved.page_size % 128 == 0 and result.resolved.mamba_ssm_dtype == "float32"
 
 
+def test_kimi_linear_aligns_to_mla_blocks_with_a_float32_kda_state(shared_models):
+    # MLA hybrids align to 128 tokens; KDA keeps its recurrent state in float32 unless bfloat16 is asked
+    kimi = load_layer_map(str(shared_models / "moonshotai__Kimi-Linear-48B-A3B-Instruct.json"))
+    result = validate(kimi, "vllm==0.33.0", LaunchSettings(device="cuda", gpu="hopper"))
+    assert result.ok and result.resolved.page_size == 1920 and result.resolved.mamba_ssm_dtype == "float32"
+    smaller = validate(kimi, "vllm==0.33.0", LaunchSettings(device="cuda", gpu="hopper", mamba_ssm_dtype="bfloat16"))
+    assert smaller.resolved.page_size == 1024
+    on_cuda_float32 = validate(kimi, "vllm==0.33.0", LaunchSettings(device="cuda", gpu="hopper", dtype="float32"))
+    assert "VLLM_NO_ATTENTION_BACKEND" in _codes(on_cuda_float32)
+
+
 def test_kv_cache_groups_and_their_padding(qwen_next, nano_layer_map):
     groups = _one(validate(nano_layer_map, "vllm==0.33.0", LaunchSettings(device="cuda")), "VLLM_KV_CACHE_GROUPS")
     assert "groups of 6: 1 attention group(s) and 4 Mamba group(s)" in groups.message
