@@ -30,6 +30,7 @@ from .paged_attention_decode import paged_attention_decode
 from .paged_attention_prefill import paged_attention_prefill
 from .qk_norm_rope_kv_write import qk_norm_rope_kv_write
 from .rms_norm import rms_norm
+from .rope_paged_decode import rope_paged_decode
 from .rotary import apply_rotary
 from .selective_scan import selective_scan_varlen, selective_state_update, selective_state_update_inplace
 
@@ -68,6 +69,7 @@ OPS = {
     "paged_attention_prefill": paged_attention_prefill,
     "qk_norm_rope_kv_write": qk_norm_rope_kv_write,
     "rms_norm": rms_norm,
+    "rope_paged_decode": rope_paged_decode,
     "selective_scan_varlen": selective_scan_varlen,
     "selective_state_update": selective_state_update,
     "selective_state_update_inplace": selective_state_update_inplace,

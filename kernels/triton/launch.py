@@ -22,13 +22,16 @@ def next_pow2(n: int, at_least: int = 1) -> int:
     return p
 
 
+INTERPRETED_COMPUTE_UNITS = 4  # what compute_units says for the CPU under Triton's interpreter
+
+
 def compute_units(device) -> int:
     """Streaming multiprocessors (CUDA) or Xe cores (XPU): how many programs run at once."""
     import torch
 
     device = torch.device(device)
-    if device.type == "cpu":  # only under TRITON_INTERPRET=1 (debugging on a CPU)
-        return 4
+    if device.type == "cpu":  # only under TRITON_INTERPRET=1 (debugging on a CPU; tests set more)
+        return INTERPRETED_COMPUTE_UNITS
     if device.type == "xpu":
         props = torch.xpu.get_device_properties(device)
         return int(getattr(props, "gpu_subslice_count", 0) or getattr(props, "max_compute_units", 64) // 8 or 8)

@@ -25,38 +25,24 @@ def _tanh(x):
     return 1.0 - 2.0 / (tl.exp(2.0 * x) + 1.0)  # saturates to +-1 (exp overflows to inf, or to 0)
 
 
-# Per-call sizes (the context slices, the block table's width) are not specialized on: a mixed
-# prompt+decode step brings new values every step, and each new divisibility was a fresh compile
-# (0.6 s on the H200) in the middle of serving.
-@triton.jit(do_not_specialize=["tokens_per_split", "num_splits", "s_tb"])
-def _paged_decode_kernel(
-    q_ptr, k_ptr, v_ptr, table_ptr, ctx_ptr, o_ptr, part_acc_ptr, part_ml_ptr, sinks_ptr,
-    scale, softcap, window, head_dim, page_size, rep, tokens_per_split, num_splits,
-    s_qb, s_qh, s_qd,
-    s_kp, s_ko, s_kh, s_kd,
-    s_vp, s_vo, s_vh, s_vd,
-    s_tb, s_tp,
-    s_ob, s_oh, s_od,
-    HAS_WINDOW: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_SINKS: tl.constexpr, SPLIT: tl.constexpr,
-    DOT_PRECISION: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr,
-):
+@triton.jit
+def program_rows(ctx_ptr, rep, head_dim, BLOCK_R: tl.constexpr, BLOCK_D: tl.constexpr):
+    """A decode program's (request, KV head, context slice), the request's context length, and the
+    lanes of its query heads and channels."""
     b = tl.program_id(0)
     kv_head = tl.program_id(1)
-    split = tl.program_id(2)
-    ctx = tl.load(ctx_ptr + b).to(tl.int32)
     offs_r = tl.arange(0, BLOCK_R)
     offs_d = tl.arange(0, BLOCK_D)
-    mask_r = offs_r < rep
-    mask_d = offs_d < head_dim
-    heads = kv_head * rep + offs_r
-    q = tl.load(q_ptr + b * s_qb + heads[:, None] * s_qh + offs_d[None, :] * s_qd,
-                mask=mask_r[:, None] & mask_d[None, :], other=0.0)
-    q = q.to(k_ptr.dtype.element_ty)
+    return (b, kv_head, tl.program_id(2), tl.load(ctx_ptr + b).to(tl.int32), offs_r, offs_d, offs_r < rep,
+            offs_d < head_dim, kv_head * rep + offs_r)
 
-    lo = split * tokens_per_split  # tokens_per_split is a multiple of BLOCK_T
-    hi = tl.minimum(lo + tokens_per_split, ctx)
-    if HAS_WINDOW:
-        lo = tl.maximum(lo, ctx - window)
+
+@triton.jit
+def attend_pages(q, k_ptr, v_ptr, table_ptr, b, kv_head, lo, hi, scale, softcap, page_size, offs_d, mask_d,
+                 s_kp, s_ko, s_kh, s_kd, s_vp, s_vo, s_vh, s_vd, s_tb, s_tp, HAS_SOFTCAP: tl.constexpr,
+                 DOT_PRECISION: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr):
+    """The online softmax of q [BLOCK_R, BLOCK_D] over the cached tokens lo..hi of request b's pages, KV
+    head kv_head: (running max, denominator, weighted values) per query head."""
     m_i = tl.full([BLOCK_R], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_R], dtype=tl.float32)
     acc = tl.zeros([BLOCK_R, BLOCK_D], dtype=tl.float32)
@@ -81,9 +67,15 @@ def _paged_decode_kernel(
         l_i = l_i * alpha + tl.sum(p, axis=1)
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
         m_i = m_new
+    return m_i, l_i, acc
 
+
+@triton.jit
+def store_out(acc, m_i, l_i, b, heads, mask_r, offs_d, mask_d, head_dim, rep, split, num_splits, o_ptr,
+              part_acc_ptr, part_ml_ptr, sinks_ptr, s_ob, s_oh, s_od, HAS_SINKS: tl.constexpr, SPLIT: tl.constexpr):
+    """A program's softmax to the output (the sinks joining its denominator), or its slice's partial results."""
     out_mask = mask_r[:, None] & mask_d[None, :]
-    if SPLIT:  # partial results [B, Hq, splits, D] and [2, B, Hq, splits] (m, l), merged below
+    if SPLIT:  # partial results [B, Hq, splits, D] and [2, B, Hq, splits] (m, l), merged after
         row = (b * rep * tl.num_programs(1) + heads) * num_splits + split
         tl.store(part_acc_ptr + row[:, None] * head_dim + offs_d[None, :], acc, mask=out_mask)
         tl.store(part_ml_ptr + row, m_i, mask=mask_r)
@@ -98,6 +90,39 @@ def _paged_decode_kernel(
             out = acc / l_i[:, None]
         tl.store(o_ptr + b * s_ob + heads[:, None] * s_oh + offs_d[None, :] * s_od,
                  out.to(o_ptr.dtype.element_ty), mask=out_mask)
+
+
+# Per-call sizes (the context slices, the block table's width) are not specialized on: a mixed
+# prompt+decode step brings new values every step, and each new divisibility was a fresh compile
+# (0.6 s on the H200) in the middle of serving.
+@triton.jit(do_not_specialize=["tokens_per_split", "num_splits", "s_tb"])
+def _paged_decode_kernel(
+    q_ptr, k_ptr, v_ptr, table_ptr, ctx_ptr, o_ptr, part_acc_ptr, part_ml_ptr, sinks_ptr,
+    scale, softcap, window, head_dim, page_size, rep, tokens_per_split, num_splits,
+    s_qb, s_qh, s_qd,
+    s_kp, s_ko, s_kh, s_kd,
+    s_vp, s_vo, s_vh, s_vd,
+    s_tb, s_tp,
+    s_ob, s_oh, s_od,
+    HAS_WINDOW: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_SINKS: tl.constexpr, SPLIT: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr,
+):
+    b, kv_head, split, ctx, offs_r, offs_d, mask_r, mask_d, heads = program_rows(ctx_ptr, rep, head_dim, BLOCK_R,
+                                                                                 BLOCK_D)
+    q = tl.load(q_ptr + b * s_qb + heads[:, None] * s_qh + offs_d[None, :] * s_qd,
+                mask=mask_r[:, None] & mask_d[None, :], other=0.0)
+    q = q.to(k_ptr.dtype.element_ty)
+
+    lo = split * tokens_per_split  # tokens_per_split is a multiple of BLOCK_T
+    hi = tl.minimum(lo + tokens_per_split, ctx)
+    if HAS_WINDOW:
+        lo = tl.maximum(lo, ctx - window)
+    m_i, l_i, acc = attend_pages(q, k_ptr, v_ptr, table_ptr, b, kv_head, lo, hi, scale, softcap, page_size, offs_d,
+                                 mask_d, s_kp, s_ko, s_kh, s_kd, s_vp, s_vo, s_vh, s_vd, s_tb, s_tp, HAS_SOFTCAP,
+                                 DOT_PRECISION, BLOCK_R, BLOCK_T, BLOCK_D)
+
+    store_out(acc, m_i, l_i, b, heads, mask_r, offs_d, mask_d, head_dim, rep, split, num_splits, o_ptr, part_acc_ptr,
+              part_ml_ptr, sinks_ptr, s_ob, s_oh, s_od, HAS_SINKS, SPLIT)
 
 
 @triton.jit(do_not_specialize=["num_rows", "num_splits"])

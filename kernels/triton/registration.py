@@ -40,6 +40,7 @@ FAST_OPS: dict[str, tuple[str, str, bool]] = {
     "act_and_mul": ("triton", "triton.act_and_mul", False),
     "gated_rms_norm": ("triton", "triton.norms", False),
     "qk_norm_rope_kv_write": ("triton", "triton.qk_norm_rope", False),
+    "rope_paged_decode": ("triton", "triton.rope_paged_decode", False),
 }
 
 # device type -> {op: why the reference stays}, filled by register_fast_ops (for logs and tests)

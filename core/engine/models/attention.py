@@ -1,5 +1,6 @@
 """Paged attention as a model layer sees it: write the new K/V into the pool, attend through the block tables
-(rotary_attention: q/k norms and the rotary embedding first, fused with the write where the device can)."""
+(rotary_attention: q/k norms and the rotary embedding first, fused with the write where the device can,
+and at decode with the attention too)."""
 
 from __future__ import annotations
 
@@ -32,8 +33,18 @@ def rotary_attention(ops, batch, layer_id: int, q: torch.Tensor, k: torch.Tensor
     """paged_attention of q and k after their optional per-head RMSNorms (q_norm / k_norm: modules with
     `weight` and `eps`, or None) and the rotary embedding (cos/sin times `scaling`). Where the device has
     a fused qk_norm_rope_kv_write (one Triton launch for norms, rotary and the cache write, in place of
-    about thirty kernels), it is used; elsewhere the ops one by one, as the layers always called them."""
-    if getattr(ops, "implementations", {}).get("qk_norm_rope_kv_write", "reference") == "reference":
+    about thirty kernels), it is used, and in a decode-only batch where the device has rope_paged_decode,
+    that one launch does the attention too; elsewhere the ops one by one, as the layers always called them."""
+    names = getattr(ops, "implementations", {})
+    if batch.is_decode_only and names.get("rope_paged_decode", "reference") != "reference":
+        k_cache, v_cache, tables, slots = _cache_of(batch, layer_id)
+        norm = q_norm if q_norm is not None else k_norm
+        return ops.rope_paged_decode(q, k, v, batch.positions, inv_freq, k_cache, v_cache, slots, tables,
+                                     batch.context_lens_on_device, scale, sliding_window, softcap, sinks, scaling,
+                                     None if q_norm is None else q_norm.weight,
+                                     None if k_norm is None else k_norm.weight,
+                                     norm.eps if norm is not None else 1e-6, norm_in_float32)
+    if names.get("qk_norm_rope_kv_write", "reference") == "reference":
         if q_norm is not None:
             q = ops.rms_norm(q, q_norm.weight, q_norm.eps, multiply_in_float32=norm_in_float32)
         if k_norm is not None:

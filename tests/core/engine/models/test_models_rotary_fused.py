@@ -4,7 +4,8 @@ fused op (qk_norm_rope_kv_write), as on a GPU: Llama (scaled RoPE), Qwen3 (q/k n
 Mistral (sliding), Gemma 3 (1 + w norms multiplied in float32, RoPE per layer kind), gpt-oss (YaRN
 scaling, sinks), LFM2 (q/k norms beside short convs). On the CPU the op's reference is registered as
 the fast one; the Triton kernel itself runs under the interpreter in one family (Qwen3) with q/k/v
-fused as on a GPU."""
+fused as on a GPU. The same families through rope_paged_decode at decode (the op above and the decode
+attention in one), the Triton kernel interpreted in Qwen3 too."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import sys
 import pytest
 from models_helpers import assert_matches_hf, hf_checkpoint, load_with_fast_op, run_engine, standard_requests
 
-from bringup.kernels.reference import qk_norm_rope_kv_write
+from bringup.kernels.reference import qk_norm_rope_kv_write, rope_paged_decode
 
 transformers = pytest.importorskip("transformers")
 
@@ -49,15 +50,19 @@ def _checkpoint(name, folder):
 
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))
-def test_family_through_the_fused_rotary_op_matches_transformers(name, tmp_path):
+@pytest.mark.parametrize("op, reference", [("qk_norm_rope_kv_write", qk_norm_rope_kv_write),
+                                           ("rope_paged_decode", rope_paged_decode)])
+def test_family_through_the_fused_rotary_op_matches_transformers(name, op, reference, tmp_path):
+    """qk_norm_rope_kv_write: every step's norms, rotary and cache write in one op; rope_paged_decode:
+    decode steps' attention with them (prompts through the ops as before)."""
     hf = _checkpoint(name, tmp_path)
     calls = []
 
     def counted(*args, **kwargs):
         calls.append(1)
-        return qk_norm_rope_kv_write(*args, **kwargs)
+        return reference(*args, **kwargs)
 
-    model, registered = load_with_fast_op(tmp_path, "qk_norm_rope_kv_write", counted)
+    model, registered = load_with_fast_op(tmp_path, op, counted)
     assert_matches_hf(hf, run_engine(model, standard_requests(FAMILIES[name][2]["vocab_size"])))
     assert calls or not registered  # the layers really went through the fused op
 
@@ -73,6 +78,9 @@ from bringup.kernels import dispatch
 from bringup.kernels.triton.qk_norm_rope import qk_norm_rope_kv_write
 FusedQKV.fuse_qkv = True  # as on a GPU: q, k, v are views of one product
 dispatch.register("qk_norm_rope_kv_write", "cpu", qk_norm_rope_kv_write, name="triton")
+if {decode!r}:  # decode steps through the one-launch norms + rotary + write + attention
+    from bringup.kernels.triton.rope_paged_decode import rope_paged_decode
+    dispatch.register("rope_paged_decode", "cpu", rope_paged_decode, name="triton")
 hf = transformers.Qwen3ForCausalLM.from_pretrained({folder!r}).eval()
 model = load_model({folder!r}, device="cpu").model
 assert_matches_hf(hf, run_engine(model, standard_requests(96)), atol=1e-4)
@@ -80,10 +88,12 @@ print("ok")
 """
 
 
-def test_qwen3_through_the_triton_kernel_interpreted_matches_transformers(tmp_path):
+@pytest.mark.parametrize("decode", [False, True], ids=["rotary-write", "rotary-write-attention"])
+def test_qwen3_through_the_triton_kernel_interpreted_matches_transformers(tmp_path, decode):
     pytest.importorskip("triton")
     _checkpoint("qwen3", tmp_path)
     env = {**os.environ, "TRITON_INTERPRET": "1"}
-    code = _INTERPRETED.format(paths=[p for p in sys.path if p.endswith("helpers")], folder=str(tmp_path))
+    code = _INTERPRETED.format(paths=[p for p in sys.path if p.endswith("helpers")], folder=str(tmp_path),
+                               decode=decode)
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), (done.stdout[-2000:], done.stderr[-3000:])
