@@ -33,6 +33,28 @@ def resolve_dtypes(c: Check, *, conv_default: str = "bfloat16") -> None:
         r.why["mamba_ssm_dtype"] = "default float32"
 
 
+# _gpt_oss_overrides raises on XPU for a --dtype other than auto or bfloat16, in every profiled release.
+_GPT_OSS_XPU_DTYPE_SOURCE = {
+    "0.5.17": "arg_groups/overrides.py:900", "0.5.18": "arg_groups/overrides.py:956",
+    "0.5.19": "arg_groups/model_overrides/gpt_oss.py:57", "0.5.20": "arg_groups/model_overrides/gpt_oss.py:57",
+    "0.5.21": "arg_groups/model_overrides/gpt_oss.py:52", "0.5.22": "arg_groups/model_overrides/gpt_oss.py:52",
+    "0.5.23": "arg_groups/model_overrides/gpt_oss.py:52",
+}
+
+
+def check_sglang_model_dtype(c: Check) -> None:
+    """The model overrides' dtype refusals (met in the model-specific adjustments)."""
+    s = c.s
+    if c.m.architecture != "GptOssForCausalLM" or s.device != "xpu" or s.dtype in ("auto", "bfloat16"):
+        return
+    where = _GPT_OSS_XPU_DTYPE_SOURCE.get(c.profile.label, "arg_groups/model_overrides/gpt_oss.py")
+    c.add("GPT_OSS_XPU_DTYPE", "error", f"gpt-oss on Intel XPU runs only in bfloat16; --dtype {s.dtype} is refused.",
+          fix="pass --dtype bfloat16, or drop --dtype (auto)",
+          engine_message=(f"NotImplementedError: GptOssForCausalLM on Intel XPU only supports bfloat16 dtype, but got "
+                          f"'{s.dtype}'. Please use --dtype bfloat16 or remove --dtype to use auto."),
+          source=f"python/sglang/srt/{where} (_gpt_oss_overrides)", stage="arguments")
+
+
 def check_sglang_dtypes(c: Check) -> None:
     m, s, r = c.m, c.s, c.r
     if not m.is_hybrid:

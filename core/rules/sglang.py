@@ -7,7 +7,7 @@ from __future__ import annotations
 from bringup.core.rules import sglang_archs as archs
 from bringup.core.rules import messages as msg
 from bringup.core.rules.check import Check
-from bringup.core.rules.dtypes import check_sglang_dtypes, resolve_dtypes
+from bringup.core.rules.dtypes import check_sglang_dtypes, check_sglang_model_dtype, resolve_dtypes
 from bringup.core.rules.model_facts import ModelFacts
 from bringup.core.rules.parallel import check_pp, check_tp
 from bringup.core.rules.profiles import SglangProfile, versions_where
@@ -29,6 +29,7 @@ def check_sglang(m: ModelFacts, s: LaunchSettings, profile: SglangProfile) -> Ch
     _check_choices(c)
     _check_architecture(c)
     resolve_dtypes(c)
+    check_sglang_model_dtype(c)
     # The architecture branch's asserts (triton refusal) come before handle_mamba_radix_cache in the
     # model adjustments of every release (server_args.py 0.5.17-0.5.18, arg_groups/model_hook.py later).
     check_model_hook(c)

@@ -358,3 +358,14 @@ def test_no_buffer_meets_nemotron_h_own_trtllm_pick_on_blackwell(version, refuse
         assert r.first_error is f and f.stage == "arguments" and "--attention-backend flashinfer" in f.fix
         assert f.engine_message == "AssertionError: no_buffer do not support trtllm_mha attention backend."
         assert [x.code for x in r.findings].count("NO_BUFFER_TRTLLM") == 1
+
+
+@pytest.mark.parametrize("version", ["0.5.17", "0.5.21"])
+def test_gpt_oss_on_xpu_refuses_a_dtype_other_than_bfloat16(version):
+    f = finding(run("openai__gpt-oss-20b.json", f"sglang=={version}", device="xpu", xmx=True, dtype="float16"),
+                "GPT_OSS_XPU_DTYPE")
+    assert f.severity == "error" and f.engine_message.startswith(
+        "NotImplementedError: GptOssForCausalLM on Intel XPU only supports bfloat16 dtype, but got 'float16'.")
+    for ok in ({"dtype": "bfloat16"}, {}, {"device": "cuda", "dtype": "float16"}):
+        kw = {"device": "xpu", "xmx": True, **ok}
+        assert "GPT_OSS_XPU_DTYPE" not in codes(run("openai__gpt-oss-20b.json", f"sglang=={version}", **kw))
