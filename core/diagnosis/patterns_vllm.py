@@ -91,8 +91,9 @@ VLLM: tuple[Pattern, ...] = (
         "The hybrid KV cache manager is not available here",
         "Hybrid Mamba models need vLLM's hybrid KV cache manager (one pool, attention and Mamba groups of equal "
         "page size); this platform or connector cannot run it.",
-        "Run on CUDA, ROCm or XPU (platforms with support_hybrid_kv_cache), and without a KV connector that lacks HMA.",
-        source="vllm 0.33.0 config/vllm.py:2281-2289; platforms/xpu.py:535",
+        "Run on CUDA, ROCm, XPU or CPU (the platforms with support_hybrid_kv_cache), and without a KV connector that "
+        "lacks HMA.",
+        source="vllm 0.33.0 config/vllm.py:2281-2289; platforms/cuda.py:683, rocm.py:1389, xpu.py:535, cpu.py:649",
         supersedes=("UNRECOGNIZED_ERROR",),
     ),
     Pattern(
@@ -103,6 +104,36 @@ VLLM: tuple[Pattern, ...] = (
         "(the default) or TRITON_ATTN (use_mla: {mla}).",
         "Drop --attention-backend, or pass TRITON_ATTN / FLASH_ATTN on XPU (SGLang's intel_xpu is not a vLLM backend).",
         source="vllm 0.33.0 platforms/xpu.py:264-268",
+        supersedes=("UNRECOGNIZED_ERROR",),
+    ),
+    Pattern(
+        "VLLM_DTYPE_FLOAT16", "vllm", "error",
+        r"The model type '(?P<model_type>[\w.-]+)' does not support float16",
+        "vLLM refuses float16 for {model_type}",
+        "vLLM's ModelConfig refuses float16 for {model_type} models (numerical instability) before anything loads.",
+        "Pass --dtype bfloat16 (or float32), or leave --dtype auto.",
+        source="vllm 0.33.0 config/model.py:2398-2420",
+        supersedes=("UNRECOGNIZED_ERROR",),
+    ),
+    Pattern(
+        "VLLM_NO_ATTENTION_BACKEND", "vllm", "error",
+        r"No valid attention backend found for (?P<dev>\w+) with AttentionSelectorConfig\(head_size=(?P<head>\d+), "
+        r"dtype=torch\.(?P<dtype>\w+)",
+        "No vLLM attention backend on {dev} takes this model in {dtype}",
+        "vLLM's selector found no attention backend for head size {head} in {dtype} on {dev} (CUDA's MLA backends, "
+        "for one, run float16/bfloat16 only); the reasons follow in the message.",
+        "Pass --dtype bfloat16 (or another dtype the message's reasons allow).",
+        source="vllm 0.33.0 platforms/cuda.py:452-475; v1/attention/backends/mla/triton_mla.py:100",
+        supersedes=("UNRECOGNIZED_ERROR",),
+    ),
+    Pattern(
+        "VLLM_ATTENTION_BACKEND_INVALID", "vllm", "error",
+        r"Selected backend AttentionBackendEnum\.(?P<backend>\w+) is not valid for this configuration\. "
+        r"Reason: (?P<reason>.+)",
+        "vLLM cannot run the asked --attention-backend {backend} here",
+        "The {backend} backend's own check refused this device or model: {reason}",
+        "Drop --attention-backend to let vLLM choose, or ask for another backend (FlashMLA dense: Hopper only).",
+        source="vllm 0.33.0 platforms/cuda.py:430-445; v1/attention/ops/flashmla.py:50-58",
         supersedes=("UNRECOGNIZED_ERROR",),
     ),
     Pattern(

@@ -30,6 +30,7 @@ def check_vllm(m: ModelFacts, s: LaunchSettings, layer_map: LayerMap, version) -
     cfg = layer_map.config  # the head size as vLLM reads it (config/model.py get_head_size)
     heads = cfg.get("num_attention_heads")
     c.derived["head_dim"] = cfg.get("head_dim") or (cfg.get("hidden_size", 0) // heads if heads else None)
+    c.derived["mla_head_size"] = cfg.get("kv_lora_rank", 0) + cfg.get("qk_rope_head_dim", 0)  # model.py get_head_size
     _architecture(c)
     _platform(c)
     if s.device in F.DEVICES.value:  # ModelConfig checks the method before the attention backend is picked
@@ -111,7 +112,8 @@ def _cuda_mla_backend(c: Check) -> None:
     float32 = (s.dtype == "float32") or (s.dtype == "auto" and c.m.config_dtype == "float32")
     if float32:
         c.add("VLLM_NO_ATTENTION_BACKEND", "error", "None of vLLM's CUDA MLA attention backends runs float32.",
-              fix="pass --dtype bfloat16 (or leave --dtype auto)", engine_message=F.NO_BACKEND_MESSAGE,
+              fix="pass --dtype bfloat16 (or leave --dtype auto)",
+              engine_message=F.NO_BACKEND_MESSAGE.format(head=c.derived.get("mla_head_size")),
               source=F.CUDA_MLA_DTYPES.source, layers=tuple(c.m.full_attention_layers), stage="model load")
     elif (s.attention_backend or "").upper() == "FLASHMLA" and s.gpu not in (None, F.FLASHMLA_HOPPER.value):
         c.add("VLLM_ATTENTION_BACKEND_INVALID", "error", "FlashMLA's dense kernel runs on Hopper only.",

@@ -99,7 +99,8 @@ FA4_HD256_BLOCK = Fact(128, "vllm/v1/attention/backends/flash_attn.py:364-366, :
 CUDA_MLA_DTYPES = Fact(("float16", "bfloat16"), "vllm/v1/attention/backends/mla/triton_mla.py:100, flashmla.py:47, "
                                                 "flashattn_mla.py:41, flashinfer_mla.py:194, cutlass_mla.py:39; "
                                                 "platforms/cuda.py:472-475")
-NO_BACKEND_MESSAGE = "ValueError: No valid attention backend found for cuda with AttentionSelectorConfig("
+NO_BACKEND_MESSAGE = ("ValueError: No valid attention backend found for cuda with AttentionSelectorConfig(head_size={head}, "
+                      "dtype=torch.float32, ...)")
 # FlashMLA's dense kernel runs on Hopper only (capability 9.x); asked elsewhere, the selector raises.
 FLASHMLA_HOPPER = Fact("hopper", "vllm/v1/attention/ops/flashmla.py:50-58; platforms/cuda.py:430-445")
 FLASHMLA_MESSAGE = ("ValueError: Selected backend AttentionBackendEnum.FLASHMLA is not valid for this configuration. "

@@ -130,6 +130,16 @@ LOGS = {
         "    raise ValueError(",
         "ValueError: Invalid attention backend for xpu, with use_mla: False",
     ),
+    "VLLM_DTYPE_FLOAT16": vllm("pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig",
+                               "  Value error, The model type 'gemma3_text' does not support float16. Reason: Numerical "
+                               "instability. Please use bfloat16 or float32 instead."),
+    "VLLM_NO_ATTENTION_BACKEND": vllm(
+        "ValueError: No valid attention backend found for cuda with AttentionSelectorConfig(head_size=576, "
+        "dtype=torch.float32, kv_cache_dtype=auto, block_size=None, use_mla=True). Reasons: {FLASH_ATTN_MLA: "
+        "[dtype not supported]}."),
+    "VLLM_ATTENTION_BACKEND_INVALID": vllm(
+        "ValueError: Selected backend AttentionBackendEnum.FLASHMLA is not valid for this configuration. Reason: "
+        "['FlashMLA Dense is only supported on Hopper devices.']"),
     "VLLM_PADDING_LAYERS": "(EngineCore_DP0 pid=4410) WARNING 09-10 18:22:09 [kv_cache_planning.py:537] Add 1 "
                            "padding layers, may waste at most 4.35% KV cache memory",
     "VLLM_HMA_FORCED_UNSUPPORTED": "ValueError: Hybrid KV cache manager was explicitly enabled but is not supported "

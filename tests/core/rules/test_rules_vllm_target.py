@@ -82,7 +82,10 @@ def test_kimi_linear_aligns_to_mla_blocks_with_a_float32_kda_state(shared_models
     smaller = validate(kimi, "vllm==0.33.0", LaunchSettings(device="cuda", gpu="hopper", mamba_ssm_dtype="bfloat16"))
     assert smaller.resolved.page_size == 1024
     on_cuda_float32 = validate(kimi, "vllm==0.33.0", LaunchSettings(device="cuda", gpu="hopper", dtype="float32"))
-    assert "VLLM_NO_ATTENTION_BACKEND" in _codes(on_cuda_float32)
+    flashmla = validate(kimi, "vllm==0.33.0", LaunchSettings(device="cuda", gpu="blackwell", attention_backend="FLASHMLA"))
+    # what Validate predicts is what Diagnose recognises in vLLM's log
+    for result, code in ((on_cuda_float32, "VLLM_NO_ATTENTION_BACKEND"), (flashmla, "VLLM_ATTENTION_BACKEND_INVALID")):
+        assert code in [f.code for f in diagnose(_one(result, code).engine_message).findings]
 
 
 def test_kv_cache_groups_and_their_padding(qwen_next, nano_layer_map):
