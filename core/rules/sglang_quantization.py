@@ -75,6 +75,7 @@ def check_quantization(c: Check) -> None:
         return
     if s.device == "cuda":
         _check_capability(c, method)
+        _nvfp4_gemm(c, method)
     else:
         _check_device(c, method)
 
@@ -103,3 +104,24 @@ def _check_capability(c: Check, method: str) -> None:
           engine_message=(f"ValueError: The quantization method {method} is not supported for the current GPU. "
                           f"Minimum capability: {need}. Current capability: <your GPU's>."),
           source=f"{_Q}{where}; python/sglang/srt/model_loader/loader.py:{line}", stage="model load")
+
+
+# fp4_utils.py initialize_fp4_gemm_config: the line of `if backend == "auto":` (every release: SM100 ->
+# flashinfer_cutedsl, CUDA 8.0 <= capability < 10.0 -> marlin, else flashinfer_cutlass).
+FP4_AUTO_LINE = {(0, 5, 17): 150, (0, 5, 18): 150, (0, 5, 19): 150, (0, 5, 20): 150, (0, 5, 21): 150,
+                 (0, 5, 22): 154, (0, 5, 23): 154}
+
+
+def _nvfp4_gemm(c: Check, method: str) -> None:
+    """NVFP4 linears on Hopper run weight-only through Marlin; FP4 matrix units are Blackwell's."""
+    line = FP4_AUTO_LINE.get(tuple(c.profile.version))
+    fp4 = method == "modelopt_fp4" or (method == "modelopt_mixed" and "nvfp4" in {k for k, _ in c.m.weight_schemes})
+    if line is None or not fp4 or c.s.gpu not in ("hopper", "blackwell"):
+        return
+    how = ("FlashInfer's CuTe DSL FP4 GEMM (fp4 weights and activations)" if c.s.gpu == "blackwell" else
+           "Marlin, weight-only (W4A16: the fp4 weights are widened in the kernel and activations stay in the model "
+           "dtype), since Hopper has no FP4 matrix units")
+    c.add("SGLANG_NVFP4_GEMM", "info",
+          f"SGLang {c.profile.label}'s default --fp4-gemm-backend auto runs this checkpoint's NVFP4 linears on "
+          f"{c.s.gpu.title()} with {how}.",
+          source=f"{_Q}fp4_utils.py:{line}", stage="model load")

@@ -9,7 +9,9 @@ method with `M quantization is currently not supported in P.`; ROCm (rocm.py:668
 (xpu.py:113-131) have lists, CUDA and CPU have none. At load, `_get_quantization_config`
 (config/vllm.py:916-944) compares the compute capability where the platform reports one (CUDA, ROCm;
 XPU returns None, xpu.py:319-325) and refuses a model dtype outside the method's activation dtypes.
-GGUF: vLLM 0.33 has no gguf method or load format at all.
+GGUF: vLLM 0.33 has no gguf method or load format at all. NVFP4 linears (modelopt_fp4 and
+compressed-tensors' nvfp4) pick a kernel from `_POSSIBLE_NVFP4_KERNELS`, which lists CUDA's and, for
+ROCm, only the emulation kernel: none for CPU or XPU.
 """
 
 from __future__ import annotations
@@ -41,6 +43,13 @@ METHODS = {
     "auto_gptq": (60, ("float16", "bfloat16"), "auto_gptq.py:179, :183"),
     "auto_awq": (75, ("float16", "bfloat16"), "auto_awq.py:230, :234"),
 }
+
+
+# vllm/model_executor/kernels/linear/__init__.py: the NVFP4 linear kernels per platform, and the raise
+# when a platform has none (init_nvfp4_linear_kernel, reached from modelopt.py:2435 and
+# compressed_tensors/schemes/compressed_tensors_w4a4_nvfp4.py:31).
+NVFP4_KERNELS_SOURCE = "vllm/model_executor/kernels/linear/__init__.py:592-613, :1263-1309"
+NVFP4_NO_KERNEL = "ValueError: Failed to find a kernel that can implement the NVFP4 linear layer. Reasons: "
 
 
 def vllm_method(m, device: str) -> str | None:
@@ -83,6 +92,10 @@ def check_quantization(c: Check) -> None:
               engine_message=f"ValueError: {method} quantization is currently not supported in {s.device}.",
               source=f"{listed[1]}; {VERIFY_SOURCE}", stage="model config")
         return
+    nvfp4 = "nvfp4" in {k for k, _ in m.weight_schemes}
+    if nvfp4 and s.device in ("cpu", "xpu"):
+        _nvfp4_kernels(c, method)
+        return
     facts = METHODS.get(method)
     if facts is None:
         return
@@ -106,3 +119,22 @@ def check_quantization(c: Check) -> None:
           engine_message=(f"ValueError: The quantization method {method} is not supported for the current GPU. Minimum "
                           f"capability: {need}. Current capability: <your GPU's>." if s.device == "cuda" else ""),
           source=f"{_Q}{where}; {LOAD_SOURCE}" + (f"; {listed[1]}" if listed else ""), stage="model load")
+    if nvfp4:
+        _nvfp4_kernels(c, method)  # the kernels are picked as the model is built, after the checks above
+
+
+def _nvfp4_kernels(c: Check, method: str) -> None:
+    """NVFP4 linears off CUDA: none on CPU/XPU, emulation on ROCm."""
+    device = c.s.device
+    if device in ("cpu", "xpu"):
+        # modelopt's NVFP4 is W4A4 (the auto path raises with no reasons); a weight-only table takes another path.
+        c.add("VLLM_QUANT_NVFP4_KERNEL", "error",
+              f"vLLM has no NVFP4 linear kernel for {device}, so the first NVFP4 layer of this {method} checkpoint "
+              "fails to build.", fix="a CUDA GPU (or ROCm, emulated), or the bf16 model",
+              engine_message=NVFP4_NO_KERNEL if method == "modelopt_fp4" else "",
+              source=NVFP4_KERNELS_SOURCE, stage="model load")
+    elif device == "rocm":
+        c.add("VLLM_QUANT_NVFP4_KERNEL", "warning",
+              "vLLM's only NVFP4 linear kernel on ROCm is EmulationNvFp4LinearKernel, what vLLM itself calls "
+              "'the slow and unoptimized emulation backend' (kernels/linear/__init__.py:1294-1296).", fix="a Blackwell GPU for native NVFP4, or the bf16 model",
+              source=NVFP4_KERNELS_SOURCE, stage="model load")

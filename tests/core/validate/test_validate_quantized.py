@@ -48,3 +48,16 @@ def test_sglang_names_the_compute_capability_its_loader_asks_of_each_method():
         found = {f.code: f for f in result.findings}["SGLANG_QUANT_CAPABILITY"]
         assert f"{method} checkpoint" in found.message and f"capability {need}" in found.message
         assert "loader.py:262" in found.source and "Minimum capability" in found.engine_message
+
+
+def test_sglang_runs_nvfp4_linears_weight_only_on_hopper_and_as_fp4_on_blackwell():
+    config = json.loads(NANO_CONFIG.read_text())
+    config["quantization_config"] = NVFP4
+    for release, line in (("0.5.17", 150), ("0.5.23", 154)):
+        for gpu, kernel in (("hopper", "Marlin, weight-only"), ("blackwell", "CuTe DSL")):
+            result = validate(build_layer_map(config), f"sglang=={release}", LaunchSettings(device="cuda", gpu=gpu))
+            found = {f.code: f for f in result.findings}["SGLANG_NVFP4_GEMM"]
+            assert kernel in found.message and found.source.endswith(f"fp4_utils.py:{line}")
+    config["quantization_config"] = FP8
+    result = validate(build_layer_map(config), "sglang==0.5.23", LaunchSettings(device="cuda", gpu="hopper"))
+    assert "SGLANG_NVFP4_GEMM" not in {f.code for f in result.findings}

@@ -49,8 +49,8 @@ def test_fp8_blocks_and_compressed_tensors_pass_every_platform(device):
 
 
 def test_rocm_lists_every_modelopt_method():
-    for quant in (NVFP4, MIXED):
-        assert list(quant_findings(quant, "rocm")) == ["VLLM_QUANT_ACCEPTED"]
+    for quant in (NVFP4, MIXED, {"quant_method": "modelopt", "quant_algo": "FP8"}):
+        assert list(quant_findings(quant, "rocm"))[0] == "VLLM_QUANT_ACCEPTED"
 
 
 def test_cuda_names_the_minimum_capability_of_each_method():
@@ -76,3 +76,15 @@ def test_gguf_is_refused():
                                        "backbone.layers.1.mixer.experts.up_proj.weight": "Q4_K"}}
     found = quant_findings(None, "cuda", config=config)
     assert found and found["VLLM_QUANT_GGUF"].severity == "error"
+
+
+def test_nvfp4_linears_have_no_kernel_on_cpu_and_are_emulated_on_rocm():
+    cpu = quant_findings(NVFP4, "cpu")
+    assert "VLLM_QUANT_ACCEPTED" not in cpu
+    assert cpu["VLLM_QUANT_NVFP4_KERNEL"].engine_message.startswith("ValueError: Failed to find a kernel")
+    rocm = quant_findings(NVFP4, "rocm")
+    assert rocm["VLLM_QUANT_NVFP4_KERNEL"].severity == "warning" and "Emulation" in rocm["VLLM_QUANT_NVFP4_KERNEL"].message
+    ct_nvfp4 = {"quant_method": "compressed-tensors", "config_groups": {"group_0": {
+        "targets": ["Linear"], "weights": {"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16}}}}
+    assert quant_findings(ct_nvfp4, "xpu")["VLLM_QUANT_NVFP4_KERNEL"].severity == "error"
+    assert "VLLM_QUANT_NVFP4_KERNEL" not in quant_findings(NVFP4, "cuda")
