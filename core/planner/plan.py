@@ -51,7 +51,11 @@ def _resolve_weights(layer_map: LayerMap, weights_bytes, checkpoint, elem_bytes:
         from bringup.core.layermap.layer_schemes import weights_bytes as quantized_bytes
         from bringup.core.layermap.quantization import read_quantization
 
-        quant = read_quantization(layer_map.config)
+        try:
+            quant = read_quantization(layer_map.config)
+        except UserError as err:  # an unreadable table: the map carries the same note; plan in the model dtype
+            quant = None
+            notes.append(f"weights counted in the model dtype: {err}")
         if quant is not None:
             notes.append(f"weights at the checkpoint's {quant.method} scheme ({quant.default.label})")
             return quantized_bytes(layer_map, quant), "params", notes

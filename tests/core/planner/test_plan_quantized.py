@@ -24,3 +24,15 @@ def test_fp8_checkpoint_weights_are_about_half_of_bf16():
     again = plan_memory(build_layer_map(config), device_memory=80 * 2**30, device="cuda", dtype="bfloat16")
     assert again.weights_bytes == dense.weights_bytes
     assert fp8.kv_tokens > dense.kv_tokens
+
+
+def test_an_unreadable_quantization_table_is_planned_in_the_model_dtype_with_a_note():
+    # found by the config fuzz: a table without quant_method maps (with a note) but made the plan raise
+    config = json.loads(NANO_CONFIG.read_text())
+    dense = plan_memory(build_layer_map(config), device_memory=80 * 2**30, device="cuda", dtype="auto")
+    config["quantization_config"] = {k: v for k, v in FP8.items() if k != "quant_method"}
+    plan = plan_memory(build_layer_map(config), device_memory=80 * 2**30, device="cuda", dtype="auto")
+    assert plan.weights_bytes == dense.weights_bytes
+    assert any("model dtype" in n and "quant_method" in n for n in plan.notes)
+    for target in ("sglang", "vllm"):
+        plan_memory(build_layer_map(config), device_memory=80 * 2**30, device="cuda", dtype="auto", target=target)
