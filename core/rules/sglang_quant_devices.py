@@ -5,7 +5,8 @@ Three places decide it, in this order:
 1. `ModelConfig._verify_quantization` (configs/model_config.py) raises `Unknown quantization method:
    M` for a method the registry lacks on this device, then on ROCm `M quantization is currently not
    supported in ROCm.` for one outside its `rocm_supported_quantization` list (modelopt_fp8,
-   modelopt_fp4, modelopt_mixed and gguf are never in it; gptq left it in 0.5.20);
+   modelopt_fp4, modelopt_mixed and gguf are never in it; gptq left both the list and, on ROCm and CUDA,
+   the registry in 0.5.20);
 2. the registry (layers/quantization/__init__.py) registers `mxfp4` (the gpt-oss MoE Mxfp4Config) only
    on CPU, CUDA, gfx95x ROCm (MI350/MI355) and, from 0.5.20, XPU; on NPU `mxfp4` is the dense W4A4
    Mxfp4W4A4Config instead; `get_quantization_config` on a CPU with AMX (`SGLANG_USE_CPU_ENGINE=1`)
@@ -92,6 +93,22 @@ def _unknown(method: str, f: DeviceFacts, where: str, fix: str) -> Verdict:
 
 
 def _rocm(method: str, f: DeviceFacts) -> Verdict:
+    if method == "gptq" and "gptq" not in f.rocm_supported:
+        # 0.5.20 took GPTQConfig out of BASE_QUANTIZATION_METHODS (only CPU, XPU and NPU register a gptq), so
+        # the registry check fails before the ROCm list is read.
+        return Verdict(False, "SGLang registers no plain gptq method on ROCm from 0.5.20 on (only CPU, XPU and NPU "
+                              "register one), so it refuses the checkpoint when it reads the model config.",
+                       f"ValueError: Unknown quantization method: {method}. Must be one of [...].",
+                       f"{_INIT}:{f.base_line}; {_MC}:{f.unknown_line}", "model config",
+                       "sglang 0.5.19 or older, or an fp8 / compressed-tensors checkpoint")
+    if method == "gptq":
+        return Verdict(None, "SGLang's ROCm list takes gptq but not gptq_marlin, and a gptq table Marlin can take "
+                             "(is_gptq_marlin_compatible; ROCm reports a capability of 8.0 or more) is renamed "
+                             "gptq_marlin first, which the list refuses.",
+                       "ValueError: gptq_marlin quantization is currently not supported in ROCm.",
+                       f"{_MC}:{f.rocm_list_line}, :{f.rocm_message_line}; "
+                       "python/sglang/srt/layers/quantization/marlin_utils.py", "model config",
+                       "--quantization gptq keeps the plain method")
     if method == "mxfp4":
         return Verdict(None, "SGLang registers mxfp4 on ROCm only for gfx95x GPUs (MI350/MI355); on an MI300 "
                              "(gfx942) or older it refuses the checkpoint as an unknown method.",

@@ -87,11 +87,12 @@ def test_gguf_is_refused_on_rocm_and_on_the_cpu_engine():
         assert device_verdict("gguf", "xpu", release).accepted is True
 
 
-def test_gptq_leaves_the_rocm_list_in_0520():
+def test_gptq_leaves_the_rocm_registry_in_0520():
     from bringup.core.rules.sglang_quant_devices import device_verdict
 
-    assert device_verdict("gptq", "rocm", (0, 5, 19)).accepted is True
-    assert device_verdict("gptq", "rocm", (0, 5, 20)).accepted is False
+    assert device_verdict("gptq", "rocm", (0, 5, 19)).accepted is None  # gptq_marlin, if Marlin can take it
+    refused = device_verdict("gptq", "rocm", (0, 5, 20))
+    assert refused.accepted is False and refused.engine_message.startswith("ValueError: Unknown quantization method: gptq.")
 
 
 def test_sglang_names_a_mixed_table_by_its_nvfp4_layers():
