@@ -76,20 +76,32 @@ def idle_cores(cores: int, busy: float | None) -> int:
     return max(1, min(cores, cores - int(busy + 0.5)))
 
 
+# Cores are reserved for the process's other threads only when the engine keeps at least this many:
+# on 2 cores a reserve halves the engine, and the event loop's turns cost less than that. Served
+# tok/s, default model, 8 streams, 2 cores shared with other work (bench/serving_vs_engine.py,
+# 5 interleaved pairs, notes/28-serveb.md): 1 thread 183 / 97 / 233 / 149 / 98, 2 threads
+# 153 / 265 / 240 / 206 / 225 (2 threads ahead in 4 pairs of 5).
+MIN_THREADS_BESIDE_RESERVE = 2
+
+
 def choose_cpu_threads(requested: int | None = None, reserved: int = 0) -> tuple[int, str]:
     """(threads, why) for a CPU engine: `requested` when given, else the idle cores less `reserved`
     (the cores the process's other threads need: `bringup serve`'s HTTP event loop, whose turns
-    would otherwise stall the whole thread team, as another process's do)."""
+    stall the thread team, as another process's do), unless that would leave the engine fewer than
+    MIN_THREADS_BESIDE_RESERVE threads: then all the idle cores."""
     if requested is not None:
         if requested < 1:
             raise UserError(f"--cpu-threads {requested} must be at least 1")
         return requested, "as requested"
     cores, measured = usable_cores(), busy_cores()
     idle = cores if measured is None else idle_cores(cores, measured[0])
-    threads = max(1, idle - reserved)
+    threads = idle - reserved if idle - reserved >= MIN_THREADS_BESIDE_RESERVE else idle
     why = f"{cores} usable cores" + ("" if measured is None else f", {measured[1]}: {idle} idle")
     if reserved and threads < idle:
         why += f", {idle - threads} left to the server's event loop"
+    elif reserved and idle > 1:
+        why += (f", none left to the server's event loop (that would leave the engine fewer than "
+                f"{MIN_THREADS_BESIDE_RESERVE} threads)")
     return threads, why
 
 
