@@ -159,3 +159,30 @@ def _npu(method: str, f: DeviceFacts) -> Verdict:
                        fix="check the Ascend notes for this model")
     return Verdict(True, f"SGLang registers {method} on NPU and the loader skips the capability check there; its "
                          "NPU kernels are not predicted here.", source=f"{_INIT}:{f.base_line}; {_LOADER}:{f.npu_skip_line}")
+
+
+# MLX presets (layers/quantization/mlx.py, the same in every release read): MlxQuantizationConfig's
+# override (mlx.py:80) names a bare {"group_size", "bits"} table mlx_q4 / mlx_q8, but the registry lists it
+# only under `if is_mps():` (the line of "mlx_q4" below); its from_config raises _ERR (mlx.py:47, :77): the
+# MLX backend (SGLANG_USE_MLX=1) quantizes on its own.
+MLX_REGISTRY_LINE = {(0, 5, 17): 128, (0, 5, 18): 127, (0, 5, 19): 143, (0, 5, 20): 141, (0, 5, 21): 141,
+                     (0, 5, 22): 141, (0, 5, 23): 143}
+MLX_ERR = ("NotImplementedError: MLX on-the-fly quantization (--quantization mlx_q4 / mlx_q8) is handled by the MLX "
+           "backend at model-load time via mlx_lm.utils.quantize_model, not by this QuantizationConfig class. If you "
+           "reached this error, SGLANG_USE_MLX=1 is likely not set.")
+
+
+def mlx_verdict(method: str, device: str, release: tuple[int, int, int]) -> Verdict | None:
+    line, f = MLX_REGISTRY_LINE.get(tuple(release)), DEVICE_FACTS.get(tuple(release))
+    if line is None or f is None:
+        return None
+    mlx = "python/sglang/srt/layers/quantization/mlx.py"
+    if device == "mps":
+        return Verdict(None, f"SGLang names this MLX table {method} (MlxQuantizationConfig's override) and serves it "
+                             "only through its MLX backend, with SGLANG_USE_MLX=1; the PyTorch path refuses it.",
+                       MLX_ERR, f"{mlx}:80, :47, :77; {_INIT}:{line}", "model load", "set SGLANG_USE_MLX=1")
+    return Verdict(False, "SGLang registers its MLX presets only on Apple MPS, so off MPS nothing claims this table "
+                          "(group_size and bits, no quant_method) and the method name it reads is empty.",
+                   "ValueError: Unknown quantization method: . Must be one of [...].",
+                   f"{_INIT}:{line}; {mlx}:80; {_MC}:{f.unknown_line}", "model config",
+                   "the original bf16 checkpoint (or a GGUF / fp8 one) off Apple silicon")

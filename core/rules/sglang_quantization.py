@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from bringup.core.rules.check import Check
 from bringup.core.rules.model_facts import ModelFacts
-from bringup.core.rules.sglang_quant_devices import device_verdict
+from bringup.core.rules.sglang_quant_devices import device_verdict, mlx_verdict
 
 # release -> (loader.py line of the message, {method: (min capability, file:line of its get_min_capability's return)})
 _Q = "python/sglang/srt/layers/quantization/"
@@ -55,6 +55,8 @@ def sglang_method(m: ModelFacts) -> str | None:
     keys = {k for k, _ in m.weight_schemes}
     if m.quant_method in ("fp8", "mxfp4", "gguf", "compressed-tensors"):
         return m.quant_method
+    if m.quant_method == "mlx" and len(keys) == 1 and keys <= {"mlx_int4", "mlx_int8"}:
+        return "mlx_q4" if "mlx_int4" in keys else "mlx_q8"  # MlxQuantizationConfig's override (mlx.py:115-118)
     if m.quant_method == "awq":
         # Off CUDA awq stays awq (is_awq_marlin_compatible: `if not _is_cuda: return False`, awq/awq.py:380 in
         # 0.5.17-0.5.18, :409 in 0.5.19-0.5.23); on CUDA it may become awq_marlin, whose capability is not read.
@@ -73,7 +75,9 @@ def check_quantization(c: Check) -> None:
     method = sglang_method(m) if m.weight_schemes else None
     if method is None:
         return
-    if s.device == "cuda":
+    if method.startswith("mlx_"):
+        _add_verdict(c, mlx_verdict(method, s.device, profile.version))
+    elif s.device == "cuda":
         _check_capability(c, method)
         _nvfp4_gemm(c, method)
     else:
@@ -82,7 +86,10 @@ def check_quantization(c: Check) -> None:
 
 def _check_device(c: Check, method: str) -> None:
     """ROCm, XPU, CPU, NPU: the method registry and lists of each release (sglang_quant_devices.py)."""
-    verdict = device_verdict(method, c.s.device, c.profile.version)
+    _add_verdict(c, device_verdict(method, c.s.device, c.profile.version))
+
+
+def _add_verdict(c: Check, verdict) -> None:
     if verdict is None:
         return
     severity = {True: "info", False: "error", None: "warning"}[verdict.accepted]

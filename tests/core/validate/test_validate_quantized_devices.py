@@ -109,3 +109,13 @@ def test_awq_is_taken_off_cuda():
     awq = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True}
     for release, device in (("0.5.17", "rocm"), ("0.5.23", "rocm"), ("0.5.23", "cpu"), ("0.5.19", "xpu")):
         assert device_finding(awq, f"sglang=={release}", device).severity == "info", (release, device)
+
+
+@pytest.mark.parametrize("release", ("0.5.17", "0.5.23"))
+def test_mlx_tables_are_served_only_by_the_mlx_backend_on_mps(release):
+    mlx = {"group_size": 64, "bits": 4}
+    mps = device_finding(mlx, f"sglang=={release}", "mps")
+    assert mps.severity == "warning" and "mlx_q4" in mps.message and "SGLANG_USE_MLX=1" in mps.engine_message
+    for device in ("cuda", "xpu"):
+        off = device_finding(mlx, f"sglang=={release}", device)
+        assert off.severity == "error" and off.engine_message.startswith("ValueError: Unknown quantization method: .")
