@@ -158,7 +158,8 @@ def _npu(method: str, f: DeviceFacts) -> Verdict:
                              "method there.", source=f"{_INIT}:{f.npu_mxfp4_line}", stage="model load",
                        fix="check the Ascend notes for this model")
     return Verdict(True, f"SGLang registers {method} on NPU and the loader skips the capability check there; its "
-                         "NPU kernels are not predicted here.", source=f"{_INIT}:{f.base_line}; {_LOADER}:{f.npu_skip_line}")
+                         "NPU kernels are not predicted here.",
+                   source=f"{_INIT}:{f.base_line}; {_LOADER}:{f.npu_skip_line}")
 
 
 # MLX presets (layers/quantization/mlx.py, the same in every release read): MlxQuantizationConfig's

@@ -52,6 +52,14 @@ NVFP4_KERNELS_SOURCE = "vllm/model_executor/kernels/linear/__init__.py:592-613, 
 NVFP4_NO_KERNEL = "ValueError: Failed to find a kernel that can implement the NVFP4 linear layer. Reasons: "
 
 
+# Block-scaled fp8 linears on CPU: _POSSIBLE_FP8_BLOCK_KERNELS lists only the two AMX kernels
+# (kernels/linear/__init__.py:511-514), each needing AMX tiles and a bf16/fp32 output
+# (scaled_mm/cpu.py:246, :268 for the W8A16 one; :519, :544 for W8A8, which also needs AMX-FP8).
+FP8_BLOCK_CPU_SOURCE = ("vllm/model_executor/kernels/linear/__init__.py:511-514, :740-743; "
+                        "vllm/model_executor/kernels/linear/scaled_mm/cpu.py:246, :268, :519, :544")
+SCALED_MM_NO_KERNEL = "ValueError: Failed to find a kernel that can implement the ScaledMM linear layer. Reasons: "
+
+
 def vllm_method(m, device: str) -> str | None:
     """vLLM's method name for the checkpoint (None: not quantized, or a dialect not read here)."""
     q, algo = m.quant_method, m.quant_algo
@@ -119,8 +127,26 @@ def check_quantization(c: Check) -> None:
           engine_message=(f"ValueError: The quantization method {method} is not supported for the current GPU. Minimum "
                           f"capability: {need}. Current capability: <your GPU's>." if s.device == "cuda" else ""),
           source=f"{_Q}{where}; {LOAD_SOURCE}" + (f"; {listed[1]}" if listed else ""), stage="model load")
+    # The kernels are picked as the model is built, after the checks above.
     if nvfp4:
-        _nvfp4_kernels(c, method)  # the kernels are picked as the model is built, after the checks above
+        _nvfp4_kernels(c, method)
+    # Fp8LinearMethod picks its kernel at fp8.py:347.
+    if s.device == "cpu" and method == "fp8" and "fp8_block" in {k for k, _ in m.weight_schemes}:
+        _fp8_block_on_cpu(c, dtype)
+
+
+def _fp8_block_on_cpu(c: Check, dtype: str | None) -> None:
+    if dtype == "float16":
+        c.add("VLLM_QUANT_FP8_CPU", "error", "vLLM's CPU kernels for block-scaled fp8 write bfloat16 or float32 only; "
+              "with float16 no kernel takes the layer.", fix="--dtype bfloat16",
+              engine_message=SCALED_MM_NO_KERNEL + "... Only bfloat16/float32 output dtype supported.",
+              source=FP8_BLOCK_CPU_SOURCE, stage="model load")
+        return
+    c.add("VLLM_QUANT_FP8_CPU", "warning",
+          "vLLM runs block-scaled fp8 linears on CPU only with AMX (Sapphire Rapids or newer): W8A8 where the CPU has "
+          "AMX-FP8, else W8A16; a CPU without AMX has no kernel for them.",
+          fix="a CPU with AMX, or the bf16 model", source=FP8_BLOCK_CPU_SOURCE, stage="model load",
+          engine_message=SCALED_MM_NO_KERNEL + "... requires AMX tile support (Sapphire Rapids or newer).")
 
 
 def _nvfp4_kernels(c: Check, method: str) -> None:
@@ -136,5 +162,6 @@ def _nvfp4_kernels(c: Check, method: str) -> None:
     elif device == "rocm":
         c.add("VLLM_QUANT_NVFP4_KERNEL", "warning",
               "vLLM's only NVFP4 linear kernel on ROCm is EmulationNvFp4LinearKernel, what vLLM itself calls "
-              "'the slow and unoptimized emulation backend' (kernels/linear/__init__.py:1294-1296).", fix="a Blackwell GPU for native NVFP4, or the bf16 model",
+              "'the slow and unoptimized emulation backend' (kernels/linear/__init__.py:1294-1296).",
+              fix="a Blackwell GPU for native NVFP4, or the bf16 model",
               source=NVFP4_KERNELS_SOURCE, stage="model load")
