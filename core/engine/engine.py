@@ -435,10 +435,13 @@ class Engine:
         finished = req.is_finished
         text = req.detokenizer.take(final=finished) if req.detokenizer is not None else ""
         tokens, req.pending_tokens = req.pending_tokens, []
+        logprobs = None
+        if req.params.logprobs is not None:
+            logprobs, req.pending_logprobs = req.pending_logprobs[:len(tokens)], req.pending_logprobs[len(tokens):]
         if finished:
             self._requests.pop(req.id, None)
         return StepOutput(req.id, tokens, text, finished, req.finish_reason, len(req.prompt_ids),
-                          len(req.output_ids), req.error)
+                          len(req.output_ids), req.error, logprobs)
 
     # Whole batches ----------------------------------------------------------------------------
     def generate(self, prompts, params: SamplingParams | list[SamplingParams] | None = None) -> list[list[int]]:

@@ -24,6 +24,7 @@ from bringup.core.errors import UserError
 from .forward_batch import ForwardBatch, upload
 from .pools import KVPool, StatePool, SWAPool
 from .request import FUTURE
+from . import logprobs as lp
 from .sampling import sample
 
 GB = 1024**3
@@ -40,6 +41,7 @@ class Launched:
     host: torch.Tensor | None = None  # the sampled tokens on the host (pinned; valid once `event` is done)
     event: object = None  # torch.cuda.Event recorded after the copy
     prefill: tuple[int, int] = (0, 0)  # (new sequences, prompt tokens), for the batch log
+    logprobs: tuple | None = None  # (requests, counts, device tensors) of the rows that asked (logprobs.py)
 
 
 def uses_swa_pool(spec) -> bool:
@@ -233,6 +235,7 @@ class ModelRunner:
         reqs = [step.requests[i] for i in rows]
         picked = logits if len(rows) == len(sampled) else logits[upload([rows], logits.device)[0]]
         tokens = sample(picked, [r.params for r in reqs], [r.generator for r in reqs])
+        launched.logprobs = _logprobs_on_device(picked, tokens, reqs)
         (slots,) = upload([[r.state_slot for r in reqs]], tokens.device)
         self.future_tokens[slots] = tokens
         if tokens.device.type == "cuda":
@@ -252,6 +255,7 @@ class ModelRunner:
             return []
         if launched.event is not None:
             launched.event.synchronize()
+        _logprobs_to_requests(launched.logprobs)
         return launched.host.tolist()
 
     @torch.inference_mode()
@@ -265,10 +269,30 @@ class ModelRunner:
         if rows:
             reqs = [step.requests[i] for i in rows]
             picked = logits if len(rows) == len(sampled) else logits[upload([rows], logits.device)[0]]
-            tokens = sample(picked, [r.params for r in reqs], [r.generator for r in reqs]).tolist()
+            sampled_tokens = sample(picked, [r.params for r in reqs], [r.generator for r in reqs])
+            _logprobs_to_requests(_logprobs_on_device(picked, sampled_tokens, reqs))
+            tokens = sampled_tokens.tolist()
             for i, tok in zip(rows, tokens):
                 out[i] = int(tok)
         return out
+
+
+def _logprobs_on_device(logits: torch.Tensor, tokens: torch.Tensor, reqs: list) -> tuple | None:
+    """Queue the logprobs of the requests that asked (None, and no work, when none did)."""
+    rows = lp.wanted_rows([r.params for r in reqs])
+    if not rows:
+        return None
+    counts = [reqs[i].params.logprobs for i in rows]
+    return [reqs[i] for i in rows], counts, lp.compute(logits, tokens, rows, counts)
+
+
+def _logprobs_to_requests(queued: tuple | None) -> None:
+    """Each asking request's entry joins its pending logprobs, in the order its tokens are appended."""
+    if queued is None:
+        return
+    reqs, counts, parts = queued
+    for req, entry in zip(reqs, lp.to_host(parts, counts)):
+        req.pending_logprobs.append(entry)
 
 
 def _name(dtype: torch.dtype) -> str:

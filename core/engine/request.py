@@ -31,6 +31,7 @@ class StepOutput:
     prompt_tokens: int
     completion_tokens: int
     error: str | None = None  # why a request was ended by the engine (not by its own params)
+    logprobs: list | None = None  # one logprobs.TokenLogprob per token of token_ids, when the request asked
 
 
 class Request:
@@ -56,6 +57,9 @@ class Request:
         self.error: str | None = None
         self.num_preemptions = 0
         self.pending_tokens: list[int] = []  # generated since the last StepOutput
+        # The runner's logprobs entries (params.logprobs set), one per sampled token in order; a token the
+        # scheduler drops (its request already ended) leaves a surplus entry at the end, never read.
+        self.pending_logprobs: list = []
         self.computed_high = 0  # most tokens ever computed (what a preempted request recomputes up to)
         # Overlapped steps (scheduler.launched): its last output is on the device, not yet read, and
         # counts say it is its last (max_new_tokens, the context): no further step is scheduled.

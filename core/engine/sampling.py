@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from .forward_batch import upload
+from .logprobs import MAX_TOP_LOGPROBS
 
 
 # Below this temperature sampling is greedy (as SGLang's and vLLM's _SAMPLING_EPS): dividing the
@@ -36,6 +37,7 @@ class SamplingParams:
     stop: tuple[str, ...] = ()
     stop_token_ids: tuple[int, ...] = ()
     ignore_eos: bool = False
+    logprobs: int | None = None  # None: none; N >= 0: the chosen token's logprob and the top N (logprobs.py)
 
     def __post_init__(self) -> None:
         # Accept a single string and lists (as JSON gives them); store tuples so params hash.
@@ -61,6 +63,11 @@ class SamplingParams:
             _check_int("stop_token_ids entry", t, low=0)
         if not isinstance(self.ignore_eos, bool):
             raise InvalidSamplingParams(f"ignore_eos must be true or false, got {self.ignore_eos!r}")
+        if self.logprobs is not None:
+            _check_int("logprobs", self.logprobs, low=0)
+            if self.logprobs > MAX_TOP_LOGPROBS:
+                raise InvalidSamplingParams(f"logprobs must be <= {MAX_TOP_LOGPROBS} (top alternatives per token), "
+                                            f"got {self.logprobs}")
 
     @property
     def greedy(self) -> bool:
