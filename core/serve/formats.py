@@ -16,6 +16,7 @@ import json
 import time
 import uuid
 
+from .logprobs import Pieces, chat_block, completion_block
 from .protocol import Work
 
 
@@ -31,9 +32,13 @@ class Result:
         self.error: str | None = None
         self.start = time.monotonic()
         self.latency = 0.0
+        self.logprobs: list = []  # the engine's TokenLogprob per output token, when the request asked
+        self.logprob_offset = 0  # completions' text_offset where the next streamed token starts
 
     def add(self, out) -> None:
         self.output_ids.extend(out.token_ids)
+        if out.logprobs:
+            self.logprobs.extend(out.logprobs)
         self.text += out.text
         if out.finished:
             self.finish_reason = out.finish_reason
@@ -50,7 +55,8 @@ def coalesce(outs: list):
     if len(outs) == 1:
         return outs[0]
     ids = [t for out in outs for t in out.token_ids]
-    return dataclasses.replace(outs[-1], token_ids=ids, text="".join(out.text for out in outs))
+    logprobs = None if outs[-1].logprobs is None else [e for out in outs for e in out.logprobs or ()]
+    return dataclasses.replace(outs[-1], token_ids=ids, text="".join(out.text for out in outs), logprobs=logprobs)
 
 
 def new_id(prefix: str) -> str:
@@ -60,9 +66,10 @@ def new_id(prefix: str) -> str:
 class CompletionFormat:
     object = "text_completion"
 
-    def __init__(self, model: str):
+    def __init__(self, model: str, tokenizer=None):
         self.model, self.id, self.created = model, new_id("cmpl"), int(time.time())
         self._heads: dict[str, str] = {}  # object -> the chunk's constant head, encoded once
+        self.pieces = Pieces(tokenizer)  # token texts for logprobs (only asked for when a request wants them)
 
     def _frame(self, choices: list, usage: dict | None = None, obj: str | None = None) -> dict:
         body = {"id": self.id, "object": obj or self.object, "created": self.created, "model": self.model,
@@ -71,11 +78,12 @@ class CompletionFormat:
             body["usage"] = usage
         return body
 
-    def _choice(self, index: int, text: str, finish_reason) -> dict:
-        return {"index": index, "text": text, "logprobs": None, "finish_reason": finish_reason}
+    def _choice(self, index: int, res: Result, asked: bool) -> dict:
+        logprobs = completion_block(res.logprobs, self.pieces, 0)[0] if asked else None
+        return {"index": index, "text": res.text, "logprobs": logprobs, "finish_reason": res.finish_reason}
 
     def whole(self, results: list[Result], work: Work) -> dict:
-        choices = [self._choice(i, r.text, r.finish_reason) for i, r in enumerate(results)]
+        choices = [self._choice(i, r, p.logprobs is not None) for i, (r, p) in enumerate(zip(results, work.params))]
         return self._frame(choices, sum_usage(results))
 
     # ---- streams: encoded JSON text ------------------------------------------------------------
@@ -94,9 +102,14 @@ class CompletionFormat:
         return []
 
     def stream_chunk(self, res: Result, index: int, out, work: Work):
-        if out.text or out.finished:
+        if out.text or out.finished or out.logprobs:
             reason = _encode(out.finish_reason) if out.finished else "null"
-            choice = f'[{{"index": {index}, "text": {_encode(out.text)}, "logprobs": null, "finish_reason": {reason}}}]'
+            logprobs = "null"
+            if out.logprobs is not None:
+                block, res.logprob_offset = completion_block(out.logprobs, self.pieces, res.logprob_offset)
+                logprobs = _encode(block)
+            choice = (f'[{{"index": {index}, "text": {_encode(out.text)}, "logprobs": {logprobs}, '
+                      f'"finish_reason": {reason}}}]')
             yield self._chunk(choice, self.object, usage(res) if work.continuous_usage else None)
 
     def stream_end(self, results, work: Work):
@@ -107,19 +120,21 @@ class CompletionFormat:
 class ChatFormat(CompletionFormat):
     object = "chat.completion"
 
-    def __init__(self, model: str):
-        super().__init__(model)
+    def __init__(self, model: str, tokenizer=None):
+        super().__init__(model, tokenizer)
         self.id = new_id("chatcmpl")
 
     def whole(self, results: list[Result], work: Work) -> dict:
-        choices = [{"index": i, "message": {"role": "assistant", "content": r.text}, "logprobs": None,
-                    "finish_reason": r.finish_reason} for i, r in enumerate(results)]
+        choices = [{"index": i, "message": {"role": "assistant", "content": r.text},
+                    "logprobs": chat_block(r.logprobs, self.pieces) if p.logprobs is not None else None,
+                    "finish_reason": r.finish_reason} for i, (r, p) in enumerate(zip(results, work.params))]
         return self._frame(choices, sum_usage(results))
 
     chunk_object = "chat.completion.chunk"
 
-    def _delta(self, index: int, delta: str, finish_reason: str = "null", usage: dict | None = None) -> str:
-        choice = f'[{{"index": {index}, "delta": {delta}, "logprobs": null, "finish_reason": {finish_reason}}}]'
+    def _delta(self, index: int, delta: str, finish_reason: str = "null", usage: dict | None = None,
+               logprobs: str = "null") -> str:
+        choice = f'[{{"index": {index}, "delta": {delta}, "logprobs": {logprobs}, "finish_reason": {finish_reason}}}]'
         return self._chunk(choice, self.chunk_object, usage)
 
     def stream_start(self, results, work):
@@ -127,8 +142,9 @@ class ChatFormat(CompletionFormat):
 
     def stream_chunk(self, res: Result, index: int, out, work: Work):
         used = usage(res) if work.continuous_usage else None
-        if out.text:
-            yield self._delta(index, '{"content": ' + _encode(out.text) + "}", usage=used)
+        if out.text or out.logprobs:  # tokens whose text is held back still bring their logprobs
+            logprobs = "null" if not out.logprobs else _encode(chat_block(out.logprobs, self.pieces))
+            yield self._delta(index, '{"content": ' + _encode(out.text) + "}", usage=used, logprobs=logprobs)
         if out.finished:
             yield self._delta(index, "{}", _encode(out.finish_reason), usage=used)
 

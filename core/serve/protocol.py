@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from bringup.core.engine.logprobs import MAX_TOP_LOGPROBS
 from bringup.core.engine.sampling import InvalidSamplingParams, SamplingParams
 
 from .limits import Rejected
@@ -247,8 +248,6 @@ _UNSUPPORTED = (
     ("best_of", lambda v: v not in (None, 1), "best_of is not supported"),
     ("echo", lambda v: v not in (None, False), "echo is not supported"),
     ("suffix", lambda v: v not in (None, ""), "suffix is not supported"),
-    ("logprobs", lambda v: v not in (None, False, 0), "logprobs are not supported"),
-    ("top_logprobs", lambda v: v not in (None, 0), "logprobs are not supported"),
     ("presence_penalty", lambda v: v not in (None, 0), "presence_penalty is not supported; leave it at 0"),
     ("frequency_penalty", lambda v: v not in (None, 0), "frequency_penalty is not supported; leave it at 0"),
     ("repetition_penalty", lambda v: v not in (None, 1), "repetition_penalty is not supported; leave it at 1"),
@@ -305,7 +304,37 @@ def _flag(body: dict, key: str, default: bool = False) -> bool:
     return value
 
 
-def _openai_sampling(body: dict, default_max_tokens: int) -> SamplingParams:
+def _count(value, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadRequest(f"{field} must be an integer from 0 to {MAX_TOP_LOGPROBS} (top alternatives per token), "
+                         f"got {value!r}", param=field)
+    if not 0 <= value <= MAX_TOP_LOGPROBS:
+        raise BadRequest(f"{field}={value}: at most {MAX_TOP_LOGPROBS} top alternatives per token are returned "
+                         f"(OpenAI's cap); ask for 0 to {MAX_TOP_LOGPROBS}", param=field)
+    return value
+
+
+def completion_count(body: dict) -> int | None:
+    """Completions' `logprobs`: None (not asked; null or false, which clients send) or the number of top
+    alternatives (0: the chosen token's only)."""
+    value = body.get("logprobs")
+    return None if value is None or value is False else _count(value, "logprobs")
+
+
+def chat_count(body: dict) -> int | None:
+    """Chat's `logprobs` (true/false) and `top_logprobs` (needs logprobs true, as OpenAI's)."""
+    asked, top = body.get("logprobs"), body.get("top_logprobs")
+    if asked is not None and not isinstance(asked, bool):
+        raise BadRequest(f"logprobs must be true or false in chat (top_logprobs gives the count), got {asked!r}",
+                         param="logprobs")
+    if top is not None:
+        top = _count(top, "top_logprobs")
+        if not asked and top:
+            raise BadRequest("top_logprobs needs logprobs: true", param="top_logprobs")
+    return (top or 0) if asked else None
+
+
+def _openai_sampling(body: dict, default_max_tokens: int, logprobs: int | None = None) -> SamplingParams:
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     stop = body.get("stop")
     check_stop(stop, "stop", "stop")
@@ -321,6 +350,7 @@ def _openai_sampling(body: dict, default_max_tokens: int) -> SamplingParams:
         "stop": () if stop is None else stop,
         "stop_token_ids": stop_ids or (),
         "ignore_eos": _flag(body, "ignore_eos"),
+        "logprobs": logprobs,
     }
     return _make_params(values)
 
@@ -369,7 +399,7 @@ def completion_work(body: dict, ctx: ParseContext) -> Work:
     if prompt is None:
         raise BadRequest("prompt is missing", param="prompt")
     prompts, batch = _prompts(prompt, "prompt", ctx)
-    params = _openai_sampling(body, COMPLETION_DEFAULT_MAX_TOKENS)
+    params = _openai_sampling(body, COMPLETION_DEFAULT_MAX_TOKENS, completion_count(body))
     stream, usage, continuous = _stream_flags(body)
     return Work(prompts, [params] * len(prompts), batch, stream, usage, continuous,
                 max_tokens_given=body.get("max_tokens") is not None)
@@ -423,7 +453,7 @@ def chat_work(body: dict, ctx: ParseContext) -> Work:
         raise BadRequest(f"the chat template could not render these messages: {err}", param="messages") from None
     if isinstance(ids, dict) or hasattr(ids, "input_ids"):  # transformers 5 may return a BatchEncoding
         ids = ids["input_ids"]
-    params = _openai_sampling(body, CHAT_DEFAULT_MAX_TOKENS)
+    params = _openai_sampling(body, CHAT_DEFAULT_MAX_TOKENS, chat_count(body))
     stream, usage, continuous = _stream_flags(body)
     given = body.get("max_tokens") is not None or body.get("max_completion_tokens") is not None
     return Work([list(ids)], [params], False, stream, usage, continuous, max_tokens_given=given)

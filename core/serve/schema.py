@@ -8,6 +8,8 @@ one value it accepts.
 
 from __future__ import annotations
 
+from bringup.core.engine.logprobs import MAX_TOP_LOGPROBS
+
 from .protocol import CHAT_FIELDS, COMPLETION_FIELDS, GENERATE_FIELDS
 
 _TOKENS = {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 1}
@@ -28,7 +30,7 @@ _COMMON = {
                        "additionalProperties": False},
     "ignore_eos": {"type": "boolean"},
     "user": {"type": "string"},
-    "n": {"const": 1}, "logprobs": {"enum": [None, False, 0]}, "presence_penalty": {"const": 0},
+    "n": {"const": 1}, "presence_penalty": {"const": 0},
     "frequency_penalty": {"const": 0}, "logit_bias": {"type": "object", "maxProperties": 0},
     "min_p": {"const": 0}, "min_tokens": {"const": 0}, "repetition_penalty": {"const": 1},
     "skip_special_tokens": {"const": True}, "service_tier": {"enum": ["auto", "default"]},
@@ -39,6 +41,8 @@ _COMPLETION = {
                          {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1},
                          {"type": "array", "items": _TOKENS, "minItems": 1}]},
     "best_of": {"const": 1}, "echo": {"const": False}, "suffix": {"const": ""},
+    "logprobs": {"anyOf": [{"type": "integer", "minimum": 0, "maximum": MAX_TOP_LOGPROBS}, {"type": "null"},
+                           {"const": False}]},
 }
 _MESSAGE = {"type": "object", "required": ["role"], "additionalProperties": False, "properties": {
     "role": {"type": "string", "minLength": 1}, "name": {"type": "string"},
@@ -47,7 +51,8 @@ _MESSAGE = {"type": "object", "required": ["role"], "additionalProperties": Fals
         "properties": {"type": {"const": "text"}, "text": {"type": "string"}}}}]}}}
 _CHAT = {
     "messages": {"type": "array", "items": _MESSAGE, "minItems": 1},
-    "max_completion_tokens": {"type": "integer", "minimum": 1}, "top_logprobs": {"const": 0},
+    "max_completion_tokens": {"type": "integer", "minimum": 1}, "logprobs": {"type": ["boolean", "null"]},
+    "top_logprobs": {"anyOf": [{"type": "integer", "minimum": 0, "maximum": MAX_TOP_LOGPROBS}, {"type": "null"}]},
     "response_format": {"type": "object", "properties": {"type": {"const": "text"}}, "required": ["type"]},
     "tools": {"type": "array", "maxItems": 0}, "functions": {"type": "array", "maxItems": 0},
     "tool_choice": {"enum": ["none", "auto"]}, "function_call": {"enum": ["none", "auto"]},

@@ -190,11 +190,11 @@ def create_app(state: ServerState) -> FastAPI:
 
     @app.post("/v1/completions", openapi_extra=bodies["completions"])
     async def completions(request: Request):
-        return await handle(request, completion_work, CompletionFormat(state.model_name))
+        return await handle(request, completion_work, CompletionFormat(state.model_name, state.tokenizer))
 
     @app.post("/v1/chat/completions", openapi_extra=bodies["chat"])
     async def chat(request: Request):
-        return await handle(request, chat_work, ChatFormat(state.model_name))
+        return await handle(request, chat_work, ChatFormat(state.model_name, state.tokenizer))
 
     @app.api_route("/generate", methods=["POST", "PUT"], openapi_extra=bodies["generate"])
     async def generate(request: Request):
