@@ -1,9 +1,9 @@
 """A/B on two running servers: the same prompts, greedy, to both; each prompt's agreement; the
 verdict against a threshold calibrated on server A with the batch changed.
 
-Each server is asked the richest way it answers: OpenAI completions with top logprobs (vLLM, SGLang,
-llama.cpp's server); where logprobs are refused, `/generate` for token ids (ours and SGLang's);
-else plain completions, compared as text. The calibration sends A the prompts one at a time and
+Each server is asked the richest way it answers: OpenAI completions with top logprobs (ours, vLLM,
+SGLang, llama.cpp's server); where logprobs are refused, `/generate` for token ids (SGLang's, and
+ours before it answered logprobs); else plain completions, compared as text. The calibration sends A the prompts one at a time and
 then all at once: the same engine and weights, only the batch around each prompt differs.
 """
 

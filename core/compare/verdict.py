@@ -17,7 +17,7 @@ from .agreement import PromptAgreement, distribution
 MARGIN = 3.0  # how far past the noise seen in calibration a difference must be to count
 FLOOR_LOGPROB_DIFF = 0.02  # nats: a p99 logprob difference below this is rounding at any precision
 FLOOR_GAP = 0.25  # nats: two tokens this close in one run's own logprobs are a near-tie
-# Where the runs part without logprobs (ours answers /generate with token ids only), only A's own batch
+# Where the runs part without logprobs (a server answering /generate with token ids only), only A's own batch
 # noise is known: a near-tie that another dtype or device rounds the other way looks the same as a
 # wrong kernel. Said with the verdict, with the way to find out.
 NO_LOGPROBS = ("without logprobs at the parting a near-tie cannot be told from a wrong kernel (a dtype or device "

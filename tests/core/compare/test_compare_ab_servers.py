@@ -1,7 +1,8 @@
-"""`bringup ab` on running servers: two of our engines with the same weights agree (compared by
-token ids through /generate, since ours gives no logprobs), through the function and the command;
-a server that answers OpenAI logprobs (vLLM's and SGLang's response shape) is compared token by
-token with its logprob gaps; bad input is refused with a message."""
+"""`bringup ab` on running servers: two of our engines with the same weights agree (compared token by
+token with their OpenAI logprobs), through the function and the command; ours in float32 against
+ours in bfloat16 is judged on the logprob differences; a server that answers OpenAI logprobs
+(vLLM's and SGLang's response shape) is compared token by token with its logprob gaps; bad input is
+refused with a message."""
 
 from __future__ import annotations
 
@@ -37,10 +38,36 @@ def two_engines(tmp_path_factory):
 def test_two_of_our_engines_with_the_same_weights_agree(two_engines):
     a, b = two_engines
     result = run_ab(Server(a.base_url, API_KEY), Server(b.base_url, API_KEY), PROMPTS, max_tokens=6)
-    assert result.modes == ("generate", "generate")
+    assert result.modes == ("logprobs", "logprobs")  # our server answers OpenAI logprobs
     assert [r.agreement for r in result.prompts] == [1.0] * 3 and all(r.length == 6 for r in result.prompts)
+    # Float32 on a CPU with the same weights: the same numbers, whatever the batch limit.
+    assert [d for r in result.prompts for d in r.logprob_diffs] == [0.0] * 18
     assert result.verdict.word == "agree", result.verdict.reason
     assert "alone against 3 at once" in result.threshold.source
+
+
+def test_float32_against_bfloat16_is_judged_on_the_logprob_differences(two_engines):
+    from bringup.core.compare.verdict import NO_LOGPROBS
+
+    a, _ = two_engines
+    b = start_server(a.checkpoint, "--dtype", "bfloat16")
+    try:
+        result = run_ab(Server(a.base_url, API_KEY), Server(b.base_url, API_KEY), PROMPTS, max_tokens=6)
+    finally:
+        b.process.stop()
+    assert result.modes == ("logprobs", "logprobs")
+    diffs = [d for r in result.prompts for d in r.logprob_diffs]
+    assert len(diffs) == sum(r.matched for r in result.prompts) > 0
+    # bf16 rounding moves the logprobs a little (a wrong kernel moves them by nats) ...
+    assert 0 < max(diffs) < 0.5
+    # ... and the verdict weighs those numbers, never the no-logprobs caveat.
+    assert NO_LOGPROBS not in result.verdict.reason
+    for r in result.prompts:
+        if r.divergence is not None:
+            assert r.divergence.gap is not None
+    p99 = result.to_json()["logprob_diffs"]["p99"]
+    if p99 > result.threshold.logprob_diff_p99:
+        assert f"{p99:.3f} nats at p99" in result.verdict.reason
 
 
 def test_the_command_prints_the_table_and_json(two_engines, tmp_path):
