@@ -1,6 +1,7 @@
 """vLLM's rules for one launch, in the order vLLM applies them: architecture, platform, attention
 backend, the hybrid KV cache (mamba_cache_mode, block size raised to the Mamba page, padding), TP.
-Facts and their file:line are in vllm_facts.py; the memory check (max_num_seqs against the Mamba
+The attention backend and the blocks its kernels take are vllm_attention.py. Facts and their
+file:line are in vllm_facts.py; the memory check (max_num_seqs against the Mamba
 cache blocks) is vllm_memory.py, run when the device's memory is known."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from bringup.core.rules import vllm_facts as F
 from bringup.core.rules.check import Check
 from bringup.core.rules.model_facts import ModelFacts
 from bringup.core.rules.settings import LaunchSettings, Resolved
+from bringup.core.rules.vllm_attention import check_attention_backend, kernel_block, starting_block
 from bringup.core.rules.vllm_quantization import check_quantization
 
 
@@ -36,8 +38,8 @@ def check_vllm(m: ModelFacts, s: LaunchSettings, layer_map: LayerMap, version) -
     if s.device in F.DEVICES.value:  # ModelConfig checks the method before the attention backend is picked
         check_quantization(c)
     _float16(c, layer_map)
-    _attention_backend(c)
-    _starting_block(c)
+    check_attention_backend(c)
+    starting_block(c)
     if m.is_hybrid:
         _mamba_cache_mode(c)
         _page_alignment(c, layer_map)
@@ -80,96 +82,6 @@ def _float16(c: Check, layer_map: LayerMap) -> None:
         c.add("VLLM_DTYPE_FLOAT16", "error", f"vLLM refuses float16 for {m.model_type} models (numerical instability).",
               fix="pass --dtype bfloat16 (or float32)", engine_message=F.FLOAT16_MESSAGE.format(model_type=m.model_type),
               source=F.FLOAT16_NOT_SUPPORTED.source, stage="arguments")
-
-
-def _attention_backend(c: Check) -> None:
-    s, r = c.s, c.r
-    if s.device == "cuda" and c.m.mla:
-        _cuda_mla_backend(c)
-    if s.device != "xpu":
-        r.attention_backend = s.attention_backend
-        return
-    if c.m.mla:
-        _xpu_mla_backend(c)
-        return
-    allowed = F.XPU_ATTENTION.value
-    if s.attention_backend and s.attention_backend.upper() not in allowed:
-        c.add("VLLM_XPU_ATTENTION_BACKEND", "error",
-              f"vLLM on XPU runs attention with {', '.join(allowed)}; {s.attention_backend} is not one of them.",
-              fix="drop --attention-backend (FLASH_ATTN is the XPU default) or pass TRITON_ATTN",
-              engine_message=F.XPU_INVALID_BACKEND.format(mla=c.m.mla), source=F.XPU_INVALID_BACKEND_SOURCE,
-              layers=tuple(c.m.full_attention_layers), stage="model load")
-        return
-    float32 = (s.dtype == "float32") or (s.dtype == "auto" and c.m.config_dtype == "float32")
-    # float32 runs Triton whatever was asked: vLLM tests the dtype before the FLASH_ATTN request.
-    r.attention_backend = "TRITON_ATTN" if float32 else (s.attention_backend or "FLASH_ATTN").upper()
-    r.why["attention_backend"] = (f"{'asked' if s.attention_backend else 'the XPU default'}"
-                                  f"{' (float32 falls back to Triton)' if float32 else ''}; {F.XPU_ATTENTION.source}")
-
-
-def _cuda_mla_backend(c: Check) -> None:
-    s = c.s
-    float32 = (s.dtype == "float32") or (s.dtype == "auto" and c.m.config_dtype == "float32")
-    if float32:
-        c.add("VLLM_NO_ATTENTION_BACKEND", "error", "None of vLLM's CUDA MLA attention backends runs float32.",
-              fix="pass --dtype bfloat16 (or leave --dtype auto)",
-              engine_message=F.NO_BACKEND_MESSAGE.format(head=c.derived.get("mla_head_size")),
-              source=F.CUDA_MLA_DTYPES.source, layers=tuple(c.m.full_attention_layers), stage="model load")
-    elif (s.attention_backend or "").upper() == "FLASHMLA" and s.gpu not in (None, F.FLASHMLA_HOPPER.value):
-        c.add("VLLM_ATTENTION_BACKEND_INVALID", "error", "FlashMLA's dense kernel runs on Hopper only.",
-              fix="drop --attention-backend, or pass TRITON_MLA", engine_message=F.FLASHMLA_MESSAGE,
-              source=F.FLASHMLA_HOPPER.source, layers=tuple(c.m.full_attention_layers), stage="model load")
-
-
-def _xpu_mla_backend(c: Check) -> None:
-    s = c.s
-    if s.attention_backend and s.attention_backend.upper() not in F.XPU_MLA_ATTENTION.value:
-        c.add("VLLM_XPU_ATTENTION_BACKEND", "error",
-              f"vLLM on XPU runs MLA attention with {', '.join(F.XPU_MLA_ATTENTION.value)}; {s.attention_backend} is "
-              "not one of them.", fix="drop --attention-backend or pass TRITON_MLA",
-              engine_message=F.XPU_INVALID_BACKEND.format(mla=True), source=F.XPU_MLA_ATTENTION.source,
-              layers=tuple(c.m.full_attention_layers), stage="model load")
-        return
-    c.r.attention_backend = s.attention_backend.upper() if s.attention_backend else None
-
-
-def _backend(c: Check) -> str | None:
-    """The attention backend vLLM runs: the one asked (or XPU's resolution), else the platform's first choice."""
-    s = c.s
-    if c.r.attention_backend:
-        return c.r.attention_backend.upper()
-    if c.m.mla:
-        return None  # the platform's MLA choice; its blocks are aligned to MLA_BLOCK_ALIGNMENT anyway
-    return F.DEFAULT_ATTENTION.value.get("blackwell" if s.device == "cuda" and s.gpu == "blackwell" else s.device)
-
-
-def _kernel_block(c: Check) -> int:
-    """The smallest block the backend's kernels take."""
-    if _fa4_hd256(c):
-        return F.FA4_HD256_BLOCK.value
-    return F.KERNEL_BLOCK.value.get((c.s.device, _backend(c)), F.KERNEL_BLOCK_ALIGNMENT.value)
-
-
-def _fa4_hd256(c: Check) -> bool:
-    """FlashAttention 4's head-256 kernel: FLASH_ATTN on Blackwell with 256-wide heads."""
-    s = c.s
-    return s.device == "cuda" and s.gpu == "blackwell" and _backend(c) == "FLASH_ATTN" and c.derived.get("head_dim") == 256
-
-
-def _starting_block(c: Check) -> None:
-    """The block vLLM starts from without --block-size: the backend's preferred one (the default 16 where
-    its kernels take 16; FlashAttention on XPU 64; the CPU platform 128). Hybrids are aligned from there."""
-    s, r = c.s, c.r
-    if s.page_size is not None:
-        return
-    preferred = F.FA4_HD256_BLOCK.value if _fa4_hd256(c) else F.PREFERRED_BLOCK.value.get((s.device, _backend(c)))
-    if preferred is None:
-        kernel = _kernel_block(c)
-        default = F.DEFAULT_BLOCK_SIZE.value
-        preferred = default if default % kernel == 0 else kernel
-    if preferred != r.page_size:
-        r.page_size = preferred
-        r.why["page_size"] = f"the {_backend(c)} backend's preferred block on {s.device} ({F.PREFERRED_BLOCK.source})"
 
 
 def _mamba_cache_mode(c: Check) -> None:
@@ -221,7 +133,7 @@ def _page_alignment(c: Check, layer_map: LayerMap) -> None:
     if not attn_token or not mamba_page:
         return
     asked = r.page_size
-    kernel = _kernel_block(c)
+    kernel = kernel_block(c)
     align = max(kernel, asked)
     if c.m.mla:
         align = max(align, F.MLA_BLOCK_ALIGNMENT.value)
