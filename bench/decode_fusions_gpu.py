@@ -1,0 +1,121 @@
+"""Each decode-step fusion of issue 29 against the launches it replaces, at real shapes, in one run:
+
+    python bench/decode_fusions_gpu.py [--device cuda] [--small]
+
+- gate/up as one GEMM + act_and_mul, against gate, up, act, mul (Qwen3-8B: 4096 -> 12288 SiLU;
+  gemma-3-1b: 1152 -> 6912 tanh GELU), the down product left out (the same in both);
+- add_rms_norm with Gemma's post norm inside, against rms_norm then add_rms_norm (1152 wide);
+- gpt-oss's experts at 1 and 4 tokens (32 of 2880 x 2880, top 4, interleaved gate/up, biases): the two
+  GEMV launches against the sorted chain (align, gated up GEMM, down GEMM);
+- rope_paged_decode against qk_norm_rope_kv_write + paged_attention_decode (Qwen3-8B 32/8 heads of 128
+  with q/k norms; gpt-oss 64/8 heads of 64 with sinks and its 128-token window), 1 and 32 requests of
+  2,048 tokens.
+bf16; median ms of each (timing.median_ms), unfused / fused (above 1: the fusion is faster), and the
+largest difference relative to the largest unfused magnitude. --small: shapes cut by 8, float32, a
+few requests, one timing each, to check the script on a CPU under TRITON_INTERPRET=1 (times meaningless).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+import torch.nn.functional as F
+from timing import median_ms
+
+
+def rel_err(a, b):
+    return ((a.float() - b.float()).abs().max() / b.float().abs().max().clamp_min(1e-6)).item()
+
+
+REPEAT = 20  # (--small: 1)
+
+
+def row(label, fused, unfused, dev):
+    a, b = fused(), unfused()
+    a, b = (a[0], b[0]) if isinstance(a, tuple) else (a, b)
+    t_f, t_u = median_ms(fused, dev, repeat=REPEAT, warmup=1), median_ms(unfused, dev, repeat=REPEAT, warmup=1)
+    print(f"{label:58} {t_f:9.3f} {t_u:9.3f} {t_u / t_f:9.2f} {rel_err(a, b):12.2e}", flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default=None, help="cuda or xpu (default: the current accelerator)")
+    ap.add_argument("--small", action="store_true", help="shapes / 8, to check the script (CPU, interpreter)")
+    args = ap.parse_args()
+    from bringup.kernels import reference as ref
+    from bringup.kernels.reference.mlp import activation
+    from bringup.kernels.dispatch import device_type_of
+    from bringup.kernels.triton import fused_moe_gated, norms
+    from bringup.kernels.triton.act_and_mul import act_and_mul
+    from bringup.kernels.triton.paged_attention_decode import paged_attention_decode
+    from bringup.kernels.triton.qk_norm_rope import qk_norm_rope_kv_write
+    from bringup.kernels.triton.rope_paged_decode import rope_paged_decode
+
+    global REPEAT
+    dev = torch.device(args.device or device_type_of(None))
+    cut = 8 if args.small else 1
+    REPEAT = 1 if args.small else REPEAT
+    bf = dict(device=dev, dtype=torch.float32 if args.small else torch.bfloat16)  # (the interpreter's bf16 dot)
+    torch.manual_seed(0)
+    print(f"device {dev}, torch {torch.__version__}")
+    print(f"{'fusion':58} {'fused ms':>9} {'unfused':>9} {'ratio':>9} {'max rel err':>12}")
+    for name, H, I, act in (("Qwen3-8B", 4096, 12288, "silu"), ("gemma-3-1b", 1152, 6912, "gelu_pytorch_tanh")):
+        H, I = H // cut, I // cut
+        gate, up = torch.randn(I, H, **bf) / H ** 0.5, torch.randn(I, H, **bf) / H ** 0.5
+        gate_up = torch.cat([gate, up])
+        for T in (1, 32):
+            x = torch.randn(T, H, **bf)
+            row(f"gate/up + act_and_mul, {name}, {T} tokens", lambda: act_and_mul(F.linear(x, gate_up), act),
+                lambda: activation(act, F.linear(x, gate)) * F.linear(x, up), dev)
+    H = 1152 // cut
+    w, dw = torch.rand(H, device=dev) + 0.5, torch.rand(H, device=dev) + 0.5
+    for T in (1, 32):
+        h, d = torch.randn(T, H, **bf), torch.randn(T, H, **bf)
+        row(f"add_rms_norm + post norm, gemma-3-1b, {T} tokens",
+            lambda: norms.add_rms_norm(h, d, w, 1e-6, delta_weight=dw),
+            lambda: norms.add_rms_norm(h, ref.rms_norm(d, dw, 1e-6, multiply_in_float32=True), w, 1e-6), dev)
+    E, H, I, k = 32, 2880 // cut, 2880 // cut, 4
+    gu = torch.randn(E, H, 2 * I, **bf) / H ** 0.5
+    gub, down, db = torch.randn(E, 2 * I, **bf) * 0.1, torch.randn(E, I, H, **bf) / I ** 0.5, torch.randn(E, H, **bf)
+    views = (gu[..., ::2].transpose(1, 2), gu[..., 1::2].transpose(1, 2), down.transpose(1, 2))
+    biases = (gub[:, ::2], gub[:, 1::2], db)
+    gemv_max = fused_moe_gated.GEMV_MAX_TOKENS
+
+    def experts(x, wts, ids, sorted_form):
+        fused_moe_gated.GEMV_MAX_TOKENS = 0 if sorted_form else gemv_max
+        try:
+            return fused_moe_gated.moe_gated_experts_unsummed(x, wts, ids, *views, "swiglu_clamped", *biases, 1.702, 7.0)
+        finally:
+            fused_moe_gated.GEMV_MAX_TOKENS = gemv_max
+
+    for T in (1, 4):
+        x = torch.randn(T, H, **bf)
+        wts, ids = torch.softmax(torch.randn(T, k, device=dev), -1), torch.stack([torch.randperm(E, device=dev)[:k]
+                                                                                   for _ in range(T)])
+        row(f"gpt-oss experts, GEMV against sorted, {T} tokens", lambda: experts(x, wts, ids, False),
+            lambda: experts(x, wts, ids, True), dev)
+    context, page = 2048 // cut, 16
+    for name, Hq, Hkv, D, extra in (("Qwen3-8B", 32, 8, 128, "norms"), ("gpt-oss", 64, 8, 64, "sinks")):
+        for B in ((1, 4) if args.small else (1, 32)):
+            qkv = torch.randn(B, (Hq + 2 * Hkv) * D, **bf)
+            q, kk, v = (t.view(B, -1, D) for t in qkv.split([Hq * D, Hkv * D, Hkv * D], dim=-1))
+            pages = torch.randperm(B * context // page, device=dev).view(B, -1)
+            ctx = torch.full((B,), context, device=dev)
+            pos = ctx - 1
+            slots = pages[:, -1] * page + pos % page
+            inv_freq = 1.0 / 1e6 ** (torch.arange(0, D, 2, device=dev).float() / D)
+            kc, vc = (torch.randn(B * context // page, page, Hkv, D, **bf) for _ in range(2))
+            norm = (torch.rand(D, **bf) + 0.5) if extra == "norms" else None
+            sinks = torch.linspace(-1.0, 2.0, Hq, device=dev) if extra == "sinks" else None
+            window = 128 if extra == "sinks" else None
+            row(f"rope_paged_decode, {name}, {B} requests of {context}",
+                lambda: rope_paged_decode(q, kk, v, pos, inv_freq, kc, vc, slots, pages, ctx, D ** -0.5, window,
+                                          None, sinks, 1.0, norm, norm),
+                lambda: paged_attention_decode(qk_norm_rope_kv_write(q, kk, v, pos, inv_freq, kc, vc, slots, 1.0, norm,
+                                                                     norm), kc, vc, pages, ctx, D ** -0.5, window,
+                                               None, sinks), dev)
+
+
+if __name__ == "__main__":
+    main()
