@@ -18,10 +18,15 @@ few requests, one timing each, to check the script on a CPU under TRITON_INTERPR
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from timing import median_ms
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # (python -P leaves the script's folder out)
+
+from timing import median_ms  # noqa: E402
 
 
 def rel_err(a, b):
