@@ -5,7 +5,7 @@ Our engine prints SGLang-style lines on purpose, so one parser serves both (sgla
   Load weight end. elapsed=... s, type=..., avail mem=... GB, mem usage=... GB.
   KV Cache is allocated. dtype: ..., #tokens: N, K size: ... GB, V size: ... GB
   Mamba Cache is allocated. max_mamba_cache_size: S, conv_state size: ...GB, ssm_state size: ...GB
-  CPU: compiling the decode step ... / CPU: decode step compiled in N s (ours, on the CPU)
+  CPU: compiling the decode step ... / CPU: decode step compiled (or loaded) in N s (ours, on the CPU)
   max_total_num_tokens=N, chunked_prefill_size=..., max_running_requests=R, ...
   Uvicorn running on http://127.0.0.1:PORT
   The server is fired up and ready to roll!
@@ -28,7 +28,7 @@ STAGES: list[tuple[str, float, re.Pattern]] = [
     ("state pool allocated", 0.8, re.compile(r"Mamba Cache is allocated")),
     # CPU: the decode step compiles at start-up (a minute or more the first time: the bar says why it waits)
     ("compiling the decode step", 0.82, re.compile(r"CPU: compiling the decode step")),
-    ("decode step compiled", 0.88, re.compile(r"CPU: decode step compiled in|CPU: compiling the decode step failed")),
+    ("decode step compiled", 0.88, re.compile(r"CPU: decode step (?:compiled|loaded) in|CPU: compiling the decode step failed")),
     ("serving", 0.9, re.compile(r"Uvicorn running on|max_total_num_tokens=")),
     ("ready", 1.0, re.compile(r"The server is fired up and ready to roll")),
 ]
@@ -49,7 +49,7 @@ _FIGURES: list[tuple[str, re.Pattern, type]] = [
     ("max_running_requests", re.compile(r"max_running_requests=(\d+)"), int),
     ("context_len", re.compile(r"context_len=(\d+)"), int),
     ("port", re.compile(r"Uvicorn running on https?://[^:\s]+:(\d+)"), int),
-    ("cpu_compile_seconds", re.compile(r"CPU: decode step compiled in ([\d.]+) s"), float),
+    ("cpu_compile_seconds", re.compile(r"CPU: decode step (?:compiled|loaded) in ([\d.]+) s"), float),
 ]
 
 VLLM_STAGES: list[tuple[str, float, re.Pattern]] = [

@@ -12,8 +12,8 @@ dynamic, so there is no padding and no per-size capture. The batch size is one u
 shared by every per-request tensor (`mark_unbacked(..., shape_id=...)`, which torch 2.13 has), so
 a lone request needs no graph of its own; where torch lacks that, the size is marked dynamic and a
 lone request, which torch specialises, gets a second graph. They are compiled at start-up
-(`warm_up`), inductor's on-disk cache making later starts quick (default model on the 2-core build
-box: about 11 s with one graph, 20 s with two). Prompt steps stay eager (their chunked scan reads
+(`warm_up`). A later start of the same model loads the step saved by the first
+(saved_decode_step.py: no trace, no compile), else inductor's on-disk cache spares it the C++ compiles. Prompt steps stay eager (their chunked scan reads
 lengths on the host). The pools keep one tensor per layer (pools.py) so that the step writes the states and K/V
 where they lie instead of copying a whole pool back.
 
@@ -31,6 +31,7 @@ from pathlib import Path
 
 import torch
 
+from . import saved_decode_step
 from .forward_batch import ForwardBatch
 
 # The ForwardBatch tensors whose first dimension is the number of requests (or of tokens: one each).
@@ -64,11 +65,17 @@ def use_bringup_inductor_cache() -> str:
 class CompiledDecode:
     """`model(batch)` for decode batches, compiled once for any batch size and context length."""
 
-    def __init__(self, model, one_graph: bool = ONE_GRAPH):
-        use_bringup_inductor_cache()
+    def __init__(self, model, one_graph: bool = ONE_GRAPH, save_steps: bool = True):
+        self._inductor_cache = use_bringup_inductor_cache()
+        self._model = model
         self._compiled = torch.compile(model, fullgraph=True)
         self.one_graph = one_graph
         self.compile_seconds = 0.0
+        # A saved step (saved_decode_step.py), where this torch has them and one graph serves all sizes.
+        self.save_steps = save_steps and one_graph and saved_decode_step.available()
+        self._saved = None  # SavedStep, loaded or compiled at warm_up
+        self._saved_marked = False  # whether its guards want the marks (compiled here, not loaded)
+        self.how = "traced and compiled"  # what warm_up did, for the start-up log
 
     @staticmethod
     def takes(batch: ForwardBatch) -> bool:
@@ -79,6 +86,18 @@ class CompiledDecode:
         if batch.block_tables.shape[1] < MIN_TABLE_WIDTH:  # (extra entries are never attended to)
             batch.block_tables = torch.nn.functional.pad(batch.block_tables,
                                                          (0, MIN_TABLE_WIDTH - batch.block_tables.shape[1]))
+        if self._saved is not None:
+            # The guards of a step compiled in this process look for the dynamic dimensions' marks;
+            # those of a loaded one for none (torch saves no marks).
+            if self._saved_marked:
+                self._mark_dynamic(batch)
+            out = self._saved.try_run(batch)
+            if out is not None:
+                return out
+        self._mark_dynamic(batch)
+        return self._compiled(batch)
+
+    def _mark_dynamic(self, batch: ForwardBatch) -> None:
         tensors = [t for t in (getattr(batch, name) for name in _PER_REQUEST) if t is not None]
         if self.one_graph:
             for tensor in tensors:
@@ -87,7 +106,30 @@ class CompiledDecode:
             for tensor in tensors:
                 torch._dynamo.mark_dynamic(tensor, 0)
         torch._dynamo.mark_dynamic(batch.block_tables, 1)
-        return self._compiled(batch)
+
+    def _load_or_save(self, batch: ForwardBatch, key: str) -> None:
+        """The saved step for `key` if there is one, else compile it on `batch` and save it."""
+        path = saved_decode_step.steps_dir(self._inductor_cache) / f"{key}.bin"
+        try:
+            self._saved = saved_decode_step.load(self._model, path)
+        except Exception as err:  # noqa: BLE001 - a file torch cannot read back: compile afresh
+            self._saved, self.how = None, f"saved step unreadable ({error_summary(err)}), "
+        if self._saved is not None:
+            self.how = f"loaded from {path}"
+            return
+        if batch.block_tables.shape[1] < MIN_TABLE_WIDTH:
+            batch.block_tables = torch.nn.functional.pad(batch.block_tables,
+                                                         (0, MIN_TABLE_WIDTH - batch.block_tables.shape[1]))
+        self._mark_dynamic(batch)
+        unread = self.how if self.how.startswith("saved step") else ""
+        try:
+            self._saved, failed = saved_decode_step.compile_and_save(self._model, batch, path)
+        except COMPILE_ERRORS + (RuntimeError,) as err:  # the usual compile may still manage
+            self.how = unread + f"traced and compiled (the saveable compile failed: {error_summary(err)})"
+            return
+        self._saved_marked = True
+        self.how = unread + ("traced, compiled and saved to " + str(path) if failed is None
+                             else f"traced and compiled; not saved ({failed})")
 
     def warm_up(self, kv_pool, state_pool, max_batch: int, owner: str = "compile warm-up") -> float:
         """Compile now, on a throw-away decode step of one request (and one of max_batch without
@@ -95,6 +137,7 @@ class CompiledDecode:
         inductor's cache. The pages and slots used are taken from the pools and given back (a slot
         is zeroed when next taken, a page's stale K/V is never attended to). Returns the seconds spent."""
         started = time.monotonic()
+        key = saved_decode_step.step_key(self._model, kv_pool, state_pool) if self.save_steps else None
         for n in (1,) if self.one_graph else sorted({max(1, max_batch), 1}, reverse=True):
             pages = kv_pool.alloc(n, owner) if kv_pool.layer_ids else [0] * n
             slots = [state_pool.alloc(owner) for _ in range(n)] if state_pool.layer_ids else [-1] * n
@@ -105,6 +148,8 @@ class CompiledDecode:
                         page_size=kv_pool.page_size, state_slots=slots, has_initial_state=[True] * n,
                         kv_pool=kv_pool if kv_pool.layer_ids else None,
                         state_pool=state_pool if state_pool.layer_ids else None, device=torch.device("cpu"))
+                    if key is not None:
+                        self._load_or_save(batch, key)
                     self(batch)
             finally:
                 if kv_pool.layer_ids:

@@ -278,7 +278,7 @@ class Engine:
         """Compile the CPU's decode step now (cpu_compiled_decode.py), logging how long it took; a
         failure (no C++ compiler, an op torch cannot trace) is logged and decode steps stay eager."""
         self.log(f"CPU: compiling the decode step with torch.compile for 1 to {self.scheduler.max_running} requests "
-                 "(a minute or more the first time, inductor's cache after; --cpu-compile off or "
+                 "(a minute or more the first time, seconds once saved; --cpu-compile off or "
                  f"{CPU_COMPILE_ENV}=0 skips it)")
         from .cpu_compiled_decode import error_summary
 
@@ -289,7 +289,9 @@ class Engine:
             self.log(f"CPU: compiling the decode step failed ({error_summary(err)}); decode steps run eagerly")
             return None
         self.cpu_compile_seconds = seconds
-        self.log(f"CPU: decode step compiled in {seconds:.2f} s (batch size and context length dynamic)")
+        how = self.runner.compiled_decode.how
+        self.log(f"CPU: decode step {'loaded' if how.startswith('loaded') else 'compiled'} in {seconds:.2f} s: "
+                 f"{how} (batch size and context length dynamic)")
         return seconds
 
     def _warmup_wanted(self, warmup: bool | None) -> bool:

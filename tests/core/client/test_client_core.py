@@ -105,6 +105,9 @@ def test_the_cpu_decode_compile_is_a_stage_of_its_own():
     failed = StartupState()
     failed.feed("CPU: compiling the decode step failed (RuntimeError: no C++ compiler); decode steps run eagerly")
     assert failed.stage == "decode step compiled" and "cpu_compile_seconds" not in failed.figures
+    loaded = StartupState()  # a later start loads the step the first one saved
+    loaded.feed("CPU: decode step loaded in 4.18 s: loaded from /c/bringup_decode_steps/k.bin (batch size ...)")
+    assert loaded.stage == "decode step compiled" and loaded.figures["cpu_compile_seconds"] == 4.18
 
 
 def test_stage_never_moves_back():

@@ -72,6 +72,16 @@ def tiny_folder(tmp_path_factory):
     return tiny_nemotron_h(tmp_path_factory.mktemp("compiled") / "tiny")
 
 
+@pytest.fixture(autouse=True)
+def fresh_saved_steps(tmp_path, monkeypatch):
+    """Each test starts with no saved decode step (saved_decode_step.py): one saved by an earlier run
+    would be loaded instead of compiled."""
+    from bringup.core.engine import saved_decode_step
+
+    monkeypatch.setattr(saved_decode_step, "steps_dir", lambda cache: tmp_path / "steps")
+    return tmp_path / "steps"
+
+
 def _engine(folder, compiled: bool, log=None):
     from bringup.core.engine.config import EngineConfig
     from bringup.core.engine.engine import Engine
@@ -94,13 +104,13 @@ def test_compiled_decode_gives_the_eager_tokens_with_one_compile(tiny_folder, on
         pytest.skip("this torch compiles two graphs anyway (the first case)")
     # False: the path of a torch without mark_unbacked(shape_id=...): a lone request's graph beside the batches'
     monkeypatch.setattr(cpu_compiled_decode, "ONE_GRAPH", one_graph)
-    monkeypatch.setattr(cpu_compiled_decode.CompiledDecode.__init__, "__defaults__", (one_graph,))
+    monkeypatch.setattr(cpu_compiled_decode.CompiledDecode.__init__, "__defaults__", (one_graph, True))
     torch._dynamo.reset()  # (one engine per process in use; here, graphs of an earlier case would serve this one)
     before = torch._dynamo.utils.counters["stats"]["unique_graphs"]
     lines = []
     compiled = _engine(tiny_folder, True, lines.append)
     assert compiled.runner.compiled_decode is not None, lines
-    assert any("decode step compiled in" in line for line in lines)
+    assert any("decode step compiled in" in line for line in lines), lines
     assert compiled.server_info()["cpu_compiled_decode_seconds"] > 0
     graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
     assert graphs - before == (1 if one_graph else 2)
@@ -118,6 +128,63 @@ def test_compiled_decode_gives_the_eager_tokens_with_one_compile(tiny_folder, on
     eager = _engine(tiny_folder, False)
     assert eager.runner.compiled_decode is None and eager.server_info()["cpu_compiled_decode_seconds"] is None
     assert got == eager.generate(prompts, params)
+
+
+def test_a_second_start_loads_the_saved_step_without_tracing(tiny_folder, fresh_saved_steps):
+    if not cpu_compiled_decode.saved_decode_step.available():
+        pytest.skip("this torch saves no compiled functions")
+    torch._dynamo.reset()
+    lines = []
+    first = _engine(tiny_folder, True, lines.append)
+    assert any("decode step compiled in" in line and "saved to" in line for line in lines), lines
+    assert len(list(fresh_saved_steps.glob("*.bin"))) == 1
+    prompts, params = _workload(first)
+    want = first.generate(prompts, params)
+
+    torch._dynamo.reset()  # as a new process: nothing traced yet
+    before = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    lines = []
+    second = _engine(tiny_folder, True, lines.append)
+    assert any("decode step loaded in" in line and "loaded from" in line for line in lines), lines
+    assert second.generate(prompts, params) == want == _engine(tiny_folder, False).generate(prompts, params)
+    # Batches of 1 to 4 and contexts of one to three pages ran the loaded step: dynamo traced nothing.
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == before
+
+
+def test_an_unreadable_saved_step_is_compiled_again(tiny_folder, fresh_saved_steps, monkeypatch):
+    if not cpu_compiled_decode.saved_decode_step.available():
+        pytest.skip("this torch saves no compiled functions")
+    from bringup.core.engine import saved_decode_step
+
+    monkeypatch.setattr(saved_decode_step, "step_key", lambda *a: "k")
+    fresh_saved_steps.mkdir(parents=True)
+    (fresh_saved_steps / "k.bin").write_bytes(b"not a saved step")
+    torch._dynamo.reset()
+    lines = []
+    engine = _engine(tiny_folder, True, lines.append)
+    assert any("saved step unreadable (" in line and "saved to" in line for line in lines), lines
+    assert (fresh_saved_steps / "k.bin").read_bytes() != b"not a saved step"
+    prompts, params = _workload(engine)
+    assert engine.generate(prompts[:2], params[:2]) == _engine(tiny_folder, False).generate(prompts[:2], params[:2])
+
+
+def test_the_saved_steps_key_follows_the_model_the_pools_and_the_switches(tiny_folder, monkeypatch):
+    from bringup.core.engine.saved_decode_step import step_key
+
+    engine = _engine(tiny_folder, False)
+    model, kv, state = engine.model, engine.kv_pool, engine.state_pool
+    key = step_key(model, kv, state)
+    assert step_key(model, kv, state) == key
+    monkeypatch.setattr(onednn_packed, "ENABLED", not onednn_packed.ENABLED)
+    assert step_key(model, kv, state) != key
+    monkeypatch.undo()
+    monkeypatch.setenv("BRINGUP_SOMETHING", "1")
+    assert step_key(model, kv, state) != key
+    monkeypatch.delenv("BRINGUP_SOMETHING")
+    other = _engine(tiny_folder, False)  # same model, same pools: the same key
+    assert step_key(other.model, other.kv_pool, other.state_pool) == key
+    monkeypatch.setattr(kv, "_k", [t[:-1] for t in kv._k])  # a pool of another size
+    assert step_key(model, kv, state) != key
 
 
 def test_a_failed_compile_leaves_eager_decode_steps(tiny_folder, monkeypatch):
