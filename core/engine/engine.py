@@ -289,9 +289,9 @@ class Engine:
             self.log(f"CPU: compiling the decode step failed ({error_summary(err)}); decode steps run eagerly")
             return None
         self.cpu_compile_seconds = seconds
-        how = self.runner.compiled_decode.how
+        how, phases = self.runner.compiled_decode.how, self.runner.compiled_decode.phases
         self.log(f"CPU: decode step {'loaded' if how.startswith('loaded') else 'compiled'} in {seconds:.2f} s: "
-                 f"{how} (batch size and context length dynamic)")
+                 f"{how}{f' ({phases})' if phases else ''} (batch size and context length dynamic)")
         return seconds
 
     def _warmup_wanted(self, warmup: bool | None) -> bool:
