@@ -499,6 +499,9 @@ def _generate_params(raw) -> SamplingParams:
     if not isinstance(raw, dict):
         raise BadRequest("sampling_params must be an object", param="sampling_params")
     check_stop(raw.get("stop"), "sampling_params: stop", "sampling_params")
+    if "logprobs" in raw:  # an engine field SGLang's sampling_params lacks; /generate shows no logprobs
+        raise BadRequest("sampling_params: logprobs is not a /generate parameter; ask /v1/completions with "
+                         "logprobs: N (or chat with logprobs: true, top_logprobs: N)", param="sampling_params")
     try:
         return SamplingParams.from_dict(raw)
     except InvalidSamplingParams as err:

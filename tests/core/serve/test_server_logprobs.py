@@ -104,6 +104,7 @@ def _events(client, path: str, body: dict) -> list[dict]:
 
 
 @pytest.mark.parametrize("path, extra, words", [
+    ("/generate", {"sampling_params": {"logprobs": 2}}, "logprobs is not a /generate parameter"),
     ("/v1/completions", {"logprobs": 21}, "logprobs=21: at most 20"),
     ("/v1/completions", {"logprobs": True}, "logprobs must be an integer from 0 to 20"),
     ("/v1/chat/completions", {"logprobs": True, "top_logprobs": 21}, "top_logprobs=21: at most 20"),
@@ -111,6 +112,7 @@ def _events(client, path: str, body: dict) -> list[dict]:
     ("/v1/chat/completions", {"logprobs": 3}, "logprobs must be true or false in chat"),
 ])
 def test_past_the_cap_and_wrong_kinds_are_refused(client, path, extra, words):
-    body = ({"prompt": "hi"} if path == "/v1/completions" else {"messages": [{"role": "user", "content": "hi"}]})
-    r = client.post(path, json={**body, "max_tokens": 2, **extra})
+    body = {"/v1/completions": {"prompt": "hi", "max_tokens": 2}, "/generate": {"text": "hi"},
+            "/v1/chat/completions": {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}}[path]
+    r = client.post(path, json={**body, **extra})
     assert r.status_code == 400 and words in r.json()["error"]["message"], r.text
