@@ -76,12 +76,12 @@ def idle_cores(cores: int, busy: float | None) -> int:
     return max(1, min(cores, cores - int(busy + 0.5)))
 
 
-# Cores are reserved for the process's other threads only when the engine keeps at least this many:
-# on 2 cores a reserve halves the engine, and the event loop's turns cost less than that. Served
-# tok/s, default model, 8 streams, 2 cores shared with other work (bench/serving_vs_engine.py,
-# 5 interleaved pairs, notes/28-serveb.md): 1 thread 183 / 97 / 233 / 149 / 98, 2 threads
-# 153 / 265 / 240 / 206 / 225 (2 threads ahead in 4 pairs of 5).
-MIN_THREADS_BESIDE_RESERVE = 2
+# Cores are reserved for the process's other threads whenever the engine keeps at least this many:
+# with every core in torch's thread team the event loop's turns stall the team. Served tok/s, default
+# model, 8 streams, 2 cores, a quiet machine (bench/serving_vs_engine.py ... --serve-flags
+# '--cpu-threads N', 2026-12-03): 1 thread 177 (79 % of the engine alone), 2 threads 84 (35 %), as
+# commit 2ae729d measured (223 against 80). Under other work the pairs were noisy (notes/28-serveb.md).
+MIN_THREADS_BESIDE_RESERVE = 1
 
 
 def choose_cpu_threads(requested: int | None = None, reserved: int = 0) -> tuple[int, str]:
@@ -101,7 +101,7 @@ def choose_cpu_threads(requested: int | None = None, reserved: int = 0) -> tuple
         why += f", {idle - threads} left to the server's event loop"
     elif reserved and idle > 1:
         why += (f", none left to the server's event loop (that would leave the engine fewer than "
-                f"{MIN_THREADS_BESIDE_RESERVE} threads)")
+                f"{MIN_THREADS_BESIDE_RESERVE} thread{'s' if MIN_THREADS_BESIDE_RESERVE > 1 else ''})")
     return threads, why
 
 

@@ -102,9 +102,8 @@ def serve(config: EngineConfig, *, host: str = "127.0.0.1", port: int = DEFAULT_
 
     from bringup.core.engine.engine import Engine
 
-    # On the CPU one core is left to the HTTP event loop when the engine keeps 2 threads or more: its
-    # turns stall a thread team that has every core, but on 2 cores halving the team cost more
-    # (cpu_threads.MIN_THREADS_BESIDE_RESERVE has the figures).
+    # On the CPU one core is left to the HTTP event loop whenever the engine keeps a thread: its turns
+    # stall a thread team that has every core (cpu_threads.MIN_THREADS_BESIDE_RESERVE has the figures).
     engine = Engine(config.replace(model=model, cpu_cores_reserved=1), log=log.info)  # logs the weight and pool lines
     info = engine.server_info()
     from bringup.core.engine import device as devices
