@@ -19,6 +19,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+import bringup  # noqa: F401  (first: takes the checkout's root, and its bare kernels/, off sys.path)
+
 # Helpers shared by the rooms' test folders (tests/helpers/) are imported by bare name.
 sys.path.insert(0, str(Path(__file__).resolve().parent / "helpers"))
 

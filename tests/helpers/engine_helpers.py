@@ -161,7 +161,7 @@ def tiny_sliding(folder: Path, model_type: str = "gemma3_text", window: int = 8)
 def torch_fallbacks_on_cpu(model) -> list[str]:
     """Make a CPU transformers model call its own torch fallbacks instead of fla / mamba_ssm.
 
-    transformers (5.24) binds a kernel package's function at import whenever the package is
+    transformers (5.24, 5.25) binds a kernel package's function at import whenever the package is
     installed, whatever device the model later runs on; on a GPU machine with fla installed the
     CPU reference then hands CPU tensors to Triton ("Pointer argument cannot be accessed from
     Triton"). The wrapper keeps the torch function as `__wrapped__` and records its choice in the
@@ -173,11 +173,20 @@ def torch_fallbacks_on_cpu(model) -> list[str]:
     module = sys.modules[type(model).__module__]
     switched = []
     for name, fn in list(vars(module).items()):
-        code, cells = getattr(fn, "__code__", None), getattr(fn, "__closure__", None)
-        if code is None or not cells or getattr(fn, "__wrapped__", None) is None:
-            continue
-        chosen = dict(zip(code.co_freevars, (c.cell_contents for c in cells)))
-        if chosen.get("is_new_implementation") is True:
+        fn = _closed_over(getattr(type(fn), "forward", None), "func") or fn
+        if getattr(fn, "__wrapped__", None) is not None and _closed_over(fn, "is_new_implementation") is True:
             setattr(module, name, fn.__wrapped__)
             switched.append(name)
     return switched
+
+
+def _closed_over(fn, name: str):
+    """The value `fn`'s closure holds under `name`, else None.
+
+    From transformers 5.25, which depends on Hugging Face's `kernels`, the wrapper above comes back
+    once more wrapped, in a `kernels` module object (`Func`) whose forward closes over it as `func`.
+    """
+    code, cells = getattr(fn, "__code__", None), getattr(fn, "__closure__", None)
+    if code is None or not cells:
+        return None
+    return dict(zip(code.co_freevars, (c.cell_contents for c in cells))).get(name)
