@@ -101,13 +101,15 @@ def bench_model(path: Path, config: dict, params: int, args, bw: float, device, 
 
         engine.add_request([5] * 16, SamplingParams(max_new_tokens=8, temperature=0.0, ignore_eos=True), detokenize=False)
         engine.step()  # the prompt in: the profiled steps decode only
-        row["kernels_per_step"], row["busy_eager"] = profile_decode(engine)
+        row["kernels_per_step"], row["busy_eager"], row["top_kernels"] = profile_decode(engine)
         row["blocks"] = len(engine.layer_map.layers)
         row["kernels_per_50_blocks"] = row["kernels_per_step"] * 50 / max(1, row["blocks"])
         while engine.has_unfinished():
             engine.step()
         print(f"  kernels per decode step (batch 1): {row['kernels_per_step']:.0f} over {row['blocks']} blocks "
               f"({row['kernels_per_50_blocks']:.0f} per 50 blocks)", flush=True)
+        for name, per_step in row["top_kernels"].items():
+            print(f"    {per_step:6.1f}  {name}")
     model, model_config = engine.model, engine.config
     del engine
     gc.collect()

@@ -23,6 +23,7 @@ bench adds no warm-up of its own beyond one tiny request per batch size.
 from __future__ import annotations
 
 import argparse
+import collections
 import gc
 import json
 import sys
@@ -88,8 +89,9 @@ def step_bytes(model, config, batch: int, context: int, kv_dtype_bytes: int = 2,
             "total": other + experts + state + kv}
 
 
-def profile_decode(engine, steps: int = 3) -> tuple[float, float]:
-    """(kernels per decode step, GPU busy share) over eager decode steps (graphs set aside)."""
+def profile_decode(engine, steps: int = 3) -> tuple[float, float, dict[str, float]]:
+    """(kernels per decode step, GPU busy share, the most launched kernels' names with their launches
+    per step) over eager decode steps (graphs set aside)."""
     from torch.profiler import ProfilerActivity, profile
 
     graphs, engine.runner.decode_graphs = engine.runner.decode_graphs, None
@@ -107,7 +109,8 @@ def profile_decode(engine, steps: int = 3) -> tuple[float, float]:
     kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
                and "memcpy" not in e.name.lower() and "memset" not in e.name.lower()]
     busy = sum(e.device_time for e in kernels) / 1e6  # device_time is in microseconds
-    return len(kernels) / steps, busy / wall
+    names = collections.Counter(e.name[:80] for e in kernels).most_common(15)
+    return len(kernels) / steps, busy / wall, {name: n / steps for name, n in names}
 
 
 def sweep_moe_tiles(device) -> dict:
@@ -396,7 +399,7 @@ def main() -> int:
         sch = engine.scheduler
         while sch.waiting or any(r.num_computed < len(r.prompt_ids) for r in sch.running):
             engine.step()  # prompts in: the profiled steps decode only
-        row["kernels_per_step"], row["busy_eager"] = profile_decode(engine)
+        row["kernels_per_step"], row["busy_eager"], row["top_kernels"] = profile_decode(engine)
         if engine.decode_graphs is not None and B in engine.decode_graphs.buckets:
             row["graph_replay_ms"] = graph_replay_ms(engine, B)
         if args.profile_dir and B == 1:

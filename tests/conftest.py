@@ -30,6 +30,9 @@ from repo_paths import NANO_CONFIG, SHARED, SHARED_MODELS  # noqa: E402
 _SCRATCH = Path(tempfile.mkdtemp(prefix="bringup-tests-"))
 os.environ["BRINGUP_SETTINGS"] = str(_SCRATCH / "settings.ini")
 os.environ["BRINGUP_ENGINES_DIR"] = str(_SCRATCH / "engines")
+# Children import the installed bringup, never the folder they start in: `python -c` from a checkout
+# put the checkout's bare bringup/ (no rooms in it) ahead of a non-editable install (the device runs).
+os.environ["PYTHONSAFEPATH"] = "1"
 # CPU engines decode eagerly unless a test asks for the compiled step (a compile takes a minute on two
 # cores; tests/core/engine/test_engine_cpu_compiled.py covers it with one engine).
 os.environ.setdefault("BRINGUP_CPU_COMPILE", "0")

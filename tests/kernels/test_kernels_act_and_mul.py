@@ -15,6 +15,7 @@ import torch.nn.functional as F
 
 from bringup.kernels.reference import act_and_mul
 from bringup.kernels.reference.mlp import activation
+from precision_helpers import assert_as_accurate_as_reference
 
 
 @pytest.mark.parametrize("act", ["silu", "gelu_pytorch_tanh"])
@@ -70,8 +71,8 @@ def test_triton_kernel_matches_the_reference_interpreted():
 @pytest.mark.gpu
 @pytest.mark.parametrize("act", ["silu", "gelu_pytorch_tanh"])
 def test_triton_kernel_at_qwen3_8b_and_gemma3_shapes_matches_the_reference_on_the_gpu(act):
-    """bf16 at Qwen3-8B's width (12288) and Gemma-3-1B's (6912), 1 and 64 rows: rounded as the
-    reference, so nearly every element agrees exactly."""
+    """bf16 at Qwen3-8B's width (12288) and Gemma-3-1B's (6912), 1 and 64 rows: as close to the float32
+    answer as the reference is."""
     from bringup.kernels.triton.act_and_mul import act_and_mul as fast
     from bringup.kernels.triton.availability import GPU_DEVICE_TYPES, triton_reason
 
@@ -81,4 +82,4 @@ def test_triton_kernel_at_qwen3_8b_and_gemma3_shapes_matches_the_reference_on_th
         x = 3 * torch.randn(T, 2 * I, device=device, dtype=torch.bfloat16)
         got, want = fast(x, act), act_and_mul(x, act)
         torch.testing.assert_close(got, want, atol=2e-2, rtol=2e-2)
-        assert (got == want).float().mean().item() > 0.97
+        assert_as_accurate_as_reference(got, want, act_and_mul(x.float(), act), f"{act} {T}x{I}")

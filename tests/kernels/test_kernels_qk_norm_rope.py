@@ -14,6 +14,7 @@ import torch
 
 from bringup.kernels.reference import apply_rotary, kv_cache_write, rms_norm
 from bringup.kernels.reference.qk_norm_rope_kv_write import qk_norm_rope_kv_write
+from precision_helpers import assert_as_accurate_as_reference
 
 
 def _problem(T=5, Hq=4, Hkv=2, D=16, dtype=torch.float32, seed=0):
@@ -100,7 +101,7 @@ def test_triton_kernel_matches_the_reference_interpreted():
 @pytest.mark.parametrize("norms", [False, True])
 def test_triton_kernel_at_qwen3_8b_shapes_matches_the_reference_on_the_gpu(norms):
     """Qwen3-8B's attention (32 query heads, 8 KV heads of 128) in bf16, 3 and 64 tokens, q/k/v views of
-    one product: the kernel rounds as the reference does, so nearly every element agrees exactly."""
+    one product: q and the cache as close to the float32 answer as the reference's."""
     from bringup.kernels.triton.availability import GPU_DEVICE_TYPES, triton_reason
     from bringup.kernels.triton.qk_norm_rope import qk_norm_rope_kv_write as fast
 
@@ -117,6 +118,11 @@ def test_triton_kernel_at_qwen3_8b_shapes_matches_the_reference_on_the_gpu(norms
         caches = [[torch.zeros(64, 16, 8, 128, device=device, dtype=torch.bfloat16) for _ in range(2)] for _ in range(2)]
         want = qk_norm_rope_kv_write(q, k, v, pos, inv_freq, *caches[0], slots, 1.0, qn, kn, 1e-6)
         got = fast(q, k, v, pos, inv_freq, *caches[1], slots, 1.0, qn, kn, 1e-6)
-        for a, b in [(got, want), (caches[1][0], caches[0][0]), (caches[1][1], caches[0][1])]:
+        true_caches = [torch.zeros(64, 16, 8, 128, device=device) for _ in range(2)]
+        f32 = (lambda w: None if w is None else w.float())
+        truth = qk_norm_rope_kv_write(q.float(), k.float(), v.float(), pos, inv_freq, *true_caches, slots, 1.0,
+                                      f32(qn), f32(kn), 1e-6)
+        for what, a, b, t in [("q", got, want, truth), ("k cache", caches[1][0], caches[0][0], true_caches[0]),
+                              ("v cache", caches[1][1], caches[0][1], true_caches[1])]:
             torch.testing.assert_close(a, b, atol=2e-2, rtol=2e-2)
-            assert (a == b).float().mean().item() > 0.97
+            assert_as_accurate_as_reference(a, b, t, f"{what}, {T} tokens")
