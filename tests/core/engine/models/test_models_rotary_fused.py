@@ -15,6 +15,7 @@ import sys
 
 import pytest
 from models_helpers import assert_matches_hf, hf_checkpoint, load_with_fast_op, run_engine, standard_requests
+from sliding_configs import gpt_oss_swiglu_limit
 
 from bringup.kernels.reference import qk_norm_rope_kv_write, rope_paged_decode
 
@@ -36,7 +37,7 @@ FAMILIES = {
         rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
                          "full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 100000.0}})),
     "gpt_oss": ("GptOssConfig", "GptOssForCausalLM", dict(
-        SLIDING, num_hidden_layers=2, num_local_experts=4, num_experts_per_tok=2, swiglu_limit=1.0,
+        SLIDING, num_hidden_layers=2, num_local_experts=4, num_experts_per_tok=2, swiglu_limit=gpt_oss_swiglu_limit(),
         rope_parameters={"rope_type": "yarn", "factor": 4.0, "beta_fast": 32.0, "beta_slow": 1.0,
                          "truncate": False, "original_max_position_embeddings": 64, "rope_theta": 10000.0})),
     "lfm2": ("Lfm2Config", "Lfm2ForCausalLM", dict(
