@@ -1,7 +1,8 @@
 """Every family the engine runs, at its real size, on one GPU with dummy weights, in one run: decode
 speed against the bandwidth limit, kernels per step, prefill, time to ready, and transformers.
 
-    python bench/families.py [CONFIG.json ...] [--batches 1,32] [--budget-s 240] [--out results.json]
+    python bench/families.py [CONFIG.json ...] [--batches 1,32] [--budget-s 240] [--gate-up auto|fused|apart]
+        [--out results.json]
 
 Without configs: every config under ../shared/models whose model_type the engine runs, smallest first
 (configs given run in the order given)
@@ -193,10 +194,17 @@ def main() -> int:
     ap.add_argument("--hf-max-params", type=float, default=10e9, help="largest model the transformers twin runs")
     ap.add_argument("--budget-s", type=float, default=240, help="start no model, batch or baseline after this")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--gate-up", choices=["auto", "fused", "apart"], default="auto",
+                    help="gate and up as one GEMM + act_and_mul, or as two products, the activation and the "
+                         "product (auto: the engine's choice); on the H200 the eager pair timed the fused form slower")
     ap.add_argument("--cpu-smoke", action="store_true",
                     help="run the same code on the CPU (tiny configs; figures meaningless, to check the script; with "
                          "TRITON_INTERPRET=1 the kernels per step are counted with the GPU op set)")
     args = ap.parse_args()
+    if args.gate_up != "auto":
+        from bringup.core.engine.models.fused_gate_up import FusedGateUp
+
+        FusedGateUp.fuse_gate_up = args.gate_up == "fused"
     began = time.perf_counter()
     deadline = began + args.budget_s
     if args.cpu_smoke:
