@@ -24,6 +24,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api-key-a", default=None, help="API key of server A")
     parser.add_argument("--api-key-b", default=None, help="API key of server B")
     parser.add_argument("--model", default=None, help="the model name to send (servers that need one)")
+    parser.add_argument("--dtype-a", default=None, metavar="DTYPE",
+                        help="the dtype server A computes in (float32, float16, bfloat16), where its /server_info "
+                             "does not say: the noise floor is the less precise side's")
+    parser.add_argument("--dtype-b", default=None, metavar="DTYPE", help="the same for server B")
     parser.add_argument("--calibration", metavar="FILE", default=None,
                         help="a threshold saved by --save-calibration, instead of calibrating on A now")
     parser.add_argument("--save-calibration", metavar="FILE", default=None, help="write the threshold used to FILE")
@@ -48,7 +52,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def render_ab(result) -> str:
-    lines = [f"A {result.a} ({result.modes[0]})  B {result.b} ({result.modes[1]}), {result.max_tokens} tokens each",
+    da, db = (f", {d}" if d else "" for d in result.dtypes)
+    lines = [f"A {result.a} ({result.modes[0]}{da})  B {result.b} ({result.modes[1]}{db}), {result.max_tokens} tokens each",
              f"{'agree':>6}  {'parts at':>8}  {'A':<14} {'B':<14} {'gap':>6}  prompt"]
     for r in result.prompts:
         d = r.divergence
@@ -62,7 +67,8 @@ def render_ab(result) -> str:
         lines.append(f"logprob differences over {dist['count']} shared tokens: median {dist['p50']:.4f}, "
                      f"p90 {dist['p90']:.4f}, p99 {dist['p99']:.4f}, max {dist['max']:.4f} nats")
     t = result.threshold
-    lines.append(f"threshold: p99 {t.logprob_diff_p99:.3f} nats, divergence gap {t.divergence_gap:.2f} nats ({t.source})")
+    lines.append(f"threshold: p99 {t.logprob_diff_p99:.3f} nats, divergence gap {t.divergence_gap:.2f} nats "
+                 f"({t.rule or t.source})")
     lines.append(f"verdict: {result.verdict.word}: {result.verdict.reason}")
     return "\n".join(lines)
 
@@ -112,8 +118,8 @@ def main(args: argparse.Namespace) -> int:
         except (OSError, ValueError, KeyError, TypeError) as err:
             raise UserError(f"--calibration {args.calibration}: not a saved threshold ({err})") from None
     prompts = read_prompts(args.prompts) if args.prompts else None
-    a = Server(args.targets[0], args.api_key_a, model=args.model)
-    b = Server(args.targets[1], args.api_key_b, model=args.model)
+    a = Server(args.targets[0], args.api_key_a, model=args.model, dtype=args.dtype_a)
+    b = Server(args.targets[1], args.api_key_b, model=args.model, dtype=args.dtype_b)
     result = run_ab(a, b, prompts, max_tokens=args.max_tokens, threshold=threshold)
     if args.save_calibration:
         with open(args.save_calibration, "w", encoding="utf-8") as f:

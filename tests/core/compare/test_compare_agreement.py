@@ -90,3 +90,42 @@ def test_without_logprobs_only_answers_the_batch_alone_changed_count_as_noise():
                            pieces(["a", "c"], [-0.1, -0.01], [{"a": -0.1}, {"c": -0.01, "b": -5.0}]))
     assert "near-tie cannot be told" not in judge([sure], t).reason  # with logprobs the gap tells
     assert not math.isnan(parted("x").agreement)
+
+
+def test_the_floor_follows_the_less_precise_side_and_names_its_source():
+    from bringup.core.compare.precision import ROUNDOFF_NATS, less_precise, rounding_floor
+
+    assert less_precise("float32", "torch.bfloat16") == "bfloat16" and less_precise("bf16", "half") == "bfloat16"
+    assert less_precise("float32", "auto") is None  # SGLang's "auto" says nothing
+    quiet = [compare_answers("p", pieces(["a"], [-1.0]), pieces(["a"], [-1.0]))]
+    bf16 = calibrate(quiet, "B alone against 1 at once", "bfloat16")
+    assert bf16.logprob_diff_p99 == pytest.approx(ROUNDOFF_NATS * 2**-8) == pytest.approx(rounding_floor("bf16"))
+    assert bf16.rule.startswith(f"floor {bf16.logprob_diff_p99:.3f} nats: bf16 side's rounding floor")
+    assert "precision.py" in bf16.rule and "B alone against 1 at once" in bf16.rule
+    assert bf16.divergence_gap >= 2 * bf16.logprob_diff_p99  # each of two tokens moved by the floor: a near-tie
+    fp32 = calibrate(quiet, "A alone", "float32")
+    assert fp32.logprob_diff_p99 == FLOOR_LOGPROB_DIFF and "least floor" in fp32.rule
+    loud = [compare_answers("q", pieces(["a"] * 10, [-1.0] * 10), pieces(["a"] * 10, [-1.2] * 10))]
+    measured = calibrate(loud, "B alone against 8 at once", "bfloat16")  # batch noise past the rounding floor
+    assert measured.logprob_diff_p99 == pytest.approx(MARGIN * 0.2) and "3 x the p99 0.200" in measured.rule
+    assert Threshold.from_json(bf16.to_json()) == bf16
+
+
+def test_bf16_rounding_agrees_within_bf16_noise_and_a_shift_past_it_differs():
+    """The shape of ours in float32 against ours in bfloat16 on the CPU (p99 0.03 nats over the
+    shared tokens): within bf16's floor, past float32's; a kernel that moves every logprob by a tenth
+    of a nat and more is past both."""
+    import random
+
+    rng = random.Random(0)
+    lps = [-rng.uniform(0.1, 5.0) for _ in range(60)]
+    moved = [x + rng.uniform(-0.03, 0.03) for x in lps]
+    rounding = compare_answers("r", pieces(["t"] * 60, lps), pieces(["t"] * 60, moved))
+    quiet = [compare_answers("p", pieces(["a"], [-1.0]), pieces(["a"], [-1.0]))]
+    bf16, fp32 = calibrate(quiet, "B alone", "bfloat16"), calibrate(quiet, "A alone", "float32")
+    v = judge([rounding], bf16)
+    assert v.word == "agree" and "agree within bf16 noise" in v.reason and "bf16 side's rounding floor" in v.reason
+    assert judge([rounding], fp32).word == "differ"
+    wrong = compare_answers("w", pieces(["t"] * 60, lps), pieces(["t"] * 60, [x - rng.uniform(0.15, 0.6) for x in lps]))
+    v = judge([wrong], bf16)
+    assert v.word == "differ" and "past the bf16 noise threshold 0.098" in v.reason

@@ -1,0 +1,57 @@
+"""How far rounding alone moves a logprob, by the dtype a run computes in: the noise floor of an A/B
+whose two sides run different precisions, taken from the less precise side.
+
+A logit z rounded in a dtype of unit roundoff u moves by up to u·|z|, and a logprob, a logit minus
+the log-sum-exp of all of them, by up to about 2·u·|z|. With logits of the size language models give
+(tens of nats at the top) and the error a deep stack gathers before the head, ROUNDOFF_NATS units of
+roundoff bound the p99 of an honest comparison's logprob differences:
+
+  - bf16 (u = 2^-8): 25 u = 0.098 nats. Measured here: ours on the CPU, float32 against bfloat16,
+    tiny NemotronH: p99 0.018 nats over 107 tokens (8 prompts x 16), 0.030 over 18 (3 x 6).
+  - SGLang's model tests allow 5e-2 nats between HF and SGLang on every top-5 logprob of every
+    position (max, not p99), in float16 (u = 2^-11: about 100 u), 8e-2 for OLMo
+    (sgl-project/sglang@e09bb774 test/srt/models/test_generation_models.py:40-41, :57, float16 at
+    :60; a later version raised decode to 6e-2 for its issue #8614); the check itself is
+    check_close_model_outputs (sglang 0.5.23 wheel, sglang/test/runners.py:938); LoRA cases allow
+    1e-1 (sglang/test/lora_utils.py:51-52), its disaggregation parity 0.05 (kits/pd_parity_kit.py:20).
+  - vLLM's model tests set no number: a parting passes when each side's token is among the other's
+    top logprobs (vllm-project/vllm@9cfdcd89 tests/models/utils.py:77, check_logprobs_close), the
+    near-tie rule verdict.py applies with its gap.
+
+float32 and float16 fall under verdict.FLOOR_LOGPROB_DIFF (0.02 nats), which stays the least floor.
+"""
+
+from __future__ import annotations
+
+UNIT_ROUNDOFF = {"float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
+ROUNDOFF_NATS = 25.0  # p99 logprob difference per unit roundoff of the less precise side (see above)
+ALIASES = {"fp32": "float32", "float": "float32", "f32": "float32", "fp16": "float16", "half": "float16",
+           "f16": "float16", "bf16": "bfloat16"}
+
+
+def dtype_name(text) -> str | None:
+    """'torch.bfloat16', 'bf16', 'BFloat16' -> 'bfloat16'; None for 'auto', None or a dtype not known here."""
+    if not text:
+        return None
+    name = str(text).strip().lower().removeprefix("torch.")
+    name = ALIASES.get(name, name)
+    return name if name in UNIT_ROUNDOFF else None
+
+
+def less_precise(a, b) -> str | None:
+    """The dtype of the two with the larger roundoff; None when either is unknown."""
+    a, b = dtype_name(a), dtype_name(b)
+    if a is None or b is None:
+        return None
+    return a if UNIT_ROUNDOFF[a] >= UNIT_ROUNDOFF[b] else b
+
+
+def rounding_floor(dtype) -> float:
+    """The p99 logprob difference rounding in `dtype` alone gives (0.0 for a dtype not known here)."""
+    name = dtype_name(dtype)
+    return ROUNDOFF_NATS * UNIT_ROUNDOFF[name] if name else 0.0
+
+
+def short(dtype) -> str:
+    name = dtype_name(dtype)
+    return {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(name or "", str(dtype))
