@@ -1,6 +1,6 @@
 """Each FP8 (W8A16) decode kernel against its bf16 counterpart at a model's real shapes, in one run.
 
-    python bench/fp8_kernels.py [CONFIG.json] [--rows 1 4] [--block 128]
+    python bench/fp8_kernels.py [CONFIG.json] [--rows 1 2 4 8] [--block 128] [--json OUT.json]
 
 CONFIG defaults to Nemotron-3-Nano-30B-A3B's (../shared/models). Per layer shape of a decode step
 (Mamba in/out projections, attention q/k/v and o, the MoE layer with its shared expert): the fp8
@@ -8,7 +8,14 @@ kernel (`fp8_linear`, `moe_experts_shared_fp8_unsummed`) and the bf16 one the en
 same layer (torch's linear, `moe_experts_shared_unsummed`), each timed as 50 calls replayed from a
 CUDA graph (so launch gaps count as they do in a graphed decode step), in microseconds per call,
 with the bytes it must read over the copy bandwidth measured here: the share of the bandwidth limit.
-Where the whole model's FP8 decode loses to bf16 (bench/quantized.py), this says which kernel.
+The calls cycle over enough copies of the weights (or, for the MoE, sets of routed experts) to read
+twice the L2 cache, so that no call finds its weights cached by the one before: a decode step reads
+each layer's weights once, from memory. Where the whole model's FP8 decode loses to bf16
+(bench/quantized.py), this says which kernel.
+
+The dense fp8 GEMV picks its tiles per shape at its first call (kernels/triton/tile_picker.py);
+after the table, each shape's candidates are listed with their time (us per call, one launch after
+an L2 flush) and the one chosen, so a device run shows which tiles win and by how much.
 """
 
 from __future__ import annotations
@@ -29,18 +36,19 @@ NANO = Path(__file__).resolve().parents[1].parent / "shared" / "models" / "nvidi
 CALLS = 50
 
 
-def graphed_us(fn) -> float:
-    """Microseconds per call of `fn`, CALLS calls captured in one CUDA graph, median of 5 replays."""
+def graphed_us(fns) -> float:
+    """Microseconds per call, CALLS calls (cycling over `fns`) captured in one CUDA graph, median of 5 replays."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         for _ in range(3):
-            fn()
+            for fn in fns:
+                fn()
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        for _ in range(CALLS):
-            fn()
+        for i in range(CALLS):
+            fns[i % len(fns)]()
     times = []
     for _ in range(5):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -50,6 +58,28 @@ def graphed_us(fn) -> float:
         end.synchronize()
         times.append(start.elapsed_time(end) * 1e3 / CALLS)
     return sorted(times)[2]
+
+
+def copies_beyond_l2(nbytes: int, dev) -> int:
+    """How many copies of `nbytes` of weights read twice the L2 cache."""
+    l2 = torch.cuda.get_device_properties(dev).L2_cache_size
+    return max(1, -(-2 * l2 // max(1, nbytes)))
+
+
+def print_tile_times(picker) -> None:
+    """Each timed shape's candidate tiles, fastest first, the chosen one marked."""
+    if not picker.timings:
+        return
+    print(f"\n{picker.name} tiles per shape (us per call after an L2 flush; * chosen):")
+    for full, times in picker.timings.items():
+        key, chosen = full[1], picker.chosen[full]
+        print(f"  N={key[0]} K={key[1]} {'1 row' if key[2] else '2+ rows'}:")
+        for config, us in sorted(times, key=lambda t: t[1]):
+            form = "dot" if config.dot else "vec"
+            print(f"    {'*' if config == chosen else ' '} {form} {config.block_n}x{config.block_k} warps {config.warps} "
+                  f"stages {config.stages} programs/unit {config.programs_per_unit}: {us:.1f}")
+        for config, why in picker.failures.get(full, []):
+            print(f"    ! {config}: did not run: {why[:300]}")
 
 
 def linear_shapes(cfg: dict) -> dict[str, tuple[int, int]]:
@@ -65,7 +95,7 @@ def linear_shapes(cfg: dict) -> dict[str, tuple[int, int]]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("config", nargs="?", type=Path, default=NANO)
-    ap.add_argument("--rows", type=int, nargs="+", default=[1, 4])
+    ap.add_argument("--rows", type=int, nargs="+", default=[1, 2, 4, 8])
     ap.add_argument("--block", type=int, default=128)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
@@ -88,13 +118,18 @@ def main() -> int:
                          "fp8_share": f_share})
 
     for name, (N, K) in linear_shapes(cfg).items():
-        w = torch.randn(N, K, device=dev, generator=gen) * 0.02
-        wb, (wq, ws) = w.to(bf16), quantize_fp8_block(w, block)
-        del w
+        copies = []
+        for _ in range(copies_beyond_l2(N * K, dev)):
+            w = torch.randn(N, K, device=dev, generator=gen) * 0.02
+            copies.append((w.to(bf16), *quantize_fp8_block(w, block)))
+            del w
+        ws = copies[0][2]
         for m in args.rows:
             x = torch.randn(m, K, device=dev, generator=gen).to(bf16)
-            report(name, m, graphed_us(lambda: F.linear(x, wb)), N * K * 2,
-                   graphed_us(lambda: fp8_linear(x, wq, ws, block)), N * K + ws.numel() * 4)
+            report(name, m, graphed_us([lambda wb=wb: F.linear(x, wb) for wb, _, _ in copies]), N * K * 2,
+                   graphed_us([lambda wq=wq, s=s: fp8_linear(x, wq, s, block) for _, wq, s in copies]),
+                   N * K + ws.numel() * 4)
+        del copies
     if cfg.get("n_routed_experts"):
         E, I, H = cfg["n_routed_experts"], cfg["moe_intermediate_size"], cfg["hidden_size"]
         k, S_I = cfg["num_experts_per_tok"], cfg["moe_shared_expert_intermediate_size"]
@@ -105,16 +140,26 @@ def main() -> int:
         del up, down, su, sd
         for m in args.rows:
             x = torch.randn(m, H, device=dev, generator=gen).to(bf16)
-            ids = torch.stack([torch.randperm(E, device=dev, generator=gen)[:k] for _ in range(m)])
-            wts = torch.rand(m, k, device=dev, generator=gen)
+            # distinct experts per call, so that the calls read other experts than the call before
+            # (and as many distinct ones per call as a step of m tokens that route apart)
+            routes = []
+            for _ in range(4):
+                ids = torch.randperm(E, device=dev, generator=gen)[:m * k].reshape(m, k) if m * k <= E else \
+                    torch.stack([torch.randperm(E, device=dev, generator=gen)[:k] for _ in range(m)])
+                routes.append((ids, torch.rand(m, k, device=dev, generator=gen)))
             read = (min(E, m * k) * 2 * I * H + 2 * S_I * H)  # weights one step reads (distinct experts + shared)
             report("moe + shared expert", m,
-                   graphed_us(lambda: moe_experts_shared_unsummed(x, wts, ids, *b16, "relu2")), read * 2,
-                   graphed_us(lambda: moe_experts_shared_fp8_unsummed(
+                   graphed_us([lambda ids=ids, wts=wts: moe_experts_shared_unsummed(x, wts, ids, *b16, "relu2")
+                               for ids, wts in routes]), read * 2,
+                   graphed_us([lambda ids=ids, wts=wts: moe_experts_shared_fp8_unsummed(
                        x, wts, ids, q8[0][0], q8[0][1], q8[1][0], q8[1][1], q8[2][0], q8[2][1], q8[3][0], q8[3][1],
-                       "relu2", block)), read)
+                       "relu2", block) for ids, wts in routes]), read)
+    from bringup.kernels.triton.fp8_linear import PICKER
+    print_tile_times(PICKER)
     if args.json:
-        args.json.write_text(json.dumps({"bandwidth": bw, "rows": rows_out}, indent=1))
+        tiles = [{"key": [str(v) for v in full[1]], "chosen": PICKER.chosen[full]._asdict(),
+                  "times": [{**c._asdict(), "us": us} for c, us in times]} for full, times in PICKER.timings.items()]
+        args.json.write_text(json.dumps({"bandwidth": bw, "rows": rows_out, "gemv_tiles": tiles}, indent=1))
     return 0
 
 

@@ -6,74 +6,115 @@ registers, and its block's scale is applied to the partial product of that K blo
 column of the tile and K block), so no dequantised copy is ever written. Activations stay in the
 model dtype, so this runs on any device Triton serves (XPU included), FP8 matrix units or not.
 
-Two forms by rows: `_gemv_kernel` (decode, a few rows: multiply and sum in float32 on the vector
-units, the layer bound by reading the weights) and `_gemm_kernel` (prefill: tl.dot on tiles of
-16+ rows, the fp8 tile widened to the activation dtype first).
+Two kernels by rows. `_gemv_kernel` (decode, up to GEMV_MAX_ROWS rows): each program takes a
+column tile for all the rows, so a weight tile is read once per call however many rows there are
+(before, one program per row read the weights once per row: 4 rows took 2.3x one row's time on
+the H200); the rows ride as the narrow side of a tl.dot (padded to 16) or, for one row, on the
+vector units; split-K fills the device, the slices reduced in the launch. Its tiles are picked per
+shape on the device at warm-up (tile_picker.py). `_gemm_kernel` (prefill): tl.dot on tiles of rows.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import torch
 import triton
 import triton.language as tl
 
-from .launch import compute_units, num_warps
+from .launch import compute_units, interpreted, num_warps
+from .tile_picker import TilePicker
 
-GEMV_MAX_ROWS = 4
-# (BLOCK_N, BLOCK_K, warps, stages) of the GEMV: 64 x 128 fp8 bytes a tile, pipelined.
-GEMV_TILE = (64, 128, 4, 4)
-# Programs per compute unit the GEMV aims for; below that, K is split (the slices summed in the launch).
-GEMV_PROGRAMS_PER_UNIT = 4
+GEMV_MAX_ROWS = 16  # up to here the GEMV (all rows in each program); above, the tiled GEMM
 
 
 @triton.jit
-def _gemv_kernel(x_ptr, w_ptr, s_ptr, b_ptr, out_ptr, part_ptr, count_ptr, N, K, K_SPLIT, s_xm, s_wn, s_sn, s_sk,
+def _gemv_kernel(x_ptr, w_ptr, s_ptr, b_ptr, out_ptr, part_ptr, count_ptr, M, N, K, K_SPLIT, s_xm, s_wn, s_sn, s_sk,
                  s_om, BN: tl.constexpr, BK: tl.constexpr, HAS_BIAS: tl.constexpr, SPLIT: tl.constexpr,
-                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    # One row, BLOCK_N columns, one K_SPLIT-long slice of K (split-K when N alone gives too few programs).
-    # The partial products stay a 2-D float32 tile, each element scaled by its block's scale, and are
-    # reduced across K once after the loop: no cross-lane reduction per iteration, so the loop is only
-    # loads and FMAs and the compiler can keep several fp8 tiles in flight.
-    row = tl.program_id(0).to(tl.int64)
-    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
-    split = tl.program_id(2)
+                 DOT: tl.constexpr, DOT_F32: tl.constexpr, TILE_SCALE: tl.constexpr, EVEN_K: tl.constexpr,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    # BLOCK_N columns of every row (all M of them: each weight tile is read once per call, whatever
+    # M), over one K_SPLIT-long slice of K (split-K when the columns alone give too few programs).
+    # DOT: the fp8 tile widened to x's dtype and multiplied by the rows (padded to BLOCK_M = 16) on
+    # the matrix units, w [BLOCK_N, BLOCK_K] @ x^T [BLOCK_K, BLOCK_M], so the weight is the operand
+    # that is BLOCK_N wide and the pipeliner keeps several fp8 tiles in flight. Otherwise (one row,
+    # BLOCK_M = 1) a 2-D float32 partial on the vector units, reduced across K once after the loop.
+    # TILE_SCALE: the tile's columns lie in one scale block (BN a multiple of BLOCK_N), so each K
+    # tile reads one scale; else one per column.
+    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    split = tl.program_id(1)
     col_ok = cols < N
+    rows = tl.arange(0, BLOCK_M)
+    row_ok = rows < M
     ks = tl.arange(0, BLOCK_K)
-    acc = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
     w_rows = w_ptr + cols[:, None].to(tl.int64) * s_wn
-    s_rows = s_ptr + (cols // BN) * s_sn
+    if TILE_SCALE:
+        s_tile = s_ptr + (tl.program_id(0) * BLOCK_N // BN) * s_sn
+    else:
+        s_cols = s_ptr + (cols // BN) * s_sn
     k_lo = split * K_SPLIT
     k_hi = tl.minimum(k_lo + K_SPLIT, K)
-    for dk in range(0, K_SPLIT, BLOCK_K):
-        k0 = k_lo + dk
+    if DOT:
+        acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
+    else:
+        acc2 = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
+    for k0 in range(k_lo, k_hi, BLOCK_K):
         k = k0 + ks
-        k_ok = k < k_hi
-        xv = tl.load(x_ptr + row * s_xm + k, mask=k_ok, other=0.0).to(tl.float32)
-        wv = tl.load(w_rows + k[None, :], mask=col_ok[:, None] & k_ok[None, :], other=0.0)
-        sv = tl.load(s_rows + (k0 // BK) * s_sk, mask=col_ok, other=0.0)  # a K tile lies inside one scale block
-        acc += wv.to(tl.float32) * (xv[None, :] * sv[:, None])
-    total = tl.sum(acc, axis=1)
+        if EVEN_K:  # K and the slices whole K tiles: no K mask, so nothing stops wide loads
+            wt = tl.load(w_rows + k[None, :], mask=col_ok[:, None], other=0.0)
+        else:
+            k_ok = k < k_hi
+            wt = tl.load(w_rows + k[None, :], mask=col_ok[:, None] & k_ok[None, :], other=0.0)
+        if TILE_SCALE:  # (a K tile lies inside one scale block: BLOCK_K divides BK)
+            sv = tl.load(s_tile + (k0 // BK) * s_sk)
+        else:
+            sv = tl.load(s_cols + (k0 // BK) * s_sk, mask=col_ok, other=0.0)[:, None]
+        if DOT:
+            x_at = x_ptr + rows[None, :].to(tl.int64) * s_xm + k[:, None]
+            if EVEN_K:
+                xt = tl.load(x_at, mask=row_ok[None, :], other=0.0)
+            else:
+                xt = tl.load(x_at, mask=k_ok[:, None] & row_ok[None, :], other=0.0)
+            if DOT_F32:  # (the interpreter: its tl.dot multiplies bf16's raw bits)
+                acc += tl.dot(wt.to(tl.float32), xt.to(tl.float32)) * sv
+            else:
+                acc += tl.dot(wt.to(xt.dtype), xt) * sv
+        else:
+            if EVEN_K:
+                xv = tl.load(x_ptr + k).to(tl.float32)
+            else:
+                xv = tl.load(x_ptr + k, mask=k_ok, other=0.0).to(tl.float32)
+            if TILE_SCALE:
+                acc2 += wt.to(tl.float32) * (xv * sv)[None, :]
+            else:
+                acc2 += wt.to(tl.float32) * (xv[None, :] * sv)
+    if not DOT:
+        acc = tl.sum(acc2, axis=1)[:, None]  # [BLOCK_N, 1]
+    out_at = out_ptr + rows[None, :].to(tl.int64) * s_om + cols[:, None]
+    ok = col_ok[:, None] & row_ok[None, :]
     if SPLIT:
         # Split K reduced in the same launch: each slice leaves its float32 partial, and the slice that
-        # arrives last at the tile's counter (acquire-release, so the others' partials are visible)
-        # sums them in slice order, writes the output and sets the counter back to 0 for the next call.
-        splits = tl.num_programs(2)
-        tl.store(part_ptr + (split.to(tl.int64) * tl.num_programs(0) + row) * N + cols, total, mask=col_ok)
-        tile = row * tl.num_programs(1) + tl.program_id(1)
+        # arrives last at its column tile's counter (acquire-release, so the others' partials are
+        # visible) sums them in slice order, writes the output and sets the counter back to 0 for the
+        # next call.
+        splits = tl.num_programs(1)
+        part_at = part_ptr + rows[None, :].to(tl.int64) * N + cols[:, None]
+        tl.store(part_at + split.to(tl.int64) * M * N, acc, mask=ok)
+        tile = tl.program_id(0)
         tl.debug_barrier()  # every thread's partial stored before the (cumulative) release of the count
         arrived = tl.atomic_add(count_ptr + tile, 1, sem="acq_rel")
         if arrived == splits - 1:
-            total = tl.zeros([BLOCK_N], dtype=tl.float32)
+            total = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
             for s in range(0, splits):
-                total += tl.load(part_ptr + (s * tl.num_programs(0) + row) * N + cols, mask=col_ok, other=0.0)
+                total += tl.load(part_at + s * M * N, mask=ok, other=0.0)
             if HAS_BIAS:
-                total += tl.load(b_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
-            tl.store(out_ptr + row * s_om + cols, total.to(out_ptr.dtype.element_ty), mask=col_ok)
+                total += tl.load(b_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)[:, None]
+            tl.store(out_at, total.to(out_ptr.dtype.element_ty), mask=ok)
             tl.atomic_xchg(count_ptr + tile, 0)
     else:
         if HAS_BIAS:
-            total += tl.load(b_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)
-        tl.store(out_ptr + row * s_om + cols, total.to(out_ptr.dtype.element_ty), mask=col_ok)
+            acc += tl.load(b_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)[:, None]
+        tl.store(out_at, acc.to(out_ptr.dtype.element_ty), mask=ok)
 
 
 @triton.jit
@@ -110,17 +151,38 @@ def _k_tile(bk: int, K: int, want: int) -> int:
     return tile
 
 
-def _gemv_splits(programs: int, K: int, block_k: int, device) -> int:
+class GemvConfig(NamedTuple):
+    dot: bool  # the matrix-unit form (any rows up to 16) or the vector form (one row)
+    block_n: int
+    block_k: int  # at most: a power of two inside one scale block
+    warps: int
+    stages: int
+    programs_per_unit: int  # below this many programs per compute unit, K is split to reach it
+
+
+# The candidates TilePicker times per shape on the device (the first is the default wherever nothing
+# is timed: the interpreter, or a shape first met inside a graph capture). Few, so warm-up stays short.
+DOT_CONFIGS = (GemvConfig(True, 64, 128, 4, 4, 4), GemvConfig(True, 128, 128, 4, 3, 4),
+               GemvConfig(True, 64, 128, 4, 4, 8), GemvConfig(True, 64, 64, 4, 6, 8))
+ONE_ROW_CONFIGS = (GemvConfig(False, 64, 128, 4, 4, 4), GemvConfig(False, 32, 128, 4, 4, 8))
+PICKER = TilePicker("fp8 GEMV")
+
+
+def gemv_candidates(rows: int) -> tuple[GemvConfig, ...]:
+    return DOT_CONFIGS + (ONE_ROW_CONFIGS if rows == 1 else ())
+
+
+def _gemv_splits(programs: int, K: int, block_k: int, device, per_unit: int) -> int:
     """K slices (each a whole number of K tiles) so that programs x slices fills the device."""
-    want = GEMV_PROGRAMS_PER_UNIT * compute_units(device)
+    want = per_unit * compute_units(device)
     tiles = triton.cdiv(K, block_k)
     return max(1, min(tiles, want // max(1, programs)))
 
 
-# Per device, one counter per output tile of a split GEMV (rows x column blocks), all 0 between
-# launches (the last slice of each tile resets its own). Made once, outside any graph capture (the
-# decode graphs run each step eagerly before capturing it). A launch splits K only when it has fewer
-# tiles than GEMV_PROGRAMS_PER_UNIT x compute units, far below this.
+# Per device, one counter per column tile of a split GEMV, all 0 between launches (the last slice
+# of each tile resets its own). Made once, outside any graph capture (the decode graphs run each
+# step eagerly before capturing it). A launch splits K only when it has fewer column tiles than
+# programs_per_unit x compute units, far below this.
 TILE_COUNTERS = 1 << 14
 _counters: dict[torch.device, torch.Tensor] = {}
 
@@ -131,24 +193,33 @@ def _tile_counters(device: torch.device) -> torch.Tensor:
     return _counters[device]
 
 
-def _gemv(flat, weight, scale, bias, out, bn, bk):
+def _gemv(flat, weight, scale, bias, out, bn, bk, config: GemvConfig | None = None):
+    """All M rows (<= GEMV_MAX_ROWS) in each program. `config`: one of gemv_candidates(M), else
+    the one PICKER chose for this shape."""
     M, K = flat.shape
     N = weight.shape[0]
-    block_n, want_k, warps, stages = GEMV_TILE
-    block_k = _k_tile(bk, K, want_k)
-    columns = triton.cdiv(N, block_n)
-    splits = _gemv_splits(M * columns, K, block_k, flat.device)
-    if M * columns > TILE_COUNTERS:
+    if config is None:
+        key = (N, K, M == 1, bn, bk, flat.dtype)
+        config = PICKER.pick(flat.device, key, gemv_candidates(M),
+                             lambda c: _gemv(flat, weight, scale, bias, out, bn, bk, c))
+    if not config.dot and M != 1:
+        raise ValueError(f"fp8 GEMV: the vector form takes one row, not {M}")
+    block_k = _k_tile(bk, K, config.block_k)
+    columns = triton.cdiv(N, config.block_n)
+    splits = _gemv_splits(columns, K, block_k, flat.device, config.programs_per_unit)
+    if columns > TILE_COUNTERS:
         splits = 1
     k_split = triton.cdiv(triton.cdiv(K, block_k), splits) * block_k
     splits = triton.cdiv(K, k_split)
     parts = torch.empty(splits, M, N, dtype=torch.float32, device=out.device) if splits > 1 else out
     counters = _tile_counters(flat.device) if splits > 1 else parts
-    _gemv_kernel[(M, columns, splits)](
-        flat, weight, scale, bias if bias is not None else out, out, parts, counters, N, K, k_split, flat.stride(0),
-        weight.stride(0), scale.stride(0), scale.stride(1), out.stride(0), BN=bn, BK=bk, HAS_BIAS=bias is not None,
-        SPLIT=splits > 1, BLOCK_N=block_n, BLOCK_K=block_k, num_warps=num_warps(flat.device.type, warps),
-        num_stages=stages)
+    _gemv_kernel[(columns, splits)](
+        flat, weight, scale, bias if bias is not None else out, out, parts, counters, M, N, K, k_split,
+        flat.stride(0), weight.stride(0), scale.stride(0), scale.stride(1), out.stride(0), BN=bn, BK=bk,
+        HAS_BIAS=bias is not None, SPLIT=splits > 1, DOT=config.dot, DOT_F32=interpreted(), TILE_SCALE=bn % config.block_n == 0,
+        EVEN_K=K % block_k == 0, BLOCK_M=16 if config.dot else 1, BLOCK_N=config.block_n, BLOCK_K=block_k,
+        num_warps=num_warps(flat.device.type, config.warps), num_stages=config.stages)
+    return config
 
 
 def fp8_linear(x, weight, scale, block, bias=None):

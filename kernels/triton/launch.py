@@ -22,6 +22,13 @@ def next_pow2(n: int, at_least: int = 1) -> int:
     return p
 
 
+def interpreted() -> bool:
+    """Under Triton's interpreter (TRITON_INTERPRET=1: the kernels run on the CPU, for tests)."""
+    import os
+
+    return os.environ.get("TRITON_INTERPRET", "") == "1"
+
+
 INTERPRETED_COMPUTE_UNITS = 4  # what compute_units says for the CPU under Triton's interpreter
 
 

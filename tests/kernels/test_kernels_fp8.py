@@ -126,6 +126,23 @@ def test_triton_fp8_linear_matches_reference(rows, N, K, block):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("rows", [1, 4, 8])
+@pytest.mark.parametrize("N, K", [(10304, 2688), (2688, 4096), (200, 96)])
+def test_triton_fp8_gemv_every_candidate_matches_reference(rows, N, K):
+    """Each tile config the device may pick at warm-up, at Nano's shapes and a ragged one."""
+    from bringup.kernels.triton.fp8_linear import _gemv, gemv_candidates
+
+    dev = _gpu()
+    q, s = quantize_fp8_block(torch.randn(N, K, device=dev) * 0.02, (128, 128))
+    x = torch.randn(rows, K, device=dev, dtype=torch.bfloat16)
+    expected = ref.fp8_linear(x, q, s, (128, 128))
+    for config in gemv_candidates(rows):
+        out = torch.full((rows, N), float("nan"), device=dev, dtype=torch.bfloat16)
+        _gemv(x, q, s, None, out, 128, 128, config)
+        assert rel(out, expected) < 2e-2, config
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("T", [1, 4, 9])
 def test_triton_moe_shared_fp8_matches_reference(T):
     """Nano's shapes: 6 of 128 experts, I = 1856 (not a multiple of the 128 block), a shared expert of
@@ -167,25 +184,31 @@ def test_triton_moe_fp8_matches_reference(T):
 # The GEMV under Triton's interpreter (CPU): every mask and split-K case, no GPU needed ----------
 
 _INTERPRETED_GEMV = """
+import sys
 import torch
 from bringup.kernels import reference as ref
 from bringup.kernels.reference.fp8_linear import PER_TENSOR_BLOCK, quantize_fp8_block
-from bringup.kernels.triton.fp8_linear import fp8_linear
+from bringup.kernels.triton.fp8_linear import _gemv, fp8_linear, gemv_candidates
 torch.manual_seed(0)
-worst = 0.0
-for N, K, block, bias in [(200, 384, (128, 128), False), (130, 384, (128, 128), True), (70, 96, PER_TENSOR_BLOCK, False),
-                          (96, 200, (64, 32), True), (64, 256, (1, 128), False)]:
-    for rows in (1, 3, 4):
-        q, s = quantize_fp8_block(torch.randn(N, K) * 0.02, block)
-        x = torch.randn(rows, K, dtype=torch.bfloat16)
-        b = torch.randn(N, dtype=torch.bfloat16) if bias else None
-        want, got = ref.fp8_linear(x, q, s, block, b), fp8_linear(x, q, s, block, b)
-        assert got.shape == want.shape and got.dtype == want.dtype, (N, K, rows)
-        err = ((got.float() - want.float()).abs().max() / want.float().abs().max()).item()
-        assert err < 2e-2, (N, K, block, rows, err)
-import sys
 counters = sys.modules["bringup.kernels.triton.fp8_linear"]._counters
-assert counters and all(int(c.abs().sum()) == 0 for c in counters.values())  # split tiles left their counters at 0
+def err(got, want):
+    return ((got.float() - want.float()).abs().max() / want.float().abs().max()).item()
+for N, K, block, bias in [(200, 384, (128, 128), False), (130, 384, (128, 128), True), (70, 96, PER_TENSOR_BLOCK, False),
+                          (96, 200, (64, 32), True), (64, 256, (1, 128), False), (1100, 128, (128, 128), True)]:
+    q, s = quantize_fp8_block(torch.randn(N, K) * 0.02, block)
+    b = torch.randn(N, dtype=torch.bfloat16) if bias else None
+    for rows in (1, 3, 4, 8):
+        x = torch.randn(rows, K, dtype=torch.bfloat16)
+        want = ref.fp8_linear(x, q, s, block, b)
+        got = fp8_linear(x, q, s, block, b)
+        assert got.shape == want.shape and got.dtype == want.dtype, (N, K, rows)
+        assert err(got, want) < 2e-2, (N, K, block, rows, err(got, want))
+        for config in gemv_candidates(rows):  # every tile the device may pick
+            out = torch.full((rows, N), float("nan"), dtype=torch.bfloat16)
+            assert _gemv(x, q, s, b, out, int(block[0]), int(block[1]), config) == config
+            assert err(out, want) < 2e-2, (N, K, block, rows, config, err(out, want))
+            assert all(int(c.abs().sum()) == 0 for c in counters.values()), config  # split tiles reset theirs
+assert counters  # (some launches split K)
 from bringup.kernels.triton.fused_moe_fp8 import moe_experts_fp8
 for E, I, H, k, block in [(8, 96, 200, 2, (64, 32)), (6, 130, 256, 3, (128, 128))]:
     for T in (1, 4):  # the per-assignment GEMV
@@ -219,9 +242,11 @@ print("ok")
 
 
 def test_triton_fp8_gemvs_match_references_interpreted():
-    """Dense GEMV: ragged N and K, a K tile smaller than the block, per-tensor and per-row scales, bias,
-    1-4 rows, the CPU's 4 'compute units' making every case split K (reduced in the launch: a call
-    after another must find the tile counters back at 0); the MoE GEMV: ragged blocks, 1-4 tokens.
+    """Dense GEMV at 1, 3, 4 and 8 rows, through fp8_linear and with each candidate tile config (the
+    matrix-unit and the one-row vector forms): ragged N and K, a K tile smaller than the block,
+    per-tensor and per-row scales, bias, the CPU's 4 'compute units' making most cases split K
+    (reduced in the launch: every call must leave the tile counters back at 0 for the next), one
+    wide N not split; the MoE GEMV: ragged blocks, 1-4 tokens.
     (Triton's interpreter needs numpy < 2.3 for loops with run-time bounds.)"""
     import os
     import subprocess

@@ -1,0 +1,93 @@
+"""The fastest of a few launch configurations of a kernel, timed once per shape on the device itself.
+
+The H200 and an Intel GPU want different tiles for the same GEMV, and neither can be measured
+here; so a kernel lists a few candidates (the first its default) and the first eager call of a
+shape times each on the device (`TilePicker.pick`) and keeps the fastest for that shape. Why not
+triton.autotune: a shape first met while a CUDA graph is being captured would be benchmarked inside
+the capture (synchronising there breaks it); here such a call, like every call on the CPU
+interpreter, takes the default without timing anything. The engine runs each decode step eagerly
+before capturing it (decode_graphs._DeviceGraph.capture), so the graphs capture the picked tiles.
+
+Each candidate is timed as REPS launches of the real call, each after a write of twice the L2
+cache (a decode step reads each weight once, from memory, not from a cache a repeat warmed).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Hashable, Sequence
+
+import torch
+
+REPS = 10
+WARMUP_CALLS = 2  # compiles the candidate and settles the allocator before timing
+
+
+def _backend(device: torch.device):
+    return getattr(torch, device.type, None)
+
+
+def capturing(device: torch.device) -> bool:
+    backend = _backend(device)
+    check = getattr(backend, "is_current_stream_capturing", None)
+    return bool(check and check())
+
+
+def _l2_bytes(device: torch.device) -> int:
+    try:
+        return int(getattr(_backend(device).get_device_properties(device), "L2_cache_size", 0) or 0)
+    except (AttributeError, RuntimeError):
+        return 0
+
+
+class TilePicker:
+    """Per (device, shape key): the chosen configuration, and every candidate's time (for benches)."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.chosen: dict[tuple, object] = {}
+        self.timings: dict[tuple, list[tuple[object, float]]] = {}  # key -> [(config, us per call)]
+        self.failures: dict[tuple, list[tuple[object, str]]] = {}  # key -> [(config, why it did not run)]
+
+    def pick(self, device: torch.device, key: Hashable, candidates: Sequence, launch: Callable[[object], None]):
+        """The configuration to launch `key` with; the first eager device call times every candidate
+        with `launch(config)` (the call's own arguments: its output is simply written again)."""
+        full = (str(device), key)
+        if full in self.chosen:
+            return self.chosen[full]
+        if len(candidates) == 1 or device.type not in ("cuda", "xpu") or capturing(device):
+            return candidates[0]
+        times, failed = [], []
+        for config in candidates:
+            try:
+                times.append((config, self._time(device, lambda config=config: launch(config))))
+            except Exception as exc:  # a candidate this device or Triton cannot compile: the others still run
+                failed.append((config, exc))
+        if not times:
+            raise failed[0][1]
+        self.timings[full], self.failures[full] = times, [(c, f"{type(e).__name__}: {e}") for c, e in failed]
+        self.chosen[full] = min(times, key=lambda t: t[1])[0]
+        return self.chosen[full]
+
+    @staticmethod
+    def _time(device: torch.device, call: Callable[[], None]) -> float:
+        backend = _backend(device)
+        for _ in range(WARMUP_CALLS):
+            call()
+        flush = torch.empty(max(1, 2 * _l2_bytes(device)), dtype=torch.uint8, device=device)
+        times = []
+        for _ in range(REPS):
+            flush.fill_(0)
+            start, end = backend.Event(enable_timing=True), backend.Event(enable_timing=True)
+            start.record()
+            call()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) * 1e3)
+        del flush
+        return sorted(times)[len(times) // 2]
+
+    def clear(self) -> None:
+        self.chosen.clear()
+        self.timings.clear()
+        self.failures.clear()
+
