@@ -178,7 +178,7 @@ def plan_vllm(layer_map: LayerMap, *, version, device: str, device_memory: int,
     kinds = geometry.mixer_layers(layers)
     all_attention = None
     if kinds and attn_token:  # the same budget if every mixer layer were full attention (one group)
-        aa_block = F.DEFAULT_BLOCK_SIZE.value
+        aa_block = F.default_block_size(version).value
         aa_page = aa_block * attn_token * len(kinds)
         aa_blocks = max(0, available) // aa_page
         aa_ctx = aa_blocks // -(-context // aa_block)

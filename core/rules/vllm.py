@@ -22,11 +22,12 @@ from bringup.core.rules.vllm_quantization import check_quantization
 def check_vllm(m: ModelFacts, s: LaunchSettings, layer_map: LayerMap, version) -> Check:
     """`version`: the release (a Version, core.versions.release)."""
     prefix = not s.disable_radix_cache and F.PREFIX_CACHING_DEFAULT.value
-    r = Resolved(device=s.device, attention_backend=None, page_size=s.page_size or F.DEFAULT_BLOCK_SIZE.value,
+    default_block = F.default_block_size(version)
+    r = Resolved(device=s.device, attention_backend=None, page_size=s.page_size or default_block.value,
                  tp=s.tp, pp=s.pp, dtype=s.dtype, kv_dtype=s.kv_dtype, mamba_ssm_dtype=None, mamba_conv_dtype=None,
                  radix_cache=prefix, overlap_schedule=True, state_slots_per_request=1 if m.is_hybrid else None)
     if s.page_size is None:
-        r.why["page_size"] = f"vLLM's default block size {F.DEFAULT_BLOCK_SIZE.value} ({F.DEFAULT_BLOCK_SIZE.source})"
+        r.why["page_size"] = f"vLLM's default block size {default_block.value} ({default_block.source})"
     c = Check(m, s, r)
     c.derived["version"] = version
     cfg = layer_map.config  # the head size as vLLM reads it (config/model.py get_head_size)
@@ -234,5 +235,6 @@ def _pipeline(c: Check, layer_map: LayerMap) -> None:
               + (" --block-size is given, which aligns every stage." if asked else ""),
               fix="" if asked else f"pass --block-size {r.page_size} (the aligned block), or a --pipeline-parallel-size "
                                    "that leaves an attention layer on every stage",
-              engine_message=F.PP_NO_ATTENTION_MESSAGE.format(block=F.DEFAULT_BLOCK_SIZE.value, hash=r.page_size),
+              engine_message=F.PP_NO_ATTENTION_MESSAGE.format(block=F.default_block_size(c.derived["version"]).value,
+                                                               hash=r.page_size),
               layers=state, source=F.PP_NO_ATTENTION_SOURCE + "; " + F.PP_SPLIT_SOURCE, stage="start-up")

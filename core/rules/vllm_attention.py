@@ -84,15 +84,16 @@ def _fa4_hd256(c: Check) -> bool:
 
 
 def starting_block(c: Check) -> None:
-    """The block vLLM starts from without --block-size: the backend's preferred one (the default 16 where
-    its kernels take 16; FlashAttention on XPU 64; the CPU platform 128). Hybrids are aligned from there."""
+    """The block vLLM starts from without --block-size: the backend's preferred one (the release's default,
+    16 to 0.33 and 64 from 0.34, where its kernels take it; FlashAttention on XPU 64; ROCM_ATTN 16; the CPU
+    platform 128). Hybrids are aligned from there."""
     s, r = c.s, c.r
     if s.page_size is not None:
         return
     preferred = F.FA4_HD256_BLOCK.value if _fa4_hd256(c) else F.PREFERRED_BLOCK.value.get((s.device, _backend(c)))
     if preferred is None:
         kernel = kernel_block(c)
-        default = F.DEFAULT_BLOCK_SIZE.value
+        default = F.default_block_size(c.derived["version"]).value
         preferred = default if default % kernel == 0 else kernel
     if preferred != r.page_size:
         r.page_size = preferred

@@ -108,8 +108,11 @@ FLASHMLA_MESSAGE = ("ValueError: Selected backend AttentionBackendEnum.FLASHMLA 
 # The block vLLM starts from when --block-size is not given (update_block_size_for_backend phase 1,
 # platforms/interface.py:771-783): the backend's preferred size, the default 16 where its kernels take it
 # (v1/attention/backend.py:155-163); FlashAttention on XPU prefers 64; the CPU platform starts from 128.
-PREFERRED_BLOCK = Fact({("xpu", "FLASH_ATTN"): 64, ("cpu", "CPU_ATTN"): 128},
-                       "vllm/v1/attention/backends/flash_attn.py:372-379; platforms/cpu.py:560-564 (128)")
+# ROCM_ATTN keeps its native 16-token kernel whatever the default (0.34.0 rocm_attn.py:167-172; 0.33.0 has no
+# override and its default is 16 anyway).
+PREFERRED_BLOCK = Fact({("xpu", "FLASH_ATTN"): 64, ("cpu", "CPU_ATTN"): 128, ("rocm", "ROCM_ATTN"): 16},
+                       "vllm/v1/attention/backends/flash_attn.py:372-379; platforms/cpu.py:560-564 (128); "
+                       "rocm_attn.py:167-172 (0.34.0)")
 # Qwen's gated DeltaNet in mamba_cache_mode align, with FlashInfer's GDN prefill (CUDA capability 9.0;
 # 10.x/12.x with linear_key_head_dim 128 and a CUDA 13 runtime, which the 0.33.0 wheel links:
 # libcudart.so.13), exports prefill checkpoints every 64 tokens, and the block becomes a multiple of 64.
@@ -212,6 +215,13 @@ def pp_ranges(num_layers: int, pp: int) -> list[tuple[int, int]]:
 # --- what changed between releases (read from each wheel: tools/vllm_facts.py RELEASE --find) ------
 # (first release read with this value, value, where). A release between two reads takes the earlier
 # read's value, as the SGLang profiles do.
+# The block vLLM starts from without --block-size (CacheConfig.DEFAULT_BLOCK_SIZE, passed to each backend's
+# get_preferred_block_size and used as the least hybrid alignment: platforms/interface.py:772-779, :1068-1074
+# in 0.33.0; :782-789, :1080-1086 in 0.34.0).
+DEFAULT_BLOCK_SIZE_BY_RELEASE = (
+    (release("0.10.0"), 16, "vllm/config/cache.py:185, :462-463 (0.33.0)"),
+    (release("0.34.0"), 64, "vllm/config/cache.py:185, :488-489 (0.34.0)"),
+)
 GPU_MEMORY_UTILIZATION_BY_RELEASE = (
     (release("0.10.0"), 0.9, "vllm/config/cache.py:42 (0.10.2), :41 (0.19.0)"),
     (release("0.20.0"), 0.92, "vllm/config/cache.py:66 (0.20.0), :215 (0.33.0)"),
@@ -230,6 +240,11 @@ MAMBA_CACHE_MODE_SINCE = Fact(release("0.15.0"), "vllm/config/cache.py:127 (0.15
 TENSOR_DUMP = Fact(None, "vLLM 0.11.0-0.34.0 write no per-layer tensor dumps: VLLM_DEBUG_DUMP_PATH dumps fx graphs "
                          "(vllm/envs.py:786 in 0.33.0, :829 in 0.34.0; config/compilation.py:446 debug_dump_path in "
                          "0.33.0, :164 in 0.11.0)")
+
+
+def default_block_size(version) -> Fact:
+    """CacheConfig.DEFAULT_BLOCK_SIZE of `version` (a Version), with where it was read."""
+    return Fact(*by_release(DEFAULT_BLOCK_SIZE_BY_RELEASE, version))
 
 
 def by_release(table, version) -> tuple[object, str]:

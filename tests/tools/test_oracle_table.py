@@ -22,7 +22,7 @@ def _validate(version: str, key: cells.CellKey):
     layer_map, hybrid = _model(key.model)
     target = parse_target(f"sglang=={version}")
     result = validate(layer_map, target, cells.settings_for(key), model_path="/oracle/model")
-    return result, cells.predicted(result, target.profile, MEMORY[key.device]), hybrid
+    return result, cells.predicted(result, target.profile, MEMORY[key.device], key), hybrid
 
 
 def test_every_supported_release_has_a_table():
@@ -56,8 +56,9 @@ def test_validator_agrees_with_the_release(path):
 
 @pytest.mark.parametrize("path", TABLES, ids=[p.stem for p in TABLES])
 def test_launch_arguments_are_those_the_release_parsed(path):
-    """Every cell the rules call OK: the argv core/launch/sglang.py builds now is the one the release's
-    parser accepted into the recorded settings."""
+    """Every cell the rules call OK: the argv core/launch/sglang.py builds now (Validate's Command section; for
+    the "run" cells the Run tab's, with --host, --port, --enable-metrics and the layer dump) is the one the
+    release's parser accepted into the recorded settings."""
     version = path.stem.split("-", 1)[1]
     checked = 0
     for row in _rows(path):
@@ -65,9 +66,21 @@ def test_launch_arguments_are_those_the_release_parsed(path):
         result, pred, _hybrid = _validate(version, key)
         if not result.ok:
             continue
-        argv = result.argv[3:]
+        argv = cells.launch_argv(result, key, version)[3:]
         assert cells.table_argv(argv) == row["argv"], f"{row['id']}: the launch builder changed since the oracle ran"
         if limits.explain(version, key, row["engine"], pred, cells.disagreements(pred, row["engine"], _hybrid)) is None:
             assert row["engine"]["accepted"], f"{row['id']}: {row['argv']!r} refused by sglang {version}: {row['engine']}"
             checked += 1
     assert checked > 0
+
+
+def test_a_run_tab_flag_parsed_otherwise_is_a_disagreement():
+    """The Run tab's --port as the release read it is compared, not only its acceptance."""
+    path = TABLES[-1]
+    row = next(r for r in _rows(path) if r["id"].endswith("|run") and r["engine"]["accepted"])
+    version = path.stem.split("-", 1)[1]
+    key = cells.CellKey.parse(row["id"])
+    _result, pred, hybrid = _validate(version, key)
+    assert cells.disagreements(pred, row["engine"], hybrid) == []
+    moved = {**row["engine"], "parsed": {**row["engine"]["parsed"], "port": 30001}}
+    assert cells.disagreements(pred, moved, hybrid) == ["port: engine parsed 30001, builder meant 30000"]

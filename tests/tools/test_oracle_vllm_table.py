@@ -10,7 +10,8 @@ import pytest
 
 from oracle_tables import MEMORY, model as _model, rows as _rows, tables, unexplained
 
-import vllm_cells  # noqa: E402  (tools/oracle, put on the path by oracle_tables)
+import cells  # noqa: E402  (tools/oracle, put on the path by oracle_tables)
+import vllm_cells  # noqa: E402
 import vllm_limits  # noqa: E402
 
 TABLES = tables("vllm")
@@ -23,7 +24,7 @@ def _validate(version: str, key: vllm_cells.CellKey):
     layer_map, hybrid = _model(key.model)
     result = validate(layer_map, parse_target(f"vllm=={version}"), vllm_cells.settings_for(key),
                       model_path="/oracle/model")
-    return result, vllm_cells.predicted(result, MEMORY[key.device]), hybrid
+    return result, vllm_cells.predicted(result, MEMORY[key.device], key), hybrid
 
 
 def test_the_release_the_rules_were_read_from_has_a_table():
@@ -50,8 +51,9 @@ def test_validator_agrees_with_the_release(path):
 
 @pytest.mark.parametrize("path", TABLES, ids=[p.stem for p in TABLES])
 def test_launch_arguments_are_those_the_release_parsed(path):
-    """Every cell the rules call OK: the argv core/launch/vllm.py (the Run tab's builder) makes now is the
-    one the release's parser accepted into the recorded settings."""
+    """Every cell the rules call OK: the argv core/launch/vllm.py makes now (Validate's Command section; for
+    the "run" cells the Run tab's, with --host and --port) is the one the release's parser accepted into the
+    recorded settings."""
     version = path.stem.split("-", 1)[1]
     checked = 0
     for row in _rows(path):
@@ -59,10 +61,11 @@ def test_launch_arguments_are_those_the_release_parsed(path):
         result, pred, hybrid = _validate(version, key)
         if not result.ok:
             continue
-        assert vllm_cells.table_argv(result.argv[2:]) == row["argv"], \
+        assert vllm_cells.table_argv(cells.launch_argv(result, key, version)[2:]) == row["argv"], \
             f"{row['id']}: the launch builder changed since the oracle ran"
         diffs = vllm_cells.disagreements(pred, row["engine"], hybrid)
         if vllm_limits.explain(key, row["engine"], pred, diffs) is None:
             assert row["engine"]["accepted"], f"{row['id']}: {row['argv']!r} refused by vllm {version}: {row['engine']}"
             checked += 1
     assert checked > 0
+

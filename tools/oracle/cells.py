@@ -9,8 +9,11 @@ Pruning (what the matrix leaves out, and why):
   auto and --disable-radix-cache (the strategy flags have nothing to act on there);
 - page size 64 only on the default backend with auto (the snaps that matter are backend-driven: intel_xpu,
   trtllm_mha; a page size on other backends is passed through unchanged in every release);
-- TP/PP, dtypes and the overlap switch only on the default backend with auto, on cuda-hopper and xpu, for
-  every model (their rules do not depend on the backend in the rules read).
+- TP/PP, dtypes, the SSM dtype, the linear-attention backend and the overlap switch only on the default
+  backend with auto, on cuda-hopper and xpu, for every model (their rules do not depend on the backend in
+  the rules read);
+- the Run tab's own additions (where to listen, /metrics, the layer dump folder: `Launch.argv(endpoint=...)`)
+  as one more such extra, "run", so every flag either builder can write meets the release's parser.
 """
 
 from __future__ import annotations
@@ -27,6 +30,17 @@ STRATEGIES = ("auto", "no_buffer", "extra_buffer", "extra_buffer_lazy", "disable
 EXTRAS = {  # name -> LaunchSettings changes (default backend, auto)
     "page64": {"page_size": 64}, "tp2": {"tp": 2}, "pp2": {"pp": 2}, "kv_fp8": {"kv_dtype": "fp8_e4m3"},
     "bf16": {"dtype": "bfloat16"}, "no_overlap": {"disable_overlap_schedule": True},
+    "ssm_f32": {"mamba_ssm_dtype": "float32"}, "linear_triton": {"linear_attn_backend": "triton"}, "run": {},
+}
+# The "run" extra: the command line as the Run tab starts it (core/launch/launch.py Launch.argv with an
+# endpoint; app/run/engine_controller.py), with SGLang's layer dump on (app/tabs/run_tab.py "Dump layers").
+RUN_ENDPOINT = ("127.0.0.1", 30000)
+RUN_DUMP_FOLDER = "/tmp/bringup-oracle-dump"
+# What the release's parser must have read from the flags only an extra writes: ServerArgs field -> value.
+PARSED = {
+    "run": {"host": RUN_ENDPOINT[0], "port": RUN_ENDPOINT[1], "enable_metrics": True,
+            "debug_tensor_dump_output_folder": RUN_DUMP_FOLDER},
+    "ssm_f32": {"mamba_ssm_dtype": "float32"}, "linear_triton": {"linear_attn_backend": "triton"},
 }
 # Settings the oracle can tell apart from the validator's Resolved, and where each is in ServerArgs.
 COMPARED = ("attention_backend", "page_size", "mamba_strategy", "overlap_schedule", "radix_cache", "slots_per_request",
@@ -59,6 +73,28 @@ class CellKey(JoinedKey):
     backend: str  # "default" or an --attention-backend
     strategy: str  # STRATEGIES
     extra: str = ""  # "" or a key of EXTRAS
+
+
+def launch_argv(result, key, version: str) -> list[str]:
+    """The command line a cell runs: Validate's Command section (`result.argv`), or for the "run" extra the
+    Run tab's (the same Launch with an endpoint, and for SGLang the layer dump of `version`)."""
+    if key.extra != "run":
+        return result.argv
+    from bringup.core.launch.launch import Endpoint
+
+    launch = result.launch
+    if launch.engine == "sglang":
+        launch = launch.with_(tensor_dump=RUN_DUMP_FOLDER, engine_version=version)
+    return launch.argv(endpoint=Endpoint(*RUN_ENDPOINT))
+
+
+def parsed_disagreements(expected: dict | None, seen: dict) -> list[str]:
+    """The flags only an extra writes, as the release's parser read them (seen["parsed"]) against what the
+    builder meant (PARSED)."""
+    if not expected or not seen.get("accepted"):
+        return []
+    got = seen.get("parsed") or {}
+    return [f"{k}: engine parsed {got.get(k)!r}, builder meant {v!r}" for k, v in expected.items() if got.get(k) != v]
 
 
 def settings_for(key: CellKey):
@@ -96,8 +132,9 @@ def keys_for(models: dict[str, bool]) -> list[CellKey]:
     return out
 
 
-def predicted(result, profile, memory_mib: int | None) -> dict:
-    """What the validator says about one cell, in the table's terms."""
+def predicted(result, profile, memory_mib: int | None, key: CellKey | None = None) -> dict:
+    """What the validator says about one cell, in the table's terms (with `key`: what its extra's flags
+    must parse to)."""
     r = result.resolved
     first = result.first_error
     reach = next((f for f in result.findings if f.is_error and f.stage in REACHABLE_STAGES), None)
@@ -112,6 +149,7 @@ def predicted(result, profile, memory_mib: int | None) -> dict:
         out["chunked_prefill_size"] = profile.capacity_defaults(memory_mib, result.settings.tp)[0]
     else:
         out["chunked_prefill_size"] = None
+    out["parsed"] = PARSED.get(key.extra) if key is not None else None
     return out
 
 
@@ -122,7 +160,8 @@ def observed(oracle: dict) -> dict:
     a = oracle["resolved"]
     slots = oracle.get("slots_per_request")
     strategy = a.get("mamba_radix_cache_strategy")
-    return {"accepted": True, "attention_backend": a.get("attention_backend"), "page_size": a.get("page_size"),
+    parsed = {"parsed": oracle["parsed"]} if oracle.get("parsed") else {}
+    return {**parsed, "accepted": True, "attention_backend": a.get("attention_backend"), "page_size": a.get("page_size"),
             "mamba_strategy": strategy, "overlap_schedule": not a.get("disable_overlap_schedule"),
             "radix_cache": not a.get("disable_radix_cache"), "slots_per_request": slots if isinstance(slots, int) else None,
             "chunked_prefill_size": a.get("chunked_prefill_size"),
@@ -140,7 +179,7 @@ def disagreements(pred: dict, seen: dict, hybrid: bool) -> list[str]:
         return []
     if pred["reachable_error"] is not None:
         return [f"engine accepted; validator stops at arguments on {pred['reachable_error']}"]
-    out = []
+    out = parsed_disagreements(pred.get("parsed"), seen)
     for name in COMPARED:
         mine, theirs = pred.get(name), seen.get(name)
         if name == "mamba_strategy" and (not hybrid or not pred["radix_cache"] or mine is None):

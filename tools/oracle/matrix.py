@@ -7,6 +7,7 @@ tests/data/oracle/<engine>-<ver>.jsonl and prints the counts and every disagreem
 
     python tools/oracle/matrix.py sglang 0.5.23            # build the env if needed, run, write the table
     python tools/oracle/matrix.py sglang 0.5.23 --models nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B
+    python tools/oracle/matrix.py sglang 0.5.23 --extras run ssm_f32   # only those extras' cells
     python tools/oracle/matrix.py sglang 0.5.23 --diff     # run, and show what changed against the committed table
     python tools/oracle/matrix.py vllm 0.33.0              # vLLM's `vllm serve` parser, engine config, block alignment
 """
@@ -60,11 +61,12 @@ def predict(engine: str, key, layer_map, target, folder: Path) -> tuple[dict, li
     from bringup.core.validate import validate
 
     result = validate(layer_map, target, CELLS[engine].settings_for(key), model_path=str(folder))
-    argv = result.argv
+    argv = cells.launch_argv(result, key, target.version)
     program = PROGRAM[engine]
     assert argv[:len(program)] == program, argv
     memory = memory_of(key.device)
-    pred = cells.predicted(result, target.profile, memory) if engine == "sglang" else vllm_cells.predicted(result, memory)
+    pred = (cells.predicted(result, target.profile, memory, key) if engine == "sglang"
+            else vllm_cells.predicted(result, memory, key))
     return pred, argv[len(program):] + ["--skip-tokenizer-init"]
 
 
@@ -84,10 +86,10 @@ def run_oracle(engine: str, python: Path, device: str, jobs: list[tuple[str, lis
     return out
 
 
-def _ran_on(cell_id: str, models, devices) -> bool:
-    """Whether a committed cell belongs to this run's models and devices (so a cell it no longer has goes)."""
+def _ran_on(cell_id: str, models, devices, extras) -> bool:
+    """Whether a committed cell belongs to this run's models, devices and extras (so a cell it no longer has goes)."""
     model, device = cell_id.split("|")[:2]
-    return model in models and device in devices
+    return model in models and device in devices and (extras is None or cell_id.rsplit("|", 1)[1] in extras)
 
 
 def explain(engine: str, version: str, key, seen: dict, pred: dict, diffs: list[str]) -> str | None:
@@ -119,6 +121,7 @@ def main(argv=None) -> int:
     ap.add_argument("version")
     ap.add_argument("--models", nargs="*", help="file names under ../shared/models (default: all)")
     ap.add_argument("--devices", nargs="*", help="oracle targets (default: all of the engine's cells module)")
+    ap.add_argument("--extras", nargs="*", help="only the cells of these extras ('' for the plain ones; default: all)")
     ap.add_argument("--diff", action="store_true", help="compare with the committed table; write it only with --write")
     ap.add_argument("--write", action="store_true", help="with --diff: also write the table")
     ap.add_argument("--timeout", type=int, default=3000)
@@ -142,7 +145,7 @@ def main(argv=None) -> int:
     hybrid = {n: f.is_hybrid for n, f in facts.items()}
     devices = args.devices or list(table.DEVICES)
     models = hybrid if args.engine == "sglang" else {n: (f.is_hybrid, bool(f.mla)) for n, f in facts.items()}
-    keys = [k for k in table.keys_for(models) if k.device in devices]
+    keys = [k for k in table.keys_for(models) if k.device in devices and (args.extras is None or k.extra in args.extras)]
     rows = []
     with tempfile.TemporaryDirectory(prefix="oracle-models-") as tmp:
         folders = model_folders(maps, Path(tmp))
@@ -176,11 +179,11 @@ def main(argv=None) -> int:
             print(f"  {c}: {old.get(c, {}).get('engine')} -> {next(r['engine'] for r in rows if r['id'] == c)}")
     if not args.diff or args.write:
         out = [{"id": r["id"], "argv": r["argv"], "engine": r["engine"]} for r in rows]
-        if (args.models or args.devices) and path.exists():  # a partial run refreshes its own cells only
+        if (args.models or args.devices or args.extras is not None) and path.exists():  # a partial run refreshes its own cells only
             ran = {r["id"] for r in rows}
             kept = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
             order = {r["id"]: i for i, r in enumerate(kept)}
-            out = [r for r in kept if r["id"] not in ran and not _ran_on(r["id"], maps, devices)] + out
+            out = [r for r in kept if r["id"] not in ran and not _ran_on(r["id"], maps, devices, args.extras)] + out
             out.sort(key=lambda r: order.get(r["id"], len(order)))  # the committed order, new cells last
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("".join(cells.dumps_row(r) + "\n" for r in out))

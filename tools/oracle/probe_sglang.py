@@ -24,6 +24,9 @@ FIELDS = ("device", "attention_backend", "prefill_attention_backend", "decode_at
           "disable_overlap_schedule", "disable_radix_cache", "chunked_prefill_size", "max_running_requests",
           "mamba_radix_cache_strategy", "linear_attn_backend", "dtype", "kv_cache_dtype", "mamba_ssm_dtype",
           "tp_size", "pp_size", "cuda_graph_max_bs", "mem_fraction_static")
+# Flags only some cells write (cells.py PARSED): where the parser put each one is recorded as "parsed".
+PARSED_FLAGS = ("--host", "--port", "--enable-metrics", "--debug-tensor-dump-output-folder", "--mamba-ssm-dtype",
+                "--linear-attn-backend")
 
 
 def _where(exc: BaseException) -> str:
@@ -91,6 +94,9 @@ def run_cell(sa, argv: list[str]) -> dict:
         view = _Resolved(args)
         out["resolved"] = {k: getattr(view, k, None) for k in FIELDS}
         out["slots_per_request"] = _mamba_ratio(view)
+        parsed = {f[2:].replace("-", "_"): getattr(view, f[2:].replace("-", "_"), None) for f in PARSED_FLAGS if f in argv}
+        if parsed:
+            out["parsed"] = parsed
     return out
 
 

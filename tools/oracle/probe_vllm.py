@@ -105,13 +105,24 @@ def run_cell(parser, argv: list[str]) -> dict:
         try:
             layers = vllm_layers.align(cfg)
         except vllm_layers.AlignmentLimit as limit:
-            return {"accepted": True, "resolved": _resolved(cfg), "alignment": None, "alignment_limit": str(limit)}
+            return {"accepted": True, "resolved": _resolved(cfg), "alignment": None, "alignment_limit": str(limit),
+                    **_parsed(args, argv)}
     except BaseException as e:
         if os.environ.get("ORACLE_TRACE"):
             traceback.print_exc()
         return {"accepted": False, "error_type": type(e).__name__, "error": str(e).strip()[:600], "where": _where(e),
                 "stage": stage}
-    return {"accepted": True, "resolved": _resolved(cfg), "alignment": layers}
+    return {"accepted": True, "resolved": _resolved(cfg), "alignment": layers, **_parsed(args, argv)}
+
+
+# Flags only some cells write (vllm_cells.py PARSED): the API server's own, read from the parsed namespace
+# (cli/serve.py hands them to uvicorn, not to the engine config).
+PARSED_FLAGS = ("--host", "--port")
+
+
+def _parsed(args, argv: list[str]) -> dict:
+    parsed = {f[2:].replace("-", "_"): getattr(args, f[2:].replace("-", "_"), None) for f in PARSED_FLAGS if f in argv}
+    return {"parsed": parsed} if parsed else {}
 
 
 def main() -> None:

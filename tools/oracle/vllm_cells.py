@@ -3,7 +3,8 @@
 the suite (tests/tools/test_oracle_vllm_table.py), so the committed table is judged by the rule that made it.
 
 The settings are those core/launch/vllm.py can put on a `vllm serve` line: --attention-backend,
---block-size, TP, PP, --no-enable-prefix-caching, --dtype, --kv-cache-dtype, --mamba-ssm-cache-dtype.
+--block-size, TP, PP, --no-enable-prefix-caching, --dtype, --kv-cache-dtype, --mamba-ssm-cache-dtype; and
+the extra "run" is the line as the Run tab starts it, with --host and --port (cells.launch_argv).
 Pruning (what the matrix leaves out, and why):
 - every model on every device with the default settings and with prefix caching off (the two
   mamba_cache_modes, align and none, which decide the alignment: platforms/interface.py:1088-1092);
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cells import DEVICES, JoinedKey, target_settings  # the oracle's targets, shared with SGLang's cells
+from cells import DEVICES, RUN_ENDPOINT, JoinedKey, parsed_disagreements, target_settings  # shared with SGLang's cells
 
 # --attention-backend values per device (vLLM's AttentionBackendEnum names the validator takes).
 BACKENDS = {
@@ -29,8 +30,10 @@ EXTRAS = {  # name -> LaunchSettings changes (default backend)
     "no_prefix": {"disable_radix_cache": True}, "block16": {"page_size": 16}, "block64": {"page_size": 64},
     "tp2": {"tp": 2}, "tp4": {"tp": 4}, "pp2": {"pp": 2}, "fp16": {"dtype": "float16"},
     "fp32": {"dtype": "float32"}, "kv_fp8": {"kv_dtype": "fp8_e4m3"}, "ssm_bf16": {"mamba_ssm_dtype": "bfloat16"},
-    "ssm_f32": {"mamba_ssm_dtype": "float32"},
+    "ssm_f32": {"mamba_ssm_dtype": "float32"}, "run": {},
 }
+# What the release's parser must have read from the flags only the Run tab writes (cli/serve.py's namespace).
+PARSED = {"run": {"host": RUN_ENDPOINT[0], "port": RUN_ENDPOINT[1]}}
 EVERY_DEVICE = ("", "no_prefix")
 EXTRA_DEVICES = ("cuda-hopper", "xpu")
 STATE_ONLY = ("ssm_bf16", "ssm_f32")  # Mamba settings: only on models with state
@@ -76,8 +79,9 @@ def keys_for(models: dict[str, tuple[bool, bool]]) -> list[CellKey]:
     return out
 
 
-def predicted(result, memory_mib: int | None) -> dict:
-    """What the validator says about one cell, in the table's terms."""
+def predicted(result, memory_mib: int | None, key: CellKey | None = None) -> dict:
+    """What the validator says about one cell, in the table's terms (with `key`: what the flags only its
+    extra writes must parse to)."""
     from bringup.core.planner.vllm import default_max_num_seqs
 
     r = result.resolved
@@ -90,7 +94,8 @@ def predicted(result, memory_mib: int | None) -> dict:
             "reachable_message": (reach.engine_message or reach.message) if reach else None,
             "attention_backend": r.attention_backend, "page_size": r.page_size, "mamba_strategy": r.mamba_strategy,
             "radix_cache": r.radix_cache,
-            "max_num_seqs": default_max_num_seqs(memory_mib << 20) if memory_mib else None}
+            "max_num_seqs": default_max_num_seqs(memory_mib << 20) if memory_mib else None,
+            "parsed": PARSED.get(key.extra) if key is not None else None}
 
 
 def observed(oracle: dict) -> dict:
@@ -100,7 +105,8 @@ def observed(oracle: dict) -> dict:
                 "stage": oracle.get("stage")}
     a = oracle["resolved"]
     align = oracle.get("alignment") or {}
-    return {"accepted": True, "block_size": a.get("block_size"), "mamba_cache_mode": a.get("mamba_cache_mode"),
+    parsed = {"parsed": oracle["parsed"]} if oracle.get("parsed") else {}
+    return {**parsed, "accepted": True, "block_size": a.get("block_size"), "mamba_cache_mode": a.get("mamba_cache_mode"),
             "prefix_caching": a.get("enable_prefix_caching"), "attention_backends": align.get("attention_backends"),
             "gdn_prefill_backend": align.get("gdn_prefill_backend"), "alignment_limit": oracle.get("alignment_limit"),
             "mamba_page_size_padded": a.get("mamba_page_size_padded"), "mamba_ssm_cache_dtype": a.get("mamba_ssm_cache_dtype"),
@@ -119,7 +125,7 @@ def disagreements(pred: dict, seen: dict, hybrid: bool) -> list[str]:
         return []
     if pred["reachable_error"] is not None:
         return [f"engine accepted; validator stops on {pred['reachable_error']}"]
-    out = []
+    out = parsed_disagreements(pred.get("parsed"), seen)
     if seen["alignment_limit"] is not None:
         out.append(f"page_size: not reached by the oracle (validator {pred['page_size']!r})")
     elif pred["page_size"] != seen["block_size"]:

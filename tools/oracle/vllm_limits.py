@@ -64,4 +64,13 @@ def _cuda_only_import(key, engine, pred, diffs):
     return None
 
 
-RULES = (_falcon_h1_config, _remote_code, _npu, _state_layer_not_identified, _rocm_aiter, _cuda_only_import)
+def _cpu_triton(key, engine, pred, diffs):
+    if key.device == "cpu" and "requires Triton (triton-cpu)" in (engine.get("error") or ""):
+        return ("oracle environment: from 0.34.0 vLLM's CPU platform stops on x86 without Triton "
+                "(platforms/cpu.py:239-243, `HAS_TRITON`), and the oracle stands no Triton in on the CPU target "
+                "(the GPU targets get gpu_stubs.triton_with_driver), so the cell is not reached past the "
+                "platform check; whether a user's CPU install has triton-cpu is not known here")
+    return None
+
+
+RULES = (_cpu_triton, _falcon_h1_config, _remote_code, _npu, _state_layer_not_identified, _rocm_aiter, _cuda_only_import)
