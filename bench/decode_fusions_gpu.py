@@ -5,8 +5,10 @@
 - gate/up as one GEMM + act_and_mul, against gate, up, act, mul (Qwen3-8B: 4096 -> 12288 SiLU;
   gemma-3-1b: 1152 -> 6912 tanh GELU), the down product left out (the same in both);
 - add_rms_norm with Gemma's post norm inside, against rms_norm then add_rms_norm (1152 wide);
-- gpt-oss's experts at 1 and 4 tokens (32 of 2880 x 2880, top 4, interleaved gate/up, biases): the two
-  GEMV launches against the sorted chain (align, gated up GEMM, down GEMM);
+- gpt-oss's experts (32 of 2880 x 2880, top 4, interleaved gate/up, biases) at 1 and 4 tokens: the two
+  GEMV launches against the sorted chain (align, gated up GEMM, down GEMM); at 1 to 32 tokens: the path
+  taken with gate/up read as one tensor against the same path through its two stride-2 views (the read
+  before kernels/triton/gate_up_layout.py);
 - rope_paged_decode against qk_norm_rope_kv_write + paged_attention_decode (Qwen3-8B 32/8 heads of 128
   with q/k norms; gpt-oss 64/8 heads of 64 with sinks and its 128-token window), 1 and 32 requests of
   2,048 tokens.
@@ -51,7 +53,7 @@ def main() -> None:
     from bringup.kernels import reference as ref
     from bringup.kernels.reference.mlp import activation
     from bringup.kernels.dispatch import device_type_of
-    from bringup.kernels.triton import fused_moe_gated, norms
+    from bringup.kernels.triton import fused_moe_gated, gate_up_layout, norms
     from bringup.kernels.triton.act_and_mul import act_and_mul
     from bringup.kernels.triton.paged_attention_decode import paged_attention_decode
     from bringup.kernels.triton.qk_norm_rope import qk_norm_rope_kv_write
@@ -94,12 +96,22 @@ def main() -> None:
         finally:
             fused_moe_gated.GEMV_MAX_TOKENS = gemv_max
 
-    for T in (1, 4):
+    def strided(x, wts, ids):  # the read this session replaced: gate and up through their stride-2 views
+        gate_up_layout.READ_AS_ONE = False
+        try:
+            return experts(x, wts, ids, False)
+        finally:
+            gate_up_layout.READ_AS_ONE = True
+
+    for T in (1, 4, 8, 16, 32):
         x = torch.randn(T, H, **bf)
         wts, ids = torch.softmax(torch.randn(T, k, device=dev), -1), torch.stack([torch.randperm(E, device=dev)[:k]
                                                                                    for _ in range(T)])
-        row(f"gpt-oss experts, GEMV against sorted, {T} tokens", lambda: experts(x, wts, ids, False),
-            lambda: experts(x, wts, ids, True), dev)
+        if T <= gemv_max:
+            row(f"gpt-oss experts, GEMV against sorted, {T} tokens", lambda: experts(x, wts, ids, False),
+                lambda: experts(x, wts, ids, True), dev)
+        row(f"gpt-oss experts, gate/up as one against strided, {T} tok", lambda: experts(x, wts, ids, False),
+            lambda: strided(x, wts, ids), dev)
     context, page = 2048 // cut, 16
     for name, Hq, Hkv, D, extra in (("Qwen3-8B", 32, 8, 128, "norms"), ("gpt-oss", 64, 8, 64, "sinks")):
         for B in ((1, 4) if args.small else (1, 32)):

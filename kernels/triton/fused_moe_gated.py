@@ -6,8 +6,9 @@ host (graph-safe at every batch size). Reference: kernels/reference/moe_gated_ex
 products of each block of sorted rows at once, their biases and the activation in the epilogue) ->
 the down GEMM (fused_moe's grouped GEMM, its bias, then the routing weight) -> the sum over k; at
 decode sizes two GEMV launches instead (moe_gated_gemv.py).
-gate and up are read through their strides, so gpt-oss's interleaved [E, H, 2I] tensor is read in
-place (the gate's and the up's columns of one tile share their cache lines).
+gate and up are read through their strides; gpt-oss's interleaved [E, H, 2I] tensor (its two views) is
+read as the one tensor it is, in contiguous tiles split into gate and up in registers
+(gate_up_layout.py: through the stride-2 views every weight element was its own 2-byte load).
 `router_topk_softmax`: gpt-oss's router in one launch per token (logits in float32 with the bias, top k,
 softmax over the k).
 """
@@ -22,6 +23,7 @@ from ..reference.moe_gated_experts import GATED_ACTS
 from ..reference.moe_gated_experts import moe_gated_experts as _reference_gated
 from ..reference.moe_gated_experts import router_topk_softmax as _reference_router
 from .fused_moe import block_m_for, block_tile, moe_align, moe_grouped_gemm, tile_for
+from .gate_up_layout import gated_products, interleaved
 from .launch import next_pow2, num_warps
 from .moe_gated_gemv import GEMV_MAX_TOKENS, gated_act, moe_gated_gemv_unsummed
 
@@ -32,7 +34,7 @@ _GATED = {name: i for i, name in enumerate(GATED_ACTS)}  # "silu": 0, "swiglu_cl
 def _gated_up_kernel(x_ptr, g_ptr, u_ptr, gb_ptr, ub_ptr, out_ptr, sorted_ptr, block_expert_ptr,
                      N, K, num_assignments, rows_per_token, alpha, limit,
                      s_xm, s_xk, s_ge, s_gn, s_gk, s_ue, s_un, s_uk, s_gbe, s_gbn, s_ube, s_ubn, s_om, s_on,
-                     ACT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_LIMIT: tl.constexpr,
+                     ACT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_LIMIT: tl.constexpr, INTERLEAVED: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     pid_m, pid_n = tl.program_id(0), tl.program_id(1)
     e = tl.load(block_expert_ptr + pid_m).to(tl.int64)  # -1: a block past the last expert's rows
@@ -40,18 +42,8 @@ def _gated_up_kernel(x_ptr, g_ptr, u_ptr, gb_ptr, ub_ptr, out_ptr, sorted_ptr, b
         return
     a, valid, x_rows, cols, col_ok = block_tile(x_ptr, sorted_ptr, pid_m, pid_n, N, num_assignments, rows_per_token,
                                                 s_xm, BLOCK_M, BLOCK_N)
-    ks = tl.arange(0, BLOCK_K)
-    g_cols = g_ptr + e * s_ge + cols[None, :] * s_gn
-    u_cols = u_ptr + e * s_ue + cols[None, :] * s_un
-    acc_g = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    acc_u = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
-        k = k0 + ks
-        k_ok = k < K
-        w_ok = k_ok[:, None] & col_ok[None, :]
-        xt = tl.load(x_rows + k[None, :] * s_xk, mask=valid[:, None] & k_ok[None, :], other=0.0)
-        acc_g = tl.dot(xt, tl.load(g_cols + k[:, None] * s_gk, mask=w_ok, other=0.0), acc_g)
-        acc_u = tl.dot(xt, tl.load(u_cols + k[:, None] * s_uk, mask=w_ok, other=0.0), acc_u)
+    acc_g, acc_u = gated_products(x_rows, valid, g_ptr, u_ptr, e, pid_n, N, K, s_xk, s_ge, s_gn, s_gk, s_ue, s_un,
+                                  s_uk, INTERLEAVED, BLOCK_M, BLOCK_N, BLOCK_K)
     if HAS_BIAS:
         acc_g += tl.load(gb_ptr + e * s_gbe + cols * s_gbn, mask=col_ok, other=0.0).to(tl.float32)[None, :]
         acc_u += tl.load(ub_ptr + e * s_ube + cols * s_ubn, mask=col_ok, other=0.0).to(tl.float32)[None, :]
@@ -74,7 +66,7 @@ def gated_up(x, gate, up, gate_bias, up_bias, sorted_ids, block_expert, block: i
                            float(alpha), float(limit or 0.0), x.stride(0), x.stride(1), *gate.stride(), *up.stride(),
                            gb.stride(0), gb.stride(1), ub.stride(0), ub.stride(1), out.stride(0), out.stride(1),
                            ACT=_GATED[act], HAS_BIAS=has_bias, HAS_LIMIT=limit is not None,
-                           BLOCK_M=block, BLOCK_N=block_n, BLOCK_K=block_k,
+                           INTERLEAVED=interleaved(gate, up), BLOCK_M=block, BLOCK_N=block_n, BLOCK_K=block_k,
                            num_warps=num_warps(x.device.type, warps), num_stages=stages)
     return out
 

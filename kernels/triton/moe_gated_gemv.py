@@ -6,7 +6,7 @@ Each assignment (token, slot) multiplies its token's row by its expert's matrice
 fused_moe's GEMV form does for the ungated experts: `gated_gemv` gives act(x @ gate[e]^T + gate_bias[e],
 x @ up[e]^T + up_bias[e]) per assignment, `down_gemv` (h @ down[e]^T + down_bias[e]) * weight. Products
 and sums in float32 (the layer is bound by reading the weights); gpt-oss's interleaved gate/up views
-are read through their strides. Reference: kernels/reference/moe_gated_experts.py (the unsummed form).
+are read as their one tensor (gate_up_layout.py). Reference: kernels/reference/moe_gated_experts.py (the unsummed form).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
+from .gate_up_layout import gated_gemv_products, interleaved
 from .launch import num_warps
 
 # Up to this many tokens the GEMV form runs (as fused_moe.GEMV_MAX_TOKENS). (BLOCK_N, BLOCK_K, warps) of
@@ -42,24 +43,14 @@ def gated_act(g, u, alpha, limit, ACT: tl.constexpr, HAS_LIMIT: tl.constexpr):
 def _gated_gemv_kernel(x_ptr, g_ptr, u_ptr, gb_ptr, ub_ptr, out_ptr, ids_ptr, N, K, alpha, limit,
                        s_xm, s_xk, s_ge, s_gn, s_gk, s_ue, s_un, s_uk, s_gbe, s_gbn, s_ube, s_ubn, s_om, s_on,
                        TOP_K: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_LIMIT: tl.constexpr,
-                       BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+                       INTERLEAVED: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     a = tl.program_id(0)  # assignment: token * TOP_K + slot
     e = tl.load(ids_ptr + a).to(tl.int64)
     cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     col_ok = cols < N
     x_row = x_ptr + (a // TOP_K).to(tl.int64) * s_xm
-    g_base = g_ptr + e * s_ge + cols[:, None] * s_gn
-    u_base = u_ptr + e * s_ue + cols[:, None] * s_un
-    ks = tl.arange(0, BLOCK_K)
-    acc_g = tl.zeros([BLOCK_N], dtype=tl.float32)
-    acc_u = tl.zeros([BLOCK_N], dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
-        k = k0 + ks
-        k_ok = k < K
-        ok = col_ok[:, None] & k_ok[None, :]
-        xv = tl.load(x_row + k * s_xk, mask=k_ok, other=0.0).to(tl.float32)[None, :]
-        acc_g += tl.sum(tl.load(g_base + k[None, :] * s_gk, mask=ok, other=0.0).to(tl.float32) * xv, axis=1)
-        acc_u += tl.sum(tl.load(u_base + k[None, :] * s_uk, mask=ok, other=0.0).to(tl.float32) * xv, axis=1)
+    acc_g, acc_u = gated_gemv_products(x_row, g_ptr, u_ptr, e, tl.program_id(1), N, K, s_xk, s_ge, s_gn, s_gk, s_ue,
+                                       s_un, s_uk, INTERLEAVED, BLOCK_N, BLOCK_K)
     if HAS_BIAS:
         acc_g += tl.load(gb_ptr + e * s_gbe + cols * s_gbn, mask=col_ok, other=0.0).to(tl.float32)
         acc_u += tl.load(ub_ptr + e * s_ube + cols * s_ubn, mask=col_ok, other=0.0).to(tl.float32)
@@ -110,7 +101,8 @@ def moe_gated_gemv_unsummed(x, weights, ids, gate, up, down, act_id: int, gate_b
     _gated_gemv_kernel[(T * k, triton.cdiv(N, block_n))](
         x, gate, up, gb, ub, h, ids, N, K, float(alpha), float(limit or 0.0), x.stride(0), x.stride(1),
         *gate.stride(), *up.stride(), gb.stride(0), gb.stride(-1), ub.stride(0), ub.stride(-1), h.stride(0),
-        h.stride(1), TOP_K=k, ACT=act_id, HAS_BIAS=has_bias, HAS_LIMIT=limit is not None, BLOCK_N=block_n,
+        h.stride(1), TOP_K=k, ACT=act_id, HAS_BIAS=has_bias, HAS_LIMIT=limit is not None,
+        INTERLEAVED=interleaved(gate, up), BLOCK_N=block_n,
         BLOCK_K=block_k, num_warps=num_warps(x.device.type, warps))
     out = torch.empty(T * k, H, dtype=x.dtype, device=x.device)
     db = down_bias if down_bias is not None else x

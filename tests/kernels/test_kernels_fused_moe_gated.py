@@ -95,7 +95,10 @@ gate_up = torch.randn(E, H, 2 * I) / H ** 0.5
 gub, down, db = torch.randn(E, 2 * I) * 0.1, torch.randn(E, I, H) / I ** 0.5, torch.randn(E, H) * 0.1
 interleaved = (gate_up[..., ::2].transpose(1, 2), gate_up[..., 1::2].transpose(1, 2), down.transpose(1, 2))
 separate = (torch.randn(E, I, H) / H ** 0.5, torch.randn(E, I, H) / H ** 0.5, torch.randn(E, H, I) / I ** 0.5)
-for T, k in [(1, 2), (3, 4), (21, 2)]:
+from bringup.kernels.triton import gate_up_layout
+assert gate_up_layout.interleaved(*interleaved[:2]) and not gate_up_layout.interleaved(*separate[:2])
+for (T, k), as_one in [((1, 2), True), ((3, 4), True), ((21, 2), True), ((1, 2), False), ((21, 2), False)]:
+    gate_up_layout.READ_AS_ONE = as_one  # the interleaved gate/up read as one tensor, or through its two views
     x = torch.randn(T, H)
     top, ids = torch.randn(T, E).topk(k, -1)
     w = torch.softmax(top, -1)
@@ -120,12 +123,25 @@ print("ok" if worst < 1e-4 else f"worst relative error {worst}")
 
 
 def test_triton_gated_moe_and_router_match_references_interpreted():
-    """Interleaved (gpt-oss, with and without biases and limit) and separate (SwiGLU) gate/up; 1, 3 and
-    21 tokens (one block per expert hit, several); the router with and without bias."""
+    """Interleaved (gpt-oss, with and without biases and limit; read as one tensor and through its two
+    strided views) and separate (SwiGLU) gate/up; 1, 3 and 21 tokens (one block per expert hit, several);
+    the router with and without bias."""
     pytest.importorskip("triton")
     env = {**os.environ, "TRITON_INTERPRET": "1"}
     done = subprocess.run([sys.executable, "-c", _INTERPRETED], env=env, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0 and done.stdout.strip() == "ok", (done.stdout[-500:], done.stderr[-3000:])
+
+
+def test_interleaved_gate_up_is_found_only_where_up_is_gate_shifted_by_one():
+    from bringup.kernels.triton.gate_up_layout import interleaved
+
+    (gate, up, down, *_), (gate_up, *_) = _gpt_oss_experts()
+    assert interleaved(gate, up)
+    assert not interleaved(up, gate)  # up then gate: gate is not the even columns
+    assert not interleaved(gate, gate_up[..., 2::2].transpose(1, 2))  # two columns apart
+    assert not interleaved(gate.contiguous(), up.contiguous())  # two tensors of their own
+    assert not interleaved(gate.double(), up.double())
+    assert not interleaved(gate, down.transpose(1, 2))
 
 
 def _gpu():
