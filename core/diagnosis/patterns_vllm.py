@@ -116,6 +116,16 @@ VLLM: tuple[Pattern, ...] = (
         supersedes=("UNRECOGNIZED_ERROR",),
     ),
     Pattern(
+        "VLLM_CPU_TRITON", "vllm", "error",
+        r"vLLM on x86 CPUs requires Triton \(triton-cpu\)",
+        "vLLM needs Triton for CPUs (triton-cpu) on this x86 host",
+        "From 0.34.0 vLLM's CPU platform stops before anything loads on an x86 CPU whose environment has no Triton; "
+        "0.33.0 only warned.",
+        "Install triton-cpu into vLLM's environment, or run a vLLM release that carries it.",
+        source="vllm 0.34.0 platforms/cpu.py:239-243",
+        supersedes=("UNRECOGNIZED_ERROR",),
+    ),
+    Pattern(
         "VLLM_NO_ATTENTION_BACKEND", "vllm", "error",
         r"No valid attention backend found for (?P<dev>\w+) with AttentionSelectorConfig\(head_size=(?P<head>\d+), "
         r"dtype=torch\.(?P<dtype>\w+)",

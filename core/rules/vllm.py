@@ -68,7 +68,12 @@ def _platform(c: Check) -> None:
         c.add("VLLM_DEVICE", "error", f"vLLM has no in-tree platform for {s.device} (it has {', '.join(F.DEVICES.value)}).",
               fix="use the vendor's plugin (vllm-ascend for NPU), or another device", source=F.DEVICES.source,
               stage="start-up")
-    elif c.m.is_hybrid and not F.HYBRID_KV_CACHE.value.get(s.device, False):
+    elif s.device == "cpu" and c.derived["version"] >= F.CPU_TRITON_REQUIRED_SINCE.value:
+        # the rules take the CPU to be a Xeon (x86); whether Triton is in vLLM's environment is not known here
+        c.add("VLLM_CPU_TRITON", "warning", f"vLLM {c.derived['version']} stops at start-up on an x86 CPU without "
+              "Triton for CPUs (triton-cpu) in its environment.", fix="install triton-cpu beside vLLM",
+              engine_message=F.CPU_TRITON_MESSAGE, source=F.CPU_TRITON_REQUIRED_SINCE.source, stage="start-up")
+    if s.device in F.DEVICES.value and c.m.is_hybrid and not F.HYBRID_KV_CACHE.value.get(s.device, False):
         c.add("VLLM_NO_HYBRID_KV_CACHE", "error",
               f"Hybrid models need vLLM's hybrid KV cache manager, which the {s.device} platform does not support.",
               fix="run the hybrid on CUDA, ROCm or XPU", layers=tuple(c.m.state_layers), source=F.HYBRID_KV_CACHE.source,

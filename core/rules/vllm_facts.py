@@ -226,6 +226,10 @@ GPU_MEMORY_UTILIZATION_BY_RELEASE = (
     (release("0.10.0"), 0.9, "vllm/config/cache.py:42 (0.10.2), :41 (0.19.0)"),
     (release("0.20.0"), 0.92, "vllm/config/cache.py:66 (0.20.0), :215 (0.33.0)"),
 )
+# On an x86 CPU without Triton (triton-cpu) 0.33.0 only warns ("Triton is not installed. triton-cpu is expected
+# on x86 CPUs.", platforms/cpu.py:239-244); from 0.34.0 the platform's config check raises (cpu.py:239-243).
+CPU_TRITON_REQUIRED_SINCE = Fact(release("0.34.0"), "vllm/platforms/cpu.py:239-243 (0.34.0); :239-244 warns in 0.33.0")
+CPU_TRITON_MESSAGE = "vLLM on x86 CPUs requires Triton (triton-cpu)."
 # `max_num_seqs (N) exceeds available Mamba cache blocks (M)` stops graph capture from 0.20.0 on.
 MAX_SEQS_CHECK_SINCE = Fact(release("0.20.0"), "vllm/config/compilation.py:1436 (0.20.0), :1526 (0.33.0); absent in 0.19.0")
 # mamba_cache_mode (align: 2 blocks per Mamba group) exists from 0.15.0; before it a request held one

@@ -69,3 +69,22 @@ def test_launch_arguments_are_those_the_release_parsed(path):
             checked += 1
     assert checked > 0
 
+
+@pytest.mark.parametrize("path", TABLES, ids=[p.stem for p in TABLES])
+def test_every_kind_of_cell_ran_in_every_release(path):
+    """Each release's table holds every extra of the matrix (the Run tab's line among them), so a flag one
+    builder can write has met that release's parser."""
+    ran = {vllm_cells.CellKey.parse(row["id"]).extra for row in _rows(path)}
+    assert set(vllm_cells.EXTRAS) | {""} <= ran, sorted(set(vllm_cells.EXTRAS) - ran)
+
+
+def test_a_run_tab_flag_parsed_otherwise_is_a_disagreement():
+    """The Run tab's --host as the release read it is compared, not only its acceptance."""
+    path = TABLES[0]
+    row = next(r for r in _rows(path) if r["id"].endswith("|run") and r["engine"]["accepted"])
+    version = path.stem.split("-", 1)[1]
+    key = vllm_cells.CellKey.parse(row["id"])
+    _result, pred, hybrid = _validate(version, key)
+    assert vllm_cells.disagreements(pred, row["engine"], hybrid) == []
+    moved = {**row["engine"], "parsed": {**row["engine"]["parsed"], "host": "0.0.0.0"}}
+    assert vllm_cells.disagreements(pred, moved, hybrid) == ["host: engine parsed '0.0.0.0', builder meant '127.0.0.1'"]

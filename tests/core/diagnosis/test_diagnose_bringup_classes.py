@@ -133,6 +133,9 @@ LOGS = {
     "VLLM_DTYPE_FLOAT16": vllm("pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig",
                                "  Value error, The model type 'gemma3_text' does not support float16. Reason: Numerical "
                                "instability. Please use bfloat16 or float32 instead."),
+    "VLLM_CPU_TRITON": vllm('  File "/opt/vllm/vllm/platforms/cpu.py", line 243, in check_and_update_config',
+                            '    raise RuntimeError("vLLM on x86 CPUs requires Triton (triton-cpu).")',
+                            "RuntimeError: vLLM on x86 CPUs requires Triton (triton-cpu)."),
     "VLLM_NO_ATTENTION_BACKEND": vllm(
         "ValueError: No valid attention backend found for cuda with AttentionSelectorConfig(head_size=576, "
         "dtype=torch.float32, kv_cache_dtype=auto, block_size=None, use_mla=True). Reasons: {FLASH_ATTN_MLA: "

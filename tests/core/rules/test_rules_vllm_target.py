@@ -213,3 +213,18 @@ def test_pp_stage_without_attention_in_vllms_split(nano_layer_map):
     assert all(f.severity == "info" for f in aligned.findings if f.code == "VLLM_PP_STAGE_WITHOUT_ATTENTION")
     assert not [f for f in validate(nano_layer_map, "vllm==0.33.0", LaunchSettings(device="cuda", pp=2)).findings
                 if f.code == "VLLM_PP_STAGE_WITHOUT_ATTENTION"]
+
+
+def test_the_default_block_and_the_cpu_triton_check_follow_the_release(shared_models):
+    # CacheConfig.DEFAULT_BLOCK_SIZE is 16 in 0.33.0 and 64 in 0.34.0 (config/cache.py:185 of each wheel)
+    llama = load_layer_map(str(shared_models / "meta-llama__Meta-Llama-3.1-8B.json"))
+    hopper = LaunchSettings(device="cuda", gpu="hopper")
+    assert validate(llama, "vllm==0.33.0", hopper).resolved.page_size == 16
+    assert validate(llama, "vllm==0.34.0", hopper).resolved.page_size == 64
+    # ROCM_ATTN keeps its native 16-token kernel whatever the default (rocm_attn.py:167-172 in 0.34.0)
+    assert validate(llama, "vllm==0.34.0", LaunchSettings(device="rocm")).resolved.page_size == 16
+    # 0.34.0 refuses an x86 CPU without triton-cpu, where 0.33.0 warned in its own log
+    assert "VLLM_CPU_TRITON" not in _codes(validate(llama, "vllm==0.33.0", LaunchSettings(device="cpu")))
+    warned = _one(validate(llama, "vllm==0.34.0", LaunchSettings(device="cpu")), "VLLM_CPU_TRITON")
+    assert warned.severity == "warning" and warned.engine_message == "vLLM on x86 CPUs requires Triton (triton-cpu)."
+    assert "VLLM_CPU_TRITON" in [f.code for f in diagnose(warned.engine_message).findings]  # Diagnose knows it
