@@ -13,7 +13,7 @@ twice the L2 cache, so that no call finds its weights cached by the one before: 
 each layer's weights once, from memory. Where the whole model's FP8 decode loses to bf16
 (bench/quantized.py), this says which kernel.
 
-The dense fp8 GEMV picks its tiles per shape at its first call (kernels/triton/tile_picker.py);
+The fp8 GEMVs (dense and MoE) pick their tiles per shape at the first call (kernels/triton/tile_picker.py);
 after the table, each shape's candidates are listed with their time (us per call, one launch after
 an L2 flush) and the one chosen, so a device run shows which tiles win and by how much.
 """
@@ -66,20 +66,26 @@ def copies_beyond_l2(nbytes: int, dev) -> int:
     return max(1, -(-2 * l2 // max(1, nbytes)))
 
 
-def print_tile_times(picker) -> None:
+def print_tile_times(picker, key_names) -> None:
     """Each timed shape's candidate tiles, fastest first, the chosen one marked."""
     if not picker.timings:
         return
     print(f"\n{picker.name} tiles per shape (us per call after an L2 flush; * chosen):")
     for full, times in picker.timings.items():
-        key, chosen = full[1], picker.chosen[full]
-        print(f"  N={key[0]} K={key[1]} {'1 row' if key[2] else '2+ rows'}:")
+        chosen = picker.chosen[full]
+        print("  " + " ".join(f"{n}={v}" for n, v in zip(key_names, full[1]) if n))
         for config, us in sorted(times, key=lambda t: t[1]):
-            form = "dot" if config.dot else "vec"
-            print(f"    {'*' if config == chosen else ' '} {form} {config.block_n}x{config.block_k} warps {config.warps} "
-                  f"stages {config.stages} programs/unit {config.programs_per_unit}: {us:.1f}")
+            fields = " ".join(f"{n} {v}" for n, v in config._asdict().items() if n != "dot")
+            print(f"    {'*' if config == chosen else ' '} {'dot' if config.dot else 'vec'} {fields}: {us:.1f}")
         for config, why in picker.failures.get(full, []):
             print(f"    ! {config}: did not run: {why[:300]}")
+
+
+def tile_json(picker) -> list[dict]:
+    return [{"picker": picker.name, "key": [str(v) for v in full[1]], "chosen": picker.chosen[full]._asdict(),
+             "times": [{**c._asdict(), "us": us} for c, us in times],
+             "failed": [{**c._asdict(), "why": why} for c, why in picker.failures.get(full, [])]}
+            for full, times in picker.timings.items()]
 
 
 def linear_shapes(cfg: dict) -> dict[str, tuple[int, int]]:
@@ -154,12 +160,12 @@ def main() -> int:
                    graphed_us([lambda ids=ids, wts=wts: moe_experts_shared_fp8_unsummed(
                        x, wts, ids, q8[0][0], q8[0][1], q8[1][0], q8[1][1], q8[2][0], q8[2][1], q8[3][0], q8[3][1],
                        "relu2", block) for ids, wts in routes]), read)
-    from bringup.kernels.triton.fp8_linear import PICKER
-    print_tile_times(PICKER)
+    from bringup.kernels.triton import fp8_linear as dense, fused_moe_fp8 as moe
+    print_tile_times(dense.PICKER, ("N", "K", "one row", "", "", ""))
+    print_tile_times(moe.PICKER, ("N", "K", "tokens", "top-k", "shared slices", "along K", "", "", ""))
     if args.json:
-        tiles = [{"key": [str(v) for v in full[1]], "chosen": PICKER.chosen[full]._asdict(),
-                  "times": [{**c._asdict(), "us": us} for c, us in times]} for full, times in PICKER.timings.items()]
-        args.json.write_text(json.dumps({"bandwidth": bw, "rows": rows_out, "gemv_tiles": tiles}, indent=1))
+        args.json.write_text(json.dumps({"bandwidth": bw, "rows": rows_out,
+                                         "tiles": tile_json(dense.PICKER) + tile_json(moe.PICKER)}, indent=1))
     return 0
 
 

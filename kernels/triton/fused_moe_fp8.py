@@ -2,78 +2,139 @@
 one byte a weight, each tile's scale applied to its K block's partial product in registers.
 
 Reference: kernels/reference/moe_experts_fp8.py. The same two shapes as the bf16 fused MoE
-(kernels/triton/fused_moe.py): up to GEMV_MAX_TOKENS tokens one program per (assignment, column
-block) multiplies its token's row by its expert's fp8 matrix on the vector units; above, the
-assignments are sorted into per-expert blocks (`moe_align`, shared with the bf16 form) and each
-block runs tl.dot against its expert's tiles, widened from fp8 in registers.
+(kernels/triton/fused_moe.py): up to GEMV_MAX_TOKENS tokens one program per (routed assignment,
+column block) multiplies its token's row by its expert's fp8 matrix, and one per (shared-expert
+slice, column block) takes every token's row, so the shared expert is read once per call (before,
+once per token); the tiles (tl.dot with the rows padded to 16, or the vector units row by row) are
+picked per shape on the device at warm-up (tile_picker.py). Above, the assignments are sorted into
+per-expert blocks (`moe_align`, shared with the bf16 form) and each block runs tl.dot against its
+expert's tiles, widened from fp8 in registers.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import torch
 import triton
 import triton.language as tl
 
 from .fused_moe import _ACT, activate, block_m_for, moe_align
-from .launch import num_warps
+from .launch import interpreted, num_warps
+from .tile_picker import TilePicker
 
 GEMV_MAX_TOKENS = 4
-# (BLOCK_N, BLOCK_K, warps, stages): 32 x 128 fp8 bytes a tile, pipelined; narrower than the dense GEMV's
-# because the activation after the sum rules out split-K, so the columns alone must fill the device.
-GEMV_TILE = (32, 128, 4, 4)
+
+
+class MoeGemvConfig(NamedTuple):
+    dot: bool  # rows on the matrix units (tl.dot, padded to 16) or one row at a time on the vector units
+    block_n: int
+    block_k: int  # at most: a power of two inside one scale block
+    warps: int
+    stages: int
+
+
+# Candidates TilePicker times per shape on the device, the first the default where nothing is timed.
+# Narrower than the dense GEMV's: the activation after the sum rules out split-K, so the columns
+# alone must fill the device.
+GEMV_CONFIGS = (MoeGemvConfig(True, 64, 128, 4, 4), MoeGemvConfig(True, 32, 128, 4, 4),
+                MoeGemvConfig(False, 32, 128, 4, 4), MoeGemvConfig(False, 64, 128, 4, 4))
+PICKER = TilePicker("fp8 MoE GEMV")
 
 
 @triton.jit
-def _gemv_kernel(x_ptr, w_ptr, s_ptr, sw_ptr, ss_ptr, out_ptr, ids_ptr, weights_ptr, N, K,
+def _store_rows(acc, out_rows, ok, cols, out_ptr, weights_ptr, p, routed, s_om, ACT: tl.constexpr,
+                HAS_WEIGHTS: tl.constexpr):
+    # acc [BLOCK_N, R] of output rows out_rows [R]: the activation, a routed row's router weight.
+    acc = activate(acc, ACT)
+    if HAS_WEIGHTS:
+        if routed:
+            acc = acc * tl.load(weights_ptr + p).to(tl.float32)
+    tl.store(out_ptr + out_rows[None, :].to(tl.int64) * s_om + cols[:, None], acc.to(out_ptr.dtype.element_ty),
+             mask=ok)
+
+
+@triton.jit
+def _gemv_kernel(x_ptr, w_ptr, s_ptr, sw_ptr, ss_ptr, out_ptr, ids_ptr, weights_ptr, T, N, K,
                  s_xm, s_we, s_wn, s_se, s_sn, s_sk, s_swn, s_ssn, s_ssk, s_om,
                  TOP_K: tl.constexpr, SLOTS: tl.constexpr, X_PER_TOKEN: tl.constexpr, SHARED_ALONG_K: tl.constexpr,
                  ACT: tl.constexpr, HAS_WEIGHTS: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    a = tl.program_id(0)  # token * SLOTS + slot: slots [0, TOP_K) routed, the rest slices of the shared expert
-    token = a // SLOTS
-    j = a % SLOTS
+                 DOT: tl.constexpr, DOT_F32: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                 BLOCK_K: tl.constexpr):
+    # Program p < T * TOP_K: routed assignment p (token p // TOP_K, slot p % TOP_K), one row times
+    # its expert. Past those, slice sl of the shared expert for ALL T tokens: its weight tile read
+    # once per call, not once per token. Output row of (token, slot): token * SLOTS + slot, slots
+    # [0, TOP_K) routed, the rest the shared slices.
+    p = tl.program_id(0)
+    routed = p < T * TOP_K
+    sl = tl.maximum(p - T * TOP_K, 0)
     cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     col_ok = cols < N
+    rows = tl.arange(0, BLOCK_M)
+    n_rows = tl.where(routed, 1, T)
+    tokens = tl.where(routed, p // TOP_K, rows)  # the token of each row
+    out_rows = tokens * SLOTS + tl.where(routed, p % TOP_K, TOP_K + sl)
     if X_PER_TOKEN:
-        x_row = x_ptr + token.to(tl.int64) * s_xm
+        x_rows = tokens
     else:
-        x_row = x_ptr + a.to(tl.int64) * s_xm
+        x_rows = out_rows  # the down launch reads the up launch's row of the same (token, slot)
     # A shared slice is rows [sl*N, (sl+1)*N) of the shared up (the up launch) or columns
     # [sl*K, (sl+1)*K) of the shared down (the down launch); its scales are read at those places
     # in the shared expert's own grid, so the slices are views, never copies.
-    sl = tl.maximum(j - TOP_K, 0)
     if SHARED_ALONG_K:
-        rows = cols
+        w_at = cols
         k_off = sl * K
     else:
-        rows = sl * N + cols
+        w_at = sl * N + cols
         k_off = sl * 0
-    if j < TOP_K:
-        e = tl.load(ids_ptr + token * TOP_K + j).to(tl.int64)
+    if routed:
+        e = tl.load(ids_ptr + p).to(tl.int64)
         w_base = w_ptr + e * s_we + cols[:, None].to(tl.int64) * s_wn
         s_base = s_ptr + e * s_se + (cols // BN) * s_sn
         sk = s_sk
     else:
-        w_base = sw_ptr + rows[:, None].to(tl.int64) * s_swn + k_off
-        s_base = ss_ptr + (rows // BN) * s_ssn
+        w_base = sw_ptr + w_at[:, None].to(tl.int64) * s_swn + k_off
+        s_base = ss_ptr + (w_at // BN) * s_ssn
         sk = s_ssk
     ks = tl.arange(0, BLOCK_K)
-    # A 2-D float32 partial, each element scaled by its block's scale, reduced once after the loop
-    # (as the dense GEMV in fp8_linear.py): the loop is only loads and FMAs.
-    acc = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
-        k = k0 + ks
-        k_ok = k < K
-        xv = tl.load(x_row + k, mask=k_ok, other=0.0).to(tl.float32)
-        wv = tl.load(w_base + k[None, :], mask=col_ok[:, None] & k_ok[None, :], other=0.0)
-        # (a K tile lies inside one scale block: BLOCK_K divides BK, and K too where slices start at sl*K)
-        sv = tl.load(s_base + ((k_off + k0) // BK) * sk, mask=col_ok, other=0.0)
-        acc += wv.to(tl.float32) * (xv[None, :] * sv[:, None])
-    acc = activate(tl.sum(acc, axis=1), ACT)
-    if HAS_WEIGHTS:
-        if j < TOP_K:
-            acc = acc * tl.load(weights_ptr + token * TOP_K + j).to(tl.float32)
-    tl.store(out_ptr + a.to(tl.int64) * s_om + cols, acc.to(out_ptr.dtype.element_ty), mask=col_ok)
+    if DOT:
+        ok = col_ok[:, None] & (rows < n_rows)[None, :]
+        x_base = x_ptr + x_rows[None, :].to(tl.int64) * s_xm
+        acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            k = k0 + ks
+            k_ok = k < K
+            wt = tl.load(w_base + k[None, :], mask=col_ok[:, None] & k_ok[None, :], other=0.0)
+            xt = tl.load(x_base + k[:, None], mask=k_ok[:, None] & (rows < n_rows)[None, :], other=0.0)
+            # (a K tile lies inside one scale block: BLOCK_K divides BK, and K too where slices start at sl*K)
+            sv = tl.load(s_base + ((k_off + k0) // BK) * sk, mask=col_ok, other=0.0)
+            if DOT_F32:  # (the interpreter: its tl.dot multiplies bf16's raw bits)
+                acc += tl.dot(wt.to(tl.float32), xt.to(tl.float32)) * sv[:, None]
+            else:
+                acc += tl.dot(wt.to(xt.dtype), xt) * sv[:, None]
+        _store_rows(acc, out_rows, ok, cols, out_ptr, weights_ptr, p, routed, s_om, ACT, HAS_WEIGHTS)
+    else:
+        # One row at a time (the shared slices' tokens one after another, the slice's tiles then
+        # mostly from L2): a 2-D float32 partial, each element scaled by its block's scale, reduced
+        # once after the loop, so the loop is only loads and FMAs.
+        one = tl.arange(0, 1)
+        for r in range(0, n_rows):
+            token = tl.where(routed, p // TOP_K, r)
+            out_row = token * SLOTS + tl.where(routed, p % TOP_K, TOP_K + sl)
+            if X_PER_TOKEN:
+                x_row = x_ptr + token.to(tl.int64) * s_xm
+            else:
+                x_row = x_ptr + out_row.to(tl.int64) * s_xm
+            acc2 = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
+            for k0 in range(0, K, BLOCK_K):
+                k = k0 + ks
+                k_ok = k < K
+                xv = tl.load(x_row + k, mask=k_ok, other=0.0).to(tl.float32)
+                wv = tl.load(w_base + k[None, :], mask=col_ok[:, None] & k_ok[None, :], other=0.0)
+                sv = tl.load(s_base + ((k_off + k0) // BK) * sk, mask=col_ok, other=0.0)
+                acc2 += wv.to(tl.float32) * (xv[None, :] * sv[:, None])
+            _store_rows(tl.sum(acc2, axis=1)[:, None], one + out_row, col_ok[:, None], cols, out_ptr, weights_ptr, p,
+                        routed, s_om, ACT, HAS_WEIGHTS)
 
 
 @triton.jit(do_not_specialize=["num_assignments"])
@@ -119,24 +180,38 @@ def _k_tile(bk: int, want: int, K: int | None = None) -> int:
     return tile
 
 
-def _gemv(x, w, s, ids, weights, x_per_token, act, block, shared=None, along_k=False):
-    """One launch over every (token, slot): the k routed experts, then the shared expert's slices
-    (`shared` = (weight, scale) of the whole shared up or down) when given."""
+def _gemv(x, w, s, ids, weights, x_per_token, act, block, shared=None, along_k=False, config=None):
+    """One launch over the T x k routed assignments, then the shared expert's slices (`shared` =
+    (weight, scale) of the whole shared up or down) when given, each slice for all T tokens.
+    Output [T * slots, N], slots the k routed then the shared slices. `config`: one of
+    GEMV_CONFIGS, else the one PICKER chose for this shape."""
     T, k = ids.shape
     E, N, K = w.shape
     sw, ss = shared if shared is not None else (w, s)
-    slots = k if shared is None else k + (sw.shape[1] // K if along_k else sw.shape[0] // N)
+    n_shared = 0 if shared is None else (sw.shape[1] // K if along_k else sw.shape[0] // N)
+    slots = k + n_shared
     out = torch.empty(T * slots, N, dtype=x.dtype, device=x.device)
-    block_n, want_k, warps, stages = GEMV_TILE
-    block_k = _k_tile(block[1], want_k, K if shared is not None and along_k else None)
-    _gemv_kernel[(T * slots, triton.cdiv(N, block_n))](
-        x, w, s, sw, ss, out, ids.reshape(-1), weights.reshape(-1) if weights is not None else x, N, K,
+    _launch_gemv(x, w, s, sw, ss, out, ids, weights, x_per_token, act, block, n_shared, along_k, config)
+    return out
+
+
+def _launch_gemv(x, w, s, sw, ss, out, ids, weights, x_per_token, act, block, n_shared, along_k, config):
+    T, k = ids.shape
+    E, N, K = w.shape
+    if config is None:
+        key = (N, K, T, k, n_shared, along_k, x_per_token, block, x.dtype)
+        config = PICKER.pick(x.device, key, GEMV_CONFIGS, lambda c: _launch_gemv(
+            x, w, s, sw, ss, out, ids, weights, x_per_token, act, block, n_shared, along_k, c))
+    block_k = _k_tile(block[1], config.block_k, K if n_shared and along_k else None)
+    _gemv_kernel[(T * k + n_shared, triton.cdiv(N, config.block_n))](
+        x, w, s, sw, ss, out, ids.reshape(-1), weights.reshape(-1) if weights is not None else x, T, N, K,
         x.stride(0), w.stride(0), w.stride(1), s.stride(0), s.stride(1), s.stride(2),
         sw.stride(-2), ss.stride(-2), ss.stride(-1), out.stride(0),
-        TOP_K=k, SLOTS=slots, X_PER_TOKEN=x_per_token, SHARED_ALONG_K=along_k, ACT=_ACT[act],
-        HAS_WEIGHTS=weights is not None, BN=block[0], BK=block[1], BLOCK_N=block_n, BLOCK_K=block_k,
-        num_warps=num_warps(x.device.type, warps), num_stages=stages)
-    return out
+        TOP_K=k, SLOTS=k + n_shared, X_PER_TOKEN=x_per_token, SHARED_ALONG_K=along_k, ACT=_ACT[act],
+        HAS_WEIGHTS=weights is not None, BN=block[0], BK=block[1], DOT=config.dot, DOT_F32=interpreted(),
+        BLOCK_M=16 if config.dot else 1, BLOCK_N=config.block_n, BLOCK_K=block_k,
+        num_warps=num_warps(x.device.type, config.warps), num_stages=config.stages)
+    return config
 
 
 def _grouped(x, w, s, sorted_ids, block_expert, block_m, n, rows_per_token, act, weights, block):

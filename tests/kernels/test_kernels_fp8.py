@@ -144,10 +144,12 @@ def test_triton_fp8_gemv_every_candidate_matches_reference(rows, N, K):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("T", [1, 4, 9])
-def test_triton_moe_shared_fp8_matches_reference(T):
+def test_triton_moe_shared_fp8_matches_reference(T, monkeypatch):
     """Nano's shapes: 6 of 128 experts, I = 1856 (not a multiple of the 128 block), a shared expert of
-    two slices; at 9 tokens the shared expert runs as its own fp8 MLP."""
-    from bringup.kernels.triton.fused_moe_fp8 import moe_experts_shared_fp8_unsummed
+    two slices; at 9 tokens the shared expert runs as its own fp8 MLP. Up to 4 tokens (the GEMV) also
+    each tile config the device may pick."""
+    from bringup.kernels.triton import fused_moe_fp8
+    from bringup.kernels.triton.tile_picker import TilePicker
 
     dev = _gpu()
     E, I, H, k, S, block = 128, 1856, 2688, 6, 2, (128, 128)
@@ -158,9 +160,16 @@ def test_triton_moe_shared_fp8_matches_reference(T):
     ids = torch.stack([torch.randperm(E, device=dev)[:k] for _ in range(T)])
     weights = torch.rand(T, k, device=dev)
     args = (x, weights, ids, uq, us, dq, ds, suq, sus, sdq, sds, "relu2", block)
-    (ws, wr), (gs, gr) = ref.moe_experts_shared_fp8_unsummed(*args), moe_experts_shared_fp8_unsummed(*args)
-    got = (gs.float().sum(1) if gs.dim() == 3 else gs.float()) + gr.float().sum(1)
-    assert rel(got, ws.float() + wr.float().sum(1)) < 3e-2 and rel(gr, wr) < 3e-2
+    ws, wr = ref.moe_experts_shared_fp8_unsummed(*args)
+    candidates = fused_moe_fp8.GEMV_CONFIGS if T <= fused_moe_fp8.GEMV_MAX_TOKENS else ()
+    for config in (None, *candidates):
+        if config is not None:
+            monkeypatch.setattr(fused_moe_fp8, "GEMV_CONFIGS", (config,))  # a lone candidate is taken untimed
+            monkeypatch.setattr(fused_moe_fp8, "PICKER", TilePicker("one candidate"))
+        gs, gr = fused_moe_fp8.moe_experts_shared_fp8_unsummed(*args)
+        got = (gs.float().sum(1) if gs.dim() == 3 else gs.float()) + gr.float().sum(1)
+        assert rel(got, ws.float() + wr.float().sum(1)) < 3e-2 and rel(gr, wr) < 3e-2, config
+        monkeypatch.undo()
 
 
 @pytest.mark.gpu
@@ -209,51 +218,74 @@ for N, K, block, bias in [(200, 384, (128, 128), False), (130, 384, (128, 128), 
             assert err(out, want) < 2e-2, (N, K, block, rows, config, err(out, want))
             assert all(int(c.abs().sum()) == 0 for c in counters.values()), config  # split tiles reset theirs
 assert counters  # (some launches split K)
-from bringup.kernels.triton.fused_moe_fp8 import moe_experts_fp8
-for E, I, H, k, block in [(8, 96, 200, 2, (64, 32)), (6, 130, 256, 3, (128, 128))]:
-    for T in (1, 4):  # the per-assignment GEMV
-        (uq, us), (dq, ds) = (quantize_fp8_block(torch.randn(E, n, m) * 0.05, block) for n, m in ((I, H), (H, I)))
-        x = torch.randn(T, H, dtype=torch.bfloat16)
-        ids, w = torch.stack([torch.randperm(E)[:k] for _ in range(T)]), torch.rand(T, k)
-        want = ref.moe_experts_fp8(x, w, ids, uq, us, dq, ds, "relu2", block)
-        got = moe_experts_fp8(x, w, ids, uq, us, dq, ds, "relu2", block)
-        assert got.shape == want.shape, (E, I, H, T)
-        err = ((got.float() - want.float()).abs().max() / want.float().abs().max()).item()
-        assert err < 3e-2, (E, I, H, block, T, err)
-from bringup.kernels.triton.fused_moe_fp8 import moe_experts_shared_fp8_unsummed
+print("ok")
+"""
+
+_INTERPRETED_MOE = """
+import torch
+from bringup.kernels import reference as ref
+from bringup.kernels.reference.fp8_linear import quantize_fp8_block
+import bringup.kernels.triton.fused_moe_fp8 as fused
+torch.manual_seed(0)
+def err(got, want):
+    return ((got.float() - want.float()).abs().max() / want.float().abs().max()).item()
+routed_cases = [(8, 96, 200, 2, (64, 32)), (6, 130, 256, 3, (128, 128))]
 # the shared expert as slices of the experts' width: slices starting inside a scale block (I=96 of
 # 64-row blocks; I=48 of 32-wide K blocks), one and three slices, Nano's relu2 and silu
-for E, I, H, k, S, block, act in [(8, 96, 200, 2, 2, (64, 32), "relu2"), (6, 48, 256, 3, 3, (128, 32), "silu"),
-                                  (5, 64, 128, 2, 1, (128, 128), "relu2")]:
-    for T in (1, 3):
-        (uq, us), (dq, ds) = (quantize_fp8_block(torch.randn(E, n, m) * 0.05, block) for n, m in ((I, H), (H, I)))
-        (suq, sus), (sdq, sds) = (quantize_fp8_block(torch.randn(n, m) * 0.05, block) for n, m in ((S * I, H), (H, S * I)))
-        x = torch.randn(T, H, dtype=torch.bfloat16)
-        ids, w = torch.stack([torch.randperm(E)[:k] for _ in range(T)]), torch.rand(T, k)
-        args = (x, w, ids, uq, us, dq, ds, suq, sus, sdq, sds, act, block)
-        (ws, wr), (gs, gr) = ref.moe_experts_shared_fp8_unsummed(*args), moe_experts_shared_fp8_unsummed(*args)
-        assert gs.shape == (T, S, H) and gr.shape == wr.shape, (gs.shape, gr.shape)
-        got_layer, want_layer = gs.float().sum(1) + gr.float().sum(1), ws.float() + wr.float().sum(1)
-        err = ((got_layer - want_layer).abs().max() / want_layer.abs().max()).item()
-        assert err < 3e-2, (E, I, H, S, block, T, act, err)
-        assert ((gr.float() - wr.float()).abs().max() / wr.float().abs().max()).item() < 3e-2
+shared_cases = [(8, 96, 200, 2, 2, (64, 32), "relu2"), (6, 48, 256, 3, 3, (128, 32), "silu"),
+                (5, 64, 128, 2, 1, (128, 128), "relu2")]
+candidates = fused.GEMV_CONFIGS
+for i, config in enumerate(candidates):
+    fused.GEMV_CONFIGS = (config,)  # the interpreter takes the first candidate: each in turn
+    for E, I, H, k, block in routed_cases[:None if i == 0 else 1]:
+        for T in (1, 4):  # the per-assignment GEMV
+            (uq, us), (dq, ds) = (quantize_fp8_block(torch.randn(E, n, m) * 0.05, block) for n, m in ((I, H), (H, I)))
+            x = torch.randn(T, H, dtype=torch.bfloat16)
+            ids, w = torch.stack([torch.randperm(E)[:k] for _ in range(T)]), torch.rand(T, k)
+            want = ref.moe_experts_fp8(x, w, ids, uq, us, dq, ds, "relu2", block)
+            got = fused.moe_experts_fp8(x, w, ids, uq, us, dq, ds, "relu2", block)
+            assert got.shape == want.shape, (E, I, H, T)
+            assert err(got, want) < 3e-2, (config, E, I, H, block, T, err(got, want))
+    for E, I, H, k, S, block, act in shared_cases[:None if i == 0 else 1]:
+        for T in (1, 3, 4) if i == 0 else (3,):  # each shared slice's program takes every token
+            (uq, us), (dq, ds) = (quantize_fp8_block(torch.randn(E, n, m) * 0.05, block) for n, m in ((I, H), (H, I)))
+            (suq, sus), (sdq, sds) = (quantize_fp8_block(torch.randn(n, m) * 0.05, block)
+                                      for n, m in ((S * I, H), (H, S * I)))
+            x = torch.randn(T, H, dtype=torch.bfloat16)
+            ids, w = torch.stack([torch.randperm(E)[:k] for _ in range(T)]), torch.rand(T, k)
+            args = (x, w, ids, uq, us, dq, ds, suq, sus, sdq, sds, act, block)
+            (ws, wr), (gs, gr) = ref.moe_experts_shared_fp8_unsummed(*args), fused.moe_experts_shared_fp8_unsummed(*args)
+            assert gs.shape == (T, S, H) and gr.shape == wr.shape, (gs.shape, gr.shape)
+            got_layer, want_layer = gs.float().sum(1) + gr.float().sum(1), ws.float() + wr.float().sum(1)
+            assert err(got_layer, want_layer) < 3e-2, (config, E, I, H, S, block, T, act, err(got_layer, want_layer))
+            assert err(gr, wr) < 3e-2, config
 print("ok")
 """
 
 
-def test_triton_fp8_gemvs_match_references_interpreted():
-    """Dense GEMV at 1, 3, 4 and 8 rows, through fp8_linear and with each candidate tile config (the
-    matrix-unit and the one-row vector forms): ragged N and K, a K tile smaller than the block,
-    per-tensor and per-row scales, bias, the CPU's 4 'compute units' making most cases split K
-    (reduced in the launch: every call must leave the tile counters back at 0 for the next), one
-    wide N not split; the MoE GEMV: ragged blocks, 1-4 tokens.
-    (Triton's interpreter needs numpy < 2.3 for loops with run-time bounds.)"""
+def _interpreted(script: str) -> None:
+    """Run `script` under Triton's interpreter (it needs numpy < 2.3 for loops with run-time bounds)."""
     import os
     import subprocess
     import sys
 
     pytest.importorskip("triton")
     env = {**os.environ, "TRITON_INTERPRET": "1"}
-    done = subprocess.run([sys.executable, "-c", _INTERPRETED_GEMV], env=env, capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
+
+
+
+def test_triton_fp8_gemv_matches_reference_interpreted():
+    """Dense GEMV at 1, 3, 4 and 8 rows, through fp8_linear and with each candidate tile config (the
+    matrix-unit and the one-row vector forms): ragged N and K, a K tile smaller than the block,
+    per-tensor and per-row scales, bias, the CPU's 4 'compute units' making most cases split K
+    (reduced in the launch: every call must leave the tile counters back at 0 for the next), one
+    wide N not split."""
+    _interpreted(_INTERPRETED_GEMV)
+
+
+def test_triton_fp8_moe_gemv_matches_reference_interpreted():
+    """MoE GEMV with each candidate tile config (all cases for the default, one routed and one shared
+    for the others): ragged blocks, 1-4 tokens, the shared expert's slices each for all tokens."""
+    _interpreted(_INTERPRETED_MOE)
