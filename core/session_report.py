@@ -215,9 +215,11 @@ def _ab_layers_html(doc: dict) -> list[str]:
         said.append(f"{doc['routing_flips']} routing flip(s), counted apart"
                     + (f" ({after_parting_text(doc['routing_flips'], after)})" if after else ""))
     rows = ["<h2>A/B: two engine settings</h2>",
-            f"<p>A {e(doc.get('a', ''))}; B {e(doc.get('b', ''))}: {e('; '.join(said) or 'no block or state parts')}</p>",
-            "<table><tr><th>step</th><th>kind</th><th>worst block</th><th>rel err</th><th>flips</th></tr>"]
-    tol = doc.get("tolerance")
+            f"<p>A {e(doc.get('a', ''))}; B {e(doc.get('b', ''))}: {e('; '.join(said) or 'no block or state parts')}</p>"]
+    if doc.get("calibration"):  # each block's tolerance is its own: the worst errors below go uncoloured
+        rows.append(f"<p>tolerances ({e(doc.get('noise_name') or 'noise')}): {e(doc['calibration'])}</p>")
+    rows.append("<table><tr><th>step</th><th>kind</th><th>worst block</th><th>rel err</th><th>flips</th></tr>")
+    tol = None if doc.get("calibration") else doc.get("tolerance")
     for s in doc.get("steps") or []:
         flips = flips_text(s.get("flips") or {})
         rows.append(f"<tr><td>{s['step']}</td><td>{e(s['kind'])}</td><td>{e(str(s.get('worst_block', '')))}</td>"

@@ -203,14 +203,16 @@ class CompareTab(QWidget):
             parts.append(f"block {first['block']} ({kinds.get(first['block'], '')}) at step {first['step']} "
                          f"({first['kind']}, {first['cause']})")
         flips, after = doc.get("routing_flips", 0), doc.get("routing_flips_after_parting", 0)
-        text = "; ".join(parts) if parts else "B matches A at every block and state"
+        within = f" within {doc['noise_name']}" if doc.get("calibration") else ""
+        text = "; ".join(parts) if parts else f"B matches A at every block and state{within}"
         looks = [f"{k['what']} of block {k['block']} at step {k['step']}: exact rel err {k['rel_err']:.2e}, "
                  f"worst token {k['worst_rows'][0][0]}, worst channel {k['worst_columns'][0][0]}"
                  for k in doc.get("looks", []) if "rel_err" in k and k["rel_err"] > 0]
         self.verdict.setText(f"<b>{'differ' if parts else 'agree'}</b>: {text}"
                              + (f". {flips} routing flip(s), counted apart" if flips else "")
                              + (f" ({after_parting_text(flips, after)})" if after else "")
-                             + "".join(f"<br>{line}" for line in looks))
+                             + "".join(f"<br>{line}" for line in looks)
+                             + (f"<br>tolerances: {doc['calibration']}" if doc.get("calibration") else ""))
         rows = [[s["step"], s["kind"], s["token_a"], s["token_b_own"],
                  "" if s["worst_block"] is None else f"{s['worst_block']} {kinds.get(s['worst_block'], '')}",
                  f"{s['worst_rel_err']:.2e}", flips_text(s["flips"])]

@@ -7,6 +7,12 @@ next step) is named apart, since that is where such a bug lives. A block where t
 experts is a routing flip, not arithmetic: B follows A's experts by default, so the flips are
 counted and the error stays arithmetic; with its own routing a divergence at a block that flipped
 is reported as the flip it is.
+
+When B computes in a less precise dtype than A, one fixed tolerance either hides a wrong kernel in
+the rounding (bf16's 5e-2 let a 2% wrong scale through) or calls the rounding a failure. So
+layer_ab.py runs the reference kernels in B's dtype beside it: their distance from A at each block
+and step is the rounding alone (`noise`), and B parts where it goes past that by more than a
+kernel's own rounding (`extra`, precision.py's KERNEL_ROUNDOFFS).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ class Part:
     what: str  # "output", "conv state", "ssm state"
     rel_err: float
     cause: str = "arithmetic"  # or "routing flip"
+    tolerance: float | None = None  # what it went past there (the calibrated one, where calibrated)
 
 
 @dataclass
@@ -57,6 +64,8 @@ class LayerDivergence:
     state_errors: dict[tuple[int, int, str], float]  # (step, layer, "conv"|"ssm") -> rel err
     layers: list[tuple[int, str, str]]
     state_checksums: dict[str, dict] = field(default_factory=dict)  # "a"/"b" -> {(step, layer, kind): (sum, abs sum, weighted sum)}
+    calibration: str = ""  # where the tolerances come from, when calibrated per block and step
+    noise_name: str = ""  # "bf16 noise", when calibrated
 
     @property
     def flips(self) -> int:
@@ -75,7 +84,9 @@ class LayerDivergence:
         return sum(n for r in self.steps for block, n in r.flips.items() if (r.step, block) > parted)
 
     def to_json(self) -> dict:
-        return {"a": self.a, "b": self.b, "tolerance": self.tolerance, "followed_routing": self.followed_routing,
+        return {"a": self.a, "b": self.b, "tolerance": self.tolerance, "calibration": self.calibration,
+                "noise_name": self.noise_name,
+                "followed_routing": self.followed_routing,
                 "first": asdict(self.first) if self.first else None,
                 "first_state": asdict(self.first_state) if self.first_state else None,
                 "routing_flips": self.flips, "routing_flips_after_parting": self.flips_after_parting,
@@ -90,8 +101,15 @@ class LayerDivergence:
 
 
 def compare_traces(a: dict, b: dict, *, tolerance: float | None = None, followed_routing: bool = True,
-                   names: tuple[str, str] = ("A", "B")) -> LayerDivergence:
+                   names: tuple[str, str] = ("A", "B"), noise: "LayerDivergence | None" = None, extra: float = 0.0,
+                   calibration: str = "", noise_name: str = "") -> LayerDivergence:
+    """B against A, block by block and step by step; with `noise` (the reference kernels in B's dtype
+    against A) each place's tolerance is that noise there plus `extra`, else one fixed tolerance."""
     tol = tolerance if tolerance is not None else max(TOLERANCES.get(a["dtype"], 5e-2), TOLERANCES.get(b["dtype"], 5e-2))
+    calibrated = noise is not None and tolerance is None
+
+    def limit(place, seen: dict) -> float:
+        return seen[place] + extra if calibrated and place in seen else tol
     errors, state_errors, rows = {}, {}, []
     first = first_state = None
     sums = {"a": {}, "b": {}}
@@ -113,9 +131,9 @@ def compare_traces(a: dict, b: dict, *, tolerance: float | None = None, followed
             e = errors[(s, block)] = rel_err(_digest(sa["blocks"][block], True), _digest(sb["blocks"][block], True))
             if e > worst_err:
                 worst, worst_err = block, e
-            if first is None and e > tol:
+            if first is None and e > (t := limit((s, block), noise.errors if calibrated else {})):
                 cause = "routing flip" if (not followed_routing and flips.get(block)) else "arithmetic"
-                first = Part(s, sa["kind"], block, "output", e, cause)
+                first = Part(s, sa["kind"], block, "output", e, cause, t)
         for layer in sorted(sa["conv"]):
             for kind in ("conv", "ssm"):
                 ta, tb = _digest(sa[kind][layer], False), sb[kind].get(layer)
@@ -125,28 +143,31 @@ def compare_traces(a: dict, b: dict, *, tolerance: float | None = None, followed
                 if tb is None:
                     continue
                 e = state_errors[(s, layer, kind)] = rel_err(ta, tb)
-                if first_state is None and e > tol:
-                    first_state = Part(s, sa["kind"], layer, f"{kind} state", e)
+                if first_state is None and e > (t := limit((s, layer, kind), noise.state_errors if calibrated else {})):
+                    first_state = Part(s, sa["kind"], layer, f"{kind} state", e, tolerance=t)
         rows.append(StepRow(s, sa["kind"], sa["sampled"], sb.get("own_sample"), worst, worst_err, flips))
     return LayerDivergence(names[0], names[1], tol, followed_routing, first, first_state, rows, errors,
-                           state_errors, [tuple(l) for l in a["layers"]], sums)
+                           state_errors, [tuple(l) for l in a["layers"]], sums,
+                           calibration if calibrated else "", noise_name if calibrated else "")
 
 
 def describe(d: LayerDivergence) -> str:
     """One paragraph: where they part and why."""
     if d.first is None and d.first_state is None:
-        text = f"{d.b} matches {d.a} at every block and state over {len(d.steps)} steps (tolerance {d.tolerance:.0e})"
+        within = f"within {d.noise_name} ({d.calibration})" if d.calibration else f"(tolerance {d.tolerance:.0e})"
+        text = f"{d.b} matches {d.a} at every block and state over {len(d.steps)} steps {within}"
     else:
         parts = []
         if d.first_state is not None and (d.first is None or d.first_state.step < d.first.step):
             p = d.first_state
             parts.append(f"layer {p.block}'s {p.what} parts first, after step {p.step} ({p.kind}; rel err "
-                         f"{p.rel_err:.2e}): a state update differs before any output does")
+                         f"{p.rel_err:.2e}{_past(d, p)}): a state update differs before any output does")
         if d.first is not None:
             p = d.first
-            parts.append(f"the first block output beyond {d.tolerance:.0e} is block {p.block} at step {p.step} "
-                         f"({p.kind}; rel err {p.rel_err:.2e}, {p.cause})")
-        text = "; ".join(parts)
+            beyond = f"its {d.noise_name}" if d.calibration else f"{d.tolerance:.0e}"
+            parts.append(f"the first block output beyond {beyond} is block {p.block} at step {p.step} "
+                         f"({p.kind}; rel err {p.rel_err:.2e}{_past(d, p)}, {p.cause})")
+        text = "; ".join(parts) + (f" (tolerances: {d.calibration})" if d.calibration else "")
     if d.flips:
         where = sorted({(r.step, blk) for r in d.steps for blk in r.flips})
         shown = ", ".join(f"block {blk} step {s}" for s, blk in where[:6])
@@ -154,6 +175,10 @@ def describe(d: LayerDivergence) -> str:
                  + (", followed from A so they add no error" if d.followed_routing else "")
                  + (f"; {after_parting_text(d.flips, d.flips_after_parting)}" if d.flips_after_parting else ""))
     return text
+
+
+def _past(d: LayerDivergence, p: Part) -> str:
+    return f" > {p.tolerance:.2e}" if d.calibration and p.tolerance is not None else ""
 
 
 def after_parting_text(flips: int, after: int) -> str:

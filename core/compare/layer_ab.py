@@ -6,6 +6,9 @@ engine's own choice), load_format, and fault (faults.py, a known fault to see it
 `dump=DIR`, another engine's per-layer tensor dump (dump_trace.py: SGLang's), read instead of run:
 our side then reads the dump's prompt, tokens and experts. Two dumps are compared over the steps
 where both read the same tokens.
+When B computes in a less precise dtype than A, a third run, the reference kernels in B's dtype on
+B's device without B's fault, follows A too: its distance from A at each block and step is the
+rounding alone, and B's tolerance there is that plus a kernel's own rounding (divergence.py).
 Each side runs as a child process: a crash or a hang is a message, never the caller's end.
 The traces keep digests (digest.py); `full` names places kept whole to look into (look.py):
 "STEP:BLOCK,...", or "first" to run both sides again keeping the place the digests found.
@@ -23,6 +26,7 @@ from bringup.core.errors import UserError
 from bringup.core.numerics.children import can_ask_for_stacks
 
 from .divergence import LayerDivergence, compare_traces
+from .precision import KERNEL_ROUNDOFFS, dtype_name, less_precise, roundoff, short
 from .trace import PROGRESS, STACKS_ENV
 
 STACK_FRAMES = 12  # innermost frames of a stalled child's stack shown
@@ -165,6 +169,23 @@ def first_place(d: LayerDivergence) -> tuple[int, int] | None:
     return (d.first.step, d.first.block) if d.first is not None else None
 
 
+def noise_setting(a: Setting, b: Setting) -> Setting | None:
+    """The run that measures B's rounding alone: the reference kernels in B's dtype, on B's device,
+    without B's fault; None where B is not less precise than A (or either is a dump)."""
+    if a.dump or b.dump:
+        return None
+    da, db = dtype_name(a.dtype), dtype_name(b.dtype)
+    if da is None or db is None or da == db or less_precise(da, db) != db:
+        return None
+    return Setting(device=b.device, dtype=b.dtype, kernels="reference", load_format=b.load_format,
+                   label=f"{b.device}, {b.dtype}, reference kernels (B's rounding alone)")
+
+
+def calibration_text(c: Setting, dtype: str) -> str:
+    return (f"per block and step, the distance of {c.device} {dtype} reference kernels from A + "
+            f"{KERNEL_ROUNDOFFS:g} roundoffs of {dtype} ({KERNEL_ROUNDOFFS * roundoff(dtype):.1e}, core/compare/precision.py)")
+
+
 def run_layer_ab(source, a: Setting, b: Setting, *, prompt_ids: list[int] | None = None, steps: int = 4,
                  own_routing: bool = False, tolerance: float | None = None, timeout: float = 600,
                  full: str = "", progress=None) -> LayerAB:
@@ -176,6 +197,9 @@ def run_layer_ab(source, a: Setting, b: Setting, *, prompt_ids: list[int] | None
     places = parse_places("" if full == "first" else full)
     prompt_ids = list(prompt_ids or [5, 6, 7, 8, 9, 10, 11, 12])
     names = (a.describe(), b.describe())
+    calib = noise_setting(a, b) if tolerance is None else None
+    if calib is not None and b.kernels == "reference" and not b.fault:
+        calib = None  # B is that run: its own rounding is all there is to see, the fixed tolerance judges it
 
     def both(keep: str):
         with tempfile.TemporaryDirectory(prefix="bringup-ab-") as tmp:
@@ -205,6 +229,15 @@ def run_layer_ab(source, a: Setting, b: Setting, *, prompt_ids: list[int] | None
                                                           out[lead], own_routing, keep), settings[follow].env(),
                                       out[follow], timeout, progress)
                 trace_a, trace_b = traces["A"], traces["B"]
+                if calib is not None:  # (no dumps here: noise_setting refuses them)
+                    out_c = tmp / "noise.pt"
+                    trace_c = _run("B's rounding alone", _trace_args(source, calib, prompt_file, n, out_c, out["A"], False),
+                                   calib.env(), out_c, timeout, progress)
+                    noise = compare_traces(trace_a, trace_c)
+                    return trace_a, trace_b, compare_traces(
+                        trace_a, trace_b, followed_routing=not own_routing, names=names, noise=noise,
+                        extra=KERNEL_ROUNDOFFS * roundoff(calib.dtype), calibration=calibration_text(calib, calib.dtype),
+                        noise_name=f"{short(calib.dtype)} noise")
         return trace_a, trace_b, compare_traces(trace_a, trace_b, tolerance=tolerance,
                                                 followed_routing=not own_routing and len(dumps) < 2,
                                                 names=names)

@@ -25,6 +25,9 @@ from __future__ import annotations
 
 UNIT_ROUNDOFF = {"float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
 ROUNDOFF_NATS = 25.0  # p99 logprob difference per unit roundoff of the less precise side (see above)
+# The layer-level A/B's allowance past the reference kernels' own rounding in the same dtype: a kernel
+# of its own may round each output once more in its accumulation and once more on store.
+KERNEL_ROUNDOFFS = 2.0
 ALIASES = {"fp32": "float32", "float": "float32", "f32": "float32", "fp16": "float16", "half": "float16",
            "f16": "float16", "bf16": "bfloat16"}
 
@@ -50,6 +53,11 @@ def rounding_floor(dtype) -> float:
     """The p99 logprob difference rounding in `dtype` alone gives (0.0 for a dtype not known here)."""
     name = dtype_name(dtype)
     return ROUNDOFF_NATS * UNIT_ROUNDOFF[name] if name else 0.0
+
+
+def roundoff(dtype) -> float:
+    name = dtype_name(dtype)
+    return UNIT_ROUNDOFF[name] if name else 0.0
 
 
 def short(dtype) -> str:

@@ -85,6 +85,26 @@ def test_a_state_that_parts_first_is_what_the_map_names_and_flips_come_in_block_
     assert "all of them after the runs part" in tab.verdict.text()
 
 
+def test_a_calibrated_comparison_says_within_whose_noise_and_where_the_tolerances_come_from(qtbot):
+    from ab_traces import parted_traces
+
+    from bringup.core.compare.divergence import compare_traces
+
+    tab = CompareTab()
+    qtbot.addWidget(tab)
+    a, _ = parted_traces()
+    same = compare_traces(a, a, noise=compare_traces(a, a), extra=7.8e-3, noise_name="bf16 noise",
+                          calibration="per block and step, the distance of cpu bfloat16 reference kernels from A")
+    tab._done("layers", same.to_json())
+    text = tab.verdict.text()
+    assert "<b>agree</b>: B matches A at every block and state within bf16 noise" in text
+    assert "tolerances: per block and step, the distance of cpu bfloat16 reference kernels" in text
+    from bringup.core.session_report import SessionRecord, render_html
+
+    page = render_html(SessionRecord(ab=tab.report_section()["ab"]))
+    assert "tolerances (bf16 noise): per block and step, the distance of cpu bfloat16 reference kernels" in page
+
+
 def test_the_next_comparison_can_start_as_soon_as_a_result_arrives(qtbot):
     """The runner is free when its result reaches the tab, not some time after (its thread may still be
     winding down): a click right then, or a listener of `finished`, starts the next one."""

@@ -157,3 +157,59 @@ def test_flips_after_the_runs_part_are_said_to_follow_from_that_error(run, refer
     assert d.flips_after_parting == d.flips
     assert "all of them after the runs part, following from that error" in describe(d)
     assert d.to_json()["routing_flips_after_parting"] == d.flips
+
+
+def test_bf16_against_float32_is_judged_against_bf16_noise_block_by_block(run, reference):
+    """The reference kernels in bf16 measure bf16's own distance from float32 at each block and step;
+    the engine's kernels in bf16 stay within it, while a 2% wrong scale (which bf16's fixed 5e-2
+    tolerance lets through) and an off-by-one in a state update go past it, at their block and step."""
+    from bringup.core.compare.precision import KERNEL_ROUNDOFFS, roundoff
+
+    noise = compare_traces(reference, run(dtype="bfloat16", follow=reference))
+    assert noise.first is None and max(noise.errors.values()) > 1e-3  # bf16 rounding, within bf16's fixed tolerance
+
+    def judged(**kw):
+        b = run(dtype="bfloat16", kernels="auto", follow=reference, **kw)
+        return compare_traces(reference, b, noise=noise, extra=KERNEL_ROUNDOFFS * roundoff("bfloat16"),
+                              calibration="bf16 reference kernels from A + 2 roundoffs", noise_name="bf16 noise")
+
+    right = judged()
+    assert right.first is None and right.first_state is None
+    assert "within bf16 noise (bf16 reference kernels from A + 2 roundoffs)" in describe(right)
+    scaled = run(dtype="bfloat16", kernels="auto", follow=reference, fault="scale@3=1.02")
+    assert compare_traces(reference, scaled).first is None  # the fixed tolerance misses it
+    d = judged(fault="scale@3=1.02")
+    assert (d.first.step, d.first.block, d.first.cause) == (0, 3, "arithmetic") and d.first.rel_err > d.first.tolerance
+    assert all(d.errors[(0, b)] <= noise.errors[(0, b)] + d.first.tolerance for b in range(3))
+    assert "beyond its bf16 noise is block 3 at step 0" in describe(d) and "(tolerances: bf16 reference" in describe(d)
+    d = judged(fault="state@0")
+    assert (d.first_state.step, d.first_state.block, d.first.step, d.first.block) == (0, 0, 1, 0)
+    assert d.to_json()["calibration"] and d.to_json()["noise_name"] == "bf16 noise"
+
+
+def test_the_noise_run_is_the_reference_kernels_in_the_less_precise_dtype():
+    from bringup.core.compare.layer_ab import Setting, noise_setting
+
+    c = noise_setting(Setting(dtype="float32", kernels="reference"),
+                      Setting(device="cuda", dtype="bfloat16", fault="scale@3=1.02", load_format="dummy"))
+    assert (c.device, c.dtype, c.kernels, c.fault, c.load_format) == ("cuda", "bfloat16", "reference", None, "dummy")
+    assert noise_setting(Setting(dtype="float32"), Setting(dtype="float32", kernels="reference")) is None
+    assert noise_setting(Setting(dtype="bfloat16"), Setting(dtype="float32")) is None  # B is the finer side
+    assert noise_setting(Setting(dump="/tmp/d"), Setting(dtype="bfloat16")) is None
+
+
+def test_the_cli_runs_bf16_rounding_beside_and_finds_the_wrong_scale_past_it(checkpoint):
+    """`bringup ab --layers --a float32 --b bfloat16,fault=...`: a third child, the reference kernels in
+    bf16, gives each block's tolerance; the output names that source."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "bringup", "ab", "--layers", str(checkpoint), "--a", "kernels=reference",
+                           "--b", "dtype=bfloat16,fault=scale@3=1.02", "--steps", "1", "--prompt-ids",
+                           ",".join(map(str, PROMPT)), "--json"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stderr
+    doc = json.loads(done.stdout)
+    assert (doc["first"]["step"], doc["first"]["block"]) == (0, 3) and doc["noise_name"] == "bf16 noise"
+    assert "cpu bfloat16 reference kernels from A + 2 roundoffs of bfloat16" in doc["calibration"]
+    assert "B's rounding alone" in done.stderr  # the third child's progress lines
