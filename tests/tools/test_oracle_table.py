@@ -74,6 +74,14 @@ def test_launch_arguments_are_those_the_release_parsed(path):
     assert checked > 0
 
 
+@pytest.mark.parametrize("path", TABLES, ids=[p.stem for p in TABLES])
+def test_every_kind_of_cell_ran_in_every_release(path):
+    """Each release's table holds every extra of the matrix (the Run tab's line among them), so a flag one
+    builder can write has met that release's parser."""
+    ran = {cells.CellKey.parse(row["id"]).extra for row in _rows(path)}
+    assert set(cells.EXTRAS) | {""} <= ran, sorted(set(cells.EXTRAS) - ran)
+
+
 def test_a_run_tab_flag_parsed_otherwise_is_a_disagreement():
     """The Run tab's --port as the release read it is compared, not only its acceptance."""
     path = TABLES[-1]

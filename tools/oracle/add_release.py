@@ -57,6 +57,9 @@ def main(argv=None) -> int:
         return 2
     version = args[0]
     sys.path.insert(0, str(HERE))
+    import envs
+
+    envs.wheel(engine, version)  # a release the index does not have stops here, saying so
     if engine == "vllm":
         return _vllm(version)
     from bringup.core.rules.profiles import profile_for

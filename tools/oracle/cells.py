@@ -9,16 +9,18 @@ Pruning (what the matrix leaves out, and why):
   auto and --disable-radix-cache (the strategy flags have nothing to act on there);
 - page size 64 only on the default backend with auto (the snaps that matter are backend-driven: intel_xpu,
   trtllm_mha; a page size on other backends is passed through unchanged in every release);
-- TP/PP, dtypes, the SSM dtype, the linear-attention backend and the overlap switch only on the default
-  backend with auto, on cuda-hopper and xpu, for every model (their rules do not depend on the backend in
-  the rules read);
+- TP/PP, dtypes (bfloat16, float16), the SSM dtype, the linear-attention backend and the overlap switch only
+  on the default backend with auto, on cuda-hopper and xpu, for every model (their rules do not depend on
+  the backend in the rules read);
 - the Run tab's own additions (where to listen, /metrics, the layer dump folder: `Launch.argv(endpoint=...)`)
-  as one more such extra, "run", so every flag either builder can write meets the release's parser.
+  as more such extras: "run" on the validated device, "run_auto" on the Run tab's device "auto" (no
+  --device), so every flag either builder can write meets the release's parser.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, fields
 
 # The oracle's device targets -> LaunchSettings(device, gpu, xmx).
@@ -29,11 +31,13 @@ DEVICES = {
 STRATEGIES = ("auto", "no_buffer", "extra_buffer", "extra_buffer_lazy", "disabled")
 EXTRAS = {  # name -> LaunchSettings changes (default backend, auto)
     "page64": {"page_size": 64}, "tp2": {"tp": 2}, "pp2": {"pp": 2}, "kv_fp8": {"kv_dtype": "fp8_e4m3"},
-    "bf16": {"dtype": "bfloat16"}, "no_overlap": {"disable_overlap_schedule": True},
+    "bf16": {"dtype": "bfloat16"}, "fp16": {"dtype": "float16"}, "no_overlap": {"disable_overlap_schedule": True},
     "ssm_f32": {"mamba_ssm_dtype": "float32"}, "linear_triton": {"linear_attn_backend": "triton"}, "run": {},
+    "run_auto": {},
 }
 # The "run" extra: the command line as the Run tab starts it (core/launch/launch.py Launch.argv with an
-# endpoint; app/run/engine_controller.py), with SGLang's layer dump on (app/tabs/run_tab.py "Dump layers").
+# endpoint; app/run/engine_controller.py), with SGLang's layer dump on (app/tabs/run_tab.py "Dump layers");
+# "run_auto": the same on the Run tab's device "auto", where SGLang is given no --device and finds it itself.
 RUN_ENDPOINT = ("127.0.0.1", 30000)
 RUN_DUMP_FOLDER = "/tmp/bringup-oracle-dump"
 # What the release's parser must have read from the flags only an extra writes: ServerArgs field -> value.
@@ -78,13 +82,15 @@ class CellKey(JoinedKey):
 def launch_argv(result, key, version: str) -> list[str]:
     """The command line a cell runs: Validate's Command section (`result.argv`), or for the "run" extra the
     Run tab's (the same Launch with an endpoint, and for SGLang the layer dump of `version`)."""
-    if key.extra != "run":
+    if key.extra not in ("run", "run_auto"):
         return result.argv
     from bringup.core.launch.launch import Endpoint
 
     launch = result.launch
     if launch.engine == "sglang":
         launch = launch.with_(tensor_dump=RUN_DUMP_FOLDER, engine_version=version)
+    if key.extra == "run_auto":
+        launch = launch.with_(device="auto")
     return launch.argv(endpoint=Endpoint(*RUN_ENDPOINT))
 
 
@@ -150,6 +156,11 @@ def predicted(result, profile, memory_mib: int | None, key: CellKey | None = Non
     else:
         out["chunked_prefill_size"] = None
     out["parsed"] = PARSED.get(key.extra) if key is not None else None
+    if key is not None and key.extra == "run_auto":  # the device SGLang found is the target's
+        from bringup.core.rules.sglang_backends import SGLANG_DEVICE
+
+        kind = DEVICES[key.device][0]
+        out["parsed"] = {**PARSED["run"], "device": SGLANG_DEVICE.get(kind, kind)}
     return out
 
 
@@ -173,7 +184,8 @@ def disagreements(pred: dict, seen: dict, hybrid: bool) -> list[str]:
     if not seen["accepted"]:
         if pred["reachable_error"] is None:
             return [f"engine refused ({seen['error']!r} at {seen['where']}); validator has no argument-stage error"]
-        text = (pred["reachable_message"] or "").removeprefix("AssertionError: ").removeprefix("ValueError: ")
+        # the engine's exception text without its class (AssertionError, ValueError, NotImplementedError...)
+        text = re.sub(r"^\w+(?:Error|Exception): ", "", pred["reachable_message"] or "")
         if text and text.split("{")[0][:40] not in (seen["error"] or ""):
             return [f"both refuse, but the engine says {seen['error']!r}, validator {pred['reachable_message']!r}"]
         return []

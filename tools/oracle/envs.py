@@ -62,7 +62,8 @@ def wheel(engine: str, version: str) -> Path:
         done = _sh([sys.executable, "-m", "pip", "download", "--no-deps", "-q", f"{engine}=={version}", "-d", str(WHEELS)])
         found = sorted(WHEELS.glob(f"{engine}-{version}-*.whl"))
         if not found:
-            raise SystemExit(f"could not download {engine}=={version}: {done.stderr.strip()[-400:]}")
+            raise SystemExit(f"could not download {engine}=={version}: {done.stderr.strip()[-300:]}\n"
+                             f"Check the release number against `python -m pip index versions {engine}`.")
     return found[0]
 
 

@@ -95,6 +95,8 @@ def run_cell(sa, argv: list[str]) -> dict:
         out["resolved"] = {k: getattr(view, k, None) for k in FIELDS}
         out["slots_per_request"] = _mamba_ratio(view)
         parsed = {f[2:].replace("-", "_"): getattr(view, f[2:].replace("-", "_"), None) for f in PARSED_FLAGS if f in argv}
+        if "--device" not in argv:  # the release found the device itself
+            parsed["device"] = view.device
         if parsed:
             out["parsed"] = parsed
     return out
