@@ -24,15 +24,18 @@ import bringup  # noqa: F401  (first: takes the checkout's root, and its bare ke
 # Helpers shared by the rooms' test folders (tests/helpers/) are imported by bare name.
 sys.path.insert(0, str(Path(__file__).resolve().parent / "helpers"))
 
-from repo_paths import NANO_CONFIG, SHARED, SHARED_MODELS  # noqa: E402
+from repo_paths import NANO_CONFIG, REPO, SHARED, SHARED_MODELS  # noqa: E402
 
 # Set before any test (and so inherited by every child process the tests start).
 _SCRATCH = Path(tempfile.mkdtemp(prefix="bringup-tests-"))
 os.environ["BRINGUP_SETTINGS"] = str(_SCRATCH / "settings.ini")
 os.environ["BRINGUP_ENGINES_DIR"] = str(_SCRATCH / "engines")
-# Children import the installed bringup, never the folder they start in: `python -c` from a checkout
-# put the checkout's bare bringup/ (no rooms in it) ahead of a non-editable install (the device runs).
-os.environ["PYTHONSAFEPATH"] = "1"
+# Where the installed bringup is not this checkout (a non-editable install, as the device runs use),
+# `python -c` children started in the checkout would find its bare bringup/ (no rooms in it) first:
+# they leave the folder they start in off their path. An editable install (make test, CI) needs
+# nothing, and the tests whose children stand in for an engine from their own folder rely on that.
+if not Path(bringup.__file__).resolve().is_relative_to(REPO):
+    os.environ["PYTHONSAFEPATH"] = "1"
 # CPU engines decode eagerly unless a test asks for the compiled step (a compile takes a minute on two
 # cores; tests/core/engine/test_engine_cpu_compiled.py covers it with one engine).
 os.environ.setdefault("BRINGUP_CPU_COMPILE", "0")

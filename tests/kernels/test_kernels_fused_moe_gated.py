@@ -133,6 +133,7 @@ def test_triton_gated_moe_and_router_match_references_interpreted():
 
 
 def test_interleaved_gate_up_is_found_only_where_up_is_gate_shifted_by_one():
+    pytest.importorskip("triton")
     from bringup.kernels.triton.gate_up_layout import interleaved
 
     (gate, up, down, *_), (gate_up, *_) = _gpt_oss_experts()
