@@ -1,6 +1,6 @@
 """Each FP8 (W8A16) decode kernel against its bf16 counterpart at a model's real shapes, in one run.
 
-    python bench/fp8_kernels.py [CONFIG.json] [--rows 1 2 4 8] [--block 128] [--json OUT.json]
+    python bench/fp8_kernels.py [CONFIG.json] [--rows 1 2 4 8] [--block 128] [--sweep] [--json OUT.json]
 
 CONFIG defaults to Nemotron-3-Nano-30B-A3B's (../shared/models). Per layer shape of a decode step
 (Mamba in/out projections, attention q/k/v and o, the MoE layer with its shared expert): the fp8
@@ -15,7 +15,9 @@ each layer's weights once, from memory. Where the whole model's FP8 decode loses
 
 The fp8 GEMVs (dense and MoE) pick their tiles per shape at the first call (kernels/triton/tile_picker.py);
 after the table, each shape's candidates are listed with their time (us per call, one launch after
-an L2 flush) and the one chosen, so a device run shows which tiles win and by how much.
+an L2 flush) and the one chosen, so a device run shows which tiles win and by how much. --sweep
+times a wider set of tiles (SWEEP_* in the kernels) in place of the few the engine times at warm-up:
+which tiles those few should be.
 """
 
 from __future__ import annotations
@@ -103,8 +105,13 @@ def main() -> int:
     ap.add_argument("config", nargs="?", type=Path, default=NANO)
     ap.add_argument("--rows", type=int, nargs="+", default=[1, 2, 4, 8])
     ap.add_argument("--block", type=int, default=128)
+    ap.add_argument("--sweep", action="store_true", help="time the wider SWEEP_* tile sets, not the engine's few")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
+    from bringup.kernels.triton import fp8_linear as dense, fused_moe_fp8 as moe
+    if args.sweep:
+        dense.DOT_CONFIGS, dense.ONE_ROW_CONFIGS = dense.SWEEP_DOT_CONFIGS, dense.SWEEP_ONE_ROW_CONFIGS
+        moe.GEMV_CONFIGS = moe.SWEEP_CONFIGS
     from bringup.kernels.reference.fp8_linear import quantize_fp8_block
     from bringup.kernels.triton.fp8_linear import fp8_linear
     from bringup.kernels.triton.fused_moe import moe_experts_shared_unsummed
@@ -160,9 +167,9 @@ def main() -> int:
                    graphed_us([lambda ids=ids, wts=wts: moe_experts_shared_fp8_unsummed(
                        x, wts, ids, q8[0][0], q8[0][1], q8[1][0], q8[1][1], q8[2][0], q8[2][1], q8[3][0], q8[3][1],
                        "relu2", block) for ids, wts in routes]), read)
-    from bringup.kernels.triton import fp8_linear as dense, fused_moe_fp8 as moe
     print_tile_times(dense.PICKER, ("N", "K", "one row", "", "", ""))
     print_tile_times(moe.PICKER, ("N", "K", "tokens", "top-k", "shared slices", "along K", "", "", ""))
+    print(f"\npicking tiles took {dense.PICKER.seconds + moe.PICKER.seconds:.1f} s (compiles included)")
     if args.json:
         args.json.write_text(json.dumps({"bandwidth": bw, "rows": rows_out,
                                          "tiles": tile_json(dense.PICKER) + tile_json(moe.PICKER)}, indent=1))

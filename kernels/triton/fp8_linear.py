@@ -165,6 +165,11 @@ class GemvConfig(NamedTuple):
 DOT_CONFIGS = (GemvConfig(True, 64, 128, 4, 4, 4), GemvConfig(True, 128, 128, 4, 3, 4),
                GemvConfig(True, 64, 128, 4, 4, 8), GemvConfig(True, 64, 64, 4, 6, 8))
 ONE_ROW_CONFIGS = (GemvConfig(False, 64, 128, 4, 4, 4), GemvConfig(False, 32, 128, 4, 4, 8))
+# A wider set for bench/fp8_kernels.py --sweep (too many to time at every engine start): which
+# tiles the candidates above should be.
+SWEEP_DOT_CONFIGS = tuple(GemvConfig(True, n, k, 4, st, ppu) for n in (64, 128) for k in (64, 128) for st in (3, 5)
+                          for ppu in (4, 8)) + (GemvConfig(True, 128, 128, 8, 4, 4), GemvConfig(True, 32, 128, 4, 4, 8))
+SWEEP_ONE_ROW_CONFIGS = tuple(GemvConfig(False, n, 128, 4, 4, ppu) for n in (16, 32, 64) for ppu in (4, 8))
 PICKER = TilePicker("fp8 GEMV")
 
 

@@ -39,6 +39,9 @@ class MoeGemvConfig(NamedTuple):
 # alone must fill the device.
 GEMV_CONFIGS = (MoeGemvConfig(True, 64, 128, 4, 4), MoeGemvConfig(True, 32, 128, 4, 4),
                 MoeGemvConfig(False, 32, 128, 4, 4), MoeGemvConfig(False, 64, 128, 4, 4))
+# A wider set for bench/fp8_kernels.py --sweep: which tiles the candidates above should be.
+SWEEP_CONFIGS = tuple(MoeGemvConfig(True, n, 128, 4, st) for n in (32, 64, 128) for st in (3, 5)) + tuple(
+    MoeGemvConfig(False, n, 128, 4, 4) for n in (16, 32, 64)) + (MoeGemvConfig(True, 64, 64, 4, 6),)
 PICKER = TilePicker("fp8 MoE GEMV")
 
 

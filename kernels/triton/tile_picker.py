@@ -14,6 +14,7 @@ cache (a decode step reads each weight once, from memory, not from a cache a rep
 
 from __future__ import annotations
 
+import time
 from typing import Callable, Hashable, Sequence
 
 import torch
@@ -47,6 +48,7 @@ class TilePicker:
         self.chosen: dict[tuple, object] = {}
         self.timings: dict[tuple, list[tuple[object, float]]] = {}  # key -> [(config, us per call)]
         self.failures: dict[tuple, list[tuple[object, str]]] = {}  # key -> [(config, why it did not run)]
+        self.seconds = 0.0  # spent picking (compiles included): what tuning adds to a warm-up
 
     def pick(self, device: torch.device, key: Hashable, candidates: Sequence, launch: Callable[[object], None]):
         """The configuration to launch `key` with; the first eager device call times every candidate
@@ -56,6 +58,7 @@ class TilePicker:
             return self.chosen[full]
         if len(candidates) == 1 or device.type not in ("cuda", "xpu") or capturing(device):
             return candidates[0]
+        started = time.monotonic()
         times, failed = [], []
         for config in candidates:
             try:
@@ -66,6 +69,7 @@ class TilePicker:
             raise failed[0][1]
         self.timings[full], self.failures[full] = times, [(c, f"{type(e).__name__}: {e}") for c, e in failed]
         self.chosen[full] = min(times, key=lambda t: t[1])[0]
+        self.seconds += time.monotonic() - started
         return self.chosen[full]
 
     @staticmethod
@@ -90,4 +94,5 @@ class TilePicker:
         self.chosen.clear()
         self.timings.clear()
         self.failures.clear()
+        self.seconds = 0.0
 

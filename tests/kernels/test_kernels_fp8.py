@@ -129,14 +129,15 @@ def test_triton_fp8_linear_matches_reference(rows, N, K, block):
 @pytest.mark.parametrize("rows", [1, 4, 8])
 @pytest.mark.parametrize("N, K", [(10304, 2688), (2688, 4096), (200, 96)])
 def test_triton_fp8_gemv_every_candidate_matches_reference(rows, N, K):
-    """Each tile config the device may pick at warm-up, at Nano's shapes and a ragged one."""
-    from bringup.kernels.triton.fp8_linear import _gemv, gemv_candidates
+    """Each tile config the device may pick at warm-up (and bench --sweep's), at Nano's shapes and a ragged one."""
+    from bringup.kernels.triton.fp8_linear import SWEEP_DOT_CONFIGS, SWEEP_ONE_ROW_CONFIGS, _gemv, gemv_candidates
 
     dev = _gpu()
     q, s = quantize_fp8_block(torch.randn(N, K, device=dev) * 0.02, (128, 128))
     x = torch.randn(rows, K, device=dev, dtype=torch.bfloat16)
     expected = ref.fp8_linear(x, q, s, (128, 128))
-    for config in gemv_candidates(rows):
+    sweep = SWEEP_DOT_CONFIGS + (SWEEP_ONE_ROW_CONFIGS if rows == 1 else ())
+    for config in dict.fromkeys(gemv_candidates(rows) + sweep):
         out = torch.full((rows, N), float("nan"), device=dev, dtype=torch.bfloat16)
         _gemv(x, q, s, None, out, 128, 128, config)
         assert rel(out, expected) < 2e-2, config
@@ -147,7 +148,7 @@ def test_triton_fp8_gemv_every_candidate_matches_reference(rows, N, K):
 def test_triton_moe_shared_fp8_matches_reference(T, monkeypatch):
     """Nano's shapes: 6 of 128 experts, I = 1856 (not a multiple of the 128 block), a shared expert of
     two slices; at 9 tokens the shared expert runs as its own fp8 MLP. Up to 4 tokens (the GEMV) also
-    each tile config the device may pick."""
+    each tile config the device may pick (and bench --sweep's)."""
     from bringup.kernels.triton import fused_moe_fp8
     from bringup.kernels.triton.tile_picker import TilePicker
 
@@ -161,7 +162,8 @@ def test_triton_moe_shared_fp8_matches_reference(T, monkeypatch):
     weights = torch.rand(T, k, device=dev)
     args = (x, weights, ids, uq, us, dq, ds, suq, sus, sdq, sds, "relu2", block)
     ws, wr = ref.moe_experts_shared_fp8_unsummed(*args)
-    candidates = fused_moe_fp8.GEMV_CONFIGS if T <= fused_moe_fp8.GEMV_MAX_TOKENS else ()
+    candidates = dict.fromkeys(fused_moe_fp8.GEMV_CONFIGS + fused_moe_fp8.SWEEP_CONFIGS) \
+        if T <= fused_moe_fp8.GEMV_MAX_TOKENS else ()
     for config in (None, *candidates):
         if config is not None:
             monkeypatch.setattr(fused_moe_fp8, "GEMV_CONFIGS", (config,))  # a lone candidate is taken untimed
@@ -218,6 +220,15 @@ for N, K, block, bias in [(200, 384, (128, 128), False), (130, 384, (128, 128), 
             assert err(out, want) < 2e-2, (N, K, block, rows, config, err(out, want))
             assert all(int(c.abs().sum()) == 0 for c in counters.values()), config  # split tiles reset theirs
 assert counters  # (some launches split K)
+from bringup.kernels.triton.fp8_linear import SWEEP_DOT_CONFIGS, SWEEP_ONE_ROW_CONFIGS
+q, s = quantize_fp8_block(torch.randn(160, 256) * 0.02, (128, 128))
+for configs, rows in ((SWEEP_DOT_CONFIGS, 3), (SWEEP_ONE_ROW_CONFIGS, 1)):  # the bench's --sweep tiles
+    x = torch.randn(rows, 256, dtype=torch.bfloat16)
+    want = ref.fp8_linear(x, q, s, (128, 128))
+    for config in configs:
+        out = torch.full((rows, 160), float("nan"), dtype=torch.bfloat16)
+        _gemv(x, q, s, None, out, 128, 128, config)
+        assert err(out, want) < 2e-2, (config, err(out, want))
 print("ok")
 """
 
@@ -234,10 +245,10 @@ routed_cases = [(8, 96, 200, 2, (64, 32)), (6, 130, 256, 3, (128, 128))]
 # 64-row blocks; I=48 of 32-wide K blocks), one and three slices, Nano's relu2 and silu
 shared_cases = [(8, 96, 200, 2, 2, (64, 32), "relu2"), (6, 48, 256, 3, 3, (128, 32), "silu"),
                 (5, 64, 128, 2, 1, (128, 128), "relu2")]
-candidates = fused.GEMV_CONFIGS
+candidates = tuple(dict.fromkeys(fused.GEMV_CONFIGS + fused.SWEEP_CONFIGS))  # (the sweep's: bench --sweep)
 for i, config in enumerate(candidates):
     fused.GEMV_CONFIGS = (config,)  # the interpreter takes the first candidate: each in turn
-    for E, I, H, k, block in routed_cases[:None if i == 0 else 1]:
+    for E, I, H, k, block in routed_cases if i == 0 else ():  # (the others: the shared case has routed rows too)
         for T in (1, 4):  # the per-assignment GEMV
             (uq, us), (dq, ds) = (quantize_fp8_block(torch.randn(E, n, m) * 0.05, block) for n, m in ((I, H), (H, I)))
             x = torch.randn(T, H, dtype=torch.bfloat16)
@@ -286,6 +297,7 @@ def test_triton_fp8_gemv_matches_reference_interpreted():
 
 
 def test_triton_fp8_moe_gemv_matches_reference_interpreted():
-    """MoE GEMV with each candidate tile config (all cases for the default, one routed and one shared
-    for the others): ragged blocks, 1-4 tokens, the shared expert's slices each for all tokens."""
+    """MoE GEMV with each candidate tile config (all cases for the default, one case with routed and
+    shared rows at 3 tokens for the others): ragged blocks, 1-4 tokens, the shared expert's slices each
+    for all tokens."""
     _interpreted(_INTERPRETED_MOE)
