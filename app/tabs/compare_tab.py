@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (QCheckBox, QFormLayout, QHBoxLayout, QHeaderView,
 from bringup.app.layermap.highlight import Highlight
 from bringup.app.tabs.numerics_panel import CommandRunner
 from bringup.core.compare.divergence import after_parting_text, flips_text
+from bringup.core.compare.step_logprobs import answer_text
 
 AB_COLUMNS = ["agree", "parts at", "A", "B", "gap", "prompt"]
 DEFAULT_A = "http://127.0.0.1:30000"
@@ -212,7 +213,10 @@ class CompareTab(QWidget):
                              + (f". {flips} routing flip(s), counted apart" if flips else "")
                              + (f" ({after_parting_text(flips, after)})" if after else "")
                              + "".join(f"<br>{line}" for line in looks)
-                             + (f"<br>tolerances: {doc['calibration']}" if doc.get("calibration") else ""))
+                             + (f"<br>tolerances: {doc['calibration']}" if doc.get("calibration") else "")
+                             + (f"<br>{answer}" if (answer := answer_text(doc.get("answer_logprob_diffs") or [],
+                                                                          doc.get("answer_floor") or 0.0,
+                                                                          doc.get("noise_name") or "rounding")) else ""))
         rows = [[s["step"], s["kind"], s["token_a"], s["token_b_own"],
                  "" if s["worst_block"] is None else f"{s['worst_block']} {kinds.get(s['worst_block'], '')}",
                  f"{s['worst_rel_err']:.2e}", flips_text(s["flips"])]

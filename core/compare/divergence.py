@@ -66,6 +66,8 @@ class LayerDivergence:
     state_checksums: dict[str, dict] = field(default_factory=dict)  # "a"/"b" -> {(step, layer, kind): (sum, abs sum, weighted sum)}
     calibration: str = ""  # where the tolerances come from, when calibrated per block and step
     noise_name: str = ""  # "bf16 noise", when calibrated
+    answer: list[float] = field(default_factory=list)  # |logprob A - B| of A's token per step (step_logprobs.py)
+    answer_floor: float = 0.0  # the less precise dtype's logprob floor (verdict.py, precision.py)
 
     @property
     def flips(self) -> int:
@@ -85,7 +87,7 @@ class LayerDivergence:
 
     def to_json(self) -> dict:
         return {"a": self.a, "b": self.b, "tolerance": self.tolerance, "calibration": self.calibration,
-                "noise_name": self.noise_name,
+                "noise_name": self.noise_name, "answer_logprob_diffs": self.answer, "answer_floor": self.answer_floor,
                 "followed_routing": self.followed_routing,
                 "first": asdict(self.first) if self.first else None,
                 "first_state": asdict(self.first_state) if self.first_state else None,
@@ -146,9 +148,15 @@ def compare_traces(a: dict, b: dict, *, tolerance: float | None = None, followed
                 if first_state is None and e > (t := limit((s, layer, kind), noise.state_errors if calibrated else {})):
                     first_state = Part(s, sa["kind"], layer, f"{kind} state", e, tolerance=t)
         rows.append(StepRow(s, sa["kind"], sa["sampled"], sb.get("own_sample"), worst, worst_err, flips))
+    from .precision import less_precise, rounding_floor
+    from .step_logprobs import answer_diffs
+    from .verdict import FLOOR_LOGPROB_DIFF
+
+    worse = less_precise(a.get("dtype"), b.get("dtype"))
     return LayerDivergence(names[0], names[1], tol, followed_routing, first, first_state, rows, errors,
                            state_errors, [tuple(l) for l in a["layers"]], sums,
-                           calibration if calibrated else "", noise_name if calibrated else "")
+                           calibration if calibrated else "", noise_name if calibrated else "",
+                           answer_diffs(a, b), max(FLOOR_LOGPROB_DIFF, rounding_floor(worse)))
 
 
 def describe(d: LayerDivergence) -> str:
@@ -168,6 +176,10 @@ def describe(d: LayerDivergence) -> str:
             parts.append(f"the first block output beyond {beyond} is block {p.block} at step {p.step} "
                          f"({p.kind}; rel err {p.rel_err:.2e}{_past(d, p)}, {p.cause})")
         text = "; ".join(parts) + (f" (tolerances: {d.calibration})" if d.calibration else "")
+    if d.answer:
+        from .step_logprobs import answer_text
+
+        text += f"; {answer_text(d.answer, d.answer_floor, d.noise_name or 'rounding')}"
     if d.flips:
         where = sorted({(r.step, blk) for r in d.steps for blk in r.flips})
         shown = ", ".join(f"block {blk} step {s}" for s, blk in where[:6])

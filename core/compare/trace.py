@@ -36,6 +36,7 @@ from bringup.core.numerics.children import can_ask_for_stacks
 
 from .digest import KEEP_BELOW, digest
 from .faults import Fault, parse_fault, shift_conv_state
+from .step_logprobs import token_logprobs
 
 PROGRESS = "trace: "  # the prefix of the child's progress lines on stderr
 STACKS_ENV = "BRINGUP_TRACE_STACKS"  # seconds without a new stage after which the stacks are written
@@ -82,7 +83,13 @@ def trace(source, *, device: str, dtype: str, prompt_ids: list[int], steps: int,
         tensor = (pool.conv if kind == "conv" else pool.ssm)(lid)[slot]
         return digest(tensor, keep_full=(len(records), lid) in keep_full, keep_below=keep_below)
 
-    original_run = engine.runner.run
+    original_run, original_forward = engine.runner.run, engine.runner.forward
+    logits_seen: list = []
+
+    def forward(step):
+        logits = original_forward(step)
+        logits_seen.append(logits)
+        return logits
 
     def run(step):
         req = step.requests[0]
@@ -102,8 +109,11 @@ def trace(source, *, device: str, dtype: str, prompt_ids: list[int], steps: int,
                 raise UserError("run A took fewer steps than this run; they cannot be compared step by step")
             if forced_tokens[index] is not None:  # a dump's last pass: nothing read after it, our own pick stands
                 tokens = [forced_tokens[index]]
+        read = logits_seen.pop() if logits_seen else None
+        logits_seen.clear()
         records.append({
             "kind": kind, "tokens": step.num_tokens, "sampled": tokens[0], "own_sample": own,
+            "logprobs": None if own is None or read is None else token_logprobs(read[-1], tokens[0]),
             "blocks": current["blocks"],
             "conv": {lid: state("conv", lid, slot) for lid in pool.layer_ids},
             "ssm": {lid: state("ssm", lid, slot) for lid in pool.layer_ids},
@@ -116,14 +126,14 @@ def trace(source, *, device: str, dtype: str, prompt_ids: list[int], steps: int,
         return tokens
 
     model.block_hook = hook
-    engine.runner.run = run
+    engine.runner.run, engine.runner.forward = run, forward
     params = SamplingParams(max_new_tokens=steps + 1, temperature=0.0, ignore_eos=True)
     try:
         with torch.inference_mode(), RoutingRecorder(model, forced_routing) as recorder:
             engine.generate([list(prompt_ids)], params)
     finally:
         model.block_hook = None
-        engine.runner.run = original_run
+        engine.runner.run, engine.runner.forward = original_run, original_forward
     seen = sum(r["own_sample"] is not None for r in records)  # a prompt chunk mid-way samples nothing
     if seen != steps + 1:  # the engine stepped past runner.run (overlapped steps, graphs)
         raise UserError(f"the trace saw {seen} of the {steps + 1} sampling steps the engine ran: its steps did not "

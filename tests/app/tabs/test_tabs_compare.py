@@ -99,6 +99,9 @@ def test_a_calibrated_comparison_says_within_whose_noise_and_where_the_tolerance
     text = tab.verdict.text()
     assert "<b>agree</b>: B matches A at every block and state within bf16 noise" in text
     assert "tolerances: per block and step, the distance of cpu bfloat16 reference kernels" in text
+    doc = same.to_json() | {"answer_logprob_diffs": [0.001, 0.4], "answer_floor": 0.098}
+    tab._done("layers", doc)
+    assert "differ by up to 0.4000 nats, past the bf16 noise floor 0.098" in tab.verdict.text()
     from bringup.core.session_report import SessionRecord, render_html
 
     page = render_html(SessionRecord(ab=tab.report_section()["ab"]))

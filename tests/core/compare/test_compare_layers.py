@@ -176,6 +176,9 @@ def test_bf16_against_float32_is_judged_against_bf16_noise_block_by_block(run, r
     right = judged()
     assert right.first is None and right.first_state is None
     assert "within bf16 noise (bf16 reference kernels from A + 2 roundoffs)" in describe(right)
+    # the answer itself: A's token's logprob at every step, within bf16's floor (verdict.py's, for servers)
+    assert len(right.answer) == STEPS + 1 and 0 < max(right.answer) < right.answer_floor == pytest.approx(25 * 2**-8)
+    assert "within the bf16 noise floor 0.098" in describe(right)
     scaled = run(dtype="bfloat16", kernels="auto", follow=reference, fault="scale@3=1.02")
     assert compare_traces(reference, scaled).first is None  # the fixed tolerance misses it
     d = judged(fault="scale@3=1.02")
@@ -184,6 +187,8 @@ def test_bf16_against_float32_is_judged_against_bf16_noise_block_by_block(run, r
     assert "beyond its bf16 noise is block 3 at step 0" in describe(d) and "(tolerances: bf16 reference" in describe(d)
     d = judged(fault="state@0")
     assert (d.first_state.step, d.first_state.block, d.first.step, d.first.block) == (0, 0, 1, 0)
+    assert d.answer[0] < d.answer_floor < max(d.answer)  # the prefill's answer is right, the next steps' are not
+    assert "past the bf16 noise floor" in describe(d)
     assert d.to_json()["calibration"] and d.to_json()["noise_name"] == "bf16 noise"
 
 

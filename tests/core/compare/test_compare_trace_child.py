@@ -38,6 +38,9 @@ def test_the_trace_runs_every_step_itself_under_an_accelerators_defaults(checkpo
                    log=logs.append, progress=stages.append)
     assert [s["kind"] for s in result["steps"]] == ["prefill"] + ["decode"] * STEPS
     assert all(t is not None for t in result["sampled"]) and all(s["blocks"] for s in result["steps"])
+    # each step keeps the logprob of the token it goes on with (the layer A/B's answer view)
+    assert [s["logprobs"]["token"] for s in result["steps"]] == result["sampled"]
+    assert all(s["logprobs"]["logprob"] <= 0 and len(s["logprobs"]["top"]) == 5 for s in result["steps"])
     assert not any(line.startswith("Warm-up") for line in logs), logs  # no warm-up before the one request
     assert stages[:2] == ["building the engine on cpu (float32, kernels reference)", "engine ready"]
     assert stages[2:] == [x for i in range(STEPS + 1) for x in
