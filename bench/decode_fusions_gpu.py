@@ -5,10 +5,12 @@
 - gate/up as one GEMM + act_and_mul, against gate, up, act, mul (Qwen3-8B: 4096 -> 12288 SiLU;
   gemma-3-1b: 1152 -> 6912 tanh GELU), the down product left out (the same in both);
 - add_rms_norm with Gemma's post norm inside, against rms_norm then add_rms_norm (1152 wide);
-- gpt-oss's experts (32 of 2880 x 2880, top 4, interleaved gate/up, biases) at 1 and 4 tokens: the two
-  GEMV launches against the sorted chain (align, gated up GEMM, down GEMM); at 1 to 32 tokens: the path
-  taken with gate/up read as one tensor against the same path through its two stride-2 views (the read
-  before kernels/triton/gate_up_layout.py);
+- gpt-oss's experts (32 of 2880 x 2880, top 4, interleaved gate/up, biases) at 1, 4, 8, 16, 32 tokens, with
+  the bytes the touched experts hold and their time at the H200's bandwidth: the form decode_form chooses
+  against the path before (GEMV up to 4 tokens, else the sorted chain: align, gated up GEMM, down GEMM;
+  gate/up through their stride-2 views), against each other form (gemv, grouped: expert by expert,
+  sorted) with gate/up read as one tensor, and from 8 tokens the grouped form's tile against each of
+  moe_gated_grouped.TILE_CHOICES (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages);
 - rope_paged_decode against qk_norm_rope_kv_write + paged_attention_decode (Qwen3-8B 32/8 heads of 128
   with q/k norms; gpt-oss 64/8 heads of 64 with sinks and its 128-token window), 1 and 32 requests of
   2,048 tokens.
@@ -53,7 +55,7 @@ def main() -> None:
     from bringup.kernels import reference as ref
     from bringup.kernels.reference.mlp import activation
     from bringup.kernels.dispatch import device_type_of
-    from bringup.kernels.triton import fused_moe_gated, gate_up_layout, norms
+    from bringup.kernels.triton import fused_moe_gated, gate_up_layout, moe_gated_grouped, norms
     from bringup.kernels.triton.act_and_mul import act_and_mul
     from bringup.kernels.triton.paged_attention_decode import paged_attention_decode
     from bringup.kernels.triton.qk_norm_rope import qk_norm_rope_kv_write
@@ -89,29 +91,41 @@ def main() -> None:
     biases = (gub[:, ::2], gub[:, 1::2], db)
     gemv_max = fused_moe_gated.GEMV_MAX_TOKENS
 
-    def experts(x, wts, ids, sorted_form):
-        fused_moe_gated.GEMV_MAX_TOKENS = 0 if sorted_form else gemv_max
+    def experts(x, wts, ids, form=None, as_one=True, tile=None):
+        """The experts in one form (None: the one decode_form chooses), gate/up read as one tensor or
+        through its two strided views, the expert-by-expert form's tile."""
+        saved = dict(fused_moe_gated.FORM_OVERRIDE), dict(moe_gated_grouped.TILE_OVERRIDE)
+        fused_moe_gated.FORM_OVERRIDE.update({"form": form} if form else {})
+        moe_gated_grouped.TILE_OVERRIDE.update({"all": tile} if tile else {})
+        gate_up_layout.READ_AS_ONE = as_one
         try:
             return fused_moe_gated.moe_gated_experts_unsummed(x, wts, ids, *views, "swiglu_clamped", *biases, 1.702, 7.0)
         finally:
-            fused_moe_gated.GEMV_MAX_TOKENS = gemv_max
-
-    def strided(x, wts, ids):  # the read this session replaced: gate and up through their stride-2 views
-        gate_up_layout.READ_AS_ONE = False
-        try:
-            return experts(x, wts, ids, False)
-        finally:
             gate_up_layout.READ_AS_ONE = True
+            for live, old in zip((fused_moe_gated.FORM_OVERRIDE, moe_gated_grouped.TILE_OVERRIDE), saved):
+                live.clear()
+                live.update(old)
 
+    expert_bytes = (3 * H * I + 2 * I + H) * gu.element_size()
     for T in (1, 4, 8, 16, 32):
         x = torch.randn(T, H, **bf)
         wts, ids = torch.softmax(torch.randn(T, k, device=dev), -1), torch.stack([torch.randperm(E, device=dev)[:k]
                                                                                    for _ in range(T)])
-        if T <= gemv_max:
-            row(f"gpt-oss experts, GEMV against sorted, {T} tokens", lambda: experts(x, wts, ids, False),
-                lambda: experts(x, wts, ids, True), dev)
-        row(f"gpt-oss experts, gate/up as one against strided, {T} tok", lambda: experts(x, wts, ids, False),
-            lambda: strided(x, wts, ids), dev)
+        chosen, before = fused_moe_gated.decode_form(T, k, E), ("gemv" if T <= gemv_max else "sorted")
+        touched = int(ids.unique().numel())
+        print(f"gpt-oss experts, {T} tokens: {touched} experts touched, {touched * expert_bytes / 1e6:.0f} MB to read "
+              f"(H200 at 4.8 TB/s: {touched * expert_bytes / 4.8e9:.3f} ms); chosen form {chosen}", flush=True)
+        row(f"gpt-oss experts {T} tok: {chosen} vs before ({before}, strided)", lambda: experts(x, wts, ids),
+            lambda: experts(x, wts, ids, before, as_one=False), dev)
+        for form in fused_moe_gated.FORMS:
+            if form != chosen:
+                row(f"gpt-oss experts {T} tok: {chosen} vs {form}", lambda: experts(x, wts, ids),
+                    lambda: experts(x, wts, ids, form), dev)
+        if T >= 8:
+            for tile in moe_gated_grouped.TILE_CHOICES:
+                if tile != moe_gated_grouped.TILE:
+                    row(f"gpt-oss experts {T} tok: grouped {moe_gated_grouped.TILE} vs {tile}",
+                        lambda: experts(x, wts, ids, "grouped"), lambda: experts(x, wts, ids, "grouped", tile=tile), dev)
     context, page = 2048 // cut, 16
     for name, Hq, Hkv, D, extra in (("Qwen3-8B", 32, 8, 128, "norms"), ("gpt-oss", 64, 8, 64, "sinks")):
         for B in ((1, 4) if args.small else (1, 32)):

@@ -5,7 +5,9 @@ host (graph-safe at every batch size). Reference: kernels/reference/moe_gated_ex
 `moe_gated_experts` chains the one-launch sort (fused_moe.moe_align) -> the gated up GEMM (gate and up
 products of each block of sorted rows at once, their biases and the activation in the epilogue) ->
 the down GEMM (fused_moe's grouped GEMM, its bias, then the routing weight) -> the sum over k; at
-decode sizes two GEMV launches instead (moe_gated_gemv.py).
+decode sizes two launches with no sort instead, chosen by `decode_form` from the shapes: a GEMV per
+assignment (moe_gated_gemv.py, a few tokens over many experts) or a program per expert that finds its
+own rows (moe_gated_grouped.py, each touched expert read once).
 gate and up are read through their strides; gpt-oss's interleaved [E, H, 2I] tensor (its two views) is
 read as the one tensor it is, in contiguous tiles split into gate and up in registers
 (gate_up_layout.py: through the stride-2 views every weight element was its own 2-byte load).
@@ -25,7 +27,8 @@ from ..reference.moe_gated_experts import router_topk_softmax as _reference_rout
 from .fused_moe import block_m_for, block_tile, moe_align, moe_grouped_gemm, tile_for
 from .gate_up_layout import gated_products, interleaved
 from .launch import next_pow2, num_warps
-from .moe_gated_gemv import GEMV_MAX_TOKENS, gated_act, moe_gated_gemv_unsummed
+from .moe_gated_gemv import GEMV_MAX_TOKENS, biased_gated_act, moe_gated_gemv_unsummed
+from .moe_gated_grouped import moe_gated_grouped_unsummed
 
 _GATED = {name: i for i, name in enumerate(GATED_ACTS)}  # "silu": 0, "swiglu_clamped": 1
 
@@ -44,10 +47,8 @@ def _gated_up_kernel(x_ptr, g_ptr, u_ptr, gb_ptr, ub_ptr, out_ptr, sorted_ptr, b
                                                 s_xm, BLOCK_M, BLOCK_N)
     acc_g, acc_u = gated_products(x_rows, valid, g_ptr, u_ptr, e, pid_n, N, K, s_xk, s_ge, s_gn, s_gk, s_ue, s_un,
                                   s_uk, INTERLEAVED, BLOCK_M, BLOCK_N, BLOCK_K)
-    if HAS_BIAS:
-        acc_g += tl.load(gb_ptr + e * s_gbe + cols * s_gbn, mask=col_ok, other=0.0).to(tl.float32)[None, :]
-        acc_u += tl.load(ub_ptr + e * s_ube + cols * s_ubn, mask=col_ok, other=0.0).to(tl.float32)[None, :]
-    h = gated_act(acc_g, acc_u, alpha, limit, ACT, HAS_LIMIT)
+    h = biased_gated_act(acc_g, acc_u, gb_ptr, ub_ptr, e, cols, col_ok, s_gbe, s_gbn, s_ube, s_ubn,
+                         alpha, limit, ACT, HAS_BIAS, HAS_LIMIT)
     dest = out_ptr + a.to(tl.int64)[:, None] * s_om + cols[None, :] * s_on
     tl.store(dest, h.to(out_ptr.dtype.element_ty), mask=valid[:, None] & col_ok[None, :])
 
@@ -71,6 +72,33 @@ def gated_up(x, gate, up, gate_bias, up_bias, sorted_ids, block_expert, block: i
     return out
 
 
+# The expert-by-expert form (moe_gated_grouped.py) while an expert gets few rows on average (its BLOCK_M of 16
+# holds them in one pass) and the router's ids are few enough for each program to scan; above, the
+# sorted chain (its align pays off, and larger row blocks).
+GROUPED_MAX_ROWS_PER_EXPERT = 8
+GROUPED_MAX_ASSIGNMENTS = 1024
+FORMS = ("gemv", "grouped", "sorted")
+FORM_OVERRIDE: dict = {}  # {"form": one of FORMS}: bench/decode_fusions_gpu.py and the tests run each form
+
+
+def decode_form(tokens: int, top_k: int, experts: int) -> str:
+    """Which form runs T tokens' T * k assignments over E experts, by the shapes alone:
+    - "gemv": one program per assignment, no sort, while at most GEMV_MAX_TOKENS tokens and at most one
+      assignment per two experts on average (a GEMV re-reads an expert for each token routed to it: at
+      n / E = 1/2 about a quarter of the reads are repeats);
+    - "grouped": one program per expert and column block (each expert read once), while an expert gets
+      at most GROUPED_MAX_ROWS_PER_EXPERT rows on average and n <= GROUPED_MAX_ASSIGNMENTS;
+    - "sorted": the align kernel and the two sorted grouped GEMMs (prefill)."""
+    if "form" in FORM_OVERRIDE:
+        return FORM_OVERRIDE["form"]
+    n = tokens * top_k
+    if tokens <= GEMV_MAX_TOKENS and 2 * n <= experts:
+        return "gemv"
+    if n <= GROUPED_MAX_ROWS_PER_EXPERT * experts and n <= GROUPED_MAX_ASSIGNMENTS:
+        return "grouped"
+    return "sorted"
+
+
 def moe_gated_experts(x, weights, ids, gate, up, down, act="silu", gate_bias=None, up_bias=None, down_bias=None,
                       alpha=1.702, limit=None):
     """Same arguments and result as kernels.reference.moe_gated_experts."""
@@ -88,10 +116,14 @@ def moe_gated_experts_unsummed(x, weights, ids, gate, up, down, act="silu", gate
         return _reference_gated(x, weights, ids, gate, up, down, act, gate_bias, up_bias, down_bias, alpha,
                                 limit)[:, None, :]
     T, k = ids.shape
-    if T <= GEMV_MAX_TOKENS and (gate_bias is None) == (up_bias is None):  # decode: two launches, no sort
+    E, n = gate.shape[0], ids.numel()
+    form = decode_form(T, k, E)
+    if form == "gemv" and (gate_bias is None) == (up_bias is None):  # two launches, no sort
         return moe_gated_gemv_unsummed(x, weights, ids, gate, up, down, _GATED[act], gate_bias, up_bias, down_bias,
                                        alpha, limit)
-    E, n = gate.shape[0], ids.numel()
+    if form in ("gemv", "grouped"):  # two launches, no sort, each expert read once
+        return moe_gated_grouped_unsummed(x, weights, ids, gate, up, down, _GATED[act], gate_bias, up_bias,
+                                          down_bias, alpha, limit)
     block = block_m_for(n, E)
     sorted_ids, block_expert, _used = moe_align(ids, E, block)
     h = gated_up(x, gate, up, gate_bias, up_bias, sorted_ids, block_expert, block, n, k, act, alpha, limit)

@@ -22,8 +22,8 @@ READ_AS_ONE = True
 def interleaved(gate: torch.Tensor, up: torch.Tensor) -> bool:
     """True when up is gate shifted by one element with the same shape and strides, the output axis
     (dim 1) of stride 2: then gate's pointer with a column stride of 1 walks gate, up, gate, up..."""
-    return (READ_AS_ONE and gate.dim() == 3 and gate.shape == up.shape and gate.stride() == up.stride() and gate.stride(1) == 2
-            and gate.dtype == up.dtype and gate.device == up.device
+    return (READ_AS_ONE and gate.dim() == 3 and gate.shape == up.shape and gate.stride() == up.stride()
+            and gate.stride(1) == 2 and gate.dtype == up.dtype and gate.device == up.device
             and up.data_ptr() == gate.data_ptr() + gate.element_size())
 
 

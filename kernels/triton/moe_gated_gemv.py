@@ -40,6 +40,17 @@ def gated_act(g, u, alpha, limit, ACT: tl.constexpr, HAS_LIMIT: tl.constexpr):
 
 
 @triton.jit
+def biased_gated_act(acc_g, acc_u, gb_ptr, ub_ptr, e, cols, col_ok, s_gbe, s_gbn, s_ube, s_ubn, alpha, limit,
+                     ACT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_LIMIT: tl.constexpr):
+    """The row-block kernels' epilogue (fused_moe_gated, moe_gated_grouped): expert e's gate and up biases
+    on [BLOCK_M, BLOCK_N] products, then the gated activation, in float32."""
+    if HAS_BIAS:
+        acc_g += tl.load(gb_ptr + e * s_gbe + cols * s_gbn, mask=col_ok, other=0.0).to(tl.float32)[None, :]
+        acc_u += tl.load(ub_ptr + e * s_ube + cols * s_ubn, mask=col_ok, other=0.0).to(tl.float32)[None, :]
+    return gated_act(acc_g, acc_u, alpha, limit, ACT, HAS_LIMIT)
+
+
+@triton.jit
 def _gated_gemv_kernel(x_ptr, g_ptr, u_ptr, gb_ptr, ub_ptr, out_ptr, ids_ptr, N, K, alpha, limit,
                        s_xm, s_xk, s_ge, s_gn, s_gk, s_ue, s_un, s_uk, s_gbe, s_gbn, s_ube, s_ubn, s_om, s_on,
                        TOP_K: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_LIMIT: tl.constexpr,

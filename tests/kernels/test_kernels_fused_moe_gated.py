@@ -4,6 +4,7 @@ under Triton's interpreter (CPU; it needs numpy < 2.3 for loops with run-time bo
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -97,7 +98,14 @@ interleaved = (gate_up[..., ::2].transpose(1, 2), gate_up[..., 1::2].transpose(1
 separate = (torch.randn(E, I, H) / H ** 0.5, torch.randn(E, I, H) / H ** 0.5, torch.randn(E, H, I) / I ** 0.5)
 from bringup.kernels.triton import gate_up_layout
 assert gate_up_layout.interleaved(*interleaved[:2]) and not gate_up_layout.interleaved(*separate[:2])
-for (T, k), as_one in [((1, 2), True), ((3, 4), True), ((21, 2), True), ((1, 2), False), ((21, 2), False)]:
+assert [fast.decode_form(T, k, E) for T, k in [(1, 2), (3, 4), (21, 2), (30, 2)]] == ["gemv", "grouped", "grouped",
+                                                                                      "sorted"]
+runs = [((T, k), form, True) for T, k in [(1, 2), (8, 4), (32, 4)] for form in fast.FORMS]  # (32, 4): > 16 rows
+runs += [((3, 4), None, True), ((21, 2), None, True), ((1, 2), "gemv", False), ((8, 4), "grouped", False),
+         ((21, 2), "sorted", False)]
+for (T, k), form, as_one in runs:
+    fast.FORM_OVERRIDE.clear()
+    fast.FORM_OVERRIDE.update({"form": form} if form else {})  # None: the form the shapes choose
     gate_up_layout.READ_AS_ONE = as_one  # the interleaved gate/up read as one tensor, or through its two views
     x = torch.randn(T, H)
     top, ids = torch.randn(T, E).topk(k, -1)
@@ -123,12 +131,13 @@ print("ok" if worst < 1e-4 else f"worst relative error {worst}")
 
 
 def test_triton_gated_moe_and_router_match_references_interpreted():
-    """Interleaved (gpt-oss, with and without biases and limit; read as one tensor and through its two
-    strided views) and separate (SwiGLU) gate/up; 1, 3 and 21 tokens (one block per expert hit, several);
-    the router with and without bias."""
+    """Each form (GEMV, expert by expert, sorted) at 1, 8 and 32 tokens (one assignment per expert hit,
+    several, more than a row block), the chosen one at 3 and 21, on interleaved (gpt-oss, with and without biases and limit;
+    read as one tensor and through its two strided views) and separate (SwiGLU) gate/up; which form the
+    shapes choose; the router with and without bias."""
     pytest.importorskip("triton")
     env = {**os.environ, "TRITON_INTERPRET": "1"}
-    done = subprocess.run([sys.executable, "-c", _INTERPRETED], env=env, capture_output=True, text=True, timeout=180)
+    done = subprocess.run([sys.executable, "-c", _INTERPRETED], env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0 and done.stdout.strip() == "ok", (done.stdout[-500:], done.stderr[-3000:])
 
 
@@ -145,6 +154,58 @@ def test_interleaved_gate_up_is_found_only_where_up_is_gate_shifted_by_one():
     assert not interleaved(gate, down.transpose(1, 2))
 
 
+_LAUNCHES = """
+import json
+import torch
+from bringup.core.bench.launch_count import LaunchCounter
+from bringup.kernels.triton import fused_moe_gated as fast
+
+class Counter(LaunchCounter):  # host reads outside the kernels too (a read back would stall each layer)
+    host_reads = 0
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func._schema.name.endswith("_local_scalar_dense") and not self._in_triton:
+            Counter.host_reads += 1
+        return super().__torch_dispatch__(func, types, args, kwargs)
+
+torch.manual_seed(0)
+E, H, I, k = 32, 32, 24, 4  # gpt-oss's 32 experts and top 4, narrow
+gate_up, gub = torch.randn(E, H, 2 * I) / H ** 0.5, torch.randn(E, 2 * I) * 0.1
+down, db = torch.randn(E, I, H) / I ** 0.5, torch.randn(E, H) * 0.1
+views = (gate_up[..., ::2].transpose(1, 2), gate_up[..., 1::2].transpose(1, 2), down.transpose(1, 2))
+out = {}
+for T in (1, 8, 16, 32):
+    x = torch.randn(T, H)
+    top, ids = torch.randn(T, E).topk(k, -1)
+    w = torch.softmax(top, -1)
+    for form in (None, "sorted"):
+        fast.FORM_OVERRIDE.clear()
+        fast.FORM_OVERRIDE.update({"form": form} if form else {})
+        Counter.host_reads = 0
+        with Counter() as c:
+            fast.moe_gated_experts_unsummed(x, w, ids, *views, "swiglu_clamped", gub[:, ::2],
+                                            gub[:, 1::2], db, 1.702, 7.0)
+        out[f"{T} {form or fast.decode_form(T, k, E)}"] = [dict(c.counts), Counter.host_reads]
+print(json.dumps(out))
+"""
+
+
+def test_gpt_oss_decode_experts_take_two_launches_and_no_host_read_interpreted():
+    """gpt-oss's experts at 8, 16 and 32 tokens (E 32, top 4) run expert by expert: the gated up and the
+    down kernels and nothing else (the sorted chain: an align kernel first); 1 token: the two GEMVs.
+    No value is read back to the host in any form."""
+    pytest.importorskip("triton")
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, "-c", _LAUNCHES], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    grouped = {"triton:_grouped_gated_up_kernel": 1, "triton:_grouped_down_kernel": 1}
+    chain = {"triton:_align_kernel": 1, "triton:_gated_up_kernel": 1, "triton:_grouped_gemm_kernel": 1}
+    assert got["1 gemv"] == [{"triton:_gated_gemv_kernel": 1, "triton:_down_gemv_kernel": 1}, 0]
+    for T in (8, 16, 32):
+        assert got[f"{T} grouped"] == [grouped, 0], got
+        assert got[f"{T} sorted"] == [chain, 0], got
+
+
 def _gpu():
     from bringup.kernels.triton import availability
 
@@ -155,10 +216,11 @@ GPU = _gpu()
 
 
 @pytest.mark.skipif(GPU is None, reason="no device for the Triton kernels")
-@pytest.mark.parametrize("T", [1, 32, 300])
+@pytest.mark.parametrize("T", [1, 8, 16, 32, 300])
 def test_triton_gated_moe_at_gpt_oss_shapes_matches_reference(T):
     """gpt-oss-20b's experts (32 of 2880 x 2880, top 4) in bf16, stored interleaved, against the
-    reference in float64; the router on its float32 weights."""
+    reference in float64 (1 token: the GEMV form; 8 to 32: expert by expert; 300: sorted); the router on
+    its float32 weights."""
     from bringup.kernels.triton import fused_moe_gated as fast
 
     E, H, I, k = 32, 2880, 2880, 4
