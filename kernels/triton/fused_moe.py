@@ -9,7 +9,9 @@ Three kernels, each with its plain reference in kernels/reference/:
 - `route_sigmoid_grouped` (reference/moe_routing.py, one group): sigmoid, correction bias, top-k,
   renormalisation and scaling for one token per program.
 `moe_experts` chains align -> up GEMM (+act) -> down GEMM (x routing weight) -> sum over k; it has
-the reference `moe_experts`'s signature. Experts with a gate (SwiGLU) use the reference.
+the reference `moe_experts`'s signature. Experts with a gate and SiLU (SwiGLU: Kimi-Linear, Jamba,
+MiniMax) go to the fused gated MoE (fused_moe_gated.py, the same layouts); other gated ones use the
+reference.
 """
 
 from __future__ import annotations
@@ -206,9 +208,22 @@ LARGE_BLOCK_M = 128
 LARGE_TILE = (256, 64, 8, 4)
 
 
+_GATED_SILU = ("silu", "swish")  # act(x @ gate^T) * (x @ up^T): fused_moe_gated's "silu"
+
+
+def _swiglu_unsummed(x, weights, ids, up, down, gate):
+    """[T, k, H] of SwiGLU experts through the fused gated MoE (before, the reference: a loop over the
+    experts with their counts read back to the host, or every expert on every token in a graph)."""
+    from .fused_moe_gated import moe_gated_experts_unsummed  # (that module imports this one)
+
+    return moe_gated_experts_unsummed(x, weights, ids, gate, up, down, "silu")
+
+
 def moe_experts(x, weights, ids, up, down, gate=None, act="relu2", strategy=None):
     """Same arguments and result as kernels.reference.moe_experts (`strategy` is ignored: this
     form reads only the routed experts at every size)."""
+    if gate is not None and act in _GATED_SILU and x.shape[0]:
+        return _swiglu_unsummed(x, weights, ids, up, down, gate).sum(1)
     if gate is not None or act not in _ACT or x.shape[0] == 0:
         return _reference_moe(x, weights, ids, up, down, gate, act, strategy)
     return moe_experts_unsummed(x, weights, ids, up, down, gate, act).sum(1)
@@ -217,6 +232,8 @@ def moe_experts(x, weights, ids, up, down, gate=None, act="relu2", strategy=None
 def moe_experts_unsummed(x, weights, ids, up, down, gate=None, act="relu2", strategy=None):
     """[T, k, H]: each assignment's weighted expert output; the sum over k is left to the caller
     (the model's next residual add + norm does it in its own kernel)."""
+    if gate is not None and act in _GATED_SILU and x.shape[0]:
+        return _swiglu_unsummed(x, weights, ids, up, down, gate)
     if gate is not None or act not in _ACT or x.shape[0] == 0:
         return _reference_moe(x, weights, ids, up, down, gate, act, strategy)[:, None, :]
     T, k = ids.shape

@@ -141,69 +141,58 @@ def test_triton_gated_moe_and_router_match_references_interpreted():
     assert done.returncode == 0 and done.stdout.strip() == "ok", (done.stdout[-500:], done.stderr[-3000:])
 
 
-def test_interleaved_gate_up_is_found_only_where_up_is_gate_shifted_by_one():
-    pytest.importorskip("triton")
-    from bringup.kernels.triton.gate_up_layout import interleaved
-
-    (gate, up, down, *_), (gate_up, *_) = _gpt_oss_experts()
-    assert interleaved(gate, up)
-    assert not interleaved(up, gate)  # up then gate: gate is not the even columns
-    assert not interleaved(gate, gate_up[..., 2::2].transpose(1, 2))  # two columns apart
-    assert not interleaved(gate.contiguous(), up.contiguous())  # two tensors of their own
-    assert not interleaved(gate.double(), up.double())
-    assert not interleaved(gate, down.transpose(1, 2))
-
-
-_LAUNCHES = """
-import json
+_LAYOUT = """
 import torch
-from bringup.core.bench.launch_count import LaunchCounter
-from bringup.kernels.triton import fused_moe_gated as fast
-
-class Counter(LaunchCounter):  # host reads outside the kernels too (a read back would stall each layer)
-    host_reads = 0
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func._schema.name.endswith("_local_scalar_dense") and not self._in_triton:
-            Counter.host_reads += 1
-        return super().__torch_dispatch__(func, types, args, kwargs)
-
-torch.manual_seed(0)
-E, H, I, k = 32, 32, 24, 4  # gpt-oss's 32 experts and top 4, narrow
-gate_up, gub = torch.randn(E, H, 2 * I) / H ** 0.5, torch.randn(E, 2 * I) * 0.1
-down, db = torch.randn(E, I, H) / I ** 0.5, torch.randn(E, H) * 0.1
-views = (gate_up[..., ::2].transpose(1, 2), gate_up[..., 1::2].transpose(1, 2), down.transpose(1, 2))
-out = {}
-for T in (1, 8, 16, 32):
-    x = torch.randn(T, H)
-    top, ids = torch.randn(T, E).topk(k, -1)
-    w = torch.softmax(top, -1)
-    for form in (None, "sorted"):
-        fast.FORM_OVERRIDE.clear()
-        fast.FORM_OVERRIDE.update({"form": form} if form else {})
-        Counter.host_reads = 0
-        with Counter() as c:
-            fast.moe_gated_experts_unsummed(x, w, ids, *views, "swiglu_clamped", gub[:, ::2],
-                                            gub[:, 1::2], db, 1.702, 7.0)
-        out[f"{T} {form or fast.decode_form(T, k, E)}"] = [dict(c.counts), Counter.host_reads]
-print(json.dumps(out))
+from bringup.kernels.triton.gate_up_layout import interleaved
+gate_up, down = torch.randn(4, 8, 12), torch.randn(4, 6, 8)
+gate, up = gate_up[..., ::2].transpose(1, 2), gate_up[..., 1::2].transpose(1, 2)
+assert interleaved(gate, up)
+assert not interleaved(up, gate)  # up then gate: gate is not the even columns
+assert not interleaved(gate, gate_up[..., 2::2].transpose(1, 2))  # two columns apart
+assert not interleaved(gate.contiguous(), up.contiguous())  # two tensors of their own
+assert not interleaved(gate.double(), up.double())
+assert not interleaved(gate, down.transpose(1, 2))
+print("ok")
 """
 
 
-def test_gpt_oss_decode_experts_take_two_launches_and_no_host_read_interpreted():
-    """gpt-oss's experts at 8, 16 and 32 tokens (E 32, top 4) run expert by expert: the gated up and the
-    down kernels and nothing else (the sorted chain: an align kernel first); 1 token: the two GEMVs.
-    No value is read back to the host in any form."""
+def test_interleaved_gate_up_is_found_only_where_up_is_gate_shifted_by_one():
+    """(In a child: the module needs triton, and this process must load no kernel module without a GPU.)"""
+    pytest.importorskip("triton")
+    done = subprocess.run([sys.executable, "-c", _LAYOUT], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", (done.stdout[-500:], done.stderr[-3000:])
+
+
+_SWIGLU_MOE = """
+import torch
+from bringup.core.bench.launch_count import LaunchCounter
+from bringup.kernels.reference import moe_experts as ref_experts
+from bringup.kernels.triton import fused_moe
+torch.manual_seed(0)
+E, H, I, k = 16, 32, 24, 4
+up, gate, down = torch.randn(E, I, H) / H ** 0.5, torch.randn(E, I, H) / H ** 0.5, torch.randn(E, H, I) / I ** 0.5
+for T in (1, 8, 32):
+    x = torch.randn(T, H)
+    top, ids = torch.randn(T, E).topk(k, -1)
+    w = torch.softmax(top, -1)
+    with LaunchCounter() as c:
+        got = fused_moe.moe_experts(x, w, ids, up, down, gate, "silu")
+        parts = fused_moe.moe_experts_unsummed(x, w, ids, up, down, gate, "silu")
+    assert all(name.startswith("triton:") for name in c.counts if "sum" not in name), c.counts
+    want = ref_experts(x, w, ids, up, down, gate, "silu")
+    for out in (got, parts.sum(1)):
+        assert float((out - want).norm() / want.norm()) < 1e-5, T
+print("ok")
+"""
+
+
+def test_fused_moe_sends_swiglu_experts_to_the_fused_gated_moe_interpreted():
+    """moe_experts with a gate and SiLU (Kimi-Linear, Jamba, MiniMax call it so) runs the gated kernels,
+    no reference op, and matches the reference at 1, 8 and 32 tokens."""
     pytest.importorskip("triton")
     env = {**os.environ, "TRITON_INTERPRET": "1"}
-    done = subprocess.run([sys.executable, "-c", _LAUNCHES], env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    got = json.loads(done.stdout.strip().splitlines()[-1])
-    grouped = {"triton:_grouped_gated_up_kernel": 1, "triton:_grouped_down_kernel": 1}
-    chain = {"triton:_align_kernel": 1, "triton:_gated_up_kernel": 1, "triton:_grouped_gemm_kernel": 1}
-    assert got["1 gemv"] == [{"triton:_gated_gemv_kernel": 1, "triton:_down_gemv_kernel": 1}, 0]
-    for T in (8, 16, 32):
-        assert got[f"{T} grouped"] == [grouped, 0], got
-        assert got[f"{T} sorted"] == [chain, 0], got
+    done = subprocess.run([sys.executable, "-c", _SWIGLU_MOE], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", (done.stdout[-500:], done.stderr[-3000:])
 
 
 def _gpu():
