@@ -20,6 +20,12 @@ def tables(engine: str) -> list:
     return sorted(TABLES.glob(f"{engine}-*.jsonl"))
 
 
+def missing_extras(path, cells) -> list[str]:
+    """The matrix's cell kinds (`cells.EXTRAS`, the plain cell "" among them) a table holds no row of."""
+    ran = {cells.CellKey.parse(row["id"]).extra for row in rows(path)}
+    return sorted((set(cells.EXTRAS) | {""}) - ran)
+
+
 @lru_cache(maxsize=None)
 def model(name: str):
     """(layer map, whether it keeps recurrent state) of a config under ../shared/models."""
