@@ -23,21 +23,24 @@ float32 and float16 fall under verdict.FLOOR_LOGPROB_DIFF (0.02 nats), which sta
 
 from __future__ import annotations
 
+from bringup.core.errors import UserError
+from bringup.core.layermap.dtypes import canonical_dtype
+
 UNIT_ROUNDOFF = {"float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
 ROUNDOFF_NATS = 25.0  # p99 logprob difference per unit roundoff of the less precise side (see above)
 # The layer-level A/B's allowance past the reference kernels' own rounding in the same dtype: a kernel
 # of its own may round each output once more in its accumulation and once more on store.
 KERNEL_ROUNDOFFS = 2.0
-ALIASES = {"fp32": "float32", "float": "float32", "f32": "float32", "fp16": "float16", "half": "float16",
-           "f16": "float16", "bf16": "bfloat16"}
 
 
 def dtype_name(text) -> str | None:
     """'torch.bfloat16', 'bf16', 'BFloat16' -> 'bfloat16'; None for 'auto', None or a dtype not known here."""
     if not text:
         return None
-    name = str(text).strip().lower().removeprefix("torch.")
-    name = ALIASES.get(name, name)
+    try:
+        name = canonical_dtype(text)  # the names people type, as the planner reads them
+    except UserError:
+        return None
     return name if name in UNIT_ROUNDOFF else None
 
 
