@@ -217,6 +217,12 @@ class AsyncEngine:
             if item is None:
                 continue
             fn, fut = item
+            # A caller that gave up while its command waited (a client gone during submit) has cancelled
+            # the future: the command is skipped (nothing added, so nothing to abort). Once marked
+            # running, a future cannot be cancelled, so answering it cannot raise InvalidStateError,
+            # which would end this thread and leave every request frozen in the pools.
+            if fut is not None and not fut.set_running_or_notify_cancel():
+                continue
             try:
                 result = fn()
             except BaseException as exc:  # noqa: BLE001 - handed to the caller

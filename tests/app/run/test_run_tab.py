@@ -42,6 +42,21 @@ def _children():
     return [p for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]
 
 
+@pytest.fixture
+def cpu_run_tab(qtbot):
+    """A shown Run tab on Nemotron-3-Nano's map, set to launch on the CPU. Its engine (and any load) is
+    stopped after the test however the test ends: one left running fails the next tests' checks that
+    no child process is left."""
+    tab = RunTab()
+    qtbot.addWidget(tab)
+    tab.show()
+    tab.set_layer_map(_nemotron())
+    tab.device.setCurrentText("cpu")
+    yield tab
+    tab.load.stop()
+    tab.controller.stop_blocking()
+
+
 def test_crash_is_reported_and_lights_up_the_layer(qtbot):
     tab = RunTab()
     qtbot.addWidget(tab)
@@ -88,14 +103,10 @@ def test_attach_to_a_dead_port_is_never_ready(qtbot):
 
 @pytest.mark.slow
 @pytest.mark.timeout(420)
-def test_real_engine_flow(qtbot, tmp_path):
-    tab = RunTab()
-    qtbot.addWidget(tab)
+def test_real_engine_flow(qtbot, tmp_path, cpu_run_tab):
+    tab = cpu_run_tab
     tab.resize(1400, 800)
-    tab.show()
-    tab.set_layer_map(_nemotron())
     assert tab.model_field.text() == "default"
-    tab.device.setCurrentText("cpu")
     with qtbot.waitSignal(tab.controller.ready, timeout=300000):
         tab.start()
     figures = tab.controller.startup.figures
@@ -255,15 +266,11 @@ def test_what_the_run_tab_serves_for_each_kind_of_source(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_real_engine_killed_is_reported_diagnosed_and_leaves_nothing(qtbot, tmp_path):
+def test_real_engine_killed_is_reported_diagnosed_and_leaves_nothing(qtbot, tmp_path, cpu_run_tab):
     import os
     import signal
 
-    tab = RunTab()
-    qtbot.addWidget(tab)
-    tab.show()
-    tab.set_layer_map(_nemotron())
-    tab.device.setCurrentText("cpu")
+    tab = cpu_run_tab
     with qtbot.waitSignal(tab.controller.ready, timeout=240000):
         tab.start()
     qtbot.waitUntil(lambda: tab.plots.panel_has_data("KV pool"), timeout=15000)

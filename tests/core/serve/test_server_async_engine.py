@@ -187,3 +187,31 @@ def test_a_steps_outputs_reach_the_event_loop_in_one_call_and_are_decoded_there(
     texts = ["".join(o.text for o in outs) for outs in results]
     assert texts == [engine.tokenizer.decode(i, skip_special_tokens=True, clean_up_tokenization_spaces=False)
                      for i in ids]
+
+
+def test_a_submit_given_up_while_queued_adds_nothing_and_the_loop_goes_on(engine):
+    """A client that leaves while its submit waits for the loop cancels the command's future. The
+    loop once ran it anyway and then died answering a cancelled future: the pools never drained."""
+    import threading
+
+    async def scenario(ae):
+        inside, release = threading.Event(), threading.Event()
+        blocker = asyncio.ensure_future(ae.call(lambda: (inside.set(), release.wait(60))))
+        await asyncio.to_thread(inside.wait, 60)  # the loop thread is busy: the next command waits
+        submit = asyncio.ensure_future(ae.submit([5, 6, 7], greedy(50)))
+        await asyncio.sleep(0)  # the submit has queued its command
+        submit.cancel()  # what ClientWatch.race does when the client goes
+        with pytest.raises(asyncio.CancelledError):
+            await submit
+        release.set()
+        await blocker
+        after = await asyncio.wait_for(ae.call(engine.stats), 30)  # the loop still answers (it hung here)
+        served = await drain(await ae.submit([8, 9], greedy(3)))
+        return after, served, ae.num_unfinished, ae.alive
+
+    after, served, unfinished, alive = run_with_loop(engine, scenario)
+    assert alive and unfinished == 0
+    assert after["num_running"] == after["num_queued"] == 0 and after["kv_tokens_used"] == 0
+    assert after["state_slots_used"] == 0
+    assert sum(len(o.token_ids) for o in served) == 3
+    engine.check_pools()
