@@ -55,7 +55,7 @@ def main() -> None:
     from bringup.kernels import reference as ref
     from bringup.kernels.reference.mlp import activation
     from bringup.kernels.dispatch import device_type_of
-    from bringup.kernels.triton import fused_moe_gated, gate_up_layout, moe_gated_grouped, norms
+    from bringup.kernels.triton import fused_moe_gated, gate_up_layout, moe_gated_gemv, moe_gated_grouped, norms
     from bringup.kernels.triton.act_and_mul import act_and_mul
     from bringup.kernels.triton.paged_attention_decode import paged_attention_decode
     from bringup.kernels.triton.qk_norm_rope import qk_norm_rope_kv_write
@@ -89,7 +89,7 @@ def main() -> None:
     gub, down, db = torch.randn(E, 2 * I, **bf) * 0.1, torch.randn(E, I, H, **bf) / I ** 0.5, torch.randn(E, H, **bf)
     views = (gu[..., ::2].transpose(1, 2), gu[..., 1::2].transpose(1, 2), down.transpose(1, 2))
     biases = (gub[:, ::2], gub[:, 1::2], db)
-    gemv_max = fused_moe_gated.GEMV_MAX_TOKENS
+    gemv_max = moe_gated_gemv.GEMV_MAX_TOKENS  # the GEMV form was chosen up to this many tokens
 
     def experts(x, wts, ids, form=None, as_one=True, tile=None):
         """The experts in one form (None: the one decode_form chooses), gate/up read as one tensor or

@@ -5,9 +5,9 @@ host (graph-safe at every batch size). Reference: kernels/reference/moe_gated_ex
 `moe_gated_experts` chains the one-launch sort (fused_moe.moe_align) -> the gated up GEMM (gate and up
 products of each block of sorted rows at once, their biases and the activation in the epilogue) ->
 the down GEMM (fused_moe's grouped GEMM, its bias, then the routing weight) -> the sum over k; at
-decode sizes two launches with no sort instead, chosen by `decode_form` from the shapes: a GEMV per
-assignment (moe_gated_gemv.py, a few tokens over many experts) or a program per expert that finds its
-own rows (moe_gated_grouped.py, each touched expert read once).
+decode sizes two launches with no sort instead, chosen by `decode_form` from the shapes: a program per
+expert that finds its own rows (moe_gated_grouped.py, each touched expert read once); a GEMV per
+assignment (moe_gated_gemv.py) runs only when asked for (it lost at every size measured).
 gate and up are read through their strides; gpt-oss's interleaved [E, H, 2I] tensor (its two views) is
 read as the one tensor it is, in contiguous tiles split into gate and up in registers
 (gate_up_layout.py: through the stride-2 views every weight element was its own 2-byte load).
@@ -27,7 +27,7 @@ from ..reference.moe_gated_experts import router_topk_softmax as _reference_rout
 from .fused_moe import block_m_for, block_tile, moe_align, moe_grouped_gemm, tile_for
 from .gate_up_layout import gated_products, interleaved
 from .launch import next_pow2, num_warps
-from .moe_gated_gemv import GEMV_MAX_TOKENS, biased_gated_act, moe_gated_gemv_unsummed
+from .moe_gated_gemv import biased_gated_act, moe_gated_gemv_unsummed
 from .moe_gated_grouped import moe_gated_grouped_unsummed
 
 _GATED = {name: i for i, name in enumerate(GATED_ACTS)}  # "silu": 0, "swiglu_clamped": 1
@@ -83,17 +83,16 @@ FORM_OVERRIDE: dict = {}  # {"form": one of FORMS}: bench/decode_fusions_gpu.py 
 
 def decode_form(tokens: int, top_k: int, experts: int) -> str:
     """Which form runs T tokens' T * k assignments over E experts, by the shapes alone:
-    - "gemv": one program per assignment, no sort, while at most GEMV_MAX_TOKENS tokens and at most one
-      assignment per two experts on average (a GEMV re-reads an expert for each token routed to it: at
-      n / E = 1/2 about a quarter of the reads are repeats);
     - "grouped": one program per expert and column block (each expert read once), while an expert gets
       at most GROUPED_MAX_ROWS_PER_EXPERT rows on average and n <= GROUPED_MAX_ASSIGNMENTS;
-    - "sorted": the align kernel and the two sorted grouped GEMMs (prefill)."""
+    - "sorted": the align kernel and the two sorted grouped GEMMs (prefill).
+    The GEMV form (one program per assignment, moe_gated_gemv.py) is chosen at no size: on the H200
+    (bench/decode_fusions_gpu.py, gpt-oss's E 32, top 4, 2880 x 2880, bf16, eager, ms per call) grouped
+    beat it at every token count measured: 1 token 0.153 vs 0.334, 4: 0.256 vs 0.443, 8: 0.377 vs 0.815,
+    16: 0.392 vs 1.268, 32: 0.449 vs 2.248 (notes/h200-0304.md). It stays for FORM_OVERRIDE."""
     if "form" in FORM_OVERRIDE:
         return FORM_OVERRIDE["form"]
     n = tokens * top_k
-    if tokens <= GEMV_MAX_TOKENS and 2 * n <= experts:
-        return "gemv"
     if n <= GROUPED_MAX_ROWS_PER_EXPERT * experts and n <= GROUPED_MAX_ASSIGNMENTS:
         return "grouped"
     return "sorted"
