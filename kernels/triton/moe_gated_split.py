@@ -34,10 +34,9 @@ import torch
 import triton
 import triton.language as tl
 
-from .gate_up_layout import gated_products, interleaved
+from .gate_up_layout import interleaved
 from .launch import compute_units, next_pow2, num_warps
-from .moe_gated_gemv import biased_gated_act
-from .moe_gated_grouped import routed_to, rows_of
+from .moe_gated_grouped import gated_up_rows, routed_to, rows_of
 
 # Up to this many tokens (an expert's rows fit one 16-row block: each token picks an expert at most once).
 SPLIT_MAX_TOKENS = 16
@@ -72,15 +71,9 @@ def _split_gated_up_kernel(x_ptr, g_ptr, u_ptr, gb_ptr, ub_ptr, out_ptr, ids_ptr
         tl.store(count_ptr + j * COUNTERS + c, tl.zeros([COUNTERS], dtype=tl.int32))
     e, first, a, valid = first_slot_rows(ids_ptr, n, j, N_POW2, BLOCK_M)
     if first:
-        cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        col_ok = cols < N
-        x_rows = x_ptr + (a // rows_per_token).to(tl.int64)[:, None] * s_xm
-        acc_g, acc_u = gated_products(x_rows, valid, g_ptr, u_ptr, e, pid_n, N, K, s_xk, s_ge, s_gn, s_gk, s_ue,
-                                      s_un, s_uk, INTERLEAVED, BLOCK_M, BLOCK_N, BLOCK_K)
-        h = biased_gated_act(acc_g, acc_u, gb_ptr, ub_ptr, e, cols, col_ok, s_gbe, s_gbn, s_ube, s_ubn,
-                             alpha, limit, ACT, HAS_BIAS, HAS_LIMIT)
-        dest = out_ptr + a.to(tl.int64)[:, None] * s_om + cols[None, :] * s_on
-        tl.store(dest, h.to(out_ptr.dtype.element_ty), mask=valid[:, None] & col_ok[None, :])
+        gated_up_rows(x_ptr, g_ptr, u_ptr, gb_ptr, ub_ptr, out_ptr, a, valid, e, pid_n, N, K, rows_per_token, alpha,
+                      limit, s_xm, s_xk, s_ge, s_gn, s_gk, s_ue, s_un, s_uk, s_gbe, s_gbn, s_ube, s_ubn, s_om, s_on,
+                      ACT, HAS_BIAS, HAS_LIMIT, INTERLEAVED, BLOCK_M, BLOCK_N, BLOCK_K)
 
 
 @triton.jit(do_not_specialize=["n"])
