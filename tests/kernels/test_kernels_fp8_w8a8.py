@@ -196,3 +196,40 @@ def test_triton_w8a8_matches_reference_on_the_gpu(M, N, K):
         assert frobenius(out, want) < 2.0**-11, config
     got = fast.fp8_linear(x, wq, ws, (128, 128))
     assert ((got.float() - want).abs() <= 2.0**-8 * want.abs() + 2.0**-11 * want.abs().max()).all()
+
+
+# Where it runs, and that the choice is shown ------------------------------------------------------
+
+def test_w8a8_is_off_without_fp8_matrix_units_and_when_asked_for_w8a16(monkeypatch):
+    from bringup.kernels.triton import availability
+
+    monkeypatch.delenv(availability.W8A8_ENV, raising=False)
+    assert availability.w8a8_reason("cpu") == availability.triton_reason("cpu")
+    monkeypatch.setenv(availability.W8A8_ENV, "0")
+    assert availability.w8a8_reason("cuda") == f"{availability.W8A8_ENV}=0 asks for W8A16"
+
+
+def test_the_weights_label_names_the_form_each_linear_runs():
+    from bringup.core.engine.quantized import linear_form
+    from bringup.kernels.triton.registration import W8A8_NAME
+
+    assert linear_form({"fp8_linear": W8A8_NAME}, (128, 128)) == "W8A8 prefill, W8A16 decode"
+    assert linear_form({"fp8_linear": W8A8_NAME}, (64, 32)) == "W8A16"  # blocks narrower than a group
+    assert linear_form({"fp8_linear": "triton"}, (128, 128)) == "W8A16"
+    assert linear_form({"fp8_linear": "reference"}, (128, 128)) == "W8A16"
+
+
+@pytest.mark.gpu
+def test_the_gpu_op_set_runs_w8a8_where_the_device_has_fp8_matrix_units():
+    """In a child each (the op set is made once per process): auto, and BRINGUP_W8A8=0."""
+    script = ("from bringup.kernels.dispatch import ops_for; from bringup.kernels.triton import availability as a; "
+              "print(ops_for('cuda').implementations['fp8_linear'], '|', a.w8a8_reason('cuda'))")
+    from bringup.kernels.triton.registration import W8A8_NAME
+
+    for env in ({}, {"BRINGUP_W8A8": "0"}):
+        done = subprocess.run([sys.executable, "-c", script], env={**os.environ, **env}, capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        name, _, reason = done.stdout.strip().rpartition("\n")[2].partition(" | ")
+        assert name == (W8A8_NAME if reason == "None" else "triton"), (name, reason)
+        assert ("BRINGUP_W8A8=0" in reason) == bool(env), reason
