@@ -61,8 +61,8 @@ def _quantize_kernel(x_ptr, q_ptr, s_ptr, M, K, s_xm, s_qm, s_sm, FP8_MAX: tl.co
 
 @triton.jit
 def _gemm_kernel(xq_ptr, xs_ptr, w_ptr, ws_ptr, b_ptr, out_ptr, M, N, K, s_xm, s_xsm, s_wn, s_wsn, s_wsk, s_om,
-                 BN: tl.constexpr, BK: tl.constexpr, HAS_BIAS: tl.constexpr, GROUP_M: tl.constexpr,
-                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+                 BN: tl.constexpr, BK: tl.constexpr, HAS_BIAS: tl.constexpr, TILE_SCALE: tl.constexpr,
+                 GROUP_M: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     # Programs in bands of GROUP_M row tiles walking the column tiles together, so a band's weight
     # columns are read from L2 by its row tiles, not from memory once per row tile.
     pid = tl.program_id(0)
@@ -80,7 +80,10 @@ def _gemm_kernel(xq_ptr, xs_ptr, w_ptr, ws_ptr, b_ptr, out_ptr, M, N, K, s_xm, s
     x_rows = xq_ptr + rows[:, None].to(tl.int64) * s_xm
     w_cols = w_ptr + cols[None, :].to(tl.int64) * s_wn  # the weight [N, K] read as [K, N], K contiguous
     xs_rows = xs_ptr + rows.to(tl.int64) * s_xsm
-    ws_cols = ws_ptr + (cols // BN) * s_wsn
+    if TILE_SCALE:  # the tile's columns lie in one weight scale block: one scale a K tile
+        ws_tile = ws_ptr + (tile_n * BLOCK_N // BN) * s_wsn
+    else:
+        ws_cols = ws_ptr + (cols // BN) * s_wsn
     acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     for k0 in range(0, K, BLOCK_K):  # BLOCK_K is the activation group: one scale each side per tile
         k = k0 + ks
@@ -88,8 +91,11 @@ def _gemm_kernel(xq_ptr, xs_ptr, w_ptr, ws_ptr, b_ptr, out_ptr, M, N, K, s_xm, s
         xt = tl.load(x_rows + k[None, :], mask=row_ok[:, None] & k_ok[None, :], other=0.0)
         wt = tl.load(w_cols + k[:, None], mask=k_ok[:, None] & col_ok[None, :], other=0.0)
         x_scale = tl.load(xs_rows + k0 // BLOCK_K, mask=row_ok, other=0.0)
-        w_scale = tl.load(ws_cols + (k0 // BK) * s_wsk, mask=col_ok, other=0.0)
-        acc += tl.dot(xt, wt) * x_scale[:, None] * w_scale[None, :]
+        if TILE_SCALE:  # (one multiply-add an element: the scaling runs beside the matrix units)
+            acc += tl.dot(xt, wt) * (x_scale * tl.load(ws_tile + (k0 // BK) * s_wsk))[:, None]
+        else:
+            w_scale = tl.load(ws_cols + (k0 // BK) * s_wsk, mask=col_ok, other=0.0)
+            acc += tl.dot(xt, wt) * x_scale[:, None] * w_scale[None, :]
     if HAS_BIAS:
         acc += tl.load(b_ptr + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
     tl.store(out_ptr + rows[:, None].to(tl.int64) * s_om + cols[None, :], acc.to(out_ptr.dtype.element_ty),
@@ -105,8 +111,9 @@ class GemmConfig(NamedTuple):
 
 
 # Candidates TilePicker times per (N, K, rows bucket) on the device (the first: the default where
-# nothing is timed). fp8 tiles of 128 along K are 16 KiB per 128 rows or columns a stage.
-GEMM_CONFIGS = (GemmConfig(128, 128, 8, 4, 8), GemmConfig(64, 128, 4, 4, 8), GemmConfig(128, 256, 8, 3, 8),
+# nothing is timed). fp8 tiles of 128 along K are 16 KiB per 128 rows or columns a stage; 128 x 256
+# tiles ran at half the speed of 128 x 128 on the H200 (bench/fp8_prefill.py) and are left out.
+GEMM_CONFIGS = (GemmConfig(128, 128, 8, 4, 8), GemmConfig(64, 128, 4, 4, 8), GemmConfig(64, 128, 8, 3, 8),
                 GemmConfig(64, 64, 4, 5, 8))
 PICKER = TilePicker("fp8 W8A8 GEMM")
 
@@ -137,7 +144,7 @@ def w8a8_gemm(xq, xs, weight, scale, block, bias, out, config: GemmConfig | None
     _gemm_kernel[grid](
         xq, xs, weight, scale, bias if bias is not None else out, out, M, N, K, xq.stride(0), xs.stride(0),
         weight.stride(0), scale.stride(0), scale.stride(1), out.stride(0), BN=bn, BK=bk, HAS_BIAS=bias is not None,
-        GROUP_M=config.group_m, BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=ACT_GROUP,
+        TILE_SCALE=bn % config.block_n == 0, GROUP_M=config.group_m, BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=ACT_GROUP,
         num_warps=num_warps(xq.device.type, config.warps), num_stages=config.stages)
     return config
 
