@@ -78,7 +78,8 @@ def print_tile_times(picker, key_names) -> None:
         print("  " + " ".join(f"{n}={v}" for n, v in zip(key_names, full[1]) if n))
         for config, us in sorted(times, key=lambda t: t[1]):
             fields = " ".join(f"{n} {v}" for n, v in config._asdict().items() if n != "dot")
-            print(f"    {'*' if config == chosen else ' '} {'dot' if config.dot else 'vec'} {fields}: {us:.1f}")
+            form = ("dot " if config.dot else "vec ") if hasattr(config, "dot") else ""  # (GEMV configs say which)
+            print(f"    {'*' if config == chosen else ' '} {form}{fields}: {us:.1f}")
         for config, why in picker.failures.get(full, []):
             print(f"    ! {config}: did not run: {why[:300]}")
 

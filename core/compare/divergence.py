@@ -12,7 +12,10 @@ When B computes in a less precise dtype than A, one fixed tolerance either hides
 the rounding (bf16's 5e-2 let a 2% wrong scale through) or calls the rounding a failure. So
 layer_ab.py runs the reference kernels in B's dtype beside it: their distance from A at each block
 and step is the rounding alone (`noise`), and B parts where it goes past that by more than a
-kernel's own rounding (`extra`, precision.py's KERNEL_ROUNDOFFS).
+kernel's own rounding (`extra`, precision.py's KERNEL_ROUNDOFFS). A recurrent state may also sit
+`state_factor` times that noise from A, where that is more: a fast chunked scan rounds each term of
+the state's sum over the tokens, which no fixed count of roundoffs bounds (precision.py's
+STATE_NOISE_FACTOR says why).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ class Part:
     rel_err: float
     cause: str = "arithmetic"  # or "routing flip"
     tolerance: float | None = None  # what it went past there (the calibrated one, where calibrated)
+    rule: str = ""  # which tolerance that was: "noise + extra", "N x noise" or "fixed"
 
 
 @dataclass
@@ -104,14 +108,19 @@ class LayerDivergence:
 
 def compare_traces(a: dict, b: dict, *, tolerance: float | None = None, followed_routing: bool = True,
                    names: tuple[str, str] = ("A", "B"), noise: "LayerDivergence | None" = None, extra: float = 0.0,
-                   calibration: str = "", noise_name: str = "") -> LayerDivergence:
+                   calibration: str = "", noise_name: str = "", state_factor: float = 1.0) -> LayerDivergence:
     """B against A, block by block and step by step; with `noise` (the reference kernels in B's dtype
-    against A) each place's tolerance is that noise there plus `extra`, else one fixed tolerance."""
+    against A) each place's tolerance is that noise there plus `extra` (for a state, or `state_factor`
+    times the noise where that is more), else one fixed tolerance."""
     tol = tolerance if tolerance is not None else max(TOLERANCES.get(a["dtype"], 5e-2), TOLERANCES.get(b["dtype"], 5e-2))
     calibrated = noise is not None and tolerance is None
 
-    def limit(place, seen: dict) -> float:
-        return seen[place] + extra if calibrated and place in seen else tol
+    def limit(place, seen: dict, factor: float = 1.0) -> tuple[float, str]:
+        if not (calibrated and place in seen):
+            return tol, "fixed"
+        if factor * seen[place] > seen[place] + extra:
+            return factor * seen[place], f"{factor:g} x {noise_name or 'noise'}"
+        return seen[place] + extra, f"{noise_name or 'noise'} + {extra:.1e}"
     errors, state_errors, rows = {}, {}, []
     first = first_state = None
     sums = {"a": {}, "b": {}}
@@ -133,9 +142,10 @@ def compare_traces(a: dict, b: dict, *, tolerance: float | None = None, followed
             e = errors[(s, block)] = rel_err(_digest(sa["blocks"][block], True), _digest(sb["blocks"][block], True))
             if e > worst_err:
                 worst, worst_err = block, e
-            if first is None and e > (t := limit((s, block), noise.errors if calibrated else {})):
+            t, rule = limit((s, block), noise.errors if calibrated else {})
+            if first is None and e > t:
                 cause = "routing flip" if (not followed_routing and flips.get(block)) else "arithmetic"
-                first = Part(s, sa["kind"], block, "output", e, cause, t)
+                first = Part(s, sa["kind"], block, "output", e, cause, t, rule)
         for layer in sorted(sa["conv"]):
             for kind in ("conv", "ssm"):
                 ta, tb = _digest(sa[kind][layer], False), sb[kind].get(layer)
@@ -145,8 +155,9 @@ def compare_traces(a: dict, b: dict, *, tolerance: float | None = None, followed
                 if tb is None:
                     continue
                 e = state_errors[(s, layer, kind)] = rel_err(ta, tb)
-                if first_state is None and e > (t := limit((s, layer, kind), noise.state_errors if calibrated else {})):
-                    first_state = Part(s, sa["kind"], layer, f"{kind} state", e, tolerance=t)
+                t, rule = limit((s, layer, kind), noise.state_errors if calibrated else {}, state_factor)
+                if first_state is None and e > t:
+                    first_state = Part(s, sa["kind"], layer, f"{kind} state", e, tolerance=t, rule=rule)
         rows.append(StepRow(s, sa["kind"], sa["sampled"], sb.get("own_sample"), worst, worst_err, flips))
     from .precision import less_precise, rounding_floor
     from .step_logprobs import answer_diffs
@@ -190,7 +201,9 @@ def describe(d: LayerDivergence) -> str:
 
 
 def _past(d: LayerDivergence, p: Part) -> str:
-    return f" > {p.tolerance:.2e}" if d.calibration and p.tolerance is not None else ""
+    if not (d.calibration and p.tolerance is not None):
+        return ""
+    return f" > {p.tolerance:.2e}" + (f", {p.rule}" if p.rule else "")
 
 
 def after_parting_text(flips: int, after: int) -> str:

@@ -26,7 +26,7 @@ from bringup.core.errors import UserError
 from bringup.core.numerics.children import can_ask_for_stacks
 
 from .divergence import LayerDivergence, compare_traces
-from .precision import KERNEL_ROUNDOFFS, dtype_name, less_precise, roundoff, short
+from .precision import KERNEL_ROUNDOFFS, STATE_NOISE_FACTOR, dtype_name, less_precise, roundoff, short
 from .trace import PROGRESS, STACKS_ENV
 
 STACK_FRAMES = 12  # innermost frames of a stalled child's stack shown
@@ -183,7 +183,9 @@ def noise_setting(a: Setting, b: Setting) -> Setting | None:
 
 def calibration_text(c: Setting, dtype: str) -> str:
     return (f"per block and step, the distance of {c.device} {dtype} reference kernels from A + "
-            f"{KERNEL_ROUNDOFFS:g} roundoffs of {dtype} ({KERNEL_ROUNDOFFS * roundoff(dtype):.1e}, core/compare/precision.py)")
+            f"{KERNEL_ROUNDOFFS:g} roundoffs of {dtype} ({KERNEL_ROUNDOFFS * roundoff(dtype):.1e}); for a recurrent state, "
+            f"{STATE_NOISE_FACTOR:g} x that distance where more (a chunked scan rounds each term of the state's sum; "
+            "core/compare/precision.py)")
 
 
 def run_layer_ab(source, a: Setting, b: Setting, *, prompt_ids: list[int] | None = None, steps: int = 4,
@@ -237,7 +239,7 @@ def run_layer_ab(source, a: Setting, b: Setting, *, prompt_ids: list[int] | None
                     return trace_a, trace_b, compare_traces(
                         trace_a, trace_b, followed_routing=not own_routing, names=names, noise=noise,
                         extra=KERNEL_ROUNDOFFS * roundoff(calib.dtype), calibration=calibration_text(calib, calib.dtype),
-                        noise_name=f"{short(calib.dtype)} noise")
+                        noise_name=f"{short(calib.dtype)} noise", state_factor=STATE_NOISE_FACTOR)
         return trace_a, trace_b, compare_traces(trace_a, trace_b, tolerance=tolerance,
                                                 followed_routing=not own_routing and len(dumps) < 2,
                                                 names=names)

@@ -5,7 +5,8 @@ linear layer whose checkpoint scheme (core/layermap/quantization.py) the engine 
 `Fp8Linear` (fp8_e4m3 `weight` + float32 `weight_scale_inv`, the checkpoints' own names, so they
 load as they are), and NemotronH's stacked experts take fp8 stacks and scale grids
 (`up_proj_scale_inv`...). Matmuls go through `ops.fp8_linear` / `ops.moe_experts_fp8`: Triton
-W8A16 kernels on GPUs, the dequantising reference on the CPU. A scheme the engine cannot run
+W8A16 kernels on GPUs (the dense linears W8A8 for prefill rows where the GPU has FP8 matrix units:
+`linear_form` says which, in the label), the dequantising reference on the CPU. A scheme the engine cannot run
 (NVFP4, MXFP4, int4 groups, ...) is refused with a message naming it and what runs instead; it is
 never run silently as bf16. `--dtype bfloat16` (any explicit dtype) dequantises at load instead:
 `dequantised_weights` turns fp8 (and NVFP4) checkpoint tensors into plain ones.
@@ -23,6 +24,8 @@ from torch import nn
 from bringup.core.errors import UserError
 from bringup.core.layermap.quantization import ModelQuantization, WeightScheme
 from bringup.kernels.reference.fp8_linear import FP8, PER_TENSOR_BLOCK, dequantize_fp8_block, scale_shape
+from bringup.kernels.reference.fp8_w8a8 import w8a8_fits
+from bringup.kernels.triton.registration import W8A8_NAME
 
 from .facts import QUANTIZED_MODEL_TYPES, RUNNABLE_WEIGHT_SCHEMES, refused_scheme_message
 
@@ -53,7 +56,17 @@ class Fp8Linear(nn.Module):
         return self.ops.fp8_linear(x, self.weight, self.weight_scale_inv, self.block, self.bias)
 
     def extra_repr(self) -> str:
-        return f"in={self.in_features}, out={self.out_features}, fp8_e4m3, block={self.block}"
+        form = linear_form(getattr(self.ops, "implementations", {}), self.block)
+        return f"in={self.in_features}, out={self.out_features}, fp8_e4m3, block={self.block}, {form}"
+
+
+def linear_form(implementations: dict, block: tuple[int, int]) -> str:
+    """What an fp8 linear of scale blocks `block` runs as: W8A8 for prefill rows where the op set
+    holds that form (a GPU with FP8 matrix units, BRINGUP_W8A8 not 0) and the blocks fit its
+    128-groups; else W8A16 (activations in the model dtype) at every row count."""
+    if implementations.get("fp8_linear") == W8A8_NAME and w8a8_fits(block):
+        return "W8A8 prefill, W8A16 decode"
+    return "W8A16"
 
 
 def is_quantized(module) -> bool:
@@ -118,6 +131,7 @@ def apply_weight_scheme(model: nn.Module, quant: ModelQuantization | None, model
 
         keep_gguf_blocks(model, quant, running)
         return running
+    impl = getattr(model.ops, "implementations", {})
     skip = ("lm_head", "embed")  # kept in the model dtype (the checkpoints' converters leave them too)
     replaced = []
     for name, module in list(model.named_modules()):
@@ -130,7 +144,7 @@ def apply_weight_scheme(model: nn.Module, quant: ModelQuantization | None, model
             block = kernel_block(scheme)
             replaced.append((name, Fp8Linear(module.in_features, module.out_features, module.bias is not None,
                                              block, model.ops)))
-            running.label = f"{scheme.label} (W8A16)"
+            running.label = f"{scheme.label} ({linear_form(impl, block)})"
         elif _expert_stacks(module):
             scheme = quant.scheme_for(f"{name}.0.up_proj")
             if not scheme.quantized:
@@ -145,7 +159,6 @@ def apply_weight_scheme(model: nn.Module, quant: ModelQuantization | None, model
         parent, _, leaf = name.rpartition(".")
         setattr(model.get_submodule(parent) if parent else model, leaf, new)
     running.quantized_linears = len(replaced)
-    impl = getattr(model.ops, "implementations", {})
     running.kernels = {op: impl.get(op, "reference") for op in ("fp8_linear", "moe_experts_fp8", "moe_experts_shared_fp8_unsummed")}
     return running
 

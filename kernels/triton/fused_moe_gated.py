@@ -5,9 +5,10 @@ host (graph-safe at every batch size). Reference: kernels/reference/moe_gated_ex
 `moe_gated_experts` chains the one-launch sort (fused_moe.moe_align) -> the gated up GEMM (gate and up
 products of each block of sorted rows at once, their biases and the activation in the epilogue) ->
 the down GEMM (fused_moe's grouped GEMM, its bias, then the routing weight) -> the sum over k; at
-decode sizes two launches with no sort instead, chosen by `decode_form` from the shapes: a GEMV per
-assignment (moe_gated_gemv.py, a few tokens over many experts) or a program per expert that finds its
-own rows (moe_gated_grouped.py, each touched expert read once).
+decode sizes two launches with no sort instead, chosen by `decode_form` from the shapes: at 1 to 4
+tokens the touched experts spread over every SM (moe_gated_split.py), then a program per expert that
+finds its own rows (moe_gated_grouped.py); each touched expert read once by both; a GEMV per
+assignment (moe_gated_gemv.py) runs only when asked for (it lost at every size measured).
 gate and up are read through their strides; gpt-oss's interleaved [E, H, 2I] tensor (its two views) is
 read as the one tensor it is, in contiguous tiles split into gate and up in registers
 (gate_up_layout.py: through the stride-2 views every weight element was its own 2-byte load).
@@ -27,8 +28,9 @@ from ..reference.moe_gated_experts import router_topk_softmax as _reference_rout
 from .fused_moe import block_m_for, block_tile, moe_align, moe_grouped_gemm, tile_for
 from .gate_up_layout import gated_products, interleaved
 from .launch import next_pow2, num_warps
-from .moe_gated_gemv import GEMV_MAX_TOKENS, biased_gated_act, moe_gated_gemv_unsummed
+from .moe_gated_gemv import biased_gated_act, moe_gated_gemv_unsummed
 from .moe_gated_grouped import moe_gated_grouped_unsummed
+from .moe_gated_split import SPLIT_MAX_TOKENS, moe_gated_split_unsummed
 
 _GATED = {name: i for i, name in enumerate(GATED_ACTS)}  # "silu": 0, "swiglu_clamped": 1
 
@@ -77,23 +79,32 @@ def gated_up(x, gate, up, gate_bias, up_bias, sorted_ids, block_expert, block: i
 # sorted chain (its align pays off, and larger row blocks).
 GROUPED_MAX_ROWS_PER_EXPERT = 8
 GROUPED_MAX_ASSIGNMENTS = 1024
-FORMS = ("gemv", "grouped", "sorted")
+FORMS = ("gemv", "split", "grouped", "sorted")
 FORM_OVERRIDE: dict = {}  # {"form": one of FORMS}: bench/decode_fusions_gpu.py and the tests run each form
+
+
+# Up to this many tokens the split form (moe_gated_split.py) runs: chosen from its estimate (its docstring),
+# the sizes the GEMV held before; bench/decode_fusions_gpu.py's graphed table is the measurement to set it by.
+SPLIT_UP_TO_TOKENS = 4
 
 
 def decode_form(tokens: int, top_k: int, experts: int) -> str:
     """Which form runs T tokens' T * k assignments over E experts, by the shapes alone:
-    - "gemv": one program per assignment, no sort, while at most GEMV_MAX_TOKENS tokens and at most one
-      assignment per two experts on average (a GEMV re-reads an expert for each token routed to it: at
-      n / E = 1/2 about a quarter of the reads are repeats);
+    - "split": up to SPLIT_UP_TO_TOKENS tokens, a program per (router slot, column block[, K split]),
+      only the first slot of each touched expert working (moe_gated_split.py: the few touched experts
+      spread over every SM, no program for an untouched one);
     - "grouped": one program per expert and column block (each expert read once), while an expert gets
       at most GROUPED_MAX_ROWS_PER_EXPERT rows on average and n <= GROUPED_MAX_ASSIGNMENTS;
-    - "sorted": the align kernel and the two sorted grouped GEMMs (prefill)."""
+    - "sorted": the align kernel and the two sorted grouped GEMMs (prefill).
+    The GEMV form (one program per assignment, moe_gated_gemv.py) is chosen at no size: on the H200
+    (bench/decode_fusions_gpu.py, gpt-oss's E 32, top 4, 2880 x 2880, bf16, eager, ms per call) grouped
+    beat it at every token count measured: 1 token 0.153 vs 0.334, 4: 0.256 vs 0.443, 8: 0.377 vs 0.815,
+    16: 0.392 vs 1.268, 32: 0.449 vs 2.248 (notes/h200-0304.md). It stays for FORM_OVERRIDE."""
     if "form" in FORM_OVERRIDE:
         return FORM_OVERRIDE["form"]
     n = tokens * top_k
-    if tokens <= GEMV_MAX_TOKENS and 2 * n <= experts:
-        return "gemv"
+    if tokens <= SPLIT_UP_TO_TOKENS:
+        return "split"
     if n <= GROUPED_MAX_ROWS_PER_EXPERT * experts and n <= GROUPED_MAX_ASSIGNMENTS:
         return "grouped"
     return "sorted"
@@ -121,7 +132,10 @@ def moe_gated_experts_unsummed(x, weights, ids, gate, up, down, act="silu", gate
     if form == "gemv" and (gate_bias is None) == (up_bias is None):  # two launches, no sort
         return moe_gated_gemv_unsummed(x, weights, ids, gate, up, down, _GATED[act], gate_bias, up_bias, down_bias,
                                        alpha, limit)
-    if form in ("gemv", "grouped"):  # two launches, no sort, each expert read once
+    if form == "split" and T <= SPLIT_MAX_TOKENS:  # two launches over the whole device, each expert read once
+        return moe_gated_split_unsummed(x, weights, ids, gate, up, down, _GATED[act], gate_bias, up_bias, down_bias,
+                                        alpha, limit)
+    if form in ("gemv", "split", "grouped"):  # two launches, no sort, each expert read once
         return moe_gated_grouped_unsummed(x, weights, ids, gate, up, down, _GATED[act], gate_bias, up_bias,
                                           down_bias, alpha, limit)
     block = block_m_for(n, E)

@@ -18,9 +18,10 @@ import triton.language as tl
 from .gate_up_layout import gated_gemv_products, interleaved
 from .launch import num_warps
 
-# Up to this many tokens the GEMV form runs (as fused_moe.GEMV_MAX_TOKENS). (BLOCK_N, BLOCK_K, warps) of
-# its launches by which axis of the weight is contiguous: fused_moe's GEMV tile where K is (measured on
-# Nemotron-3-Nano's experts), an untuned one where N is (gpt-oss's x @ W layout): to sweep on a device.
+# Up to this many tokens the GEMV form ran until it lost on the H200 (fused_moe_gated.decode_form; the
+# bench's "before" path). (BLOCK_N, BLOCK_K, warps) of its launches by which axis of the weight is
+# contiguous: fused_moe's GEMV tile where K is (measured on Nemotron-3-Nano's experts), an untuned one
+# where N is (gpt-oss's x @ W layout).
 GEMV_MAX_TOKENS = 4
 TILE_K_CONTIGUOUS = (8, 256, 2)
 TILE_N_CONTIGUOUS = (64, 64, 4)

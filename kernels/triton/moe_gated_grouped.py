@@ -51,6 +51,24 @@ def rows_of(hit, rank, count, m0, N_POW2: tl.constexpr, BLOCK_M: tl.constexpr):
     return tl.sum(tl.where(picked, offs[None, :], 0), axis=1), r < count
 
 
+@triton.jit
+def gated_up_rows(x_ptr, g_ptr, u_ptr, gb_ptr, ub_ptr, out_ptr, a, valid, e, pid_n, N, K, rows_per_token, alpha,
+                  limit, s_xm, s_xk, s_ge, s_gn, s_gk, s_ue, s_un, s_uk, s_gbe, s_gbn, s_ube, s_ubn, s_om, s_on,
+                  ACT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_LIMIT: tl.constexpr, INTERLEAVED: tl.constexpr,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """h[a] = act(x[a // rows_per_token] @ gate[e]^T + gate_bias[e], ... up ...) for the rows a ([BLOCK_M],
+    `valid` the real ones) and columns pid_n * BLOCK_N...: the expert-by-expert and split forms' up step."""
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_ok = cols < N
+    x_rows = x_ptr + (a // rows_per_token).to(tl.int64)[:, None] * s_xm
+    acc_g, acc_u = gated_products(x_rows, valid, g_ptr, u_ptr, e, pid_n, N, K, s_xk, s_ge, s_gn, s_gk, s_ue,
+                                  s_un, s_uk, INTERLEAVED, BLOCK_M, BLOCK_N, BLOCK_K)
+    h = biased_gated_act(acc_g, acc_u, gb_ptr, ub_ptr, e, cols, col_ok, s_gbe, s_gbn, s_ube, s_ubn,
+                         alpha, limit, ACT, HAS_BIAS, HAS_LIMIT)
+    dest = out_ptr + a.to(tl.int64)[:, None] * s_om + cols[None, :] * s_on
+    tl.store(dest, h.to(out_ptr.dtype.element_ty), mask=valid[:, None] & col_ok[None, :])
+
+
 @triton.jit(do_not_specialize=["n"])
 def _grouped_gated_up_kernel(x_ptr, g_ptr, u_ptr, gb_ptr, ub_ptr, out_ptr, ids_ptr, n, N, K, rows_per_token,
                              alpha, limit, s_xm, s_xk, s_ge, s_gn, s_gk, s_ue, s_un, s_uk, s_gbe, s_gbn, s_ube,
@@ -59,18 +77,11 @@ def _grouped_gated_up_kernel(x_ptr, g_ptr, u_ptr, gb_ptr, ub_ptr, out_ptr, ids_p
                              BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     e, pid_n = tl.program_id(0), tl.program_id(1)
     hit, rank, count = routed_to(ids_ptr, n, e, N_POW2)
-    e64 = e.to(tl.int64)
-    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    col_ok = cols < N
     for m0 in range(0, count, BLOCK_M):
         a, valid = rows_of(hit, rank, count, m0, N_POW2, BLOCK_M)
-        x_rows = x_ptr + (a // rows_per_token).to(tl.int64)[:, None] * s_xm
-        acc_g, acc_u = gated_products(x_rows, valid, g_ptr, u_ptr, e64, pid_n, N, K, s_xk, s_ge, s_gn, s_gk, s_ue,
-                                      s_un, s_uk, INTERLEAVED, BLOCK_M, BLOCK_N, BLOCK_K)
-        h = biased_gated_act(acc_g, acc_u, gb_ptr, ub_ptr, e64, cols, col_ok, s_gbe, s_gbn, s_ube, s_ubn,
-                             alpha, limit, ACT, HAS_BIAS, HAS_LIMIT)
-        dest = out_ptr + a.to(tl.int64)[:, None] * s_om + cols[None, :] * s_on
-        tl.store(dest, h.to(out_ptr.dtype.element_ty), mask=valid[:, None] & col_ok[None, :])
+        gated_up_rows(x_ptr, g_ptr, u_ptr, gb_ptr, ub_ptr, out_ptr, a, valid, e.to(tl.int64), pid_n, N, K,
+                      rows_per_token, alpha, limit, s_xm, s_xk, s_ge, s_gn, s_gk, s_ue, s_un, s_uk, s_gbe, s_gbn,
+                      s_ube, s_ubn, s_om, s_on, ACT, HAS_BIAS, HAS_LIMIT, INTERLEAVED, BLOCK_M, BLOCK_N, BLOCK_K)
 
 
 @triton.jit(do_not_specialize=["n"])

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .availability import fla_reason, triton_reason
+from .availability import fla_reason, triton_reason, w8a8_reason
 
 # op name -> (implementation name, module under bringup.kernels, needs fla)
 FAST_OPS: dict[str, tuple[str, str, bool]] = {
@@ -43,6 +43,11 @@ FAST_OPS: dict[str, tuple[str, str, bool]] = {
     "rope_paged_decode": ("triton", "triton.rope_paged_decode", False),
 }
 
+# Ops with a W8A8 form for prefill rows where the device has FP8 matrix units (availability.w8a8_reason):
+# there it is registered in place of the FAST_OPS entry, under this name; elsewhere the entry runs.
+W8A8_NAME = "triton W8A8 prefill, W8A16 decode"
+W8A8_FORMS: dict[str, str] = {"fp8_linear": "triton.fp8_w8a8"}
+
 # device type -> {op: why the reference stays}, filled by register_fast_ops (for logs and tests)
 skipped: dict[str, dict[str, str]] = {}
 
@@ -57,6 +62,12 @@ def register_fast_ops(device_type: str, register: Callable) -> dict[str, str]:
     base = __name__.rsplit(".", 2)[0]  # "bringup.kernels"
     for op, (impl_name, module, needs_fla) in FAST_OPS.items():
         reason = fla_reason(device_type) if needs_fla else triton_reason(device_type)
+        if reason is None and op in W8A8_FORMS:
+            why_not = w8a8_reason(device_type)
+            if why_not is None:
+                impl_name, module = W8A8_NAME, W8A8_FORMS[op]
+            else:  # (recorded beside the ops left to the reference: W8A16 runs, and why)
+                skipped[device_type][f"{op} W8A8"] = why_not
         if reason is None:
             try:
                 fn = getattr(importlib.import_module(f"{base}.{module}"), op)
