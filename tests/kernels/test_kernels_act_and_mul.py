@@ -5,9 +5,6 @@ that are views of a wider product."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -16,6 +13,7 @@ import torch.nn.functional as F
 from bringup.kernels.reference import act_and_mul
 from bringup.kernels.reference.mlp import activation
 from precision_helpers import assert_as_accurate_as_reference
+from triton_interpreter import assert_interpreted_ok
 
 
 @pytest.mark.parametrize("act", ["silu", "gelu_pytorch_tanh"])
@@ -62,10 +60,7 @@ print("ok" if not bad else "\\n".join(bad)[:3000])
 
 
 def test_triton_kernel_matches_the_reference_interpreted():
-    pytest.importorskip("triton")
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    done = subprocess.run([sys.executable, "-c", _INTERPRETED], env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0 and done.stdout.strip() == "ok", (done.stdout[-3000:], done.stderr[-3000:])
+    assert_interpreted_ok(_INTERPRETED, timeout=300)
 
 
 @pytest.mark.gpu

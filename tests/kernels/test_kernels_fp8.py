@@ -13,6 +13,7 @@ from bringup.kernels import reference as ref
 from bringup.kernels.reference.fp8_linear import (PER_TENSOR_BLOCK, dequantize_fp8_block, quantize_fp8_block,
                                                   scale_shape)
 from bringup.kernels.reference.moe_experts import moe_experts_unsummed
+from triton_interpreter import assert_interpreted_ok
 
 # fp8 e4m3 keeps 3 mantissa bits: one rounding is at most 2^-4 of the value.
 FP8_ROUNDING = 2.0**-4
@@ -275,16 +276,7 @@ print("ok")
 
 
 def _interpreted(script: str) -> None:
-    """Run `script` under Triton's interpreter (it needs numpy < 2.3 for loops with run-time bounds)."""
-    import os
-    import subprocess
-    import sys
-
-    pytest.importorskip("triton")
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=240)
-    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
-
+    assert_interpreted_ok(script, timeout=240)
 
 
 def test_triton_fp8_gemv_matches_reference_interpreted():

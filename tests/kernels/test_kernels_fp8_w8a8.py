@@ -23,6 +23,7 @@ import torch
 from bringup.kernels.reference.fp8_linear import FP8_MAX, PER_TENSOR_BLOCK, dequantize_fp8_block, quantize_fp8_block
 from bringup.kernels.reference.fp8_w8a8 import (ACT_GROUP, dequantize_activations, fp8_w8a8_linear,
                                                 quantize_activations, w8a8_fits)
+from triton_interpreter import assert_interpreted_ok
 
 E4M3_HALF_STEP = 2.0**-4  # of the value, in e4m3's normal range
 E4M3_SUBNORMAL_HALF_STEP = 2.0**-10  # of the group's scale (e4m3's subnormal step is 2^-9)
@@ -165,10 +166,7 @@ print("ok")
 
 
 def test_triton_w8a8_matches_reference_interpreted():
-    pytest.importorskip("triton")
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    done = subprocess.run([sys.executable, "-c", _INTERPRETED], env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0 and done.stdout.strip() == "ok", (done.stdout[-3000:], done.stderr[-3000:])
+    assert_interpreted_ok(_INTERPRETED, timeout=300)
 
 
 # On the GPU: the hardware's fp8 cast and fp8 dots ---------------------------------------------------

@@ -4,8 +4,6 @@ under Triton's interpreter (CPU; it needs numpy < 2.3 for loops with run-time bo
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import sys
 
@@ -15,6 +13,7 @@ import torch
 from bringup.kernels.reference.moe_gated_experts import (every_expert, gated_activation, moe_gated_experts,
                                                           moe_gated_experts_unsummed,
                                                           router_topk_softmax)
+from triton_interpreter import assert_interpreted_ok
 
 
 def _gpt_oss_experts(E=6, H=24, I=20, seed=0):
@@ -136,10 +135,7 @@ def test_triton_gated_moe_and_router_match_references_interpreted():
     several, more than a row block), the chosen one at 3 and 21, on interleaved (gpt-oss, with and without biases and limit;
     read as one tensor and through its two strided views) and separate (SwiGLU) gate/up; which form the
     shapes choose; the router with and without bias."""
-    pytest.importorskip("triton")
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    done = subprocess.run([sys.executable, "-c", _INTERPRETED], env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0 and done.stdout.strip() == "ok", (done.stdout[-500:], done.stderr[-3000:])
+    assert_interpreted_ok(_INTERPRETED, timeout=600)
 
 
 _LAYOUT = """
@@ -190,10 +186,7 @@ print("ok")
 def test_fused_moe_sends_swiglu_experts_to_the_fused_gated_moe_interpreted():
     """moe_experts with a gate and SiLU (Kimi-Linear, Jamba, MiniMax call it so) runs the gated kernels,
     no reference op, and matches the reference at 1, 8 and 32 tokens."""
-    pytest.importorskip("triton")
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    done = subprocess.run([sys.executable, "-c", _SWIGLU_MOE], env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0 and done.stdout.strip() == "ok", (done.stdout[-500:], done.stderr[-3000:])
+    assert_interpreted_ok(_SWIGLU_MOE, timeout=600)
 
 
 def _gpu():

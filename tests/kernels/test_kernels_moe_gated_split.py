@@ -6,11 +6,8 @@ K split 1 (no reduction), 2, 3 (uneven last range) and 8 (empty ranges), in two 
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 
-import pytest
+from triton_interpreter import assert_interpreted_ok
 
 _INTERPRETED = """
 import torch
@@ -48,7 +45,4 @@ print("ok" if worst < 1e-5 else f"worst relative error {worst}")
 
 
 def test_split_gated_moe_matches_the_reference_interpreted():
-    pytest.importorskip("triton")
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    done = subprocess.run([sys.executable, "-c", _INTERPRETED], env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0 and done.stdout.strip() == "ok", (done.stdout[-500:], done.stderr[-3000:])
+    assert_interpreted_ok(_INTERPRETED, timeout=600)

@@ -5,9 +5,6 @@ scaling, partial rotary, a cache of another dtype, slots scattered over the page
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -15,6 +12,7 @@ import torch
 from bringup.kernels.reference import apply_rotary, kv_cache_write, rms_norm
 from bringup.kernels.reference.qk_norm_rope_kv_write import qk_norm_rope_kv_write
 from precision_helpers import assert_as_accurate_as_reference
+from triton_interpreter import assert_interpreted_ok
 
 
 def _problem(T=5, Hq=4, Hkv=2, D=16, dtype=torch.float32, seed=0):
@@ -91,10 +89,7 @@ print("ok" if not bad else "\\n".join(bad)[:3000])
 
 
 def test_triton_kernel_matches_the_reference_interpreted():
-    pytest.importorskip("triton")
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    done = subprocess.run([sys.executable, "-c", _INTERPRETED], env=env, capture_output=True, text=True, timeout=180)
-    assert done.returncode == 0 and done.stdout.strip() == "ok", (done.stdout[-3000:], done.stderr[-3000:])
+    assert_interpreted_ok(_INTERPRETED, timeout=180)
 
 
 @pytest.mark.gpu

@@ -9,14 +9,12 @@ parts with no shared part ((None, [T, k, H])): summed, then added."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
 
 from bringup.kernels.reference import add_rms_norm, rms_norm
+from triton_interpreter import assert_interpreted_ok, run_interpreted
 
 
 @pytest.mark.parametrize("f32", [True, False])
@@ -88,10 +86,7 @@ print("ok" if not bad else "\\n".join(bad)[:3000])
 
 
 def test_triton_rms_norm_matches_the_reference_interpreted():
-    pytest.importorskip("triton")
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    done = subprocess.run([sys.executable, "-c", _INTERPRETED], env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0 and done.stdout.strip() == "ok", (done.stdout[-3000:], done.stderr[-3000:])
+    assert_interpreted_ok(_INTERPRETED, timeout=300)
 
 
 _LAUNCHES = """
@@ -109,8 +104,4 @@ print(launches)
 
 
 def test_a_norm_of_rows_is_one_launch_and_other_layouts_take_the_reference():
-    pytest.importorskip("triton")
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    done = subprocess.run([sys.executable, "-c", _LAUNCHES], env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.strip() == "['_add_rms_norm_kernel']"
+    assert run_interpreted(_LAUNCHES).strip() == "['_add_rms_norm_kernel']"

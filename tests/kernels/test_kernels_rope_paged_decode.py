@@ -8,14 +8,12 @@ test runs bf16 at Qwen3-8B's and gpt-oss's shapes."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
 
 from bringup.kernels.reference import paged_attention_decode, qk_norm_rope_kv_write, rope_paged_decode
+from triton_interpreter import assert_interpreted_ok
 
 
 def test_reference_is_the_rotary_write_then_the_attention():
@@ -84,10 +82,7 @@ print("ok" if not bad else "\\n".join(bad)[:4000])
 
 
 def test_triton_kernel_matches_the_reference_interpreted():
-    pytest.importorskip("triton")
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    done = subprocess.run([sys.executable, "-c", _INTERPRETED], env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0 and done.stdout.strip() == "ok", (done.stdout[-4000:], done.stderr[-3000:])
+    assert_interpreted_ok(_INTERPRETED, timeout=600)
 
 
 @pytest.mark.gpu

@@ -7,15 +7,13 @@ act_and_mul after: two)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 from bringup.core.bench.launch_count import LaunchCounter
+from triton_interpreter import run_interpreted
 
 
 def test_views_allocations_and_plain_copies_are_no_kernels_casts_and_products_are():
@@ -66,11 +64,7 @@ print(json.dumps(out))
 def test_a_small_qwen3_decode_step_counts_the_same_each_time_and_each_fusion_saves_two_per_layer():
     pytest.importorskip("triton")
     configs = {"2": _qwen3(2), "4": _qwen3(4), "4-unfused-qkv": _qwen3(4), "4-unfused-mlp": _qwen3(4)}
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    done = subprocess.run([sys.executable, "-c", _COUNTS, json.dumps(configs)], env=env, capture_output=True,
-                          text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    counts = json.loads(done.stdout.strip().splitlines()[-1])
+    counts = json.loads(run_interpreted(_COUNTS, json.dumps(configs), timeout=600).strip().splitlines()[-1])
     for name, (first, again, _) in counts.items():
         assert first == again, name  # stable
     two, four = counts["2"][0], counts["4"][0]

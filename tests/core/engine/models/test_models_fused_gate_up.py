@@ -8,8 +8,6 @@ add_rms_norm interpreted in Gemma 3."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 
 import pytest
@@ -17,6 +15,7 @@ from models_helpers import assert_matches_hf, hf_checkpoint, load_with_fast_op, 
 
 from bringup.core.engine.models.fused_gate_up import FusedGateUp
 from bringup.kernels.reference import act_and_mul, add_rms_norm
+from triton_interpreter import assert_interpreted_ok
 
 transformers = pytest.importorskip("transformers")
 
@@ -95,8 +94,6 @@ print("ok")
 def test_family_through_the_triton_kernels_interpreted_matches_transformers(name, tmp_path):
     pytest.importorskip("triton")
     _checkpoint(name, tmp_path)
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
     code = _INTERPRETED.format(paths=[p for p in sys.path if p.endswith("helpers")], folder=str(tmp_path),
                                cls=FAMILIES[name][1], post_norm=name.startswith("gemma"))
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), (done.stdout[-2000:], done.stderr[-3000:])
+    assert_interpreted_ok(code)

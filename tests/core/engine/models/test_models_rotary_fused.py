@@ -9,8 +9,6 @@ attention in one), the Triton kernel interpreted in Qwen3 too."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 
 import pytest
@@ -18,6 +16,7 @@ from models_helpers import assert_matches_hf, hf_checkpoint, load_with_fast_op, 
 from sliding_configs import gpt_oss_swiglu_limit
 
 from bringup.kernels.reference import qk_norm_rope_kv_write, rope_paged_decode
+from triton_interpreter import assert_interpreted_ok
 
 transformers = pytest.importorskip("transformers")
 
@@ -93,8 +92,6 @@ print("ok")
 def test_qwen3_through_the_triton_kernel_interpreted_matches_transformers(tmp_path, decode):
     pytest.importorskip("triton")
     _checkpoint("qwen3", tmp_path)
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
     code = _INTERPRETED.format(paths=[p for p in sys.path if p.endswith("helpers")], folder=str(tmp_path),
                                decode=decode)
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), (done.stdout[-2000:], done.stderr[-3000:])
+    assert_interpreted_ok(code)
