@@ -136,9 +136,13 @@ def test_fp8_on_the_gpu_matches_its_dequantised_twin(checkpoints, tmp_path):
     bf16 = tmp_path / "fp8_bf16"
     shutil.copytree(fp8, bf16)
     config = json.loads((bf16 / "config.json").read_text())
-    config["torch_dtype"] = "bfloat16"  # as FP8 checkpoints say: the activations' dtype
+    # As FP8 checkpoints say: the activations' dtype. Both keys: transformers 5 writes `dtype`, which
+    # wins over `torch_dtype` (the tiny checkpoint's float32 there made the model float32, its
+    # activations fell to the float32 reference product and met the bf16 KV pool in attention).
+    config["dtype"] = config["torch_dtype"] = "bfloat16"
     (bf16 / "config.json").write_text(json.dumps(config))
     quantized = load_model(bf16, device=GPU, dtype="auto").model
+    assert quantized.dtype == torch.bfloat16
     assert set(quantized.weight_scheme.kernels.values()) == {"triton"}
     twin = load_model(bf16, device=GPU, dtype="bfloat16").model
     prompt = list(range(3, 40))
