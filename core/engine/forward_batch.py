@@ -41,7 +41,7 @@ def upload(values: Sequence[Sequence[int]], device: torch.device, dtype: torch.d
         offsets.append(len(flat))
         flat.extend(v)
         flat.extend([0] * (-len(flat) % per))
-    host = torch.tensor(flat, dtype=dtype)
+    host = torch.tensor(flat, dtype=dtype, device="cpu")  # (pinning needs a host tensor whatever the default device)
     if device.type == "cuda":
         host = host.pin_memory()  # the caching host allocator keeps it until the copy has run
         moved = host.to(device, non_blocking=True)

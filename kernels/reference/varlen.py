@@ -16,10 +16,11 @@ def pad_index(seq_starts: Sequence[int], device) -> tuple[torch.Tensor, torch.Te
 
 @lru_cache(maxsize=32)
 def _pad_index(seq_starts: tuple[int, ...], device: str):
-    lengths = torch.tensor([e - s for s, e in zip(seq_starts[:-1], seq_starts[1:])])
-    rows = torch.repeat_interleave(torch.arange(len(lengths)), lengths)
-    cols = torch.arange(seq_starts[-1] - seq_starts[0]) - torch.repeat_interleave(
-        torch.tensor(seq_starts[:-1]) - seq_starts[0], lengths)
+    # Built on the host whatever torch's default device (then copied once): pinning needs CPU tensors.
+    lengths = torch.tensor([e - s for s, e in zip(seq_starts[:-1], seq_starts[1:])], device="cpu")
+    rows = torch.repeat_interleave(torch.arange(len(lengths), device="cpu"), lengths)
+    cols = torch.arange(seq_starts[-1] - seq_starts[0], device="cpu") - torch.repeat_interleave(
+        torch.tensor(seq_starts[:-1], device="cpu") - seq_starts[0], lengths)
     rows, cols = _to_device(torch.stack([rows, cols]), device)
     return rows, cols, len(lengths), int(lengths.max())
 
@@ -39,7 +40,7 @@ def int_tensor(values: Sequence[int], device) -> torch.Tensor:
 
 @lru_cache(maxsize=64)
 def _int_tensor(values: tuple[int, ...], device: str) -> torch.Tensor:
-    return _to_device(torch.tensor(values, dtype=torch.long), device)
+    return _to_device(torch.tensor(values, dtype=torch.long, device="cpu"), device)
 
 
 def scan_each_sequence(single_scan):

@@ -47,7 +47,8 @@ def paged_attention_prefill(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
         starts.append(starts[-1] + n)
     singles = [i for i, n in enumerate(query_lens) if n == 1]
     if singles:
-        host = torch.tensor(singles + [starts[i] for i in singles] + [context_lens[i] for i in singles])
+        host = torch.tensor(singles + [starts[i] for i in singles] + [context_lens[i] for i in singles],
+                            device="cpu")  # (pinned below: a host tensor whatever torch's default device)
         if q.device.type == "cuda":  # one asynchronous copy: the host does not wait for the device
             host = host.pin_memory()
         reqs, toks, ctx = host.to(q.device, non_blocking=True).split(len(singles))

@@ -6,6 +6,8 @@ the recurrence itself."""
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 import torch
 
@@ -45,7 +47,10 @@ def test_recurrence_matches_transformers():
     q, k, v, g, b = inputs(13)
     s0 = torch.randn(4, 8, 6)
     o, s = gdr.gated_delta_rule_recurrent(q, k, v, g, b, s0)
-    ho, hs = hf.torch_recurrent_gated_delta_rule(q[None], k[None], v[None], g[None], b[None], initial_state=s0[None],
+    # transformers' pure-torch function itself: its hub wrapper sends the call to flash-linear-attention
+    # where that is installed, and 5.17's did so for CPU tensors too (a Triton error on the H200)
+    recurrent = inspect.unwrap(hf.torch_recurrent_gated_delta_rule)
+    ho, hs = recurrent(q[None], k[None], v[None], g[None], b[None], initial_state=s0[None],
                                                  output_final_state=True, use_qk_l2norm_in_kernel=True)
     torch.testing.assert_close(o, ho[0], atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(s, hs[0], atol=1e-5, rtol=1e-5)

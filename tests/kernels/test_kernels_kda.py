@@ -6,6 +6,8 @@ versions (recurrent and chunked) check the recurrence itself."""
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 import torch
 
@@ -66,7 +68,9 @@ def test_recurrence_and_chunks_match_transformers():
     q, k, v, g, b = inputs(13, Hk=4)  # transformers' torch versions have one q/k head per value head
     s0 = torch.randn(4, 8, 6)
     o, s = kda.kda_recurrent(q, k, v, g, b, s0)
-    for fn in (hf.recurrent_kimi_delta_attention, hf.chunk_kimi_delta_attention):
+    # transformers' pure-torch functions themselves: a hub wrapper may send the call to
+    # flash-linear-attention where that is installed (transformers 5.17 did so for CPU tensors too)
+    for fn in map(inspect.unwrap, (hf.recurrent_kimi_delta_attention, hf.chunk_kimi_delta_attention)):
         ho, hs = fn(q[None], k[None], v[None], g=g[None], beta=b[None], initial_state=s0[None],
                     output_final_state=True, use_qk_l2norm_in_kernel=True)
         torch.testing.assert_close(o, ho[0], atol=1e-5, rtol=1e-5)

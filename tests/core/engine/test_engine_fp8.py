@@ -128,8 +128,10 @@ def test_nvfp4_dequantisation():
 
 @pytest.mark.gpu
 def test_fp8_on_the_gpu_matches_its_dequantised_twin(checkpoints, tmp_path):
-    """The Triton W8A16 path (bf16 activations) against the bf16 model on the dequantised weights."""
+    """The Triton fp8 path (W8A16 with bf16 activations; W8A8 prefill where the device has FP8 matrix
+    units) against the bf16 model on the dequantised weights."""
     from bringup.kernels.triton import availability
+    from bringup.kernels.triton.registration import W8A8_NAME
 
     GPU = next(d for d in availability.GPU_DEVICE_TYPES if availability.triton_reason(d) is None)
     _, fp8 = checkpoints
@@ -143,7 +145,9 @@ def test_fp8_on_the_gpu_matches_its_dequantised_twin(checkpoints, tmp_path):
     (bf16 / "config.json").write_text(json.dumps(config))
     quantized = load_model(bf16, device=GPU, dtype="auto").model
     assert quantized.dtype == torch.bfloat16
-    assert set(quantized.weight_scheme.kernels.values()) == {"triton"}
+    # Triton for every fp8 layer: W8A16, or W8A8 prefill where the device has FP8 matrix units
+    kernels = set(quantized.weight_scheme.kernels.values())
+    assert kernels and kernels <= {"triton", W8A8_NAME}, kernels
     twin = load_model(bf16, device=GPU, dtype="bfloat16").model
     prompt = list(range(3, 40))
     for chunks in ([37], [30, 7]):  # a prefill, then a chunk small enough for the GEMV forms
