@@ -43,7 +43,10 @@ SPLIT_MAX_TOKENS = 16
 BLOCK_M = 16
 # (BLOCK_N, BLOCK_K, warps, stages) of each launch; up: BLOCK_N gate/up column pairs. The down launch
 # splits K until about PROGRAMS_PER_SM programs per SM run (counting every slot as a touched expert).
-TILE = {"up": (16, 128, 4, 4), "down": (64, 128, 4, 4)}
+# Up: 32 pairs, the fastest of bench/decode_fusions_gpu.py's up tiles at every token count on the H200
+# (gpt-oss's experts, CUDA graphs: 57 / 165 / 250 us at 1 / 4 / 8 tokens against 65 / 202 / 330 for 16
+# pairs, 2026-12-04); the down tiles were within noise of each other.
+TILE = {"up": (32, 128, 4, 4), "down": (64, 128, 4, 4)}
 PROGRAMS_PER_SM = 5
 TILE_OVERRIDE: dict = {}  # {"up" / "down": a tile, "split_k": an int}: bench/decode_fusions_gpu.py
 

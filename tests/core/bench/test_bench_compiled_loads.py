@@ -81,7 +81,8 @@ print(json.dumps(out))
 def test_split_gated_moe_streams_its_weights_in_16_byte_copies():
     """The split form's three weight reads (interleaved gate/up, separate gate and up, down), compiled for
     sm_90: each thread's share of a weight tile arrives in 16-byte copies (8 bf16), one set per pipeline
-    stage, and no weight element is a 2-byte load (the few left read the biases)."""
+    stage, and no weight element is a 2-byte load: the few narrow loads left read the biases, far fewer
+    than a thread's weight elements per K step (a weight read element by element has one each)."""
     pytest.importorskip("triton")
     pytest.importorskip("triton.backends.nvidia.compiler")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
@@ -90,4 +91,4 @@ def test_split_gated_moe_streams_its_weights_in_16_byte_copies():
     loads = json.loads(done.stdout.strip().splitlines()[-1])
     for name, (narrow, wide, elements_per_thread, stages) in loads.items():
         assert wide * 8 >= elements_per_thread * stages, (name, loads)
-        assert narrow <= 2, (name, loads)
+        assert narrow * 8 <= elements_per_thread, (name, loads)
