@@ -139,10 +139,8 @@ class Engine:
             f"avail mem={devices.free_memory(self.device) / GB:.2f} GB, "
             f"mem usage={self.weights_bytes / GB:.2f} GB."
         )
-        packed = self.packed_weights_bytes_now()
-        if packed:  # on the CPU: oneDNN's packed copies of the linear weights (cpu_linears.py)
-            self.log(f"CPU: oneDNN packed copies of the linear weights, {packed / GB:.2f} GB more (products of a "
-                     "few rows and more read them; the MoE's are made at its first wide batch)")
+        if self.device.type == "cpu":
+            self._log_cpu_copies()
 
         self.startup_seconds["load"] = time.monotonic() - started
         stage = time.monotonic()
@@ -494,6 +492,8 @@ class Engine:
         }
 
     def server_info(self) -> dict:
+        from .loader import parameter_count
+
         plan = self.plan
         kv, st = self.kv_pool, self.state_pool
         return {
@@ -505,7 +505,7 @@ class Engine:
             # What the weights are: the checkpoint's, or seeded random values at the real size.
             "weights_source": "dummy (seeded random)" if self.load_format == "dummy" else "checkpoint",
             "tokenizer_source": self.tokenizer_source,
-            "params": sum(p.numel() for p in {id(p): p for p in self.model.parameters()}.values()),
+            "params": parameter_count(self.model),
             "decode_graphs": list(self.decode_graphs.buckets) if self.decode_graphs is not None else None,
             "graph_memory_bytes": getattr(self, "graph_memory_bytes", 0),
             # CPU: seconds spent compiling the decode step at start-up, None when its steps run eagerly.
@@ -563,6 +563,21 @@ class Engine:
                 "max_running_requests": self.max_running_requests,
             },
         }
+
+    def _log_cpu_copies(self) -> None:
+        """What the CPU's copies of the weights add: oneDNN's packed copies of the plain linears, a GGUF
+        model's CPU forms (packed_weights_bytes_now counts both)."""
+        from bringup.kernels.cpu.onednn_packed import packed_bytes
+
+        from .gguf_weights import copies_held, cpu_copies_bytes
+
+        packed, gguf = packed_bytes(self.model), cpu_copies_bytes(self.model)
+        if packed:  # cpu_linears.py
+            self.log(f"CPU: oneDNN packed copies of the linear weights, {packed / GB:.2f} GB more (products of a "
+                     "few rows and more read them; the MoE's are made at its first wide batch)")
+        if gguf:  # gguf_weights.py: prepare_for_cpu
+            self.log(f"CPU: GGUF layers' copies of their weights ({copies_held(self.model)}), {gguf / GB:.2f} GB "
+                     "more than their blocks")
 
     def packed_weights_bytes_now(self) -> int:
         """The packed weight copies the model holds now (the CPU's; the MoE's come with its first wide batch;

@@ -20,6 +20,15 @@ from torch import nn
 from bringup.kernels.reference.gguf_blocks import BLOCKS, gguf_embedding, gguf_linear, row_bytes
 
 KEPT_TYPES = frozenset(BLOCKS)
+# form (GgufLinear.form) -> (the product it runs, the dtype of that product's arithmetic): what
+# /server_info says runs and what check-kernels names and tolerates (core/numerics/quantized_calls.py).
+FORM_PRODUCTS = {
+    "widened": ("cpu: widened Q8_0", "bfloat16"),
+    "int4": ("cpu: int4 product", "bfloat16"),
+    "blockwise": ("cpu: blockwise Q8_0", "bfloat16"),
+    "bf16 copy": ("cpu: bf16 copy", "bfloat16"),
+    "blocks": ("reference", "float32"),
+}
 # The activations' dtype of a model whose blocks are kept. float32: with the whole model in bf16,
 # SmolLM2-135M Q4_1 answered "What is the capital of France?" with noise where float32 says Paris
 # (the walk in tests/app/test_gui_walk.py); the int4 product still runs bf16 inside (kernels/cpu/gguf_int4.py).
@@ -116,12 +125,17 @@ def keep_gguf_blocks(model: nn.Module, quant, running) -> None:
     if getattr(model, "tied", False) and isinstance(embed, GgufEmbedding):
         model.lm_head = GgufLinear(embed.embedding_dim, embed.num_embeddings, embed.ggml_type)
         model.tie_weights()
-    types = sorted({m.ggml_type for m in model.modules() if isinstance(m, (GgufLinear, GgufEmbedding))})
+    types = {m.ggml_type for m in model.modules() if isinstance(m, (GgufLinear, GgufEmbedding))}
     running.quantized_linears = sum(isinstance(m, GgufLinear) for m in model.modules())
     running.dense_linears = sum(type(m) is nn.Linear for m in model.modules())
     if types:
-        running.label = f"GGUF {', '.join(types)} blocks"
+        running.label = blocks_label(types)
     running.kernels = {"gguf_linear": "reference"}
+
+
+def blocks_label(ggml_types) -> str:
+    """e.g. "GGUF Q4_1, Q8_0 blocks"."""
+    return f"GGUF {', '.join(sorted(set(ggml_types)))} blocks"
 
 
 def emptied(weight: torch.Tensor) -> nn.Parameter:
@@ -163,9 +177,29 @@ def prepare_for_cpu(model: nn.Module) -> int:
         done += 1
     running = getattr(model, "weight_scheme", None)
     if running is not None and done:
-        running.kernels = {"gguf_linear": "cpu: int4 product (Q4_0/Q4_1/Q4_K), blockwise Q8_0, bf16 copy (Q6_K)",
-                           "lm_head": _head_form(head)}
+        running.kernels = {"gguf_linear": forms_running(model), "lm_head": _head_form(head)}
+        arithmetic = products_dtype(model)
+        running.products_dtype = arithmetic if arithmetic != str(ACTIVATION_DTYPE).removeprefix("torch.") else ""
     return done
+
+
+def forms_running(model: nn.Module) -> str:
+    """The products the GGUF linears run, each with the types and number of layers it takes, e.g.
+    "cpu: int4 product (Q4_1 x210); cpu: widened Q8_0 (Q8_0 x1)"."""
+    from collections import Counter
+
+    counts = Counter((m.form, m.ggml_type) for m in model.modules() if isinstance(m, GgufLinear))
+    by_form: dict[str, list[str]] = {}
+    for (form, ggml_type), n in sorted(counts.items()):
+        by_form.setdefault(form, []).append(f"{ggml_type} x{n}")
+    return "; ".join(f"{FORM_PRODUCTS[form][0]} ({', '.join(types)})" for form, types in by_form.items())
+
+
+def products_dtype(model: nn.Module) -> str | None:
+    """The least precise arithmetic a GGUF layer of `model` runs in ("bfloat16": a bf16 form, the
+    activations float32 otherwise), or None for a model with no GGUF layers."""
+    found = {FORM_PRODUCTS[m.form][1] for m in model.modules() if isinstance(m, (GgufLinear, GgufEmbedding))}
+    return "bfloat16" if "bfloat16" in found else ("float32" if found else None)
 
 
 def _widen_head(model: nn.Module, head: GgufLinear) -> int:
@@ -222,6 +256,15 @@ def cpu_copies_bytes(model: nn.Module) -> int:
         if m.weight.numel() == 0:  # its blocks went
             total -= m.out_features * row_bytes(m.ggml_type, m.in_features)
     return total
+
+
+def copies_held(model: nn.Module) -> str:
+    """The layers cpu_copies_bytes counts, by form: "1 widened" (a Q8_0 head), "2 bf16 copy" (Q6_K)."""
+    from collections import Counter
+
+    forms = Counter(m.form for m in model.modules()
+                    if isinstance(m, GgufLinear) and (m.dense is not None or m.widened is not None))
+    return ", ".join(f"{n} {form}" for form, n in sorted(forms.items()))
 
 
 def kept_block_names(model: nn.Module) -> set[str]:

@@ -26,7 +26,7 @@ from bringup.core.sources.gguf_file import is_gguf_path, iter_gguf_weights, load
 from bringup.kernels.dispatch import ops_for
 from bringup.kernels.precision import full_precision_fp32_dots
 
-from .quantized import apply_weight_scheme, dequantised_weights
+from .quantized import apply_weight_scheme, dequantised_label, dequantised_weights
 from .models import CausalLM, UnsupportedModelError, WeightLoadError, decoder_config, model_class_for
 
 Progress = Callable[[str], None]
@@ -299,7 +299,7 @@ def load_model(source, *, device="cpu", dtype="auto", progress: Progress | None 
     if quant is not None and not keep:
         if quant.method != "gguf":  # (a GGUF reader dequantises what it is not asked to keep)
             weights = dequantised_weights(weights, quant, dt)
-        model.weight_scheme.dequantised_from = quant.default.label
+        model.weight_scheme.dequantised_from = dequantised_label(quant)
     if progress:
         progress(f"loading weights from {folder}")
     try:
@@ -326,6 +326,27 @@ def load_tokenizer(folder: Path):
     except Exception as err:  # noqa: BLE001 - many formats, many errors: one message
         raise UserError(f"{folder}: cannot load a tokenizer ({type(err).__name__}: {str(err)[:200]}); "
                         "the folder needs tokenizer.json or tokenizer_config.json with its vocabulary") from None
+
+
+def parameter_count(model: CausalLM) -> int:
+    """The checkpoint's weights the model holds, counted as values: a kept GGUF layer's parameter is
+    its blocks' bytes, or an empty stand-in once its CPU form holds them, so it counts as the
+    [out, in] (or [vocab, dim]) matrix it encodes; a tied head counts once."""
+    from .gguf_weights import GgufEmbedding, GgufLinear
+
+    seen, total = set(), 0
+    for module in model.modules():
+        for name, p in module.named_parameters(recurse=False):
+            if id(p) in seen:
+                continue
+            seen.add(id(p))
+            if name == "weight" and isinstance(module, GgufLinear):
+                total += module.out_features * module.in_features
+            elif name == "weight" and isinstance(module, GgufEmbedding):
+                total += module.num_embeddings * module.embedding_dim
+            else:
+                total += p.numel()
+    return total
 
 
 def weights_bytes(model: CausalLM) -> int:

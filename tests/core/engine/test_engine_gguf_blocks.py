@@ -10,7 +10,7 @@ from gguf_helpers import byte_level_vocab, tiny_llama, write_gguf
 from models_helpers import Req, make_pools, run_engine
 
 from bringup.core.engine.gguf_weights import GgufEmbedding, GgufLinear, prepare_for_cpu
-from bringup.core.engine.loader import load_model, weights_bytes
+from bringup.core.engine.loader import load_model, parameter_count, weights_bytes
 from bringup.core.families import build_layer_map
 from bringup.core.sources.gguf_file import read_gguf_config
 from bringup.kernels.reference.gguf_blocks import dequantize_blocks
@@ -53,6 +53,31 @@ def test_kept_blocks_compute_what_the_dequantised_model_computes(gguf_file):
     assert y[x.argmax()] >= y.max() - tol
 
 
+def test_what_the_model_says_it_runs_is_what_its_layers_run(gguf_file):
+    """/server_info's params and weights (the Run tab's line) on kept blocks: the weights counted as
+    values, not as block bytes or emptied stand-ins (SmolLM2 said 35,136 params, its norms alone);
+    the products named as each layer runs them; the dequantised model names every ggml type."""
+    kept = load_model(gguf_file, dtype="auto").model
+    floats = load_model(gguf_file, dtype="float32").model
+    values = sum(p.numel() for p in floats.parameters())
+    assert parameter_count(kept) == parameter_count(floats) == values
+    prepare_for_cpu(kept)
+    assert parameter_count(kept) == values  # the re-laid layers' stand-ins hold no bytes, still their weights
+    assert floats.weight_scheme.dequantised_from == "GGUF Q4_0, Q4_1, Q8_0 blocks"  # not only the commonest type
+    layers = read_gguf_config(gguf_file)["num_hidden_layers"]
+    own_head = 0 if kept.tied else 1
+    products = f"cpu: int4 product (Q4_0 x{4 * layers}, Q4_1 x{3 * layers + own_head})"
+    assert kept.weight_scheme.kernels["gguf_linear"] == (products if own_head else products + "; cpu: widened Q8_0 (Q8_0 x1)")
+    assert kept.weight_scheme.products_dtype == "bfloat16" and kept.weight_scheme.to_json()["products_dtype"] == "bfloat16"
+
+
+def test_the_reference_kernels_leave_the_blocks_float32_products(gguf_file, monkeypatch):
+    monkeypatch.setenv("BRINGUP_KERNELS", "reference")
+    kept = load_model(gguf_file, dtype="auto").model
+    assert prepare_for_cpu(kept) == 0
+    assert kept.weight_scheme.products_dtype == "" and kept.weight_scheme.kernels == {"gguf_linear": "reference"}
+
+
 def test_blocks_moved_to_the_cpu_layouts_are_freed(gguf_file):
     """Once packed, a layer's own blocks must not stay alive behind an empty view of them (an empty
     slice keeps its whole storage: the resident memory of issue 30's goal)."""
@@ -81,7 +106,7 @@ def test_a_tied_q8_0_head_and_its_embedding_share_one_widened_form(gguf_file):
 
 
 def test_q6_k_layers_run_a_bf16_copy_and_their_blocks_go(tmp_path):
-    from bringup.core.engine.gguf_weights import cpu_copies_bytes
+    from bringup.core.engine.gguf_weights import copies_held, cpu_copies_bytes
     from bringup.kernels.reference.gguf_blocks import row_bytes
 
     tokens, merges = byte_level_vocab()
@@ -97,6 +122,8 @@ def test_q6_k_layers_run_a_bf16_copy_and_their_blocks_go(tmp_path):
         assert m.form == "bf16 copy" and m.weight.untyped_storage().nbytes() == 0
         assert torch.equal(m.dense, dequantize_blocks(blocks, "Q6_K", m.in_features).to(torch.bfloat16))
     assert kept.weight_scheme.kernels["lm_head"] == "bf16 copy (Q6_K)"
+    assert "cpu: bf16 copy (Q6_K x2)" in kept.weight_scheme.kernels["gguf_linear"]
+    assert copies_held(kept) == "2 bf16 copy"
     # what the copies add: 2 bytes a weight, less the 210 / 256 the blocks held
     assert cpu_copies_bytes(kept) == sum(2 * m.out_features * m.in_features - m.out_features * row_bytes("Q6_K", m.in_features)
                                          for m in map(kept.get_submodule, q6))
@@ -116,3 +143,21 @@ def test_blocks_are_kept_only_where_the_device_has_products_for_them(gguf_file):
     assert checkpoint_quantization(config, "auto", "cpu")[1] is True
     assert checkpoint_quantization(config, "auto", "cuda")[1] is False  # no GPU GGUF kernel: dequantised at load
     assert checkpoint_quantization(config, "float32", "cpu")[1] is False
+
+
+@pytest.mark.slow  # starts a real engine
+def test_server_info_names_the_kept_blocks_as_they_run(gguf_file):
+    from bringup.core.client.running_label import ServedModel
+    from bringup.core.engine.config import EngineConfig
+    from bringup.core.engine.engine import Engine
+
+    logged = []
+    engine = Engine(EngineConfig(str(gguf_file), device="cpu", dtype="auto", max_running_requests=1, context_length=64,
+                                 cpu_compile=False), log=logged.append)
+    info = engine.server_info()
+    assert info["params"] == sum(p.numel() for p in load_model(gguf_file, dtype="float32").model.parameters())
+    assert info["weights"]["products_dtype"] == "bfloat16"
+    assert "GGUF Q4_0, Q4_1, Q8_0 blocks, bfloat16 products · float32" in ServedModel.from_info(info).label
+    assert not any("oneDNN" in line for line in logged)  # no plain linear: no oneDNN copy to speak of
+    widened = [line for line in logged if "GGUF layers' copies" in line]
+    assert len(widened) == (1 if engine.model.tied else 0) and (not widened or "(1 widened)" in widened[0])
