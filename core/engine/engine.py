@@ -103,6 +103,10 @@ class Engine:
         loaded = load_model(model, device=self.device, dtype=dtype, load_format=self.load_format)
         self.model, self.config, self.folder = loaded.model, loaded.config, loaded.folder
         self.model_name = loaded.name
+        if self.folder is not None and is_gguf_path(self.folder):
+            from .gguf_weights import release_load_memory
+
+            release_load_memory()  # before the tokenizer and the CPU's copies: the load's peak is not theirs too
         if self.load_format == "dummy":
             self.tokenizer, self.tokenizer_source = dummy_tokenizer(loaded.folder, self.config.get("vocab_size"))
             self.log(f"Dummy weights: seeded random values (text is noise); tokenizer: {self.tokenizer_source}")
@@ -127,10 +131,10 @@ class Engine:
             from .gguf_weights import prepare_for_cpu
 
             prepare_for_cpu(self.model)  # GGUF 4-bit blocks in torch's int4 layout (gguf_weights.py)
-        if self.folder is not None and is_gguf_path(self.folder):
-            from .gguf_weights import release_load_memory
+            if self.folder is not None and is_gguf_path(self.folder):
+                from .heap import trim_heap
 
-            release_load_memory()
+                trim_heap()  # the dequantised float32 weights' and their packing's temporaries
         self.architecture = (self.config.get("architectures") or [type(self.model).__name__])[0]
         devices.synchronize(self.device)
         self.log(
@@ -213,7 +217,8 @@ class Engine:
         free_after = devices.free_memory(self.device)
         self.log(f"Memory pool end. avail mem={free_after / GB:.2f} GB")
         self.log("Start-up: " + ", ".join(f"{k} {v:.2f} s" for k, v in self.startup_seconds.items())
-                 + f" ({time.monotonic() - started:.1f} s in all)" + _compile_caches(self.device))
+                 + f" ({time.monotonic() - started:.1f} s in all)"
+                 + _compile_caches(self.device, self.runner.compiled_decode is not None))
         # The server prints SGLang's max_total_num_tokens=... summary line from server_info().
 
     def _stage(self, name: str, since: float) -> float:
@@ -617,10 +622,12 @@ def _prefill_counts(prefill) -> tuple[int, int]:
     return sum(1 for r, n in prefill if r.num_computed == n), sum(n for _, n in prefill)
 
 
-def _compile_caches(device) -> str:
+def _compile_caches(device, cpu_compiled: bool) -> str:
     """Where this start's compiled kernels are kept for the next one: inductor's on-disk cache (the
     CPU's compiled decode step), Triton's (the GPU kernels); a second start of the same model reuses them."""
     if device.type == "cpu":
+        if not cpu_compiled:  # eager steps compiled nothing; importing inductor to say where cost 69 MiB
+            return ""
         from torch._inductor.runtime.cache_dir_utils import cache_dir
 
         return f"; inductor's cache {cache_dir()} (a second start reuses it)"

@@ -152,6 +152,8 @@ def prepare_for_cpu(model: nn.Module) -> int:
 
     from bringup.kernels.dispatch import kernel_choice
 
+    from .heap import trim_heap
+
     if kernel_choice() == "reference":  # BRINGUP_KERNELS=reference: the blocks' own product everywhere
         return 0
     done = 0
@@ -174,6 +176,9 @@ def prepare_for_cpu(model: nn.Module) -> int:
             continue
         if (m.dense is not None or m.int4 is not None) and id(m.weight) not in shared:
             m.weight = emptied(m.weight)  # the weight lives in its CPU form now: no second copy
+        # The re-layout's temporaries (int32 codes, float32 scales: 8x a 4-bit layer) freed between
+        # the layers' new forms stay with glibc: kept, they were SmolLM2's peak (+330 MiB).
+        trim_heap()
         done += 1
     running = getattr(model, "weight_scheme", None)
     if running is not None and done:
@@ -226,20 +231,18 @@ def _head_form(head) -> str:
 
 
 def release_load_memory() -> None:
-    """After a GGUF load: drop the parsed readers (their memory maps and tokenizer arrays) and hand
-    the heap the load freed back to the system (glibc keeps it otherwise): on SmolLM2 Q4_1 the
-    resident memory goes from 877 to 474 MiB."""
-    import ctypes
+    """Once a GGUF file's weights are in the model: drop the parsed readers (their memory maps and
+    tokenizer arrays, ~250 MiB for SmolLM2: the tokenizer parses the file itself) and hand the heap
+    the load freed back to the system (glibc keeps it otherwise)."""
     import gc
 
     from bringup.core.sources.gguf_file import forget_readers
 
+    from .heap import trim_heap
+
     forget_readers()
     gc.collect()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc: the memory stays with the process, nothing else changes
-        pass
+    trim_heap()
 
 
 def cpu_copies_bytes(model: nn.Module) -> int:

@@ -161,3 +161,28 @@ def test_server_info_names_the_kept_blocks_as_they_run(gguf_file):
     assert not any("oneDNN" in line for line in logged)  # no plain linear: no oneDNN copy to speak of
     widened = [line for line in logged if "GGUF layers' copies" in line]
     assert len(widened) == (1 if engine.model.tied else 0) and (not widened or "(1 widened)" in widened[0])
+
+
+@pytest.mark.slow  # starts a real engine, in a child: a module once imported stays
+def test_an_eager_cpu_engine_never_loads_torch_s_compiler(gguf_file):
+    """torch._dynamo and torch._inductor hold ~70 MiB of resident memory each time they load: an
+    engine whose CPU steps run eager must not load them, neither to name inductor's cache in the
+    start-up line nor for a whole prompt's causal mask."""
+    import subprocess
+    import sys
+
+    code = f"""
+import sys
+from bringup.core.engine.config import EngineConfig
+from bringup.core.engine.engine import Engine
+from bringup.core.engine.sampling import SamplingParams
+lines = []
+e = Engine(EngineConfig({str(gguf_file)!r}, device="cpu", dtype="auto", max_running_requests=1, context_length=64,
+                        cpu_compile=False), log=lines.append)
+e.add_request(list(range(5, 20)), SamplingParams(max_new_tokens=3, temperature=0.0, ignore_eos=True), detokenize=False)
+while e.has_unfinished():
+    e.step()
+print(sorted(m for m in ("torch._dynamo", "torch._inductor") if m in sys.modules), any("inductor" in l for l in lines))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[-2] == "[] False", out.stdout + out.stderr[-2000:]
