@@ -72,15 +72,16 @@ def main() -> int:
             runs[dtype].append(measure(path, dtype, args.tokens, args.cpu_compile))
     mib = 2**20
     print(f"{path} (CPU, cpu-compile {args.cpu_compile}, medians of {args.rounds})")
-    print(f"{'--dtype':<8} {'weights running':<44} {'weights':>8} {'RSS ready':>10} {'RSS peak':>9} {'decode tok/s':>13}")
+    print(f"{'--dtype':<8} {'weights running':<52} {'weights':>8} {'RSS ready':>10} {'RSS peak':>9} {'decode tok/s':>13}")
     rows = {}
     for dtype, rs in runs.items():
         w = rs[0]["weights"]
-        label = w["scheme"] + (f" (from {w['dequantised_from']})" if w["dequantised_from"] else "")
+        label = (w["scheme"] + (f", {w['products_dtype']} products" if w.get("products_dtype") else "")
+                 + (f" (from {w['dequantised_from']})" if w["dequantised_from"] else ""))
         row = {k: statistics.median(r[k] for r in rs) for k in ("rss_ready", "rss_peak", "decode_tok_s")}
         row["weights"] = (rs[0]["weights_bytes"] + rs[0]["packed_bytes"]) / mib
         rows[dtype] = row
-        print(f"{dtype:<8} {label[:44]:<44} {row['weights']:7.0f}M {row['rss_ready'] / mib:9.0f}M "
+        print(f"{dtype:<8} {label[:52]:<52} {row['weights']:7.0f}M {row['rss_ready'] / mib:9.0f}M "
               f"{row['rss_peak'] / mib:8.0f}M {row['decode_tok_s']:13.1f}")
     a, f = rows["auto"], rows["float32"]
     print(f"blocks kept / dequantised: RSS {a['rss_ready'] / f['rss_ready']:.2f}x, peak {a['rss_peak'] / f['rss_peak']:.2f}x, "

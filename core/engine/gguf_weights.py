@@ -231,9 +231,9 @@ def _head_form(head) -> str:
 
 
 def release_load_memory() -> None:
-    """Once a GGUF file's weights are in the model: drop the parsed readers (their memory maps and
-    tokenizer arrays, ~250 MiB for SmolLM2: the tokenizer parses the file itself) and hand the heap
-    the load freed back to the system (glibc keeps it otherwise)."""
+    """Once a GGUF file's weights are in the model: drop any parsed reader still cached (the weights'
+    own went as they were read: gguf_file.iter_gguf_weights; the tokenizer parses the file itself)
+    and hand the heap the load freed back to the system (glibc keeps it otherwise)."""
     import gc
 
     from bringup.core.sources.gguf_file import forget_readers

@@ -339,9 +339,14 @@ def iter_gguf_weights(path, config: dict | None = None, keep_blocks=frozenset())
     arch = _value(reader, "general.architecture")
     config = config or read_gguf_config(path)
     heads, kv_heads = config["num_attention_heads"], config.get("num_key_value_heads", config["num_attention_heads"])
+    # The weights are the last thing a load reads from the parsed file: with only its tensors held,
+    # the rest of the reader (the tokenizer arrays: 160 MiB for SmolLM2) goes before the weights come.
+    tensors = reader.tensors
+    del reader
+    forget_readers()
     unknown = []
     with open(Path(os.fspath(path)).expanduser(), "rb") as file:
-        for tensor in reader.tensors:
+        for tensor in tensors:
             name = tensor.name
             m = _BLOCK.match(name)
             if m and m.group(2) in _EXPERTS:  # [experts, out, in]: one expert at a time, as checkpoints hold them

@@ -217,3 +217,19 @@ def test_loading_weights_leaves_the_file_s_pages_unmapped(files, vocab, tmp_path
     grown = _file_backed_resident_bytes() - before
     assert len(names) == len(hf.state_dict()) and big.stat().st_size > 16 << 20
     assert grown < big.stat().st_size // 4, grown
+
+
+def test_no_parsed_reader_lives_while_the_weights_are_read(files):
+    """The reader's fields hold the tokenizer arrays as numpy objects (160 MiB for SmolLM2's 49k
+    tokens and merges): a load holds only the tensors' places while the weights come."""
+    import gc
+
+    from gguf import GGUFReader
+
+    _, _, quantised = files
+    gguf_file.reader_for(quantised)  # parsed, as the config's read leaves it
+    weights = gguf_file.iter_gguf_weights(quantised)
+    next(weights)
+    gc.collect()
+    assert not [o for o in gc.get_objects() if type(o) is GGUFReader]
+    assert len(list(weights)) > 0
