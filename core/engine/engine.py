@@ -145,6 +145,14 @@ class Engine:
         )
         if self.device.type == "cpu":
             self._log_cpu_copies()
+        if weight_scheme(self.model).dequantised_from.startswith("GGUF") and dtype in (None, "auto"):
+            from bringup.core.layermap.quantization import read_quantization
+
+            from .loader import blocks_not_kept
+
+            why = blocks_not_kept(self.config, read_quantization(self.config), self.device.type)
+            if why:  # (dummy weights: random values, never blocks; their own line says so)
+                self.log(f"GGUF: the file's blocks were dequantised to {_name(self.dtype)} at load: {why}")
 
         self.startup_seconds["load"] = time.monotonic() - started
         stage = time.monotonic()

@@ -1,15 +1,15 @@
 """A GGUF file's quantized matrices kept as llama.cpp's blocks in the engine.
 
 With `--dtype auto` the linear layers (and the embedding, and a lm_head tied to it) whose tensors
-are Q8_0, Q4_0, Q4_1, Q4_K or Q6_K hold the file's bytes as they are (`weight`: uint8 rows of
+are Q8_0, Q4_0, Q4_1, Q5_0, Q4_K or Q6_K hold the file's bytes as they are (`weight`: uint8 rows of
 blocks, loaded under the tensor's own name), and multiply through kernels/reference/gguf_blocks.py
 (a slab of rows dequantised per product). On the CPU, `prepare_for_cpu` re-lays the 4-bit types
 once into torch's int4 layout (kernels/cpu/gguf_int4.py, the same half byte a weight), the fastest
 product torch has for them, with bf16 activations; a Q8_0 output projection (and the embedding
 tied to it) is widened once to bf16 codes and float32 scales (kernels/cpu/gguf_q8_widened.py); a
-Q6_K layer, which torch has no product for, gets a bf16 copy (kernels/cpu/gguf_bf16_copy.py). So
-memory is the quantized model's: the float32 copy of every weight that dequantising at load made
-(and its packed oneDNN twin) is gone. An explicit --dtype dequantises at load, as before.
+Q6_K or Q5_0 layer, which torch has no product for, gets a bf16 copy (kernels/cpu/gguf_bf16_copy.py).
+So memory is the quantized model's: the float32 copy of every weight that dequantising at load
+made (and its packed oneDNN twin) is gone. An explicit --dtype dequantises at load, as before.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from torch import nn
 from bringup.kernels.reference.gguf_blocks import BLOCKS, gguf_embedding, gguf_linear, row_bytes
 
 KEPT_TYPES = frozenset(BLOCKS)
+BF16_COPY_TYPES = ("Q6_K", "Q5_0")  # no torch product reads their codes (6 bits; 5 bits)
 # form (GgufLinear.form) -> (the product it runs, the dtype of that product's arithmetic): what
 # /server_info says runs and what check-kernels names and tolerates (core/numerics/quantized_calls.py).
 FORM_PRODUCTS = {
@@ -45,7 +46,7 @@ class GgufLinear(nn.Module):
         self.int4 = None  # (packed codes, scales and zeros) once prepare_for_cpu re-laid a 4-bit type
         self.cpu_q8 = False  # Q8_0 through the CPU's blockwise product (prepare_for_cpu)
         self.widened = None  # (bf16 codes, float32 scales) of a Q8_0 output projection (prepare_for_cpu)
-        self.dense = None  # a Q6_K layer's bf16 copy of its weight (prepare_for_cpu says why)
+        self.dense = None  # a Q6_K or Q5_0 layer's bf16 copy of its weight (prepare_for_cpu says why)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.widened is not None:
@@ -107,11 +108,13 @@ def keep_gguf_blocks(model: nn.Module, quant, running) -> None:
     """Swap the modules whose GGUF tensor is a kept block type for their block-holding forms (on
     the meta device). A lm_head tied to a kept embedding becomes a GgufLinear sharing its bytes."""
     dtype = model.dtype
-    replaced = []
+    replaced, dequantised = [], set()
     for name, module in list(model.named_modules()):
         if isinstance(module, (nn.Linear, nn.Embedding)):
             scheme = quant.scheme_for(name)
             if scheme.weight_dtype not in KEPT_TYPES:
+                if scheme.quantized:  # a type with no product here (Q5_0...): read dequantised, as float32
+                    dequantised.add(scheme.weight_dtype)
                 continue
             if isinstance(module, nn.Embedding):
                 new = GgufEmbedding(module.num_embeddings, module.embedding_dim, scheme.weight_dtype, dtype)
@@ -129,7 +132,8 @@ def keep_gguf_blocks(model: nn.Module, quant, running) -> None:
     running.quantized_linears = sum(isinstance(m, GgufLinear) for m in model.modules())
     running.dense_linears = sum(type(m) is nn.Linear for m in model.modules())
     if types:
-        running.label = blocks_label(types)
+        running.label = blocks_label(types) + (
+            f"; {', '.join(sorted(dequantised))} dequantised to {str(dtype).removeprefix('torch.')}" if dequantised else "")
     running.kernels = {"gguf_linear": "reference"}
 
 
@@ -146,7 +150,7 @@ def emptied(weight: torch.Tensor) -> nn.Parameter:
 
 def prepare_for_cpu(model: nn.Module) -> int:
     """Give each GGUF layer its CPU form (the int4 layout of the 4-bit types, Q8_0's blockwise
-    product, a Q8_0 output projection widened, a Q6_K layer's bf16 copy); returns how many got one."""
+    product, a Q8_0 output projection widened, a Q6_K or Q5_0 layer's bf16 copy); returns how many got one."""
     from bringup.kernels.cpu.gguf_bf16_copy import bf16_copy
     from bringup.kernels.cpu.gguf_int4 import INT4_TYPES, pack_int4
 
@@ -164,9 +168,9 @@ def prepare_for_cpu(model: nn.Module) -> int:
     for m in model.modules():
         if not isinstance(m, GgufLinear) or m.widened is not None:
             continue
-        if m.ggml_type == "Q6_K":
-            # torch has no product for its blocks: dequantising them per product cost 150 times the
-            # int4 product (kernels/cpu/gguf_bf16_copy.py). A tied embedding keeps reading the blocks.
+        if m.ggml_type in BF16_COPY_TYPES:
+            # torch has no product for their blocks: dequantising Q6_K's per product cost 150 times
+            # the int4 product (kernels/cpu/gguf_bf16_copy.py). A tied embedding keeps reading the blocks.
             m.dense = bf16_copy(m.weight.data, m.ggml_type, m.in_features)
         elif m.ggml_type == "Q8_0" and m.weight.device.type == "cpu":
             m.cpu_q8 = True
@@ -227,7 +231,7 @@ def _head_form(head) -> str:
         return "as its weight"
     if head.widened is not None:
         return "Q8_0 widened (bf16 codes, float32 scales)"
-    return "bf16 copy (Q6_K)" if head.dense is not None else "as its blocks"
+    return f"bf16 copy ({head.ggml_type})" if head.dense is not None else "as its blocks"
 
 
 def release_load_memory() -> None:
@@ -246,7 +250,7 @@ def release_load_memory() -> None:
 
 
 def cpu_copies_bytes(model: nn.Module) -> int:
-    """Bytes prepare_for_cpu added beyond the file's blocks: the Q6_K layers' bf16 copies and a
+    """Bytes prepare_for_cpu added beyond the file's blocks: the Q6_K / Q5_0 layers' bf16 copies and a
     widened Q8_0 output projection, less the blocks each freed (the int4 layout is the blocks' size)."""
     total = 0
     for m in model.modules():
@@ -262,7 +266,7 @@ def cpu_copies_bytes(model: nn.Module) -> int:
 
 
 def copies_held(model: nn.Module) -> str:
-    """The layers cpu_copies_bytes counts, by form: "1 widened" (a Q8_0 head), "2 bf16 copy" (Q6_K)."""
+    """The layers cpu_copies_bytes counts, by form: "1 widened" (a Q8_0 head), "2 bf16 copy" (Q6_K, Q5_0)."""
     from collections import Counter
 
     forms = Counter(m.form for m in model.modules()

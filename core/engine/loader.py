@@ -215,15 +215,26 @@ def checkpoint_quantization(config: dict, dtype, device_type: str = "cpu"):
     quant = read_quantization(config)
     keep = dtype in (None, "auto")
     if quant is not None and quant.method == "gguf":
-        # GGUF blocks stay blocks where the model's layers take them and the device has products
-        # for them (the CPU: gguf_weights.py; no GPU kernel yet); elsewhere they are dequantised at
-        # load, as an explicit dtype does.
-        from .facts import QUANTIZED_MODEL_TYPES
-        from .gguf_weights import KEPT_TYPES
-
-        keep = (keep and device_type == "cpu" and config.get("model_type") in QUANTIZED_MODEL_TYPES
-                and quant.default.weight_dtype in KEPT_TYPES)
+        keep = keep and not blocks_not_kept(config, quant, device_type)
     return quant, keep
+
+
+def blocks_not_kept(config: dict, quant, device_type: str) -> str:
+    """Why `--dtype auto` dequantises a GGUF file at load, as an explicit dtype does ("" where its
+    blocks stay blocks): they stay where the model's layers take them and the device has products
+    for them (the CPU: gguf_weights.py; no GPU kernel yet)."""
+    from .facts import GGUF_BLOCK_MODEL_TYPES
+    from .gguf_weights import KEPT_TYPES
+
+    if device_type != "cpu":
+        return f"the engine multiplies GGUF blocks on the CPU only, not on {device_type}"
+    model_type = config.get("model_type")
+    if model_type not in GGUF_BLOCK_MODEL_TYPES:
+        return f"{model_type}'s layers do not take blocks yet ({', '.join(sorted(GGUF_BLOCK_MODEL_TYPES))} do)"
+    if quant.default.weight_dtype not in KEPT_TYPES:
+        return (f"its commonest type, {quant.default.weight_dtype}, has no product in the engine "
+                f"({', '.join(sorted(KEPT_TYPES))} have)")
+    return ""
 
 
 def model_dtype_for(quant, keep: bool, dt: torch.dtype) -> torch.dtype:

@@ -186,3 +186,44 @@ print(sorted(m for m in ("torch._dynamo", "torch._inductor") if m in sys.modules
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split("\n")[-2] == "[] False", out.stdout + out.stderr[-2000:]
+
+
+def test_q5_0_is_kept_and_a_type_without_a_product_is_read_dequantised_and_named(tmp_path):
+    """A Q4_K_M file of a model whose rows are no multiple of 256 holds llama.cpp's fallbacks (Gemma 3
+    270M: Q5_0 attention and MLP): Q5_0 layers keep their blocks and run a bf16 copy; a type with no
+    product here (Q5_1) runs float32 dequantised at load, and the label says so where it named the
+    kept types alone."""
+    from torch import nn
+
+    tokens, merges = byte_level_vocab()
+    path = write_gguf(tiny_llama(len(tokens)), tmp_path / "with-q5.gguf", tokens, merges, quant="q5")
+    kept = load_model(path, dtype="auto").model
+    downs = [m for name, m in kept.named_modules() if name.endswith("down_proj")]
+    outs = [m for name, m in kept.named_modules() if name.endswith("o_proj")]
+    assert downs and all(isinstance(m, GgufLinear) and m.ggml_type == "Q5_0" for m in downs)
+    assert outs and all(type(m) is nn.Linear and m.weight.dtype == torch.float32 for m in outs)
+    assert kept.weight_scheme.label == "GGUF Q4_0, Q4_1, Q5_0, Q8_0 blocks; Q5_1 dequantised to float32"
+    prepare_for_cpu(kept)
+    assert all(m.form == "bf16 copy" and m.weight.untyped_storage().nbytes() == 0 for m in downs)
+    floats = load_model(path, dtype="float32").model
+    assert parameter_count(kept) == parameter_count(floats)
+    prompt = list(range(5, 30))
+    kv, state = make_pools(kept, dtype=kept.dtype)
+    x = run_engine(kept, [Req(prompt, [25], steps=2)], kv_pool=kv, state_pool=state)[0].logits[0].float()
+    y = run_engine(floats, [Req(prompt, [25], steps=2)])[0].logits[0]
+    assert (x - y).abs().max() <= 3e-2 * y.abs().max()
+
+
+def test_why_auto_dequantises_a_gguf_file_is_said(gguf_file):
+    from bringup.core.engine.loader import blocks_not_kept, checkpoint_quantization
+    from bringup.core.layermap.quantization import read_quantization
+
+    config = read_gguf_config(gguf_file)
+    quant = read_quantization(config)
+    assert blocks_not_kept(config, quant, "cpu") == "" and checkpoint_quantization(config, "auto", "cpu")[1]
+    assert "on the CPU only, not on cuda" in blocks_not_kept(config, quant, "cuda")
+    gemma2 = {**config, "model_type": "gemma2"}
+    assert blocks_not_kept(gemma2, quant, "cpu").startswith("gemma2's layers do not take blocks yet (")
+    assert not checkpoint_quantization(gemma2, "auto", "cpu")[1]
+    q5 = {**config, "gguf": {**config["gguf"], "tensor_types": {n: "Q5_1" for n in config["gguf"]["tensor_types"]}}}
+    assert blocks_not_kept(q5, read_quantization(q5), "cpu").startswith("its commonest type, Q5_1, has no product")
