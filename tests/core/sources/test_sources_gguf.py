@@ -204,7 +204,9 @@ def _file_backed_resident_bytes() -> int:
 def test_loading_weights_leaves_the_file_s_pages_unmapped(files, vocab, tmp_path):
     """The reader maps the whole file; reading each tensor through that map kept every page of it in
     the process's resident memory until the reader went (SmolLM2: 98 MiB at the load's peak)."""
-    _, exact, _ = files
+    hf_small, exact, _ = files
+    if hf_small.config.model_type != "llama":
+        pytest.skip("one architecture is enough: the reading is the same")
     for _ in gguf_file.iter_gguf_weights(exact):  # the code the walk runs, loaded before the count
         pass
     tokens, merges = vocab
