@@ -127,8 +127,8 @@ def apply_weight_scheme(model: nn.Module, quant: ModelQuantization | None, model
     """Swap the linear layers and expert stacks the checkpoint quantized for their fp8 forms (on the
     meta device, before allocation); refuse what the engine cannot run. Returns what runs."""
     dtype_name = str(model.dtype).removeprefix("torch.")
-    if quant is None:
-        return RunningScheme(dtype_name)
+    if quant is None:  # every linear plain (a dequantised checkpoint's too)
+        return RunningScheme(dtype_name, dense_linears=sum(isinstance(m, nn.Linear) for m in model.modules()))
     running = RunningScheme(dtype_name, quant.method)
     if quant.method == "gguf":
         from .gguf_weights import keep_gguf_blocks

@@ -64,6 +64,8 @@ def test_what_the_model_says_it_runs_is_what_its_layers_run(gguf_file):
     prepare_for_cpu(kept)
     assert parameter_count(kept) == values  # the re-laid layers' stand-ins hold no bytes, still their weights
     assert floats.weight_scheme.dequantised_from == "GGUF Q4_0, Q4_1, Q8_0 blocks"  # not only the commonest type
+    linears = sum(isinstance(m, torch.nn.Linear) for m in floats.modules())
+    assert floats.weight_scheme.dense_linears == linears > 0 and floats.weight_scheme.quantized_linears == 0
     layers = read_gguf_config(gguf_file)["num_hidden_layers"]
     own_head = 0 if kept.tied else 1
     products = f"cpu: int4 product (Q4_0 x{4 * layers}, Q4_1 x{3 * layers + own_head})"
