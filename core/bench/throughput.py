@@ -266,6 +266,7 @@ def run_bench(settings: BenchSettings, log=print) -> BenchResult:
 
     running = weight_scheme(engine.model)
     log(f"bench: {model_name} on {device} ({dtype_name}; weights {running.label}"
+        + (f", {running.products_dtype} products" if running.products_dtype else "")
         + (f", dequantised from {running.dequantised_from}" if running.dequantised_from else "")
         + f"), {settings.num_seqs} seqs, input {settings.input_len[0]}:"
         f"{settings.input_len[1]}, output {settings.output_len[0]}:{settings.output_len[1]}, seed {settings.seed}, "

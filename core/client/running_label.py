@@ -64,7 +64,11 @@ def _quantization(info: dict) -> str:
     if isinstance(ours, dict):
         if ours.get("dequantised_from"):
             return f"dequantised to {info.get('dtype') or ours.get('scheme')} from {ours['dequantised_from']}"
-        return str(ours.get("scheme") or "") if ours.get("method") else ""
+        if not ours.get("method"):
+            return ""
+        # A GGUF model's blocks on the CPU: bf16 products inside the float32 activations the dtype names.
+        products = f", {ours['products_dtype']} products" if ours.get("products_dtype") else ""
+        return f"{ours.get('scheme') or ''}{products}"
     q = info.get("quantization")
     if isinstance(q, dict):
         return str(q.get("scheme") or q.get("method") or "")

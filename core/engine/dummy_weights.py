@@ -168,7 +168,9 @@ def load_dummy_model(source, *, device="cpu", dtype="auto", seed: int = DEFAULT_
     check_fits(needed, free, dev, f"{loaded.name}'s weights ({str(dt).removeprefix('torch.')})", dt)
     model = build_model(config, device=dev, dtype=dt, name=loaded.name, source=loaded.source, quantization=quant)
     if quant is None and keep is False and checkpoint_quantization(config, "auto")[0] is not None:
-        model.weight_scheme.dequantised_from = checkpoint_quantization(config, "auto")[0].default.label
+        from .quantized import dequantised_label
+
+        model.weight_scheme.dequantised_from = dequantised_label(checkpoint_quantization(config, "auto")[0])
     fill_dummy_(model, config, seed)
     model.finish_loading()
     named_config = loaded.kind == "file" and Path(os.fspath(source)).name == "config.json"

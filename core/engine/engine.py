@@ -103,6 +103,10 @@ class Engine:
         loaded = load_model(model, device=self.device, dtype=dtype, load_format=self.load_format)
         self.model, self.config, self.folder = loaded.model, loaded.config, loaded.folder
         self.model_name = loaded.name
+        if self.folder is not None and is_gguf_path(self.folder):
+            from .gguf_weights import release_load_memory
+
+            release_load_memory()  # before the tokenizer and the CPU's copies: the load's peak is not theirs too
         if self.load_format == "dummy":
             self.tokenizer, self.tokenizer_source = dummy_tokenizer(loaded.folder, self.config.get("vocab_size"))
             self.log(f"Dummy weights: seeded random values (text is noise); tokenizer: {self.tokenizer_source}")
@@ -127,10 +131,10 @@ class Engine:
             from .gguf_weights import prepare_for_cpu
 
             prepare_for_cpu(self.model)  # GGUF 4-bit blocks in torch's int4 layout (gguf_weights.py)
-        if self.folder is not None and is_gguf_path(self.folder):
-            from .gguf_weights import release_load_memory
+            if self.folder is not None and is_gguf_path(self.folder):
+                from .heap import trim_heap
 
-            release_load_memory()
+                trim_heap()  # the dequantised float32 weights' and their packing's temporaries
         self.architecture = (self.config.get("architectures") or [type(self.model).__name__])[0]
         devices.synchronize(self.device)
         self.log(
@@ -139,10 +143,16 @@ class Engine:
             f"avail mem={devices.free_memory(self.device) / GB:.2f} GB, "
             f"mem usage={self.weights_bytes / GB:.2f} GB."
         )
-        packed = self.packed_weights_bytes_now()
-        if packed:  # on the CPU: oneDNN's packed copies of the linear weights (cpu_linears.py)
-            self.log(f"CPU: oneDNN packed copies of the linear weights, {packed / GB:.2f} GB more (products of a "
-                     "few rows and more read them; the MoE's are made at its first wide batch)")
+        if self.device.type == "cpu":
+            self._log_cpu_copies()
+        if weight_scheme(self.model).dequantised_from.startswith("GGUF") and dtype in (None, "auto"):
+            from bringup.core.layermap.quantization import read_quantization
+
+            from .loader import blocks_not_kept
+
+            why = blocks_not_kept(self.config, read_quantization(self.config), self.device.type)
+            if why:  # (dummy weights: random values, never blocks; their own line says so)
+                self.log(f"GGUF: the file's blocks were dequantised to {_name(self.dtype)} at load: {why}")
 
         self.startup_seconds["load"] = time.monotonic() - started
         stage = time.monotonic()
@@ -215,7 +225,8 @@ class Engine:
         free_after = devices.free_memory(self.device)
         self.log(f"Memory pool end. avail mem={free_after / GB:.2f} GB")
         self.log("Start-up: " + ", ".join(f"{k} {v:.2f} s" for k, v in self.startup_seconds.items())
-                 + f" ({time.monotonic() - started:.1f} s in all)" + _compile_caches(self.device))
+                 + f" ({time.monotonic() - started:.1f} s in all)"
+                 + _compile_caches(self.device, self.runner.compiled_decode is not None))
         # The server prints SGLang's max_total_num_tokens=... summary line from server_info().
 
     def _stage(self, name: str, since: float) -> float:
@@ -494,6 +505,8 @@ class Engine:
         }
 
     def server_info(self) -> dict:
+        from .loader import parameter_count
+
         plan = self.plan
         kv, st = self.kv_pool, self.state_pool
         return {
@@ -505,7 +518,7 @@ class Engine:
             # What the weights are: the checkpoint's, or seeded random values at the real size.
             "weights_source": "dummy (seeded random)" if self.load_format == "dummy" else "checkpoint",
             "tokenizer_source": self.tokenizer_source,
-            "params": sum(p.numel() for p in {id(p): p for p in self.model.parameters()}.values()),
+            "params": parameter_count(self.model),
             "decode_graphs": list(self.decode_graphs.buckets) if self.decode_graphs is not None else None,
             "graph_memory_bytes": getattr(self, "graph_memory_bytes", 0),
             # CPU: seconds spent compiling the decode step at start-up, None when its steps run eagerly.
@@ -564,6 +577,21 @@ class Engine:
             },
         }
 
+    def _log_cpu_copies(self) -> None:
+        """What the CPU's copies of the weights add: oneDNN's packed copies of the plain linears, a GGUF
+        model's CPU forms (packed_weights_bytes_now counts both)."""
+        from bringup.kernels.cpu.onednn_packed import packed_bytes
+
+        from .gguf_weights import copies_held, cpu_copies_bytes
+
+        packed, gguf = packed_bytes(self.model), cpu_copies_bytes(self.model)
+        if packed:  # cpu_linears.py
+            self.log(f"CPU: oneDNN packed copies of the linear weights, {packed / GB:.2f} GB more (products of a "
+                     "few rows and more read them; the MoE's are made at its first wide batch)")
+        if gguf:  # gguf_weights.py: prepare_for_cpu
+            self.log(f"CPU: GGUF layers' copies of their weights ({copies_held(self.model)}), {gguf / GB:.2f} GB "
+                     "more than their blocks")
+
     def packed_weights_bytes_now(self) -> int:
         """The packed weight copies the model holds now (the CPU's; the MoE's come with its first wide batch;
         a kept GGUF model's float32 output projection)."""
@@ -602,10 +630,12 @@ def _prefill_counts(prefill) -> tuple[int, int]:
     return sum(1 for r, n in prefill if r.num_computed == n), sum(n for _, n in prefill)
 
 
-def _compile_caches(device) -> str:
+def _compile_caches(device, cpu_compiled: bool) -> str:
     """Where this start's compiled kernels are kept for the next one: inductor's on-disk cache (the
     CPU's compiled decode step), Triton's (the GPU kernels); a second start of the same model reuses them."""
     if device.type == "cpu":
+        if not cpu_compiled:  # eager steps compiled nothing; importing inductor to say where cost 69 MiB
+            return ""
         from torch._inductor.runtime.cache_dir_utils import cache_dir
 
         return f"; inductor's cache {cache_dir()} (a second start reuses it)"

@@ -61,6 +61,9 @@ RUNNABLE_WEIGHT_SCHEMES = frozenset({"fp8_block", "fp8_channel", "fp8_tensor"})
 # Model types whose layers take quantized linears (their MLPs and attention call the layer modules,
 # or check for quantized ones); NemotronH also takes fp8 routed experts (fused MoE, no gate).
 QUANTIZED_MODEL_TYPES = frozenset({"nemotron_h", "llama", "mistral", "qwen2", "qwen3", "qwen3_moe"})
+# ... and those whose layers take a GGUF file's blocks (core/engine/gguf_weights.py): Gemma 3's
+# attention and MLP call their layer modules as Llama's do (the real Gemma 3 270M Q4_K_M file).
+GGUF_BLOCK_MODEL_TYPES = QUANTIZED_MODEL_TYPES | {"gemma3_text"}
 
 
 def refused_scheme_message(label: str, key: str, method: str, where: str, model_type: str | None = None) -> str:

@@ -1,15 +1,15 @@
 """A GGUF file's quantized matrices kept as llama.cpp's blocks in the engine.
 
 With `--dtype auto` the linear layers (and the embedding, and a lm_head tied to it) whose tensors
-are Q8_0, Q4_0, Q4_1, Q4_K or Q6_K hold the file's bytes as they are (`weight`: uint8 rows of
+are Q8_0, Q4_0, Q4_1, Q5_0, Q4_K or Q6_K hold the file's bytes as they are (`weight`: uint8 rows of
 blocks, loaded under the tensor's own name), and multiply through kernels/reference/gguf_blocks.py
 (a slab of rows dequantised per product). On the CPU, `prepare_for_cpu` re-lays the 4-bit types
 once into torch's int4 layout (kernels/cpu/gguf_int4.py, the same half byte a weight), the fastest
 product torch has for them, with bf16 activations; a Q8_0 output projection (and the embedding
 tied to it) is widened once to bf16 codes and float32 scales (kernels/cpu/gguf_q8_widened.py); a
-Q6_K layer, which torch has no product for, gets a bf16 copy (kernels/cpu/gguf_bf16_copy.py). So
-memory is the quantized model's: the float32 copy of every weight that dequantising at load made
-(and its packed oneDNN twin) is gone. An explicit --dtype dequantises at load, as before.
+Q6_K or Q5_0 layer, which torch has no product for, gets a bf16 copy (kernels/cpu/gguf_bf16_copy.py).
+So memory is the quantized model's: the float32 copy of every weight that dequantising at load
+made (and its packed oneDNN twin) is gone. An explicit --dtype dequantises at load, as before.
 """
 
 from __future__ import annotations
@@ -20,6 +20,16 @@ from torch import nn
 from bringup.kernels.reference.gguf_blocks import BLOCKS, gguf_embedding, gguf_linear, row_bytes
 
 KEPT_TYPES = frozenset(BLOCKS)
+BF16_COPY_TYPES = ("Q6_K", "Q5_0")  # no torch product reads their codes (6 bits; 5 bits)
+# form (GgufLinear.form) -> (the product it runs, the dtype of that product's arithmetic): what
+# /server_info says runs and what check-kernels names and tolerates (core/numerics/quantized_calls.py).
+FORM_PRODUCTS = {
+    "widened": ("cpu: widened Q8_0", "bfloat16"),
+    "int4": ("cpu: int4 product", "bfloat16"),
+    "blockwise": ("cpu: blockwise Q8_0", "bfloat16"),
+    "bf16 copy": ("cpu: bf16 copy", "bfloat16"),
+    "blocks": ("reference", "float32"),
+}
 # The activations' dtype of a model whose blocks are kept. float32: with the whole model in bf16,
 # SmolLM2-135M Q4_1 answered "What is the capital of France?" with noise where float32 says Paris
 # (the walk in tests/app/test_gui_walk.py); the int4 product still runs bf16 inside (kernels/cpu/gguf_int4.py).
@@ -36,7 +46,7 @@ class GgufLinear(nn.Module):
         self.int4 = None  # (packed codes, scales and zeros) once prepare_for_cpu re-laid a 4-bit type
         self.cpu_q8 = False  # Q8_0 through the CPU's blockwise product (prepare_for_cpu)
         self.widened = None  # (bf16 codes, float32 scales) of a Q8_0 output projection (prepare_for_cpu)
-        self.dense = None  # a Q6_K layer's bf16 copy of its weight (prepare_for_cpu says why)
+        self.dense = None  # a Q6_K or Q5_0 layer's bf16 copy of its weight (prepare_for_cpu says why)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.widened is not None:
@@ -98,11 +108,13 @@ def keep_gguf_blocks(model: nn.Module, quant, running) -> None:
     """Swap the modules whose GGUF tensor is a kept block type for their block-holding forms (on
     the meta device). A lm_head tied to a kept embedding becomes a GgufLinear sharing its bytes."""
     dtype = model.dtype
-    replaced = []
+    replaced, dequantised = [], set()
     for name, module in list(model.named_modules()):
         if isinstance(module, (nn.Linear, nn.Embedding)):
             scheme = quant.scheme_for(name)
             if scheme.weight_dtype not in KEPT_TYPES:
+                if scheme.quantized:  # a type with no product here (Q5_0...): read dequantised, as float32
+                    dequantised.add(scheme.weight_dtype)
                 continue
             if isinstance(module, nn.Embedding):
                 new = GgufEmbedding(module.num_embeddings, module.embedding_dim, scheme.weight_dtype, dtype)
@@ -116,12 +128,18 @@ def keep_gguf_blocks(model: nn.Module, quant, running) -> None:
     if getattr(model, "tied", False) and isinstance(embed, GgufEmbedding):
         model.lm_head = GgufLinear(embed.embedding_dim, embed.num_embeddings, embed.ggml_type)
         model.tie_weights()
-    types = sorted({m.ggml_type for m in model.modules() if isinstance(m, (GgufLinear, GgufEmbedding))})
+    types = {m.ggml_type for m in model.modules() if isinstance(m, (GgufLinear, GgufEmbedding))}
     running.quantized_linears = sum(isinstance(m, GgufLinear) for m in model.modules())
     running.dense_linears = sum(type(m) is nn.Linear for m in model.modules())
     if types:
-        running.label = f"GGUF {', '.join(types)} blocks"
+        running.label = blocks_label(types) + (
+            f"; {', '.join(sorted(dequantised))} dequantised to {str(dtype).removeprefix('torch.')}" if dequantised else "")
     running.kernels = {"gguf_linear": "reference"}
+
+
+def blocks_label(ggml_types) -> str:
+    """e.g. "GGUF Q4_1, Q8_0 blocks"."""
+    return f"GGUF {', '.join(sorted(set(ggml_types)))} blocks"
 
 
 def emptied(weight: torch.Tensor) -> nn.Parameter:
@@ -132,11 +150,13 @@ def emptied(weight: torch.Tensor) -> nn.Parameter:
 
 def prepare_for_cpu(model: nn.Module) -> int:
     """Give each GGUF layer its CPU form (the int4 layout of the 4-bit types, Q8_0's blockwise
-    product, a Q8_0 output projection widened, a Q6_K layer's bf16 copy); returns how many got one."""
+    product, a Q8_0 output projection widened, a Q6_K or Q5_0 layer's bf16 copy); returns how many got one."""
     from bringup.kernels.cpu.gguf_bf16_copy import bf16_copy
     from bringup.kernels.cpu.gguf_int4 import INT4_TYPES, pack_int4
 
     from bringup.kernels.dispatch import kernel_choice
+
+    from .heap import trim_heap
 
     if kernel_choice() == "reference":  # BRINGUP_KERNELS=reference: the blocks' own product everywhere
         return 0
@@ -148,9 +168,9 @@ def prepare_for_cpu(model: nn.Module) -> int:
     for m in model.modules():
         if not isinstance(m, GgufLinear) or m.widened is not None:
             continue
-        if m.ggml_type == "Q6_K":
-            # torch has no product for its blocks: dequantising them per product cost 150 times the
-            # int4 product (kernels/cpu/gguf_bf16_copy.py). A tied embedding keeps reading the blocks.
+        if m.ggml_type in BF16_COPY_TYPES:
+            # torch has no product for their blocks: dequantising Q6_K's per product cost 150 times
+            # the int4 product (kernels/cpu/gguf_bf16_copy.py). A tied embedding keeps reading the blocks.
             m.dense = bf16_copy(m.weight.data, m.ggml_type, m.in_features)
         elif m.ggml_type == "Q8_0" and m.weight.device.type == "cpu":
             m.cpu_q8 = True
@@ -160,12 +180,35 @@ def prepare_for_cpu(model: nn.Module) -> int:
             continue
         if (m.dense is not None or m.int4 is not None) and id(m.weight) not in shared:
             m.weight = emptied(m.weight)  # the weight lives in its CPU form now: no second copy
+        # The re-layout's temporaries (int32 codes, float32 scales: 8x a 4-bit layer) freed between
+        # the layers' new forms stay with glibc: kept, they were SmolLM2's peak (+330 MiB).
+        trim_heap()
         done += 1
     running = getattr(model, "weight_scheme", None)
     if running is not None and done:
-        running.kernels = {"gguf_linear": "cpu: int4 product (Q4_0/Q4_1/Q4_K), blockwise Q8_0, bf16 copy (Q6_K)",
-                           "lm_head": _head_form(head)}
+        running.kernels = {"gguf_linear": forms_running(model), "lm_head": _head_form(head)}
+        arithmetic = products_dtype(model)
+        running.products_dtype = arithmetic if arithmetic != str(ACTIVATION_DTYPE).removeprefix("torch.") else ""
     return done
+
+
+def forms_running(model: nn.Module) -> str:
+    """The products the GGUF linears run, each with the types and number of layers it takes, e.g.
+    "cpu: int4 product (Q4_1 x210); cpu: widened Q8_0 (Q8_0 x1)"."""
+    from collections import Counter
+
+    counts = Counter((m.form, m.ggml_type) for m in model.modules() if isinstance(m, GgufLinear))
+    by_form: dict[str, list[str]] = {}
+    for (form, ggml_type), n in sorted(counts.items()):
+        by_form.setdefault(form, []).append(f"{ggml_type} x{n}")
+    return "; ".join(f"{FORM_PRODUCTS[form][0]} ({', '.join(types)})" for form, types in by_form.items())
+
+
+def products_dtype(model: nn.Module) -> str | None:
+    """The least precise arithmetic a GGUF layer of `model` runs in ("bfloat16": a bf16 form, the
+    activations float32 otherwise), or None for a model with no GGUF layers."""
+    found = {FORM_PRODUCTS[m.form][1] for m in model.modules() if isinstance(m, (GgufLinear, GgufEmbedding))}
+    return "bfloat16" if "bfloat16" in found else ("float32" if found else None)
 
 
 def _widen_head(model: nn.Module, head: GgufLinear) -> int:
@@ -188,28 +231,26 @@ def _head_form(head) -> str:
         return "as its weight"
     if head.widened is not None:
         return "Q8_0 widened (bf16 codes, float32 scales)"
-    return "bf16 copy (Q6_K)" if head.dense is not None else "as its blocks"
+    return f"bf16 copy ({head.ggml_type})" if head.dense is not None else "as its blocks"
 
 
 def release_load_memory() -> None:
-    """After a GGUF load: drop the parsed readers (their memory maps and tokenizer arrays) and hand
-    the heap the load freed back to the system (glibc keeps it otherwise): on SmolLM2 Q4_1 the
-    resident memory goes from 877 to 474 MiB."""
-    import ctypes
+    """Once a GGUF file's weights are in the model: drop any parsed reader still cached (the weights'
+    own went as they were read: gguf_file.iter_gguf_weights; the tokenizer parses the file itself)
+    and hand the heap the load freed back to the system (glibc keeps it otherwise)."""
     import gc
 
     from bringup.core.sources.gguf_file import forget_readers
 
+    from .heap import trim_heap
+
     forget_readers()
     gc.collect()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc: the memory stays with the process, nothing else changes
-        pass
+    trim_heap()
 
 
 def cpu_copies_bytes(model: nn.Module) -> int:
-    """Bytes prepare_for_cpu added beyond the file's blocks: the Q6_K layers' bf16 copies and a
+    """Bytes prepare_for_cpu added beyond the file's blocks: the Q6_K / Q5_0 layers' bf16 copies and a
     widened Q8_0 output projection, less the blocks each freed (the int4 layout is the blocks' size)."""
     total = 0
     for m in model.modules():
@@ -222,6 +263,15 @@ def cpu_copies_bytes(model: nn.Module) -> int:
         if m.weight.numel() == 0:  # its blocks went
             total -= m.out_features * row_bytes(m.ggml_type, m.in_features)
     return total
+
+
+def copies_held(model: nn.Module) -> str:
+    """The layers cpu_copies_bytes counts, by form: "1 widened" (a Q8_0 head), "2 bf16 copy" (Q6_K, Q5_0)."""
+    from collections import Counter
+
+    forms = Counter(m.form for m in model.modules()
+                    if isinstance(m, GgufLinear) and (m.dense is not None or m.widened is not None))
+    return ", ".join(f"{n} {form}" for form, n in sorted(forms.items()))
 
 
 def kept_block_names(model: nn.Module) -> set[str]:

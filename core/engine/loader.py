@@ -26,7 +26,7 @@ from bringup.core.sources.gguf_file import is_gguf_path, iter_gguf_weights, load
 from bringup.kernels.dispatch import ops_for
 from bringup.kernels.precision import full_precision_fp32_dots
 
-from .quantized import apply_weight_scheme, dequantised_weights
+from .quantized import apply_weight_scheme, dequantised_label, dequantised_weights
 from .models import CausalLM, UnsupportedModelError, WeightLoadError, decoder_config, model_class_for
 
 Progress = Callable[[str], None]
@@ -215,15 +215,26 @@ def checkpoint_quantization(config: dict, dtype, device_type: str = "cpu"):
     quant = read_quantization(config)
     keep = dtype in (None, "auto")
     if quant is not None and quant.method == "gguf":
-        # GGUF blocks stay blocks where the model's layers take them and the device has products
-        # for them (the CPU: gguf_weights.py; no GPU kernel yet); elsewhere they are dequantised at
-        # load, as an explicit dtype does.
-        from .facts import QUANTIZED_MODEL_TYPES
-        from .gguf_weights import KEPT_TYPES
-
-        keep = (keep and device_type == "cpu" and config.get("model_type") in QUANTIZED_MODEL_TYPES
-                and quant.default.weight_dtype in KEPT_TYPES)
+        keep = keep and not blocks_not_kept(config, quant, device_type)
     return quant, keep
+
+
+def blocks_not_kept(config: dict, quant, device_type: str) -> str:
+    """Why `--dtype auto` dequantises a GGUF file at load, as an explicit dtype does ("" where its
+    blocks stay blocks): they stay where the model's layers take them and the device has products
+    for them (the CPU: gguf_weights.py; no GPU kernel yet)."""
+    from .facts import GGUF_BLOCK_MODEL_TYPES
+    from .gguf_weights import KEPT_TYPES
+
+    if device_type != "cpu":
+        return f"the engine multiplies GGUF blocks on the CPU only, not on {device_type}"
+    model_type = config.get("model_type")
+    if model_type not in GGUF_BLOCK_MODEL_TYPES:
+        return f"{model_type}'s layers do not take blocks yet ({', '.join(sorted(GGUF_BLOCK_MODEL_TYPES))} do)"
+    if quant.default.weight_dtype not in KEPT_TYPES:
+        return (f"its commonest type, {quant.default.weight_dtype}, has no product in the engine "
+                f"({', '.join(sorted(KEPT_TYPES))} have)")
+    return ""
 
 
 def model_dtype_for(quant, keep: bool, dt: torch.dtype) -> torch.dtype:
@@ -299,7 +310,7 @@ def load_model(source, *, device="cpu", dtype="auto", progress: Progress | None 
     if quant is not None and not keep:
         if quant.method != "gguf":  # (a GGUF reader dequantises what it is not asked to keep)
             weights = dequantised_weights(weights, quant, dt)
-        model.weight_scheme.dequantised_from = quant.default.label
+        model.weight_scheme.dequantised_from = dequantised_label(quant)
     if progress:
         progress(f"loading weights from {folder}")
     try:
@@ -326,6 +337,27 @@ def load_tokenizer(folder: Path):
     except Exception as err:  # noqa: BLE001 - many formats, many errors: one message
         raise UserError(f"{folder}: cannot load a tokenizer ({type(err).__name__}: {str(err)[:200]}); "
                         "the folder needs tokenizer.json or tokenizer_config.json with its vocabulary") from None
+
+
+def parameter_count(model: CausalLM) -> int:
+    """The checkpoint's weights the model holds, counted as values: a kept GGUF layer's parameter is
+    its blocks' bytes, or an empty stand-in once its CPU form holds them, so it counts as the
+    [out, in] (or [vocab, dim]) matrix it encodes; a tied head counts once."""
+    from .gguf_weights import GgufEmbedding, GgufLinear
+
+    seen, total = set(), 0
+    for module in model.modules():
+        for name, p in module.named_parameters(recurse=False):
+            if id(p) in seen:
+                continue
+            seen.add(id(p))
+            if name == "weight" and isinstance(module, GgufLinear):
+                total += module.out_features * module.in_features
+            elif name == "weight" and isinstance(module, GgufEmbedding):
+                total += module.num_embeddings * module.embedding_dim
+            else:
+                total += p.numel()
+    return total
 
 
 def weights_bytes(model: CausalLM) -> int:

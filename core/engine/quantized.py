@@ -87,11 +87,15 @@ class RunningScheme:
     quantized_experts: int = 0  # MoE layers whose experts are fp8
     dequantised_from: str = ""  # an explicit --dtype dequantised this scheme at load
     kernels: dict = field(default_factory=dict)
+    # The arithmetic of the quantized products where it is less precise than the model dtype they
+    # sit in ("bfloat16": a GGUF model's CPU forms inside float32 activations); "" otherwise.
+    products_dtype: str = ""
 
     def to_json(self) -> dict:
         return {"scheme": self.label, "method": self.method, "quantized_linears": self.quantized_linears,
                 "dense_linears": self.dense_linears, "quantized_experts": self.quantized_experts,
-                "dequantised_from": self.dequantised_from, "kernels": self.kernels}
+                "dequantised_from": self.dequantised_from, "kernels": self.kernels,
+                "products_dtype": self.products_dtype}
 
 
 def _check_runnable(quant: ModelQuantization, model_type: str, scheme: WeightScheme, where: str) -> None:
@@ -123,8 +127,8 @@ def apply_weight_scheme(model: nn.Module, quant: ModelQuantization | None, model
     """Swap the linear layers and expert stacks the checkpoint quantized for their fp8 forms (on the
     meta device, before allocation); refuse what the engine cannot run. Returns what runs."""
     dtype_name = str(model.dtype).removeprefix("torch.")
-    if quant is None:
-        return RunningScheme(dtype_name)
+    if quant is None:  # every linear plain (a dequantised checkpoint's too)
+        return RunningScheme(dtype_name, dense_linears=sum(isinstance(m, nn.Linear) for m in model.modules()))
     running = RunningScheme(dtype_name, quant.method)
     if quant.method == "gguf":
         from .gguf_weights import keep_gguf_blocks
@@ -164,6 +168,17 @@ def apply_weight_scheme(model: nn.Module, quant: ModelQuantization | None, model
 
 
 # Dequantising at load (an explicit --dtype) ------------------------------------------------------
+
+
+def dequantised_label(quant: ModelQuantization) -> str:
+    """The scheme an explicit dtype dequantised, for `dequantised_from`: the checkpoint's; a GGUF
+    file's every ggml type (its default is only the commonest: SmolLM2's Q8_0 embedding beside
+    its Q4_1 matrices)."""
+    if quant.method == "gguf":
+        from .gguf_weights import blocks_label
+
+        return blocks_label(s.weight_dtype for s in quant.schemes() if s.quantized)
+    return quant.default.label
 
 _E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
 

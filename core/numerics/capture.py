@@ -110,7 +110,7 @@ def capture(source, *, device, dtype, prompt: str | None = None, sequences: list
                         "another run's routing; run compare with --own-routing")
     from bringup.core.engine.engine import weight_scheme
 
-    from .quantized_calls import products_dtype
+    from bringup.core.engine.gguf_weights import products_dtype
 
     return {
         "blocks": {i: torch.cat(parts) for i, parts in blocks.items()},

@@ -25,24 +25,11 @@ from dataclasses import dataclass
 
 import torch
 
-# form -> (implementation shown in the row, the dtype its arithmetic runs in, tolerance)
-FORMS = {
-    "widened": ("cpu: widened Q8_0", "bfloat16", 2e-2),
-    "int4": ("cpu: int4 product", "bfloat16", 3e-2),
-    "blockwise": ("cpu: blockwise Q8_0", "bfloat16", 2e-2),
-    "bf16 copy": ("cpu: bf16 copy", "bfloat16", 3e-2),
-    "blocks": ("reference", "float32", 1e-4),
-}
+from bringup.core.engine.gguf_weights import FORM_PRODUCTS
 
-
-def products_dtype(model) -> str | None:
-    """The least precise arithmetic a GGUF layer of `model` runs in ("bfloat16": a bf16 form, the
-    activations float32 otherwise), or None for a model with no GGUF layers (`bringup compare`
-    tolerates its blocks by it)."""
-    from bringup.core.engine.gguf_weights import GgufEmbedding, GgufLinear
-
-    found = {FORMS[m.form][1] for m in model.modules() if isinstance(m, (GgufLinear, GgufEmbedding))}
-    return "bfloat16" if "bfloat16" in found else ("float32" if found else None)
+# form -> (implementation shown in the row, the dtype its arithmetic runs in (the engine's), tolerance)
+FORM_TOLERANCES = {"widened": 2e-2, "int4": 3e-2, "blockwise": 2e-2, "bf16 copy": 3e-2, "blocks": 1e-4}
+FORMS = {form: (*FORM_PRODUCTS[form], tol) for form, tol in FORM_TOLERANCES.items()}
 
 
 @dataclass

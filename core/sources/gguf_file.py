@@ -296,17 +296,35 @@ def unpermute_qk(weights, n_head: int):
     return weights.reshape(n_head, dim, 2, *weights.shape[1:]).swapaxes(1, 2).reshape(weights.shape)
 
 
-def dequantised(tensor):
-    """A GGUF tensor as a float numpy array in PyTorch's [out, in] layout."""
+def read_data(tensor, file):
+    """The tensor's `data` (same dtype and shape) read from the open `file` instead of through the
+    reader's memory map: a mapped page counts in the process's resident memory for as long as the
+    map lives, so reading every tensor through it held the whole file (98 MiB for SmolLM2) at the
+    load's peak; read, only one tensor's bytes are held at a time beyond the model's own."""
+    import numpy as np
+
+    view = tensor.data  # (a view of the map: no page of it is read here)
+    file.seek(int(tensor.data_offset))
+    data = np.fromfile(file, dtype=view.dtype, count=view.size)
+    if data.size != view.size:
+        raise UserError(f"{file.name}: {tensor.name} ends past the end of the file; the download is incomplete, "
+                        "fetch it again")
+    return data.reshape(view.shape)
+
+
+def dequantised(tensor, data=None):
+    """A GGUF tensor (its bytes `data`, else its reader's map) as a float numpy array in PyTorch's
+    [out, in] layout."""
     import numpy as np
     from gguf import GGMLQuantizationType
     from gguf.quants import dequantize
 
     kind = tensor.tensor_type
+    data = tensor.data if data is None else data
     if kind in (GGMLQuantizationType.F32, GGMLQuantizationType.F16):
-        data = np.asarray(tensor.data)
+        data = np.asarray(data)
     else:  # BF16 and the block quantisations come back as float32
-        data = dequantize(tensor.data, kind)
+        data = dequantize(data, kind)
     shape = tuple(int(d) for d in reversed(tensor.shape))  # GGUF lists dims innermost first
     return data.reshape(shape)
 
@@ -321,30 +339,35 @@ def iter_gguf_weights(path, config: dict | None = None, keep_blocks=frozenset())
     arch = _value(reader, "general.architecture")
     config = config or read_gguf_config(path)
     heads, kv_heads = config["num_attention_heads"], config.get("num_key_value_heads", config["num_attention_heads"])
+    # The weights are the last thing a load reads from the parsed file: with only its tensors held,
+    # the rest of the reader (the tokenizer arrays: 160 MiB for SmolLM2) goes before the weights come.
+    tensors = reader.tensors
+    del reader
+    forget_readers()
     unknown = []
-    for tensor in reader.tensors:
-        name = tensor.name
-        m = _BLOCK.match(name)
-        if m and m.group(2) in _EXPERTS:  # [experts, out, in]: one expert at a time, as checkpoints hold them
-            data = dequantised(tensor)
-            for e in range(data.shape[0]):
-                yield (f"model.layers.{m.group(1)}.mlp.experts.{e}.{_EXPERTS[m.group(2)]}.weight",
-                       torch.from_numpy(np.array(data[e], dtype=np.float32, order="C")))
-            continue
-        target = hf_name(name, arch)
-        if target is None:
-            if not name.startswith("rope_freqs"):
-                unknown.append(name)
-            continue
-        data = np.asarray(tensor.data) if target in keep_blocks else dequantised(tensor)
-        if arch in PERMUTED_QK and m and m.group(2) in ("attn_q", "attn_k"):
-            data = unpermute_qk(data, heads if m.group(2) == "attn_q" else kv_heads)
-        if arch in NORM_PLUS_ONE and target.endswith("norm.weight"):
-            data = data - 1.0
-        if target in keep_blocks:
-            yield target, torch.from_numpy(np.array(data, order="C"))  # rows of blocks (row permutes keep them whole)
-            continue
-        yield target, torch.from_numpy(np.array(data, dtype=np.float32, order="C"))  # a copy: the file is memory-mapped read-only
+    with open(Path(os.fspath(path)).expanduser(), "rb") as file:
+        for tensor in tensors:
+            name = tensor.name
+            m = _BLOCK.match(name)
+            if m and m.group(2) in _EXPERTS:  # [experts, out, in]: one expert at a time, as checkpoints hold them
+                data = dequantised(tensor, read_data(tensor, file))
+                for e in range(data.shape[0]):
+                    yield (f"model.layers.{m.group(1)}.mlp.experts.{e}.{_EXPERTS[m.group(2)]}.weight",
+                           torch.from_numpy(np.array(data[e], dtype=np.float32, order="C")))
+                continue
+            target = hf_name(name, arch)
+            if target is None:
+                if not name.startswith("rope_freqs"):
+                    unknown.append(name)
+                continue
+            data = read_data(tensor, file)
+            data = data if target in keep_blocks else dequantised(tensor, data)
+            if arch in PERMUTED_QK and m and m.group(2) in ("attn_q", "attn_k"):
+                data = unpermute_qk(data, heads if m.group(2) == "attn_q" else kv_heads)
+            if arch in NORM_PLUS_ONE and target.endswith("norm.weight"):
+                data = data - 1.0
+            # rows of blocks stay whole through the row permutes; the rest as float32
+            yield target, torch.from_numpy(np.ascontiguousarray(data, dtype=None if target in keep_blocks else np.float32))
     if unknown:
         shown = ", ".join(unknown[:6]) + (f" and {len(unknown) - 6} more" if len(unknown) > 6 else "")
         raise UserError(f"{path}: GGUF tensors the engine does not know how to place: {shown}")

@@ -1,4 +1,4 @@
-"""GGUF Q6_K blocks on the CPU as a bf16 copy of the weight, dequantised once at load.
+"""GGUF Q6_K and Q5_0 blocks on the CPU as a bf16 copy of the weight, dequantised once at load.
 
 Q6_K's scales are per 16 weights, below the 32-weight groups of torch's int4 product, and its codes
 6 bits; dequantising its blocks per product (kernels/reference/gguf_blocks.py) took 9.6 ms for a
@@ -7,8 +7,9 @@ product of the same shape. Its exact codes widened to bf16 per 16 columns (as gg
 does per 32) took 0.36 ms, and 32-39 ms for a [49152, 576] output projection against 21 for its
 float32 copy. The bf16 copy, each weight rounded once to bf16 (2 bytes a weight; the blocks hold
 0.82, a float32 copy 4), took 0.15-0.17 ms and 17 ms: the fastest, with the error of the int4
-product's bf16 scales and zeros (about 3e-3 of the largest output). The product: bf16 activations,
-float32 output and bias.
+product's bf16 scales and zeros (about 3e-3 of the largest output). Q5_0 (llama.cpp's fallback
+where 256 does not divide a row: Gemma 3 270M's attention and MLP) has 5-bit codes, which no torch
+product reads either: the same copy. The product: bf16 activations, float32 output and bias.
 Reference: kernels/reference/gguf_blocks.py (`gguf_linear`), float32 on the blocks.
 """
 

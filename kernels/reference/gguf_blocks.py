@@ -6,6 +6,8 @@ fixed byte size (ggml's layouts, as gguf-py's `quants` module decodes them):
 - Q8_0 (34 bytes / 32): fp16 d, 32 int8 q; w = d * q
 - Q4_0 (18 / 32): fp16 d, 16 bytes of nibbles (low nibbles are elements 0-15, high 16-31); w = d * (q - 8)
 - Q4_1 (20 / 32): fp16 d, fp16 m, nibbles as Q4_0; w = d * q + m
+- Q5_0 (22 / 32): fp16 d, 4 bytes (a little-endian uint32) whose bit i is element i's fifth bit,
+  nibbles as Q4_0; w = d * (q - 16) (llama.cpp's fallback where a K type's 256 does not divide a row)
 - Q4_K (144 / 256): fp16 d, fp16 dmin, 12 bytes of 6-bit scales and mins for 8 sub-blocks of 32,
   128 bytes of nibbles (each 32 bytes: low nibbles one sub-block, high nibbles the next); w = d*sc*q - dmin*m
 - Q6_K (210 / 256): 128 bytes of low 4 bits, 64 of high 2 bits, 16 int8 scales (one per 16), fp16 d;
@@ -19,7 +21,8 @@ from __future__ import annotations
 import torch
 
 # ggml type -> (weights per block, bytes per block)
-BLOCKS = {"Q8_0": (32, 34), "Q4_0": (32, 18), "Q4_1": (32, 20), "Q4_K": (256, 144), "Q6_K": (256, 210)}
+BLOCKS = {"Q8_0": (32, 34), "Q4_0": (32, 18), "Q4_1": (32, 20), "Q5_0": (32, 22), "Q4_K": (256, 144),
+          "Q6_K": (256, 210)}
 ROWS_PER_CHUNK = 1024
 
 
@@ -50,6 +53,12 @@ def _q4_0(b):
 
 def _q4_1(b):
     return _f16(b[..., 0:2])[..., None] * _nibbles(b[..., 4:]).float() + _f16(b[..., 2:4])[..., None]
+
+
+def _q5_0(b):
+    high = b[..., 2:6].contiguous().view(torch.int32)  # [..., 1]: one bit an element
+    bits = (high >> torch.arange(32, dtype=torch.int32, device=b.device)) & 1
+    return _f16(b[..., 0:2])[..., None] * ((_nibbles(b[..., 6:]).int() | (bits << 4)).float() - 16)
 
 
 def q4_k_scales(s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -86,7 +95,7 @@ def _q6_k(b):
     return d[..., None] * w.reshape(*b.shape[:-1], 256)
 
 
-_DECODERS = {"Q8_0": _q8_0, "Q4_0": _q4_0, "Q4_1": _q4_1, "Q4_K": _q4_k, "Q6_K": _q6_k}
+_DECODERS = {"Q8_0": _q8_0, "Q4_0": _q4_0, "Q4_1": _q4_1, "Q5_0": _q5_0, "Q4_K": _q4_k, "Q6_K": _q6_k}
 
 
 def dequantize_blocks(blocks: torch.Tensor, ggml_type: str, cols: int) -> torch.Tensor:

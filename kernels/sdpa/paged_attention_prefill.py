@@ -53,8 +53,6 @@ def paged_attention_prefill(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
             host = host.pin_memory()
         reqs, toks, ctx = host.to(q.device, non_blocking=True).split(len(singles))
         out[toks] = _decode_op(q.device)(q[toks], k_cache, v_cache, block_tables[reqs], ctx.int(), scale, None)
-    from torch.nn.attention.bias import causal_lower_right
-
     rep = Hq // Hkv
     for i, (n, c) in enumerate(zip(query_lens, context_lens)):
         if n == 1:
@@ -67,7 +65,17 @@ def paged_attention_prefill(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
         if rep > 1:
             k, v = k.repeat_interleave(rep, dim=0), v.repeat_interleave(rep, dim=0)
         qi = q[lo:lo + n].transpose(0, 1)[None]  # [1, Hq, n, D]
-        # The chunk's token j sits at position c - n + j and sees positions up to it.
-        o = F.scaled_dot_product_attention(qi, k[None], v[None], attn_mask=causal_lower_right(n, c), scale=scale)
+        o = F.scaled_dot_product_attention(qi, k[None], v[None], scale=scale, **_causal(n, c))
         out[lo:lo + n] = o[0].transpose(0, 1)
     return out
+
+
+def _causal(n: int, c: int) -> dict:
+    """The chunk's token j sits at position c - n + j and sees positions up to it: a whole prompt
+    (n == c) is SDPA's own causal mask; a later chunk needs the bottom-right bias, whose module
+    imports torch._dynamo (70 MiB of resident memory a CPU engine otherwise never loads)."""
+    if n == c:
+        return {"is_causal": True}
+    from torch.nn.attention.bias import causal_lower_right
+
+    return {"attn_mask": causal_lower_right(n, c)}

@@ -29,7 +29,7 @@ CHAT_TEMPLATE = (
 )
 SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 # Where each block type keeps its fp16 scales inside a block (the rest of the bytes are codes: any value).
-SCALE_FIELDS = {"Q8_0": (0,), "Q4_0": (0,), "Q4_1": (0, 2), "Q4_K": (0, 2), "Q6_K": (208,)}
+SCALE_FIELDS = {"Q8_0": (0,), "Q4_0": (0,), "Q4_1": (0, 2), "Q5_0": (0,), "Q4_K": (0, 2), "Q6_K": (208,)}
 
 
 def random_blocks(ggml_type: str, rows: int, cols: int, seed: int = 0) -> np.ndarray:
@@ -80,7 +80,8 @@ def byte_level_vocab(vocab_size: int = 320) -> tuple[list[str], list[str]]:
 def write_gguf(hf_model, path: Path, tokens: list[str], merges: list[str], *, quant: str = "mixed") -> Path:
     """`hf_model` (transformers Llama, Qwen3 or Gemma 3 text) as a GGUF file. quant: "f32" (every
     tensor exact), "mixed" (embedding Q8_0, attention Q4_0 where rows allow, MLP F16, norms F32), or
-    "blocks" (as mixed, the MLP and an untied lm_head Q4_1), or "kquants" (embedding and attention
+    "blocks" (as mixed, the MLP and an untied lm_head Q4_1), "q5" (as blocks, the MLP's down
+    projection Q5_0 and the attention's output Q5_1, a type the engine keeps no blocks of), or "kquants" (embedding and attention
     Q8_0, the MLP's gate and up Q4_K, its down and an untied lm_head Q6_K; gguf-py cannot quantise the
     K types, so theirs are seeded random blocks: text is noise, the products still checkable; the
     matrices' columns a multiple of 256).
@@ -142,12 +143,16 @@ def write_gguf(hf_model, path: Path, tokens: list[str], merges: list[str], *, qu
                 blocks = random_blocks(kind.name, *data.shape, seed=zlib.crc32(name.encode()))
                 writer.add_tensor(gguf_name(name, arch), blocks, raw_dtype=kind)
                 continue
-        elif quant in ("mixed", "blocks") and data.ndim == 2:
+        elif quant in ("mixed", "blocks", "q5") and data.ndim == 2:
             if "embed_tokens" in name:
                 kind = gguf.GGMLQuantizationType.Q8_0
+            elif quant == "q5" and "o_proj" in name and data.shape[1] % 32 == 0:
+                kind = gguf.GGMLQuantizationType.Q5_1
             elif "self_attn" in name and data.shape[1] % 32 == 0:
                 kind = gguf.GGMLQuantizationType.Q4_0
-            elif quant == "blocks" and data.shape[1] % 32 == 0:
+            elif quant == "q5" and "down_proj" in name and data.shape[1] % 32 == 0:
+                kind = gguf.GGMLQuantizationType.Q5_0
+            elif quant in ("blocks", "q5") and data.shape[1] % 32 == 0:
                 kind = gguf.GGMLQuantizationType.Q4_1
             else:
                 kind = gguf.GGMLQuantizationType.F16

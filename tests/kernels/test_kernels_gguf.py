@@ -100,20 +100,21 @@ def test_widened_q8_rows_are_the_dequantised_embedding():
                        gguf_embedding(ids, blocks, "Q8_0", 128, torch.float32))
 
 
+@pytest.mark.parametrize("ggml_type", ["Q6_K", "Q5_0"])
 @pytest.mark.parametrize("rows", [1, 5])
-def test_q6_k_bf16_copy_product_is_within_bf16_rounding_of_reference(rows, monkeypatch):
+def test_bf16_copy_product_is_within_bf16_rounding_of_reference(ggml_type, rows, monkeypatch):
     import sys
 
     from bringup.kernels.cpu.gguf_bf16_copy import bf16_copy, bf16_copy_linear
 
     monkeypatch.setattr(sys.modules["bringup.kernels.cpu.gguf_bf16_copy"], "ROWS_PER_CHUNK", 7)  # ragged slabs
-    blocks = torch.from_numpy(random_blocks("Q6_K", 20, 512, seed=8))
-    w = dequantize_blocks(blocks, "Q6_K", 512)
-    copy = bf16_copy(blocks, "Q6_K", 512)
+    blocks = torch.from_numpy(random_blocks(ggml_type, 20, 512, seed=8))
+    w = dequantize_blocks(blocks, ggml_type, 512)
+    copy = bf16_copy(blocks, ggml_type, 512)
     assert copy.dtype == torch.bfloat16 and torch.equal(copy, w.to(torch.bfloat16))  # each weight rounded once
     x = torch.randn(rows, 512, generator=torch.Generator().manual_seed(9))
     bias = torch.randn(20, generator=torch.Generator().manual_seed(10))
-    expected = gguf_linear(x, blocks, "Q6_K", 512, bias)
+    expected = gguf_linear(x, blocks, ggml_type, 512, bias)
     got = bf16_copy_linear(x, copy, bias)
     assert got.dtype == x.dtype and got.shape == expected.shape
     # Rounded to bf16 (u = 2^-8): each weight, each activation (a product term off by at most

@@ -30,3 +30,11 @@ def test_a_dequantised_checkpoint_says_from_what():
 
 def test_plain_weights_keep_their_line():
     assert running_label(info({"scheme": "bfloat16", "method": "", "dequantised_from": ""})) == running_label(BASE)
+
+
+def test_kept_gguf_blocks_name_the_arithmetic_of_their_products():
+    """The dtype beside them is the activations' (float32): the blocks' CPU products run bf16 inside."""
+    weights = {"scheme": "GGUF Q4_1, Q8_0 blocks", "method": "gguf", "dequantised_from": "", "products_dtype": "bfloat16"}
+    served = ServedModel.from_info({**BASE, "dtype": "float32", "device": "cpu", "weights": weights})
+    assert served.quantization == "GGUF Q4_1, Q8_0 blocks, bfloat16 products"
+    assert "GGUF Q4_1, Q8_0 blocks, bfloat16 products · float32 · cpu" in served.label

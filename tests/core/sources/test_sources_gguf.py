@@ -5,6 +5,7 @@ same file: config, tokenizer, dequantised weights, and the engine's logits and g
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 
 import pytest
 import torch
@@ -192,3 +193,45 @@ def test_a_rope_freqs_tensor_is_named_as_not_applied(files, tmp_path):
     loaded = load_config(str(path))
     assert any("rope_freqs" in note and "not applied" in note for note in loaded.notes)
     assert not any("rope_freqs" in note for note in load_config(str(exact)).notes)
+
+
+def _file_backed_resident_bytes() -> int:
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) * 1024 for line in status if line.startswith("RssFile:"))
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads Linux's /proc")
+def test_loading_weights_leaves_the_file_s_pages_unmapped(files, vocab, tmp_path):
+    """The reader maps the whole file; reading each tensor through that map kept every page of it in
+    the process's resident memory until the reader went (SmolLM2: 98 MiB at the load's peak)."""
+    hf_small, exact, _ = files
+    if hf_small.config.model_type != "llama":
+        pytest.skip("one architecture is enough: the reading is the same")
+    for _ in gguf_file.iter_gguf_weights(exact):  # the code the walk runs, loaded before the count
+        pass
+    tokens, merges = vocab
+    hf = tiny_llama(len(tokens), hidden_size=512, intermediate_size=2048, num_hidden_layers=1, num_attention_heads=8,
+                    num_key_value_heads=8, head_dim=64)
+    big = write_gguf(hf, tmp_path / "big-f32.gguf", tokens, merges, quant="f32")  # 17 MiB of float32 tensors
+    gguf_file.reader_for(big)
+    before = _file_backed_resident_bytes()
+    names = [name for name, _ in gguf_file.iter_gguf_weights(big)]
+    grown = _file_backed_resident_bytes() - before
+    assert len(names) == len(hf.state_dict()) and big.stat().st_size > 16 << 20
+    assert grown < big.stat().st_size // 4, grown
+
+
+def test_no_parsed_reader_lives_while_the_weights_are_read(files):
+    """The reader's fields hold the tokenizer arrays as numpy objects (160 MiB for SmolLM2's 49k
+    tokens and merges): a load holds only the tensors' places while the weights come."""
+    import gc
+
+    from gguf import GGUFReader
+
+    _, _, quantised = files
+    gguf_file.reader_for(quantised)  # parsed, as the config's read leaves it
+    weights = gguf_file.iter_gguf_weights(quantised)
+    next(weights)
+    gc.collect()
+    assert not [o for o in gc.get_objects() if type(o) is GGUFReader]
+    assert len(list(weights)) > 0

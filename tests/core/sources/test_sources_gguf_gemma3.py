@@ -66,3 +66,31 @@ def test_engine_on_the_gguf_decodes_as_transformers_on_the_checkpoint(gemma3_ggu
     out = engine.generate(prompts, SamplingParams(max_new_tokens=6, temperature=0, ignore_eos=True))
     assert out == expected
     engine.check_pools()
+
+
+def test_auto_keeps_a_gemma3_file_s_blocks_and_computes_what_its_dequantised_model_does(gemma3_gguf, tmp_path):
+    """Gemma 3's layers take GGUF blocks as Llama's do (the real 270M Q4_K_M file ran float32
+    dequantised under --dtype auto: 2.5 GB resident); the tied Q8_0 embedding keeps its sqrt(H) scale."""
+    from models_helpers import Req, make_pools, run_engine
+
+    from bringup.core.engine.gguf_weights import GgufEmbedding, GgufLinear, prepare_for_cpu
+    from bringup.core.engine.loader import load_model
+
+    hf, _ = gemma3_gguf
+    tokens, merges = byte_level_vocab()
+    path = write_gguf(hf, tmp_path / "tiny-gemma3-q.gguf", tokens, merges, quant="q5")
+    engine = Engine(EngineConfig(str(path), device="cpu", dtype="auto", max_running_requests=1, context_length=64),
+                    log=lambda m: None)
+    weights = engine.server_info()["weights"]
+    # (the MLP's down projection, 48 columns, stays F16: read as float32 like the norms)
+    assert weights["scheme"] == "GGUF Q4_0, Q4_1, Q8_0 blocks; Q5_1 dequantised to float32"
+    assert weights["dequantised_from"] == "" and isinstance(engine.model.input_embedding, GgufEmbedding)
+    assert {m.form for m in engine.model.modules() if isinstance(m, GgufLinear)} == {"int4", "widened"}
+    kept = load_model(path, dtype="auto").model
+    prepare_for_cpu(kept)
+    floats = load_model(path, dtype="float32").model
+    prompt = list(range(5, 30))  # longer than the sliding window (5)
+    kv, state = make_pools(kept, dtype=kept.dtype)
+    x = run_engine(kept, [Req(prompt, [25], steps=3)], kv_pool=kv, state_pool=state)[0].logits[0].float()
+    y = run_engine(floats, [Req(prompt, [25], steps=3)])[0].logits[0]
+    assert (x - y).abs().max() <= 3e-2 * y.abs().max()
