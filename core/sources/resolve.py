@@ -70,11 +70,13 @@ def _from_gguf(path: Path, source: str) -> LoadedConfig:
 
     config = read_gguf_config(path)
     facts = config.get("gguf", {})
-    # No folder: the planner sizes the weights from the parameter count at the engine's dtype,
-    # which is what the engine holds after dequantising.
+    # No folder: the planner sizes the weights from the parameter count, at the blocks' own bits where
+    # the dtype is left to the file (its quantization_config), else at the dtype asked for.
     loaded = LoadedConfig(config, model_name(path), source, "gguf", None)
     loaded.notes.append(f"GGUF file ({facts.get('architecture')}, weights {facts.get('quantisation')}): "
-                        "config and tokenizer from its metadata; the engine dequantises the weights to its dtype")
+                        "config and tokenizer from its metadata; with --dtype auto the engine keeps the blocks "
+                        "where the model's layers and the device have products for them (the CPU) and "
+                        "dequantises the rest; an explicit --dtype dequantises them all (Run names what runs)")
     if facts.get("note"):
         loaded.notes.append(f"GGUF: {facts['note']}")
     return loaded
