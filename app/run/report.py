@@ -82,8 +82,9 @@ def collect_session(run_tab) -> SessionExport:
         record.model = {"name": lm.name, "source": lm.source, "model type": lm.model_type,
                         "architecture": lm.architecture, "hybrid family": lm.family or "none",
                         "layers": lm.num_layers, "full attention layers": lm.full_attention_layers,
-                        "state layers": len(lm.state_layers), "parameters": lm.params_total,
-                        "active parameters": lm.params_active}
+                        "state layers": len(lm.state_layers), "parameters": lm.params_total}
+        if lm.params_active is not None:  # (MoE models only: a dense model's are all of them)
+            record.model["active parameters"] = lm.params_active
     window = run_tab.window()
     from bringup.app.layermap.view import LayerMapView
 

@@ -9,7 +9,7 @@ import pytest
 
 from bringup.core.client.running_label import ServedModel
 from gui_helpers import LAYER0_LOG as LOG
-from repo_paths import REPO
+from repo_paths import REPO, SHARED_MODELS
 from test_run_served_model import MINIATURE, NANO
 
 
@@ -47,6 +47,14 @@ def test_report_names_the_served_model_the_plans_device_and_the_logs_lines(windo
     assert "--tp 4" in text  # the advice that would fit
     assert "line 5" in text and "layer_id=0 not in full attention layers" in text  # Diagnose's finding, its log line
     assert "Layer map" in text
+    assert "active parameters" in text  # an MoE model's
+
+
+def test_a_dense_models_report_has_no_empty_active_parameters_row(window, tmp_path, qtbot):
+    with qtbot.waitSignal(window.settled, timeout=10000):
+        window.load(str(SHARED_MODELS / "Qwen__Qwen3-8B.json"))
+    text = window.tab("Run").export_report(tmp_path / "r.html").read_text()
+    assert "Qwen3-8B" in text and "parameters" in text and "active parameters" not in text
 
 
 def test_reports_are_saved_outside_the_checkout_and_confirmed_with_open(window, tmp_path):
