@@ -15,7 +15,9 @@
 3. With `--vs-bench`, every level runs `bringup bench SOURCE`'s own workload (its defaults: 16
    requests, prompts 16:64, outputs 16:64, seed 0), and `bringup bench`'s figure is measured on the
    in-process engine as the bench measures it (core/bench/throughput.run_engine: every request at
-   once, the fastest of --repeats); each served level shows its share of that figure too.
+   once, the fastest of its runs); each served level shows its share of that figure too. On the CPU
+   the engine stays loaded and one bench run precedes each served run, so a neighbour's busy spell
+   on a shared machine slows a run of each side alike.
    `--cpu-threads N` sets the in-process engine's threads (default: the idle cores, as the bench).
 """
 
@@ -87,16 +89,13 @@ def bench_workload(source: str, vocab: int) -> list[tuple[list[int], int]]:
     return make_workload(s.num_seqs, s.input_len, s.output_len, s.seed, vocab)
 
 
-def bench_figure(engine, work, repeats: int) -> dict:
-    """`bringup bench`'s figure on this engine: every request at once, the fastest of `repeats` runs."""
-    from bringup.core.bench.throughput import run_engine
-
-    runs = [run_engine(engine, work) for _ in range(repeats)]
+def bench_figure(runs, threads) -> dict:
+    """`bringup bench`'s figure: the fastest of its runs."""
     seconds, tokens = min(runs)
     out = {"output_tok_s": tokens / seconds, "output_tokens": tokens, "runs_s": [r[0] for r in runs],
-           "threads": getattr(engine, "cpu_threads", None)}
-    print(f"`bringup bench` (every request at once, fastest of {repeats}): {out['output_tok_s']:,.0f} output tok/s"
-          + (f", {out['threads']} CPU thread(s)" if out["threads"] else ""), flush=True)
+           "threads": threads}
+    print(f"`bringup bench` (every request at once, fastest of {len(runs)}): {out['output_tok_s']:,.0f} output tok/s"
+          + (f", {threads} CPU thread(s)" if threads else ""), flush=True)
     return out
 
 
@@ -182,8 +181,18 @@ def main() -> int:
         print(f"in-process concurrency {c}: {row['output_tok_s']:,.0f} output tok/s, "
               f"{row['per_request_tok_s']:,.0f} per request", flush=True)
     result["in_process"] = rows
-    if args.vs_bench:
-        result["bench"] = bench_figure(engine, works[0], args.repeats)
+    # On the CPU the bench's runs alternate with the server's (the engine stays loaded, idle meanwhile),
+    # so a neighbour's busy spell on a shared machine slows one run of each side rather than one side.
+    alternate = args.vs_bench and engine.device.type == "cpu"
+    from bringup.core.bench.throughput import run_engine
+
+    bench: list = []  # (seconds, tokens) of each run timed as `bringup bench` times it
+    threads = getattr(engine, "cpu_threads", None)
+    bench_once = lambda: bench.append(run_engine(engine, works[0]))  # noqa: E731
+    if args.vs_bench and not alternate:
+        for _ in range(args.repeats):
+            bench_once()
+        result["bench"] = bench_figure(bench, threads)
     if args.in_process_chunk:
         engine.scheduler.token_budget = engine.scheduler.mixed_budget = args.in_process_chunk  # as nano_full.py's
         row = in_process_level(engine, works[-1], levels[-1])
@@ -193,7 +202,8 @@ def main() -> int:
               f"{row['output_tok_s']:,.0f} output tok/s", flush=True)
     engine.check_pools()
     device = engine.device
-    del engine
+    if not alternate:
+        del engine
     import gc
 
     gc.collect()
@@ -201,7 +211,9 @@ def main() -> int:
 
     argv = [sys.executable, "-P", "-m", "bringup", "serve", args.source, "--host", "127.0.0.1", "--port", "0",
             "--device", args.device, "--load-format", args.load_format, *shlex.split(args.serve_flags)]
-    result["starts"] = [serve_levels(argv, args, levels, works, result)]
+    result["starts"] = [serve_levels(argv, args, levels, works, result, bench_once if alternate else None)]
+    if alternate:
+        result["bench"] = bench_figure(bench, threads)
     report(result, rows, args)
     if args.second_start:  # the same start again: Triton's and inductor's caches are warm now
         result["starts"].append(serve_levels(argv, args, [], [], result))
@@ -209,8 +221,9 @@ def main() -> int:
     return 0
 
 
-def serve_levels(argv, args, levels, works, result) -> dict:
-    """Start the server, run the levels through bench/serving.py (none: only the start), stop it."""
+def serve_levels(argv, args, levels, works, result, before_each=None) -> dict:
+    """Start the server, run the levels through bench/serving.py (none: only the start), stop it.
+    `before_each()` runs before every served run (the in-process bench's alternating runs)."""
     print("$ " + " ".join(argv), flush=True)
     t0 = time.monotonic()
     proc, base, lines = start(argv, args.ready_timeout)
@@ -225,6 +238,8 @@ def serve_levels(argv, args, levels, works, result) -> dict:
             asyncio.run(serving.run_level(target, [(p[:16], 4) for p, _ in work[:2]], None, float("inf"), 0))
             runs = []
             for _ in range(args.repeats):
+                if before_each is not None:
+                    before_each()
                 res, seconds = asyncio.run(serving.run_level(target, work, c, float("inf"), args.seed + k))
                 runs.append(serving.summarise(res, seconds, c, float("inf")))
             row = max(runs, key=lambda r: r["output_tok_s"])
