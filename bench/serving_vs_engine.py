@@ -12,6 +12,13 @@
    bench/serving.py at each level on the very same requests (same seeds); its table, with each
    level's share of the in-process figure. Then a second start of the server, to show the start-up
    with Triton's / inductor's caches warm (`--second-start`).
+3. With `--vs-bench`, every level runs `bringup bench SOURCE`'s own workload (its defaults: 16
+   requests, prompts 16:64, outputs 16:64, seed 0), and `bringup bench`'s figure is measured on the
+   in-process engine as the bench measures it (core/bench/throughput.run_engine: every request at
+   once, the fastest of its runs); each served level shows its share of that figure too. On the CPU
+   the engine stays loaded and one bench run precedes each served run, so a neighbour's busy spell
+   on a shared machine slows a run of each side alike.
+   `--cpu-threads N` sets the in-process engine's threads (default: the idle cores, as the bench).
 """
 
 from __future__ import annotations
@@ -74,6 +81,24 @@ def in_process_level(engine, work, concurrency: int) -> dict:
             "ttft_s": serving.percentiles(ttft), "itl_s": serving.percentiles(itl), "steps": _step_summary(steps)}
 
 
+def bench_workload(source: str, vocab: int) -> list[tuple[list[int], int]]:
+    """The requests `bringup bench SOURCE` runs with its default flags."""
+    from bringup.core.bench.throughput import BenchSettings, make_workload
+
+    s = BenchSettings(source)
+    return make_workload(s.num_seqs, s.input_len, s.output_len, s.seed, vocab)
+
+
+def bench_figure(runs, threads) -> dict:
+    """`bringup bench`'s figure: the fastest of its runs."""
+    seconds, tokens = min(runs)
+    out = {"output_tok_s": tokens / seconds, "output_tokens": tokens, "runs_s": [r[0] for r in runs],
+           "threads": threads}
+    print(f"`bringup bench` (every request at once, fastest of {len(runs)}): {out['output_tok_s']:,.0f} output tok/s"
+          + (f", {threads} CPU thread(s)" if threads else ""), flush=True)
+    return out
+
+
 def _composition(step) -> tuple[str, int, int] | None:
     """(kind, prompt tokens, decode rows) of a step just recorded (a decode row is past its prompt)."""
     if step is None or not step.requests:
@@ -117,6 +142,9 @@ def main() -> int:
     ap.add_argument("--ready-timeout", type=float, default=600)
     ap.add_argument("--json-out", default=None)
     ap.add_argument("--serve-flags", default="", help="more `bringup serve` flags, one string (e.g. '--cpu-threads 1')")
+    ap.add_argument("--vs-bench", action="store_true",
+                    help="every level runs `bringup bench`'s workload, and its figure is printed beside the server's")
+    ap.add_argument("--cpu-threads", type=int, default=None, help="the in-process engine's CPU threads")
     args = ap.parse_args()
     levels = [int(x) for x in args.levels.split(",")]
     counts = [int(x) for x in args.prompts.split(",")] if args.prompts else [max(8, 2 * c) for c in levels]
@@ -130,12 +158,16 @@ def main() -> int:
 
     model = resolve_default(args.source) or model_source(args.source, args.load_format)[0]
     t = time.monotonic()
-    engine = Engine(EngineConfig(model, device=args.device, load_format=args.load_format),
+    engine = Engine(EngineConfig(model, device=args.device, load_format=args.load_format, cpu_threads=args.cpu_threads),
                     log=lambda m: print(f"  [engine] {m}", flush=True))
     result["in_process_start_s"] = time.monotonic() - t
     vocab = int(engine.vocab_size or len(engine.tokenizer))
-    works = [serving.make_requests(args.dataset, n, args.input_len, args.output_len, args.range_ratio, vocab,
-                                   args.seed + k) for k, n in enumerate(counts)]
+    if args.vs_bench:
+        works = [bench_workload(args.source, vocab)] * len(levels)
+        result["prompts"] = [len(w) for w in works]
+    else:
+        works = [serving.make_requests(args.dataset, n, args.input_len, args.output_len, args.range_ratio, vocab,
+                                       args.seed + k) for k, n in enumerate(counts)]
     from bringup.core.engine.sampling import SamplingParams
 
     # one tiny request: the first steps' one-time costs
@@ -149,6 +181,18 @@ def main() -> int:
         print(f"in-process concurrency {c}: {row['output_tok_s']:,.0f} output tok/s, "
               f"{row['per_request_tok_s']:,.0f} per request", flush=True)
     result["in_process"] = rows
+    # On the CPU the bench's runs alternate with the server's (the engine stays loaded, idle meanwhile),
+    # so a neighbour's busy spell on a shared machine slows one run of each side rather than one side.
+    alternate = args.vs_bench and engine.device.type == "cpu"
+    from bringup.core.bench.throughput import run_engine
+
+    bench: list = []  # (seconds, tokens) of each run timed as `bringup bench` times it
+    threads = getattr(engine, "cpu_threads", None)
+    bench_once = lambda: bench.append(run_engine(engine, works[0]))  # noqa: E731
+    if args.vs_bench and not alternate:
+        for _ in range(args.repeats):
+            bench_once()
+        result["bench"] = bench_figure(bench, threads)
     if args.in_process_chunk:
         engine.scheduler.token_budget = engine.scheduler.mixed_budget = args.in_process_chunk  # as nano_full.py's
         row = in_process_level(engine, works[-1], levels[-1])
@@ -158,7 +202,8 @@ def main() -> int:
               f"{row['output_tok_s']:,.0f} output tok/s", flush=True)
     engine.check_pools()
     device = engine.device
-    del engine
+    if not alternate:
+        del engine
     import gc
 
     gc.collect()
@@ -166,7 +211,9 @@ def main() -> int:
 
     argv = [sys.executable, "-P", "-m", "bringup", "serve", args.source, "--host", "127.0.0.1", "--port", "0",
             "--device", args.device, "--load-format", args.load_format, *shlex.split(args.serve_flags)]
-    result["starts"] = [serve_levels(argv, args, levels, works, result)]
+    result["starts"] = [serve_levels(argv, args, levels, works, result, bench_once if alternate else None)]
+    if alternate:
+        result["bench"] = bench_figure(bench, threads)
     report(result, rows, args)
     if args.second_start:  # the same start again: Triton's and inductor's caches are warm now
         result["starts"].append(serve_levels(argv, args, [], [], result))
@@ -174,14 +221,16 @@ def main() -> int:
     return 0
 
 
-def serve_levels(argv, args, levels, works, result) -> dict:
-    """Start the server, run the levels through bench/serving.py (none: only the start), stop it."""
+def serve_levels(argv, args, levels, works, result, before_each=None) -> dict:
+    """Start the server, run the levels through bench/serving.py (none: only the start), stop it.
+    `before_each()` runs before every served run (the in-process bench's alternating runs)."""
     print("$ " + " ".join(argv), flush=True)
     t0 = time.monotonic()
     proc, base, lines = start(argv, args.ready_timeout)
     started = {"ready_s": time.monotonic() - t0,
                "lines": [x for x in lines if "Start-up:" in x or "Ready in" in x or "Warm-up" in x
-                         or "Prompt tokens per step" in x or "Capture cuda graph end" in x]}
+                         or "Prompt tokens per step" in x or "Capture cuda graph end" in x
+                         or "CPU threads" in x]}
     try:
         served = []
         for k, (c, work) in enumerate(zip(levels, works)):
@@ -189,6 +238,8 @@ def serve_levels(argv, args, levels, works, result) -> dict:
             asyncio.run(serving.run_level(target, [(p[:16], 4) for p, _ in work[:2]], None, float("inf"), 0))
             runs = []
             for _ in range(args.repeats):
+                if before_each is not None:
+                    before_each()
                 res, seconds = asyncio.run(serving.run_level(target, work, c, float("inf"), args.seed + k))
                 runs.append(serving.summarise(res, seconds, c, float("inf")))
             row = max(runs, key=lambda r: r["output_tok_s"])
@@ -230,8 +281,18 @@ def report(result, rows, args) -> None:
     table = serving.table(result.get("served", []), None).splitlines()
     table[0] += " share of in-process |"
     table[1] += "---|"
+    bench = result.get("bench")
+    if bench:
+        table[0] += " share of `bringup bench` |"
+        table[1] += "---|"
     for i, (srv, inp) in enumerate(zip(result.get("served", []), rows)):
         table[2 + i] += f" {srv['output_tok_s'] / inp['output_tok_s']:.0%} |"
+        if bench:
+            table[2 + i] += f" {srv['output_tok_s'] / bench['output_tok_s']:.0%} |"
+    if bench:
+        print(f"\n`bringup bench`'s figure, same requests, same run: {bench['output_tok_s']:,.0f} output tok/s "
+              f"({bench['output_tokens']} tokens, {bench['threads'] or '-'} CPU thread(s), runs "
+              + ", ".join(f"{r:.2f}" for r in bench["runs_s"]) + " s)")
     print("\n".join(table), flush=True)
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(result, indent=2, default=str))

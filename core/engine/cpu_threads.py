@@ -76,12 +76,14 @@ def idle_cores(cores: int, busy: float | None) -> int:
     return max(1, min(cores, cores - int(busy + 0.5)))
 
 
-# Cores are reserved for the process's other threads whenever the engine keeps at least this many:
-# with every core in torch's thread team the event loop's turns stall the team. Served tok/s, default
-# model, 8 streams, 2 cores, a quiet machine (bench/serving_vs_engine.py ... --serve-flags
-# '--cpu-threads N', 2026-12-03): 1 thread 177 (79 % of the engine alone), 2 threads 84 (35 %), as
-# commit 2ae729d measured (223 against 80). Under other work the pairs were noisy (notes/28-serveb.md).
-MIN_THREADS_BESIDE_RESERVE = 1
+# Cores are reserved for the process's other threads whenever the engine keeps at least this many.
+# The figures that once favoured a reserve on 2 cores (commit 2ae729d, c880474: 2 threads 80-84
+# served tok/s against 177-223 with 1) came from a second OpenMP pool that throttled the team's
+# spinning (one_openmp_pool.py). Without it, default model, `bringup bench`'s requests at 8 streams
+# on 2 cores (bench/serving_vs_engine.py default --device cpu --levels 8 --vs-bench --serve-flags
+# '--cpu-threads N', interleaved, 2026-12-04): 1 thread 192-201, 2 threads 230-253 (bench: 268-276).
+# Above 2 cores the reserve is kept, unmeasured: one core of three is a smaller share to give up.
+MIN_THREADS_BESIDE_RESERVE = 2
 
 
 def choose_cpu_threads(requested: int | None = None, reserved: int = 0) -> tuple[int, str]:

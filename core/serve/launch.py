@@ -101,10 +101,13 @@ def serve(config: EngineConfig, *, host: str = "127.0.0.1", port: int = DEFAULT_
         log.warning("listening on %s without an API key: anyone who can reach this machine can use the engine", host)
 
     from bringup.core.engine.engine import Engine
+    from bringup.core.engine.one_openmp_pool import run_on_ending_thread
 
-    # On the CPU one core is left to the HTTP event loop whenever the engine keeps a thread: its turns
-    # stall a thread team that has every core (cpu_threads.MIN_THREADS_BESIDE_RESERVE has the figures).
-    engine = Engine(config.replace(model=model, cpu_cores_reserved=1), log=log.info)  # logs the weight and pool lines
+    # On the CPU one core is left to the HTTP event loop whenever the engine still keeps 2 threads: its
+    # turns stall a thread team that has every core (cpu_threads.MIN_THREADS_BESIDE_RESERVE has the figures).
+    # Built on a thread that ends: the loop thread that steps it then holds the only OpenMP pool.
+    engine = run_on_ending_thread(lambda: Engine(config.replace(model=model, cpu_cores_reserved=1),
+                                                 log=log.info))  # logs the weight and pool lines
     info = engine.server_info()
     from bringup.core.engine import device as devices
 

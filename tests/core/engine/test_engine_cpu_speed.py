@@ -146,10 +146,10 @@ def test_a_server_leaves_a_core_to_its_event_loop(monkeypatch):
     assert cpu_threads.choose_cpu_threads(2, reserved=1) == (2, "as requested")  # --cpu-threads wins
 
 
-@pytest.mark.parametrize("cores, busy, threads", [(2, 0.0, 1), (3, 0.0, 2), (4, 0.0, 3), (4, 2.0, 1), (2, 1.0, 1)])
-def test_the_event_loops_core_is_reserved_whenever_the_engine_keeps_a_thread(monkeypatch, cores, busy, threads):
-    """On 2 idle cores a served engine takes one and the event loop the other (measured: 177 against 84
-    served tok/s); with 1 idle core the engine keeps it."""
+@pytest.mark.parametrize("cores, busy, threads", [(2, 0.0, 2), (3, 0.0, 2), (4, 0.0, 3), (4, 2.0, 2), (2, 1.0, 1)])
+def test_the_event_loops_core_is_reserved_whenever_the_engine_keeps_two_threads(monkeypatch, cores, busy, threads):
+    """On 2 idle cores a served engine takes both (measured: 230-253 served tok/s against 192-201 with
+    one); from 3 idle cores one is left to the event loop; with 1 idle core the engine keeps it."""
     monkeypatch.setattr(cpu_threads, "usable_cores", lambda: cores)
     monkeypatch.setattr(cpu_threads, "busy_cores", lambda: (busy, f"{busy:.2f} busy over 0.1 s"))
     got, why = cpu_threads.choose_cpu_threads(None, reserved=1)
@@ -158,4 +158,4 @@ def test_the_event_loops_core_is_reserved_whenever_the_engine_keeps_a_thread(mon
     if threads < idle:
         assert why.endswith(f"{idle - threads} left to the server's event loop")
     elif idle > 1:
-        assert why.endswith("none left to the server's event loop (that would leave the engine fewer than 1 thread)")
+        assert why.endswith("none left to the server's event loop (that would leave the engine fewer than 2 threads)")
