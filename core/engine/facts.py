@@ -64,6 +64,19 @@ QUANTIZED_MODEL_TYPES = frozenset({"nemotron_h", "llama", "mistral", "qwen2", "q
 # ... and those whose layers take a GGUF file's blocks (core/engine/gguf_weights.py): Gemma 3's
 # attention and MLP call their layer modules as Llama's do (the real Gemma 3 270M Q4_K_M file).
 GGUF_BLOCK_MODEL_TYPES = QUANTIZED_MODEL_TYPES | {"gemma3_text"}
+# ... on these devices only (the CPU's products, core/engine/gguf_weights.py; no GPU kernel yet):
+# elsewhere a GGUF file's blocks are dequantised at load, as an explicit dtype does.
+GGUF_BLOCK_DEVICES = frozenset({"cpu"})
+
+
+def gguf_blocks_refused(model_type: str | None, device_type: str) -> str:
+    """Why the engine dequantises a GGUF file's blocks at load for this model type on this device
+    ("" where its layers take them there; the block types with products are checked at load too)."""
+    if device_type not in GGUF_BLOCK_DEVICES:
+        return f"the engine multiplies GGUF blocks on the CPU only, not on {device_type}"
+    if model_type not in GGUF_BLOCK_MODEL_TYPES:
+        return f"{model_type}'s layers do not take blocks yet ({', '.join(sorted(GGUF_BLOCK_MODEL_TYPES))} do)"
+    return ""
 
 
 def refused_scheme_message(label: str, key: str, method: str, where: str, model_type: str | None = None) -> str:

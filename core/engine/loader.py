@@ -223,14 +223,12 @@ def blocks_not_kept(config: dict, quant, device_type: str) -> str:
     """Why `--dtype auto` dequantises a GGUF file at load, as an explicit dtype does ("" where its
     blocks stay blocks): they stay where the model's layers take them and the device has products
     for them (the CPU: gguf_weights.py; no GPU kernel yet)."""
-    from .facts import GGUF_BLOCK_MODEL_TYPES
+    from .facts import gguf_blocks_refused
     from .gguf_weights import KEPT_TYPES
 
-    if device_type != "cpu":
-        return f"the engine multiplies GGUF blocks on the CPU only, not on {device_type}"
-    model_type = config.get("model_type")
-    if model_type not in GGUF_BLOCK_MODEL_TYPES:
-        return f"{model_type}'s layers do not take blocks yet ({', '.join(sorted(GGUF_BLOCK_MODEL_TYPES))} do)"
+    refused = gguf_blocks_refused(config.get("model_type"), device_type)
+    if refused:
+        return refused
     if quant.default.weight_dtype not in KEPT_TYPES:
         return (f"its commonest type, {quant.default.weight_dtype}, has no product in the engine "
                 f"({', '.join(sorted(KEPT_TYPES))} have)")

@@ -30,8 +30,9 @@ def parse_target(target: str):
 
 
 def _resolve_weights(layer_map: LayerMap, weights_bytes, checkpoint, elem_bytes: int,
-                     as_stored: bool = False) -> tuple[int, str, list[str]]:
-    """`as_stored`: the dtype was left to the checkpoint, so quantized weights count at their own bits."""
+                     as_stored: bool = False, engine_device: str | None = None) -> tuple[int, str, list[str]]:
+    """`as_stored`: the dtype was left to the checkpoint, so quantized weights count at their own bits,
+    except a GGUF file's where `engine_device` (the embedded engine's device) dequantises them at load."""
     if weights_bytes is not None:
         if weights_bytes < 0:
             raise UserError(f"weights_bytes must be >= 0, got {weights_bytes}")
@@ -56,7 +57,14 @@ def _resolve_weights(layer_map: LayerMap, weights_bytes, checkpoint, elem_bytes:
         except UserError as err:  # an unreadable table: the map carries the same note; plan in the model dtype
             quant = None
             notes.append(f"weights counted in the model dtype: {err}")
-        if quant is not None:
+        refused = ""
+        if quant is not None and quant.method == "gguf" and engine_device not in (None, "auto"):
+            from bringup.core.engine.facts import gguf_blocks_refused
+
+            refused = gguf_blocks_refused(layer_map.config.get("model_type"), engine_device)
+        if refused:
+            notes.append(f"weights in the model dtype, as the engine dequantises the GGUF blocks at load: {refused}")
+        elif quant is not None:
             notes.append(f"weights at the checkpoint's {quant.method} scheme ({quant.default.label})")
             return quantized_bytes(layer_map, quant), "params", notes
     return layer_map.params_total * elem_bytes, "params", notes
@@ -124,7 +132,7 @@ def plan_memory(
         ssm_dtype = declared if kind == "sglang" and declared else "float32"
     ssm_dtype = canonical_dtype(ssm_dtype, what="SSM state dtype")
     weights, source, weight_notes = _resolve_weights(layer_map, weights_bytes, checkpoint, dtype_bytes(dtype),
-                                                      as_stored)
+                                                      as_stored, device if kind == "embedded" else None)
 
     common = dict(
         device=device, device_memory=device_memory, mem_fraction=mem_fraction, weights_bytes=weights,

@@ -116,6 +116,19 @@ def test_inspect_and_plan_read_the_metadata_like_a_config(files):
     assert resolve_checkpoint(str(quantised)) == quantised
 
 
+def test_the_plan_counts_gguf_blocks_where_the_engine_keeps_them_and_the_model_dtype_where_it_dequantises(files):
+    from bringup.core.planner.plan import plan_memory
+
+    layer_map = layer_map_of(load_config(str(files[2])))
+    kept, gpu = (plan_memory(layer_map, device_memory=8 * 2**30, device=d, dtype="auto") for d in ("cpu", "cuda"))
+    assert gpu.weights_bytes == layer_map.params_total * 4  # float32, as the engine loads it there
+    assert kept.weights_bytes < gpu.weights_bytes / 2  # the blocks' own bits
+    assert any("dequantises the GGUF blocks at load: the engine multiplies GGUF blocks on the CPU only, not on cuda"
+               in n for n in gpu.notes)
+    sglang = plan_memory(layer_map, device_memory=8 * 2**30, device="cuda", dtype="auto", target="sglang")
+    assert sglang.weights_bytes == kept.weights_bytes  # another engine's rules are its own
+
+
 def test_a_truncated_file_is_a_clear_error(files, tmp_path):
     _, _, quantised = files
     cut = tmp_path / "cut.gguf"
