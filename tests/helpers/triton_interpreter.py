@@ -17,11 +17,11 @@ import pytest
 _NUMPY_SCALAR_REFUSAL = "only 0-dimensional arrays can be converted to Python scalars"
 
 
-def run_interpreted(script: str, *args: str, timeout: int = 300, env: dict | None = None) -> str:
+def run_interpreted(script: str, *args: str, timeout: int = 300) -> str:
     """Run `script` (python -c) under the interpreter and return its stdout; fail with its output on a
     non-zero exit, or skip when the exit is the interpreter's numpy incompatibility."""
     pytest.importorskip("triton")
-    env = {**os.environ, "TRITON_INTERPRET": "1", **(env or {})}
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
     done = subprocess.run([sys.executable, "-c", script, *args], env=env, capture_output=True, text=True,
                           timeout=timeout)
     if done.returncode != 0 and _NUMPY_SCALAR_REFUSAL in done.stderr:

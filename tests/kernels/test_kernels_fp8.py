@@ -275,21 +275,17 @@ print("ok")
 """
 
 
-def _interpreted(script: str) -> None:
-    assert_interpreted_ok(script, timeout=240)
-
-
 def test_triton_fp8_gemv_matches_reference_interpreted():
     """Dense GEMV at 1, 3, 4 and 8 rows, through fp8_linear and with each candidate tile config (the
     matrix-unit and the one-row vector forms): ragged N and K, a K tile smaller than the block,
     per-tensor and per-row scales, bias, the CPU's 4 'compute units' making most cases split K
     (reduced in the launch: every call must leave the tile counters back at 0 for the next), one
     wide N not split."""
-    _interpreted(_INTERPRETED_GEMV)
+    assert_interpreted_ok(_INTERPRETED_GEMV, timeout=240)
 
 
 def test_triton_fp8_moe_gemv_matches_reference_interpreted():
     """MoE GEMV with each candidate tile config (all cases for the default, one case with routed and
     shared rows at 3 tokens for the others): ragged blocks, 1-4 tokens, the shared expert's slices each
     for all tokens."""
-    _interpreted(_INTERPRETED_MOE)
+    assert_interpreted_ok(_INTERPRETED_MOE, timeout=240)
