@@ -13,11 +13,17 @@ twice the L2 cache, so that no call finds its weights cached by the one before: 
 each layer's weights once, from memory. Where the whole model's FP8 decode loses to bf16
 (bench/quantized.py), this says which kernel.
 
+Each fp8 GEMV has several forms (kernels/triton/fp8_decode_forms.py: "dot", "mma", "vec", "rows");
+each row of the table times every form that can take that many rows (the device picking that form's
+tiles) and the engine as its rule stands ("engine"), each with its share of the bandwidth limit and
+its speed over bf16; the last lines print the rule the fastest forms give (DENSE_FORMS, MOE_FORMS),
+to be copied into fp8_decode_forms.py where it differs.
+
 The fp8 GEMVs (dense and MoE) pick their tiles per shape at the first call (kernels/triton/tile_picker.py);
 after the table, each shape's candidates are listed with their time (us per call, one launch after
 an L2 flush) and the one chosen, so a device run shows which tiles win and by how much. --sweep
-times a wider set of tiles (SWEEP_* in the kernels) in place of the few the engine times at warm-up:
-which tiles those few should be.
+times a wider set of tiles (SWEEP_CONFIGS in the kernels) in place of the few the engine times at
+warm-up: which tiles those few should be.
 """
 
 from __future__ import annotations
@@ -77,8 +83,8 @@ def print_tile_times(picker, key_names) -> None:
         chosen = picker.chosen[full]
         print("  " + " ".join(f"{n}={v}" for n, v in zip(key_names, full[1]) if n))
         for config, us in sorted(times, key=lambda t: t[1]):
-            fields = " ".join(f"{n} {v}" for n, v in config._asdict().items() if n != "dot")
-            form = ("dot " if config.dot else "vec ") if hasattr(config, "dot") else ""  # (GEMV configs say which)
+            fields = " ".join(f"{n} {v}" for n, v in config._asdict().items() if n != "form")
+            form = f"{config.form} " if hasattr(config, "form") else ""  # (GEMV configs say which)
             print(f"    {'*' if config == chosen else ' '} {form}{fields}: {us:.1f}")
         for config, why in picker.failures.get(full, []):
             print(f"    ! {config}: did not run: {why[:300]}")
@@ -101,6 +107,32 @@ def linear_shapes(cfg: dict) -> dict[str, tuple[int, int]]:
             "attention qkv": (q + 2 * kv, H), "attention o": (H, q)}
 
 
+def form_times(time_form, forms) -> dict[str, float]:
+    """us per call of each form (the device picking that form's tiles), then the engine's rule as it stands."""
+    return {f: time_form((f,)) for f in forms}
+
+
+def suggested_rule(results: list[dict], kind: str, forms_now, max_rows: int) -> str:
+    """The (rows bound, forms) table the measured winners give: per row count, the forms that were
+    fastest at some shape (within 3 %), in the order of how often; the engine times those at warm-up.
+    The last bound is raised to `max_rows` (the GEMV's last row count), keeping what runs there."""
+    by_rows: dict[int, dict[str, int]] = {}
+    for r in results:
+        if r["kind"] != kind:
+            continue
+        best = min(r["forms"].values())
+        for f, us in sorted(r["forms"].items(), key=lambda t: t[1]):
+            if us <= best * 1.03:
+                by_rows.setdefault(r["rows"], {}).setdefault(f, 0)
+                by_rows[r["rows"]][f] += 1
+    table = [(m, tuple(sorted(w, key=lambda f: -w[f]))) for m, w in sorted(by_rows.items())]
+    if table and table[-1][0] < max_rows:
+        from bringup.kernels.triton.fp8_decode_forms import dense_runs
+        last = tuple(f for f in table[-1][1] if kind == "moe" or dense_runs(f, max_rows)) or ("dot",)
+        table.append((max_rows, last))
+    return f"{tuple(table)!r}  (now {forms_now!r})"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("config", nargs="?", type=Path, default=NANO)
@@ -109,10 +141,9 @@ def main() -> int:
     ap.add_argument("--sweep", action="store_true", help="time the wider SWEEP_* tile sets, not the engine's few")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
-    from bringup.kernels.triton import fp8_linear as dense, fused_moe_fp8 as moe
+    from bringup.kernels.triton import fp8_decode_forms as rule, fp8_linear as dense, fused_moe_fp8 as moe
     if args.sweep:
-        dense.DOT_CONFIGS, dense.ONE_ROW_CONFIGS = dense.SWEEP_DOT_CONFIGS, dense.SWEEP_ONE_ROW_CONFIGS
-        moe.GEMV_CONFIGS = moe.SWEEP_CONFIGS
+        dense.CONFIGS, moe.CONFIGS = dense.SWEEP_CONFIGS, moe.SWEEP_CONFIGS
     from bringup.kernels.reference.fp8_linear import quantize_fp8_block
     from bringup.kernels.triton.fp8_linear import fp8_linear
     from bringup.kernels.triton.fused_moe import moe_experts_shared_unsummed
@@ -121,16 +152,31 @@ def main() -> int:
     dev, bf16, block = torch.device("cuda"), torch.bfloat16, (args.block, args.block)
     gen = torch.Generator(device=dev).manual_seed(0)
     bw = copy_bandwidth(dev)
-    print(f"copy bandwidth (read + write): {bw / 1e12:.2f} TB/s; each figure: us per call, {CALLS} calls in a CUDA graph")
-    print(f"{'layer':<22}{'rows':>5}{'bf16 us':>10}{'share':>8}{'fp8 us':>10}{'share':>8}{'fp8/bf16':>10}")
+    print(f"copy bandwidth (read + write): {bw / 1e12:.2f} TB/s; each figure: us per call, {CALLS} calls in a CUDA graph;")
+    print("per fp8 form (kernels/triton/fp8_decode_forms.py): us, its share of the bandwidth limit, bf16 us / its us;"
+          " 'engine': the forms the engine's rule lets the device pick from now")
     rows_out = []
 
-    def report(name, m, bf16_us, bf16_bytes, fp8_us, fp8_bytes):
-        b_share, f_share = bf16_bytes / bw / (bf16_us * 1e-6), fp8_bytes / bw / (fp8_us * 1e-6)
-        print(f"{name:<22}{m:>5}{bf16_us:>10.1f}{b_share:>8.0%}{fp8_us:>10.1f}{f_share:>8.0%}{bf16_us / fp8_us:>9.2f}x")
-        rows_out.append({"layer": name, "rows": m, "bf16_us": bf16_us, "bf16_share": b_share, "fp8_us": fp8_us,
-                         "fp8_share": f_share})
+    def report(kind, name, m, bf16_us, bf16_bytes, fp8_bytes, times):
+        b_share = bf16_bytes / bw / (bf16_us * 1e-6)
+        cells = "  ".join(f"{f} {us:.1f} {fp8_bytes / bw / (us * 1e-6):.0%} {bf16_us / us:.2f}x" for f, us in times.items())
+        best = min((f for f in times if f != "engine"), key=times.get)
+        print(f"{name:<22}{m:>3} rows  bf16 {bf16_us:.1f} {b_share:.0%}  |  {cells}  |  best {best}")
+        rows_out.append({"kind": kind, "layer": name, "rows": m, "bf16_us": bf16_us, "bf16_share": b_share,
+                         "forms": {f: us for f, us in times.items() if f != "engine"}, "engine_us": times["engine"],
+                         "fp8_bytes": fp8_bytes, "best": best})
 
+    def dense_time(x, copies):
+        def time_forms(forms):
+            dense.dense_forms = (lambda rows: forms) if forms else engine_dense
+            try:
+                return graphed_us([lambda wq=wq, s=s: fp8_linear(x, wq, s, block) for _, wq, s in copies])
+            finally:
+                dense.dense_forms = engine_dense
+        forms = tuple(f for f in rule.FORMS if rule.dense_runs(f, x.shape[0]))
+        return {**form_times(time_forms, forms), "engine": time_forms(None)}
+
+    engine_dense, engine_moe = dense.dense_forms, moe.moe_forms
     for name, (N, K) in linear_shapes(cfg).items():
         copies = []
         for _ in range(copies_beyond_l2(N * K, dev)):
@@ -140,9 +186,8 @@ def main() -> int:
         ws = copies[0][2]
         for m in args.rows:
             x = torch.randn(m, K, device=dev, generator=gen).to(bf16)
-            report(name, m, graphed_us([lambda wb=wb: F.linear(x, wb) for wb, _, _ in copies]), N * K * 2,
-                   graphed_us([lambda wq=wq, s=s: fp8_linear(x, wq, s, block) for _, wq, s in copies]),
-                   N * K + ws.numel() * 4)
+            report("dense", name, m, graphed_us([lambda wb=wb: F.linear(x, wb) for wb, _, _ in copies]), N * K * 2,
+                   N * K + ws.numel() * 4, dense_time(x, copies))
         del copies
     if cfg.get("n_routed_experts"):
         E, I, H = cfg["n_routed_experts"], cfg["moe_intermediate_size"], cfg["hidden_size"]
@@ -162,15 +207,29 @@ def main() -> int:
                     torch.stack([torch.randperm(E, device=dev, generator=gen)[:k] for _ in range(m)])
                 routes.append((ids, torch.rand(m, k, device=dev, generator=gen)))
             read = (min(E, m * k) * 2 * I * H + 2 * S_I * H)  # weights one step reads (distinct experts + shared)
-            report("moe + shared expert", m,
+            fp8_calls = [lambda ids=ids, wts=wts: moe_experts_shared_fp8_unsummed(
+                x, wts, ids, q8[0][0], q8[0][1], q8[1][0], q8[1][1], q8[2][0], q8[2][1], q8[3][0], q8[3][1],
+                "relu2", block) for ids, wts in routes]
+
+            def time_moe(forms):
+                moe.moe_forms = (lambda tokens: forms) if forms else engine_moe
+                try:
+                    return graphed_us(fp8_calls)
+                finally:
+                    moe.moe_forms = engine_moe
+            if m > moe.GEMV_MAX_TOKENS:  # (past the GEMV: the grouped GEMM, no forms to choose)
+                times = {"grouped": time_moe(None), "engine": time_moe(None)}
+            else:
+                times = {**form_times(time_moe, rule.FORMS), "engine": time_moe(None)}
+            report("moe", "moe + shared expert", m,
                    graphed_us([lambda ids=ids, wts=wts: moe_experts_shared_unsummed(x, wts, ids, *b16, "relu2")
-                               for ids, wts in routes]), read * 2,
-                   graphed_us([lambda ids=ids, wts=wts: moe_experts_shared_fp8_unsummed(
-                       x, wts, ids, q8[0][0], q8[0][1], q8[1][0], q8[1][1], q8[2][0], q8[2][1], q8[3][0], q8[3][1],
-                       "relu2", block) for ids, wts in routes]), read)
-    print_tile_times(dense.PICKER, ("N", "K", "one row", "", "", ""))
-    print_tile_times(moe.PICKER, ("N", "K", "tokens", "top-k", "shared slices", "along K", "", "", ""))
+                               for ids, wts in routes]), read * 2, read, times)
+    print_tile_times(dense.PICKER, ("N", "K", "rows", "", "", "", "forms"))
+    print_tile_times(moe.PICKER, ("N", "K", "tokens", "top-k", "shared slices", "along K", "", "", "", "forms"))
     print(f"\npicking tiles took {dense.PICKER.seconds + moe.PICKER.seconds:.1f} s (compiles included)")
+    print("\nthe rule the fastest forms give (set in kernels/triton/fp8_decode_forms.py):")
+    print(f"  DENSE_FORMS = {suggested_rule(rows_out, 'dense', rule.DENSE_FORMS, dense.GEMV_MAX_ROWS)}")
+    print(f"  MOE_FORMS = {suggested_rule([r for r in rows_out if 'grouped' not in r['forms']], 'moe', rule.MOE_FORMS, moe.GEMV_MAX_TOKENS)}")
     if args.json:
         args.json.write_text(json.dumps({"bandwidth": bw, "rows": rows_out,
                                          "tiles": tile_json(dense.PICKER) + tile_json(moe.PICKER)}, indent=1))

@@ -9,13 +9,22 @@ are counted by kind. Arguments are specialized as Triton's launcher does: an int
 constant, one divisible by 16 (and every pointer) is marked so, unless the kernel says
 do_not_specialize. Triton (3.6) with its NVIDIA backend must be importable; the interpreter must be off
 while compiling (the caller's process or child sets no TRITON_INTERPRET).
+
+`assemble` goes one step further with the ptxas and cuobjdump Triton ships (x86 programs, no GPU
+needed): the registers and spills ptxas reports, and the machine code's instructions by opcode, so
+that a candidate's loads (LDG.E.128, LDGSTS), matrix ops (HGMMA, HMMA), conversions and shuffles per
+K step can be counted before any device time is spent on it.
 """
 
 from __future__ import annotations
 
 import inspect
+import os
 import re
+import subprocess
+import tempfile
 from collections import Counter
+from typing import NamedTuple
 
 LOAD = re.compile(r"\b(ld\.global[.\w]*|cp\.async\.(?:cg|ca)[.\w]*)")
 
@@ -80,3 +89,51 @@ def narrow_loads(kinds: Counter) -> int:
 def wide_loads(kinds: Counter) -> int:
     """16-byte reads: vector loads of 4 words and cp.async copies (16 bytes each at these tiles)."""
     return sum(n for kind, n in kinds.items() if ".v4." in kind or kind.startswith("cp.async"))
+
+
+class Assembled(NamedTuple):
+    registers: int  # per thread
+    spill_bytes: int  # spill stores + spill loads (ptxas -v): local memory on the load path when > 0
+    sass: Counter  # machine instructions by opcode with modifiers ('LDG.E.128', 'HGMMA.64x16x16.F32.BF16')
+    loop: Counter  # the same for the body of the longest loop (a GEMV's K loop): the cost of one K step
+
+
+_USAGE = re.compile(r"Used (\d+) registers")
+_SPILLS = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
+_INSTRUCTION = re.compile(r"^\s+/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P[T\d]+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_x]+)*)"
+                          r"(?:\s+(0x[0-9a-f]+))?", re.M)
+
+
+def _longest_loop(instructions: list[tuple[int, str, int | None]]) -> Counter:
+    """Opcodes between the target of the longest backward branch and the branch (inclusive)."""
+    spans = [(target, at) for at, op, target in instructions if op.startswith("BRA") and target is not None
+             and target < at]
+    if not spans:
+        return Counter()
+    lo, hi = max(spans, key=lambda s: s[1] - s[0])
+    return Counter(op for at, op, _ in instructions if lo <= at <= hi)
+
+
+def assemble(ptx: str, capability: int = 90) -> Assembled:
+    """Run Triton's bundled ptxas on `ptx` for sm_<capability>a and disassemble the result."""
+    from triton.backends.nvidia.compiler import get_ptxas, sm_arch_from_capability
+    from triton import knobs
+
+    with tempfile.TemporaryDirectory() as tmp:
+        src, obj = os.path.join(tmp, "k.ptx"), os.path.join(tmp, "k.cubin")
+        with open(src, "w") as f:
+            f.write(ptx)
+        log = subprocess.run([get_ptxas(capability).path, "-v", f"--gpu-name={sm_arch_from_capability(capability)}",
+                              src, "-o", obj], capture_output=True, text=True, check=True).stderr
+        sass = subprocess.run([knobs.nvidia.cuobjdump.path, "-sass", obj], capture_output=True, text=True,
+                              check=True).stdout
+    spills = _SPILLS.search(log)
+    instructions = [(int(at, 16), op, int(target, 16) if target else None)
+                    for at, op, target in _INSTRUCTION.findall(sass)]
+    return Assembled(int(_USAGE.search(log).group(1)), sum(map(int, spills.groups())) if spills else 0,
+                     Counter(op for _, op, _ in instructions), _longest_loop(instructions))
+
+
+def sass_count(sass: Counter, prefix: str) -> int:
+    """Instructions whose opcode starts with `prefix` ('LDG.E.128', 'LDGSTS', 'HGMMA', 'FFMA', 'SHFL')."""
+    return sum(n for op, n in sass.items() if op.startswith(prefix))

@@ -9,9 +9,11 @@ model dtype, so this runs on any device Triton serves (XPU included), FP8 matrix
 Two kernels by rows. `_gemv_kernel` (decode, up to GEMV_MAX_ROWS rows): each program takes a
 column tile for all the rows, so a weight tile is read once per call however many rows there are
 (before, one program per row read the weights once per row: 4 rows took 2.3x one row's time on
-the H200); the rows ride as the narrow side of a tl.dot (padded to 16) or, for one row, on the
-vector units; split-K fills the device, the slices reduced in the launch. Its tiles are picked per
-shape on the device at warm-up (tile_picker.py). `_gemm_kernel` (prefill): tl.dot on tiles of rows.
+the H200); the rows ride on the matrix units (padded to 16, the weight as either operand) or on the
+vector units (one row, or up to 8: fp8_gemv_rows.py), the forms the engine runs per row count being
+fp8_decode_forms.py's rule; split-K fills the device, the slices reduced in the launch. Its tiles
+are picked per shape on the device at warm-up (tile_picker.py). `_gemm_kernel` (prefill): tl.dot on
+tiles of rows.
 """
 
 from __future__ import annotations
@@ -22,8 +24,16 @@ import torch
 import triton
 import triton.language as tl
 
-from .launch import compute_units, interpreted, num_warps
+from .fp8_decode_forms import FORM_CODE, dense_forms, dense_runs
+from .fp8_gemv_rows import rows_partial
+from .launch import compute_units, interpreted, next_pow2, num_warps
 from .tile_picker import TilePicker
+
+# The kernels' FORM codes (fp8_decode_forms.FORM_CODE), as constants the jitted code can compare.
+DOT = tl.constexpr(FORM_CODE["dot"])
+VEC = tl.constexpr(FORM_CODE["vec"])
+MMA = tl.constexpr(FORM_CODE["mma"])
+ROWS = tl.constexpr(FORM_CODE["rows"])
 
 GEMV_MAX_ROWS = 16  # up to here the GEMV (all rows in each program); above, the tiled GEMM
 
@@ -31,14 +41,21 @@ GEMV_MAX_ROWS = 16  # up to here the GEMV (all rows in each program); above, the
 @triton.jit
 def _gemv_kernel(x_ptr, w_ptr, s_ptr, b_ptr, out_ptr, part_ptr, count_ptr, M, N, K, K_SPLIT, s_xm, s_wn, s_sn, s_sk,
                  s_om, BN: tl.constexpr, BK: tl.constexpr, HAS_BIAS: tl.constexpr, SPLIT: tl.constexpr,
-                 DOT: tl.constexpr, DOT_F32: tl.constexpr, TILE_SCALE: tl.constexpr, EVEN_K: tl.constexpr,
+                 FORM: tl.constexpr, DOT_F32: tl.constexpr, TILE_SCALE: tl.constexpr, EVEN_K: tl.constexpr,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     # BLOCK_N columns of every row (all M of them: each weight tile is read once per call, whatever
     # M), over one K_SPLIT-long slice of K (split-K when the columns alone give too few programs).
-    # DOT: the fp8 tile widened to x's dtype and multiplied by the rows (padded to BLOCK_M = 16) on
-    # the matrix units, w [BLOCK_N, BLOCK_K] @ x^T [BLOCK_K, BLOCK_M], so the weight is the operand
-    # that is BLOCK_N wide and the pipeliner keeps several fp8 tiles in flight. Otherwise (one row,
-    # BLOCK_M = 1) a 2-D float32 partial on the vector units, reduced across K once after the loop.
+    # FORM (fp8_decode_forms.py says which the engine runs):
+    # - DOT: the fp8 tile widened to x's dtype and multiplied by the rows (padded to BLOCK_M = 16) on
+    #   the matrix units, w [BLOCK_N, BLOCK_K] @ x^T [BLOCK_K, BLOCK_M], so the weight is the operand
+    #   that is BLOCK_N wide (wgmma) and the pipeliner keeps several fp8 tiles in flight.
+    # - MMA: the same product the other way round, x [BLOCK_M, BLOCK_K] @ w^T (mma.sync): the fp8 tile
+    #   then arrives in 16-byte cp.async copies (8-byte ones as DOT's wgmma operand, read back from
+    #   shared memory 2 bytes at a time), and is widened through float32 (F2FP unpack, HADD2.F32 on the
+    #   FMA pipe, F2FP pack: 1 conversion-unit op per weight, where fp8 -> bf16 directly takes 1.5).
+    # - VEC (one row, BLOCK_M = 1): a 2-D float32 partial on the vector units, reduced across K once
+    #   after the loop.
+    # - ROWS (up to 8 rows, BLOCK_M a power of two): fp8_gemv_rows.py, the vector units for every row.
     # TILE_SCALE: the tile's columns lie in one scale block (BN a multiple of BLOCK_N), so each K
     # tile reads one scale; else one per column.
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -54,42 +71,68 @@ def _gemv_kernel(x_ptr, w_ptr, s_ptr, b_ptr, out_ptr, part_ptr, count_ptr, M, N,
         s_cols = s_ptr + (cols // BN) * s_sn
     k_lo = split * K_SPLIT
     k_hi = tl.minimum(k_lo + K_SPLIT, K)
-    if DOT:
-        acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
+    if FORM == ROWS:
+        acc = rows_partial(x_ptr, s_xm, rows, M, w_rows, col_ok, s_ptr + (cols // BN) * s_sn, s_sk, k_lo, k_hi, 0,
+                           BK, EVEN_K, BLOCK_M, BLOCK_N, BLOCK_K)
     else:
-        acc2 = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
-    for k0 in range(k_lo, k_hi, BLOCK_K):
-        k = k0 + ks
-        if EVEN_K:  # K and the slices whole K tiles: no K mask, so nothing stops wide loads
-            wt = tl.load(w_rows + k[None, :], mask=col_ok[:, None], other=0.0)
+        if FORM == DOT:
+            acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
+        elif FORM == MMA:
+            acc_t = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
         else:
+            acc2 = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
+        for k0 in range(k_lo, k_hi, BLOCK_K):
+            k = k0 + ks
             k_ok = k < k_hi
-            wt = tl.load(w_rows + k[None, :], mask=col_ok[:, None] & k_ok[None, :], other=0.0)
-        if TILE_SCALE:  # (a K tile lies inside one scale block: BLOCK_K divides BK)
-            sv = tl.load(s_tile + (k0 // BK) * s_sk)
-        else:
-            sv = tl.load(s_cols + (k0 // BK) * s_sk, mask=col_ok, other=0.0)[:, None]
-        if DOT:
-            x_at = x_ptr + rows[None, :].to(tl.int64) * s_xm + k[:, None]
-            if EVEN_K:
-                xt = tl.load(x_at, mask=row_ok[None, :], other=0.0)
+            if FORM == MMA:  # the tile read K-major, [BLOCK_K, BLOCK_N]
+                w_at = w_ptr + cols[None, :].to(tl.int64) * s_wn + k[:, None]
+                if EVEN_K:  # K and the slices whole K tiles: no K mask, so nothing stops wide loads
+                    wt = tl.load(w_at, mask=col_ok[None, :], other=0.0)
+                else:
+                    wt = tl.load(w_at, mask=k_ok[:, None] & col_ok[None, :], other=0.0)
+            elif EVEN_K:
+                wt = tl.load(w_rows + k[None, :], mask=col_ok[:, None], other=0.0)
             else:
-                xt = tl.load(x_at, mask=k_ok[:, None] & row_ok[None, :], other=0.0)
-            if DOT_F32:  # (the interpreter: its tl.dot multiplies bf16's raw bits)
-                acc += tl.dot(wt.to(tl.float32), xt.to(tl.float32)) * sv
+                wt = tl.load(w_rows + k[None, :], mask=col_ok[:, None] & k_ok[None, :], other=0.0)
+            if TILE_SCALE:  # (a K tile lies inside one scale block: BLOCK_K divides BK)
+                sv = tl.load(s_tile + (k0 // BK) * s_sk)
+            elif FORM == MMA:
+                sv = tl.load(s_cols + (k0 // BK) * s_sk, mask=col_ok, other=0.0)[None, :]
             else:
-                acc += tl.dot(wt.to(xt.dtype), xt) * sv
-        else:
-            if EVEN_K:
-                xv = tl.load(x_ptr + k).to(tl.float32)
+                sv = tl.load(s_cols + (k0 // BK) * s_sk, mask=col_ok, other=0.0)[:, None]
+            if FORM == DOT:
+                x_at = x_ptr + rows[None, :].to(tl.int64) * s_xm + k[:, None]
+                if EVEN_K:
+                    xt = tl.load(x_at, mask=row_ok[None, :], other=0.0)
+                else:
+                    xt = tl.load(x_at, mask=k_ok[:, None] & row_ok[None, :], other=0.0)
+                if DOT_F32:  # (the interpreter: its tl.dot multiplies bf16's raw bits)
+                    acc += tl.dot(wt.to(tl.float32), xt.to(tl.float32)) * sv
+                else:
+                    acc += tl.dot(wt.to(xt.dtype), xt) * sv
+            elif FORM == MMA:
+                x_at = x_ptr + rows[:, None].to(tl.int64) * s_xm + k[None, :]
+                if EVEN_K:
+                    xt = tl.load(x_at, mask=row_ok[:, None], other=0.0)
+                else:
+                    xt = tl.load(x_at, mask=row_ok[:, None] & k_ok[None, :], other=0.0)
+                if DOT_F32:
+                    acc_t += tl.dot(xt.to(tl.float32), wt.to(tl.float32)) * sv
+                else:
+                    acc_t += tl.dot(xt, wt.to(tl.float32).to(xt.dtype)) * sv
             else:
-                xv = tl.load(x_ptr + k, mask=k_ok, other=0.0).to(tl.float32)
-            if TILE_SCALE:
-                acc2 += wt.to(tl.float32) * (xv * sv)[None, :]
-            else:
-                acc2 += wt.to(tl.float32) * (xv[None, :] * sv)
-    if not DOT:
-        acc = tl.sum(acc2, axis=1)[:, None]  # [BLOCK_N, 1]
+                if EVEN_K:
+                    xv = tl.load(x_ptr + k).to(tl.float32)
+                else:
+                    xv = tl.load(x_ptr + k, mask=k_ok, other=0.0).to(tl.float32)
+                if TILE_SCALE:
+                    acc2 += wt.to(tl.float32) * (xv * sv)[None, :]
+                else:
+                    acc2 += wt.to(tl.float32) * (xv[None, :] * sv)
+        if FORM == VEC:
+            acc = tl.sum(acc2, axis=1)[:, None]  # [BLOCK_N, 1]
+        elif FORM == MMA:
+            acc = tl.trans(acc_t)  # [BLOCK_N, BLOCK_M], as the other forms leave it
     out_at = out_ptr + rows[None, :].to(tl.int64) * s_om + cols[:, None]
     ok = col_ok[:, None] & row_ok[None, :]
     if SPLIT:
@@ -152,7 +195,7 @@ def _k_tile(bk: int, K: int, want: int) -> int:
 
 
 class GemvConfig(NamedTuple):
-    dot: bool  # the matrix-unit form (any rows up to 16) or the vector form (one row)
+    form: str  # fp8_decode_forms.FORMS: "dot", "mma" (matrix units, up to 16 rows), "vec" (one row), "rows" (up to 8)
     block_n: int
     block_k: int  # at most: a power of two inside one scale block
     warps: int
@@ -160,21 +203,38 @@ class GemvConfig(NamedTuple):
     programs_per_unit: int  # below this many programs per compute unit, K is split to reach it
 
 
-# The candidates TilePicker times per shape on the device (the first is the default wherever nothing
-# is timed: the interpreter, or a shape first met inside a graph capture). Few, so warm-up stays short.
-DOT_CONFIGS = (GemvConfig(True, 64, 128, 4, 4, 4), GemvConfig(True, 128, 128, 4, 3, 4),
-               GemvConfig(True, 64, 128, 4, 4, 8), GemvConfig(True, 64, 64, 4, 6, 8))
-ONE_ROW_CONFIGS = (GemvConfig(False, 64, 128, 4, 4, 4), GemvConfig(False, 32, 128, 4, 4, 8))
+# The candidates TilePicker times per shape on the device, by form (fp8_decode_forms.DENSE_FORMS says
+# which forms at which rows; the first tile of the first form is the default wherever nothing is
+# timed: the interpreter, or a shape first met inside a graph capture). Few, so warm-up stays short.
+CONFIGS = {
+    "dot": (GemvConfig("dot", 64, 128, 4, 4, 4), GemvConfig("dot", 128, 128, 4, 3, 4),
+            GemvConfig("dot", 64, 128, 4, 4, 8), GemvConfig("dot", 64, 64, 4, 6, 8)),
+    "vec": (GemvConfig("vec", 64, 128, 4, 4, 4), GemvConfig("vec", 32, 128, 4, 4, 8)),
+    "mma": (GemvConfig("mma", 64, 128, 4, 4, 4), GemvConfig("mma", 128, 128, 4, 3, 4),
+            GemvConfig("mma", 64, 128, 4, 4, 8)),
+    # (stages 1: Triton pipelines only tl.dot's operands)
+    "rows": (GemvConfig("rows", 64, 128, 4, 1, 4), GemvConfig("rows", 32, 128, 4, 1, 8),
+             GemvConfig("rows", 64, 128, 4, 1, 8)),
+}
 # A wider set for bench/fp8_kernels.py --sweep (too many to time at every engine start): which
 # tiles the candidates above should be.
-SWEEP_DOT_CONFIGS = tuple(GemvConfig(True, n, k, 4, st, ppu) for n in (64, 128) for k in (64, 128) for st in (3, 5)
-                          for ppu in (4, 8)) + (GemvConfig(True, 128, 128, 8, 4, 4), GemvConfig(True, 32, 128, 4, 4, 8))
-SWEEP_ONE_ROW_CONFIGS = tuple(GemvConfig(False, n, 128, 4, 4, ppu) for n in (16, 32, 64) for ppu in (4, 8))
+SWEEP_CONFIGS = {
+    "dot": tuple(GemvConfig("dot", n, k, 4, st, ppu) for n in (64, 128) for k in (64, 128) for st in (3, 5)
+                 for ppu in (4, 8)) + (GemvConfig("dot", 128, 128, 8, 4, 4), GemvConfig("dot", 32, 128, 4, 4, 8)),
+    "vec": tuple(GemvConfig("vec", n, 128, 4, 4, ppu) for n in (16, 32, 64) for ppu in (4, 8)),
+    "mma": tuple(GemvConfig("mma", n, k, 4, st, ppu) for n in (64, 128) for k in (64, 128) for st in (3, 5)
+                 for ppu in (4, 8)),
+    "rows": tuple(GemvConfig("rows", n, k, w, 1, ppu) for n in (16, 32, 64) for k in (64, 128) for w in (4,)
+                  for ppu in (4, 8)) + (GemvConfig("rows", 64, 128, 8, 1, 4),),
+}
 PICKER = TilePicker("fp8 GEMV")
 
 
-def gemv_candidates(rows: int) -> tuple[GemvConfig, ...]:
-    return DOT_CONFIGS + (ONE_ROW_CONFIGS if rows == 1 else ())
+def gemv_candidates(rows: int, forms: tuple[str, ...] | None = None) -> tuple[GemvConfig, ...]:
+    """The tiles the device times for `rows` rows: those of `forms` (default: the engine's rule,
+    fp8_decode_forms.dense_forms) that can take that many rows."""
+    forms = dense_forms(rows) if forms is None else forms
+    return tuple(c for f in forms if dense_runs(f, rows) for c in CONFIGS[f])
 
 
 def _gemv_splits(programs: int, K: int, block_k: int, device, per_unit: int) -> int:
@@ -198,17 +258,23 @@ def _tile_counters(device: torch.device) -> torch.Tensor:
     return _counters[device]
 
 
+def _block_m(form: str, rows: int) -> int:
+    """The rows a program holds: 16 for the matrix units, a power of two up to 8 for "rows", 1 for "vec"."""
+    return {"vec": 1, "rows": next_pow2(rows)}.get(form, 16)
+
+
 def _gemv(flat, weight, scale, bias, out, bn, bk, config: GemvConfig | None = None):
     """All M rows (<= GEMV_MAX_ROWS) in each program. `config`: one of gemv_candidates(M), else
     the one PICKER chose for this shape."""
     M, K = flat.shape
     N = weight.shape[0]
     if config is None:
-        key = (N, K, M == 1, bn, bk, flat.dtype)
+        forms = dense_forms(M)  # (the row count matters beyond one row only to "rows", which pads to a power of two)
+        key = (N, K, next_pow2(M) if "rows" in forms else M == 1, bn, bk, flat.dtype, forms)
         config = PICKER.pick(flat.device, key, gemv_candidates(M),
                              lambda c: _gemv(flat, weight, scale, bias, out, bn, bk, c))
-    if not config.dot and M != 1:
-        raise ValueError(f"fp8 GEMV: the vector form takes one row, not {M}")
+    if not dense_runs(config.form, M):
+        raise ValueError(f"fp8 GEMV: the {config.form} form does not take {M} rows")
     block_k = _k_tile(bk, K, config.block_k)
     columns = triton.cdiv(N, config.block_n)
     splits = _gemv_splits(columns, K, block_k, flat.device, config.programs_per_unit)
@@ -221,8 +287,9 @@ def _gemv(flat, weight, scale, bias, out, bn, bk, config: GemvConfig | None = No
     _gemv_kernel[(columns, splits)](
         flat, weight, scale, bias if bias is not None else out, out, parts, counters, M, N, K, k_split,
         flat.stride(0), weight.stride(0), scale.stride(0), scale.stride(1), out.stride(0), BN=bn, BK=bk,
-        HAS_BIAS=bias is not None, SPLIT=splits > 1, DOT=config.dot, DOT_F32=interpreted(), TILE_SCALE=bn % config.block_n == 0,
-        EVEN_K=K % block_k == 0, BLOCK_M=16 if config.dot else 1, BLOCK_N=config.block_n, BLOCK_K=block_k,
+        HAS_BIAS=bias is not None, SPLIT=splits > 1, FORM=FORM_CODE[config.form], DOT_F32=interpreted(),
+        TILE_SCALE=bn % config.block_n == 0, EVEN_K=K % block_k == 0, BLOCK_M=_block_m(config.form, M),
+        BLOCK_N=config.block_n, BLOCK_K=block_k,
         num_warps=num_warps(flat.device.type, config.warps), num_stages=config.stages)
     return config
 

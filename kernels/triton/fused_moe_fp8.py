@@ -5,8 +5,9 @@ Reference: kernels/reference/moe_experts_fp8.py. The same two shapes as the bf16
 (kernels/triton/fused_moe.py): up to GEMV_MAX_TOKENS tokens one program per (routed assignment,
 column block) multiplies its token's row by its expert's fp8 matrix, and one per (shared-expert
 slice, column block) takes every token's row, so the shared expert is read once per call (before,
-once per token); the tiles (tl.dot with the rows padded to 16, or the vector units row by row) are
-picked per shape on the device at warm-up (tile_picker.py). Above, the assignments are sorted into
+once per token); the tiles of the forms fp8_decode_forms.MOE_FORMS lets run (the matrix units with
+the rows padded to 16, the weight as either operand, or the vector units row by row or all rows at
+once) are picked per shape on the device at warm-up (tile_picker.py). Above, the assignments are sorted into
 per-expert blocks (`moe_align`, shared with the bf16 form) and each block runs tl.dot against its
 expert's tiles, widened from fp8 in registers.
 """
@@ -19,30 +20,47 @@ import torch
 import triton
 import triton.language as tl
 
+from .fp8_decode_forms import FORM_CODE, moe_forms
+from .fp8_gemv_rows import rows_partial
 from .fused_moe import _ACT, activate, block_m_for, moe_align
-from .launch import interpreted, num_warps
+from .launch import interpreted, next_pow2, num_warps
 from .tile_picker import TilePicker
+
+DOT = tl.constexpr(FORM_CODE["dot"])
+MMA = tl.constexpr(FORM_CODE["mma"])
+ROWS = tl.constexpr(FORM_CODE["rows"])  # (any other code: the vector form, row by row)
 
 GEMV_MAX_TOKENS = 4
 
 
 class MoeGemvConfig(NamedTuple):
-    dot: bool  # rows on the matrix units (tl.dot, padded to 16) or one row at a time on the vector units
+    form: str  # fp8_decode_forms.FORMS: "dot"/"mma" (matrix units, rows padded to 16), "vec" (row by row), "rows"
     block_n: int
     block_k: int  # at most: a power of two inside one scale block
     warps: int
     stages: int
 
 
-# Candidates TilePicker times per shape on the device, the first the default where nothing is timed.
-# Narrower than the dense GEMV's: the activation after the sum rules out split-K, so the columns
-# alone must fill the device.
-GEMV_CONFIGS = (MoeGemvConfig(True, 64, 128, 4, 4), MoeGemvConfig(True, 32, 128, 4, 4),
-                MoeGemvConfig(False, 32, 128, 4, 4), MoeGemvConfig(False, 64, 128, 4, 4))
+# Candidates TilePicker times per shape on the device, by form (fp8_decode_forms.MOE_FORMS says which
+# forms run), the first the default where nothing is timed. Narrower than the dense GEMV's: the
+# activation after the sum rules out split-K, so the columns alone must fill the device.
+CONFIGS = {"dot": (MoeGemvConfig("dot", 64, 128, 4, 4), MoeGemvConfig("dot", 32, 128, 4, 4)),
+           "vec": (MoeGemvConfig("vec", 32, 128, 4, 4), MoeGemvConfig("vec", 64, 128, 4, 4)),
+           "mma": (MoeGemvConfig("mma", 64, 128, 4, 4), MoeGemvConfig("mma", 32, 128, 4, 4)),
+           "rows": (MoeGemvConfig("rows", 32, 128, 4, 1), MoeGemvConfig("rows", 64, 128, 4, 1))}
 # A wider set for bench/fp8_kernels.py --sweep: which tiles the candidates above should be.
-SWEEP_CONFIGS = tuple(MoeGemvConfig(True, n, 128, 4, st) for n in (32, 64, 128) for st in (3, 5)) + tuple(
-    MoeGemvConfig(False, n, 128, 4, 4) for n in (16, 32, 64)) + (MoeGemvConfig(True, 64, 64, 4, 6),)
+SWEEP_CONFIGS = {"dot": tuple(MoeGemvConfig("dot", n, 128, 4, st) for n in (32, 64, 128) for st in (3, 5))
+                 + (MoeGemvConfig("dot", 64, 64, 4, 6),),
+                 "vec": tuple(MoeGemvConfig("vec", n, 128, 4, 4) for n in (16, 32, 64)),
+                 "mma": tuple(MoeGemvConfig("mma", n, 128, 4, st) for n in (32, 64, 128) for st in (3, 5)),
+                 "rows": tuple(MoeGemvConfig("rows", n, k, 4, 1) for n in (16, 32, 64) for k in (64, 128))}
 PICKER = TilePicker("fp8 MoE GEMV")
+
+
+def gemv_candidates(tokens: int, forms: tuple[str, ...] | None = None) -> tuple[MoeGemvConfig, ...]:
+    """The tiles the device times at `tokens` tokens: those of `forms` (default: the engine's rule,
+    fp8_decode_forms.moe_forms)."""
+    return tuple(c for f in (moe_forms(tokens) if forms is None else forms) for c in CONFIGS[f])
 
 
 @triton.jit
@@ -62,12 +80,12 @@ def _gemv_kernel(x_ptr, w_ptr, s_ptr, sw_ptr, ss_ptr, out_ptr, ids_ptr, weights_
                  s_xm, s_we, s_wn, s_se, s_sn, s_sk, s_swn, s_ssn, s_ssk, s_om,
                  TOP_K: tl.constexpr, SLOTS: tl.constexpr, X_PER_TOKEN: tl.constexpr, SHARED_ALONG_K: tl.constexpr,
                  ACT: tl.constexpr, HAS_WEIGHTS: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-                 DOT: tl.constexpr, DOT_F32: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                 BLOCK_K: tl.constexpr):
+                 FORM: tl.constexpr, DOT_F32: tl.constexpr, EVEN_K: tl.constexpr, BLOCK_M: tl.constexpr,
+                 BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     # Program p < T * TOP_K: routed assignment p (token p // TOP_K, slot p % TOP_K), one row times
     # its expert. Past those, slice sl of the shared expert for ALL T tokens: its weight tile read
     # once per call, not once per token. Output row of (token, slot): token * SLOTS + slot, slots
-    # [0, TOP_K) routed, the rest the shared slices.
+    # [0, TOP_K) routed, the rest the shared slices. FORM: as fp8_linear.py's GEMV's forms.
     p = tl.program_id(0)
     routed = p < T * TOP_K
     sl = tl.maximum(p - T * TOP_K, 0)
@@ -90,17 +108,36 @@ def _gemv_kernel(x_ptr, w_ptr, s_ptr, sw_ptr, ss_ptr, out_ptr, ids_ptr, weights_
     else:
         w_at = sl * N + cols
         k_off = sl * 0
-    if routed:
-        e = tl.load(ids_ptr + p).to(tl.int64)
-        w_base = w_ptr + e * s_we + cols[:, None].to(tl.int64) * s_wn
-        s_base = s_ptr + e * s_se + (cols // BN) * s_sn
-        sk = s_sk
-    else:
-        w_base = sw_ptr + w_at[:, None].to(tl.int64) * s_swn + k_off
-        s_base = ss_ptr + (w_at // BN) * s_ssn
-        sk = s_ssk
+    # Each column's weight row selected element-wise: chosen in an `if` as one pointer per column and
+    # widened to the tile after it, the tiles compiled to byte loads (LDG.E.U8 for sm_90).
+    e = tl.load(ids_ptr + tl.minimum(p, T * TOP_K - 1)).to(tl.int64)
+    w_col = tl.where(routed, w_ptr + e * s_we + cols.to(tl.int64) * s_wn, sw_ptr + w_at.to(tl.int64) * s_swn + k_off)
+    s_base = tl.where(routed, s_ptr + e * s_se + (cols // BN) * s_sn, ss_ptr + (w_at // BN) * s_ssn)
+    sk = tl.where(routed, s_sk, s_ssk)
+    w_base = w_col[:, None]
     ks = tl.arange(0, BLOCK_K)
-    if DOT:
+    if FORM == ROWS:  # fp8_gemv_rows.py: every row on the vector units, each weight tile loaded once
+        acc = rows_partial(x_ptr, s_xm, x_rows, n_rows, w_base, col_ok, s_base, sk, 0, K, k_off, BK, EVEN_K,
+                           BLOCK_M, BLOCK_N, BLOCK_K)
+        _store_rows(acc, out_rows, col_ok[:, None] & (rows < n_rows)[None, :], cols, out_ptr, weights_ptr, p, routed,
+                    s_om, ACT, HAS_WEIGHTS)
+    elif FORM == MMA:  # x [rows, K] @ w^T: fp8_linear.py's MMA form (16-byte weight copies, widened via float32)
+        ok = (rows < n_rows)[:, None] & col_ok[None, :]
+        x_base = x_ptr + x_rows[:, None].to(tl.int64) * s_xm
+        acc_t = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            k = k0 + ks
+            k_ok = k < K
+            wt = tl.load(w_col[None, :] + k[:, None], mask=k_ok[:, None] & col_ok[None, :], other=0.0)
+            xt = tl.load(x_base + k[None, :], mask=(rows < n_rows)[:, None] & k_ok[None, :], other=0.0)
+            sv = tl.load(s_base + ((k_off + k0) // BK) * sk, mask=col_ok, other=0.0)
+            if DOT_F32:
+                acc_t += tl.dot(xt.to(tl.float32), wt.to(tl.float32)) * sv[None, :]
+            else:
+                acc_t += tl.dot(xt, wt.to(tl.float32).to(xt.dtype)) * sv[None, :]
+        _store_rows(tl.trans(acc_t), out_rows, tl.trans(ok), cols, out_ptr, weights_ptr, p, routed, s_om, ACT,
+                    HAS_WEIGHTS)
+    elif FORM == DOT:
         ok = col_ok[:, None] & (rows < n_rows)[None, :]
         x_base = x_ptr + x_rows[None, :].to(tl.int64) * s_xm
         acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
@@ -187,7 +224,7 @@ def _gemv(x, w, s, ids, weights, x_per_token, act, block, shared=None, along_k=F
     """One launch over the T x k routed assignments, then the shared expert's slices (`shared` =
     (weight, scale) of the whole shared up or down) when given, each slice for all T tokens.
     Output [T * slots, N], slots the k routed then the shared slices. `config`: one of
-    GEMV_CONFIGS, else the one PICKER chose for this shape."""
+    CONFIGS' tiles, else the one PICKER chose for this shape."""
     T, k = ids.shape
     E, N, K = w.shape
     sw, ss = shared if shared is not None else (w, s)
@@ -202,17 +239,18 @@ def _launch_gemv(x, w, s, sw, ss, out, ids, weights, x_per_token, act, block, n_
     T, k = ids.shape
     E, N, K = w.shape
     if config is None:
-        key = (N, K, T, k, n_shared, along_k, x_per_token, block, x.dtype)
-        config = PICKER.pick(x.device, key, GEMV_CONFIGS, lambda c: _launch_gemv(
+        key = (N, K, T, k, n_shared, along_k, x_per_token, block, x.dtype, moe_forms(T))
+        config = PICKER.pick(x.device, key, gemv_candidates(T), lambda c: _launch_gemv(
             x, w, s, sw, ss, out, ids, weights, x_per_token, act, block, n_shared, along_k, c))
     block_k = _k_tile(block[1], config.block_k, K if n_shared and along_k else None)
+    block_m = {"vec": 1, "rows": next_pow2(T)}.get(config.form, 16)
     _gemv_kernel[(T * k + n_shared, triton.cdiv(N, config.block_n))](
         x, w, s, sw, ss, out, ids.reshape(-1), weights.reshape(-1) if weights is not None else x, T, N, K,
         x.stride(0), w.stride(0), w.stride(1), s.stride(0), s.stride(1), s.stride(2),
         sw.stride(-2), ss.stride(-2), ss.stride(-1), out.stride(0),
         TOP_K=k, SLOTS=k + n_shared, X_PER_TOKEN=x_per_token, SHARED_ALONG_K=along_k, ACT=_ACT[act],
-        HAS_WEIGHTS=weights is not None, BN=block[0], BK=block[1], DOT=config.dot, DOT_F32=interpreted(),
-        BLOCK_M=16 if config.dot else 1, BLOCK_N=config.block_n, BLOCK_K=block_k,
+        HAS_WEIGHTS=weights is not None, BN=block[0], BK=block[1], FORM=FORM_CODE[config.form],
+        DOT_F32=interpreted(), EVEN_K=K % block_k == 0, BLOCK_M=block_m, BLOCK_N=config.block_n, BLOCK_K=block_k,
         num_warps=num_warps(x.device.type, config.warps), num_stages=config.stages)
     return config
 

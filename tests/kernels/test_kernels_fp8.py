@@ -131,14 +131,15 @@ def test_triton_fp8_linear_matches_reference(rows, N, K, block):
 @pytest.mark.parametrize("N, K", [(10304, 2688), (2688, 4096), (200, 96)])
 def test_triton_fp8_gemv_every_candidate_matches_reference(rows, N, K):
     """Each tile config the device may pick at warm-up (and bench --sweep's), at Nano's shapes and a ragged one."""
-    from bringup.kernels.triton.fp8_linear import SWEEP_DOT_CONFIGS, SWEEP_ONE_ROW_CONFIGS, _gemv, gemv_candidates
+    from bringup.kernels.triton.fp8_decode_forms import FORMS, dense_runs
+    from bringup.kernels.triton.fp8_linear import SWEEP_CONFIGS, _gemv, gemv_candidates
 
     dev = _gpu()
     q, s = quantize_fp8_block(torch.randn(N, K, device=dev) * 0.02, (128, 128))
     x = torch.randn(rows, K, device=dev, dtype=torch.bfloat16)
     expected = ref.fp8_linear(x, q, s, (128, 128))
-    sweep = SWEEP_DOT_CONFIGS + (SWEEP_ONE_ROW_CONFIGS if rows == 1 else ())
-    for config in dict.fromkeys(gemv_candidates(rows) + sweep):
+    sweep = tuple(c for f in FORMS if dense_runs(f, rows) for c in SWEEP_CONFIGS[f])
+    for config in dict.fromkeys(gemv_candidates(rows, FORMS) + sweep):  # every form, the engine's or not
         out = torch.full((rows, N), float("nan"), device=dev, dtype=torch.bfloat16)
         _gemv(x, q, s, None, out, 128, 128, config)
         assert rel(out, expected) < 2e-2, config
@@ -163,11 +164,13 @@ def test_triton_moe_shared_fp8_matches_reference(T, monkeypatch):
     weights = torch.rand(T, k, device=dev)
     args = (x, weights, ids, uq, us, dq, ds, suq, sus, sdq, sds, "relu2", block)
     ws, wr = ref.moe_experts_shared_fp8_unsummed(*args)
-    candidates = dict.fromkeys(fused_moe_fp8.GEMV_CONFIGS + fused_moe_fp8.SWEEP_CONFIGS) \
+    from bringup.kernels.triton.fp8_decode_forms import FORMS
+
+    candidates = dict.fromkeys(c for f in FORMS for c in fused_moe_fp8.CONFIGS[f] + fused_moe_fp8.SWEEP_CONFIGS[f]) \
         if T <= fused_moe_fp8.GEMV_MAX_TOKENS else ()
     for config in (None, *candidates):
-        if config is not None:
-            monkeypatch.setattr(fused_moe_fp8, "GEMV_CONFIGS", (config,))  # a lone candidate is taken untimed
+        if config is not None:  # a lone candidate is taken untimed
+            monkeypatch.setattr(fused_moe_fp8, "gemv_candidates", lambda tokens, forms=None, c=config: (c,))
             monkeypatch.setattr(fused_moe_fp8, "PICKER", TilePicker("one candidate"))
         gs, gr = fused_moe_fp8.moe_experts_shared_fp8_unsummed(*args)
         got = (gs.float().sum(1) if gs.dim() == 3 else gs.float()) + gr.float().sum(1)
@@ -200,7 +203,8 @@ import sys
 import torch
 from bringup.kernels import reference as ref
 from bringup.kernels.reference.fp8_linear import PER_TENSOR_BLOCK, quantize_fp8_block
-from bringup.kernels.triton.fp8_linear import _gemv, fp8_linear, gemv_candidates
+from bringup.kernels.triton.fp8_decode_forms import FORMS, dense_runs
+from bringup.kernels.triton.fp8_linear import SWEEP_CONFIGS, _gemv, fp8_linear, gemv_candidates
 torch.manual_seed(0)
 counters = sys.modules["bringup.kernels.triton.fp8_linear"]._counters
 def err(got, want):
@@ -215,18 +219,18 @@ for N, K, block, bias in [(200, 384, (128, 128), False), (130, 384, (128, 128), 
         got = fp8_linear(x, q, s, block, b)
         assert got.shape == want.shape and got.dtype == want.dtype, (N, K, rows)
         assert err(got, want) < 2e-2, (N, K, block, rows, err(got, want))
-        for config in gemv_candidates(rows):  # every tile the device may pick
+        for config in gemv_candidates(rows, FORMS):  # every tile of every form that takes these rows
             out = torch.full((rows, N), float("nan"), dtype=torch.bfloat16)
             assert _gemv(x, q, s, b, out, int(block[0]), int(block[1]), config) == config
             assert err(out, want) < 2e-2, (N, K, block, rows, config, err(out, want))
             assert all(int(c.abs().sum()) == 0 for c in counters.values()), config  # split tiles reset theirs
 assert counters  # (some launches split K)
-from bringup.kernels.triton.fp8_linear import SWEEP_DOT_CONFIGS, SWEEP_ONE_ROW_CONFIGS
 q, s = quantize_fp8_block(torch.randn(160, 256) * 0.02, (128, 128))
-for configs, rows in ((SWEEP_DOT_CONFIGS, 3), (SWEEP_ONE_ROW_CONFIGS, 1)):  # the bench's --sweep tiles
+for form in FORMS:  # the bench's --sweep tiles
+    rows = 3 if dense_runs(form, 3) else 1
     x = torch.randn(rows, 256, dtype=torch.bfloat16)
     want = ref.fp8_linear(x, q, s, (128, 128))
-    for config in configs:
+    for config in SWEEP_CONFIGS[form]:
         out = torch.full((rows, 160), float("nan"), dtype=torch.bfloat16)
         _gemv(x, q, s, None, out, 128, 128, config)
         assert err(out, want) < 2e-2, (config, err(out, want))
@@ -246,9 +250,10 @@ routed_cases = [(8, 96, 200, 2, (64, 32)), (6, 130, 256, 3, (128, 128))]
 # 64-row blocks; I=48 of 32-wide K blocks), one and three slices, Nano's relu2 and silu
 shared_cases = [(8, 96, 200, 2, 2, (64, 32), "relu2"), (6, 48, 256, 3, 3, (128, 32), "silu"),
                 (5, 64, 128, 2, 1, (128, 128), "relu2")]
-candidates = tuple(dict.fromkeys(fused.GEMV_CONFIGS + fused.SWEEP_CONFIGS))  # (the sweep's: bench --sweep)
+from bringup.kernels.triton.fp8_decode_forms import FORMS
+candidates = tuple(dict.fromkeys(c for f in FORMS for c in fused.CONFIGS[f] + fused.SWEEP_CONFIGS[f]))  # (bench --sweep's too)
 for i, config in enumerate(candidates):
-    fused.GEMV_CONFIGS = (config,)  # the interpreter takes the first candidate: each in turn
+    fused.gemv_candidates = lambda tokens, forms=None, c=config: (c,)  # the interpreter takes the first: each in turn
     for E, I, H, k, block in routed_cases if i == 0 else ():  # (the others: the shared case has routed rows too)
         for T in (1, 4):  # the per-assignment GEMV
             (uq, us), (dq, ds) = (quantize_fp8_block(torch.randn(E, n, m) * 0.05, block) for n, m in ((I, H), (H, I)))
@@ -276,8 +281,9 @@ print("ok")
 
 
 def test_triton_fp8_gemv_matches_reference_interpreted():
-    """Dense GEMV at 1, 3, 4 and 8 rows, through fp8_linear and with each candidate tile config (the
-    matrix-unit and the one-row vector forms): ragged N and K, a K tile smaller than the block,
+    """Dense GEMV at 1, 3, 4 and 8 rows, through fp8_linear and with each candidate tile config of
+    every form (fp8_decode_forms.FORMS: both matrix-unit forms, the one-row and the up-to-8-rows
+    vector forms, whether the engine runs them or not): ragged N and K, a K tile smaller than the block,
     per-tensor and per-row scales, bias, the CPU's 4 'compute units' making most cases split K
     (reduced in the launch: every call must leave the tile counters back at 0 for the next), one
     wide N not split."""
@@ -285,7 +291,7 @@ def test_triton_fp8_gemv_matches_reference_interpreted():
 
 
 def test_triton_fp8_moe_gemv_matches_reference_interpreted():
-    """MoE GEMV with each candidate tile config (all cases for the default, one case with routed and
-    shared rows at 3 tokens for the others): ragged blocks, 1-4 tokens, the shared expert's slices each
+    """MoE GEMV with each candidate tile config of every form (all cases for the default, one case
+    with routed and shared rows at 3 tokens for the others): ragged blocks, 1-4 tokens, the shared expert's slices each
     for all tokens."""
     assert_interpreted_ok(_INTERPRETED_MOE, timeout=240)

@@ -92,3 +92,71 @@ def test_split_gated_moe_streams_its_weights_in_16_byte_copies():
     for name, (narrow, wide, elements_per_thread, stages) in loads.items():
         assert wide * 8 >= elements_per_thread * stages, (name, loads)
         assert narrow * 8 <= elements_per_thread, (name, loads)
+
+
+_FP8_PROBE = """
+import json
+from bringup.core.bench.compiled_loads import assemble, compile_to_ptx, sass_count
+from bringup.kernels.triton import fp8_linear as d, fused_moe_fp8 as m
+from bringup.kernels.triton.fp8_decode_forms import FORM_CODE
+N, K, BN, BK = 2688, 4096, 64, 128  # Nano's mamba out_proj, the engine's first tile
+dense = dict(x_ptr="*bf16", w_ptr="*fp8e4nv", s_ptr="*fp32", b_ptr="*bf16", out_ptr="*bf16", part_ptr="*fp32",
+             count_ptr="*i32", M=2, N=N, K=K, K_SPLIT=K // 4, s_xm=K, s_wn=K, s_sn=K // 128, s_sk=1, s_om=N)
+E, I, H = 128, 1856, 2688  # Nano's experts, the up launch with the shared expert's slices
+moe = dict(x_ptr="*bf16", w_ptr="*fp8e4nv", s_ptr="*fp32", sw_ptr="*fp8e4nv", ss_ptr="*fp32", out_ptr="*bf16",
+           ids_ptr="*i64", weights_ptr="*fp32", T=2, N=I, K=H, s_xm=H, s_we=I * H, s_wn=H, s_se=15 * 21, s_sn=21,
+           s_sk=1, s_swn=H, s_ssn=21, s_ssk=1, s_om=I)
+out = {}
+for form, rows, stages in (("dot", 16, 4), ("mma", 16, 4), ("vec", 1, 4), ("rows", 1, 1), ("rows", 2, 1)):
+    a = assemble(compile_to_ptx(d._gemv_kernel, dense, dict(
+        BN=128, BK=128, HAS_BIAS=False, SPLIT=True, FORM=FORM_CODE[form], DOT_F32=False, TILE_SCALE=True, EVEN_K=True,
+        BLOCK_M=rows, BLOCK_N=BN, BLOCK_K=BK), 4, stages))
+    out[f"dense {form} {rows}"] = dict(registers=a.registers, spills=a.spill_bytes, loop=dict(a.loop))
+for form, rows, stages in (("dot", 16, 4), ("mma", 16, 4), ("vec", 1, 4), ("rows", 2, 1)):
+    a = assemble(compile_to_ptx(m._gemv_kernel, moe, dict(
+        TOP_K=6, SLOTS=8, X_PER_TOKEN=True, SHARED_ALONG_K=False, ACT=1, HAS_WEIGHTS=False, BN=128, BK=128,
+        FORM=FORM_CODE[form], DOT_F32=False, EVEN_K=True, BLOCK_M=rows, BLOCK_N=BN, BLOCK_K=BK), 4, stages))
+    out[f"moe {form} {rows}"] = dict(registers=a.registers, spills=a.spill_bytes, loop=dict(a.loop))
+print(json.dumps(out))
+"""
+
+# Per K step of a BN x BK fp8 tile over 4 warps: each thread's share of the weights, in bytes.
+_WEIGHT_BYTES = 64 * 128 // 128
+# Conversion-unit instructions that widen fp8 (F2FP: packs and unpacks, F2F: one value each).
+_CONVERSIONS = ("F2FP", "F2F.")
+
+
+def _count(loop: dict, *prefixes: str) -> int:
+    return sum(n for op, n in loop.items() if op.startswith(prefixes))
+
+
+def test_fp8_gemv_forms_read_weights_wide_and_widen_them_cheaply():
+    """The fp8 GEMVs' forms (kernels/triton/fp8_decode_forms.py), compiled for sm_90 at Nano's shapes:
+    - every form, dense and MoE, reads each thread's share of a weight tile in 16-byte loads or
+      cp.async copies of 8 or 16, never a byte at a time (a version of the MoE kernel that chose each
+      column's routed or shared weight row in an `if` loaded every form's weights with LDG.E.U8), and
+      nothing spills;
+    - "mma" (x @ w^T) takes the weights in 16-byte copies where "dot" (w @ x^T, the wgmma operand)
+      takes 8-byte ones, and widens them with fewer conversion-unit instructions (through float32);
+    - "rows" at one row: no shuffle in the K loop and fewer registers than "vec" (more programs
+      resident: the bytes in flight), at two rows one FFMA per weight and row."""
+    pytest.importorskip("triton")
+    pytest.importorskip("triton.backends.nvidia.compiler")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", _FP8_PROBE], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    for name, r in got.items():
+        loop = r["loop"]
+        assert r["spills"] == 0, (name, r)
+        assert _count(loop, "LDG.E.U8", "LDG.E.S8") == 0, (name, loop)  # no weight read a byte at a time
+        wide = 16 * _count(loop, "LDG.E.128", "LDGSTS.E.BYPASS.128") + 8 * _count(loop, "LDGSTS.E.64")
+        assert wide >= _WEIGHT_BYTES, (name, loop)
+    for kind in ("dense", "moe"):
+        dot, mma = got[f"{kind} dot 16"]["loop"], got[f"{kind} mma 16"]["loop"]
+        assert _count(mma, "LDGSTS.E.BYPASS.128") * 16 >= _WEIGHT_BYTES and _count(mma, "LDGSTS.E.64") == 0, (kind, mma)
+        assert _count(dot, "LDGSTS.E.64") * 8 >= _WEIGHT_BYTES, (kind, dot)  # (what "dot" does: if this fails, look again)
+        assert _count(mma, *_CONVERSIONS) < _count(dot, *_CONVERSIONS), (kind, dot, mma)
+    one, vec, two = got["dense rows 1"], got["dense vec 1"], got["dense rows 2"]
+    assert _count(one["loop"], "SHFL") == 0 and one["registers"] < vec["registers"], (one, vec)
+    assert _count(two["loop"], "FFMA") == 2 * _WEIGHT_BYTES and _count(two["loop"], "SHFL") == 0, two
