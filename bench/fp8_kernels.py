@@ -112,7 +112,7 @@ def form_times(time_form, forms) -> dict[str, float]:
     return {f: time_form((f,)) for f in forms}
 
 
-def suggested_rule(results: list[dict], kind: str, forms_now, max_rows: int) -> str:
+def suggested_rule(results: list[dict], kind: str, max_rows: int) -> tuple:
     """The (rows bound, forms) table the measured winners give: per row count, the forms that were
     fastest at some shape (within 3 %), in the order of how often; the engine times those at warm-up.
     The last bound is raised to `max_rows` (the GEMV's last row count), keeping what runs there."""
@@ -130,7 +130,7 @@ def suggested_rule(results: list[dict], kind: str, forms_now, max_rows: int) -> 
         from bringup.kernels.triton.fp8_decode_forms import dense_runs
         last = tuple(f for f in table[-1][1] if kind == "moe" or dense_runs(f, max_rows)) or ("dot",)
         table.append((max_rows, last))
-    return f"{tuple(table)!r}  (now {forms_now!r})"
+    return tuple(table)
 
 
 def main() -> int:
@@ -227,11 +227,15 @@ def main() -> int:
     print_tile_times(dense.PICKER, ("N", "K", "rows", "", "", "", "forms"))
     print_tile_times(moe.PICKER, ("N", "K", "tokens", "top-k", "shared slices", "along K", "", "", "", "forms"))
     print(f"\npicking tiles took {dense.PICKER.seconds + moe.PICKER.seconds:.1f} s (compiles included)")
-    print("\nthe rule the fastest forms give (set in kernels/triton/fp8_decode_forms.py):")
-    print(f"  DENSE_FORMS = {suggested_rule(rows_out, 'dense', rule.DENSE_FORMS, dense.GEMV_MAX_ROWS)}")
-    print(f"  MOE_FORMS = {suggested_rule([r for r in rows_out if 'grouped' not in r['forms']], 'moe', rule.MOE_FORMS, moe.GEMV_MAX_TOKENS)}")
+    dense_rule = suggested_rule(rows_out, "dense", dense.GEMV_MAX_ROWS)
+    moe_rule = suggested_rule([r for r in rows_out if "grouped" not in r["forms"]], "moe", moe.GEMV_MAX_TOKENS)
+    print("\nthe rule the fastest forms give (kernels/triton/fp8_decode_forms.py; now in force in brackets):")
+    print(f"  DENSE_FORMS = {dense_rule!r}  [{rule.table('dense')!r}]")
+    print(f"  MOE_FORMS = {moe_rule!r}  [{rule.table('moe')!r}]")
+    print(f"  to try it in a whole step: {rule.ENV}='{rule.format_table('dense', dense_rule)};"
+          f"{rule.format_table('moe', moe_rule)}' python bench/quantized.py CONFIG.json")
     if args.json:
-        args.json.write_text(json.dumps({"bandwidth": bw, "rows": rows_out,
+        args.json.write_text(json.dumps({"bandwidth": bw, "rows": rows_out, "rule": {"dense": dense_rule, "moe": moe_rule},
                                          "tiles": tile_json(dense.PICKER) + tile_json(moe.PICKER)}, indent=1))
     return 0
 

@@ -15,10 +15,15 @@ every form at 1, 2, 4 and 8 rows beside bf16 and prints the table these should b
 "mma" and "rows" were written on 2026-12-04 without a GPU: their machine code (compiled here for
 sm_90, core/bench/compiled_loads.py; tests/core/bench/test_bench_compiled_loads.py) reads the weights
 as intended, but they have not been timed, so the engine does not run them yet. Switching is one line
-per table: add the form to the row counts where the bench measured it fastest.
+per table: add the form to the row counts where the bench measured it fastest. To try a table on
+the device before editing it, BRINGUP_FP8_FORMS replaces either or both, e.g.
+"dense=1:rows,vec/16:dot,mma;moe=4:mma,dot" (bench/fp8_kernels.py prints the one it measured).
 """
 
 from __future__ import annotations
+
+import functools
+import os
 
 FORM_CODE = {"dot": 0, "vec": 1, "mma": 2, "rows": 3}  # the kernels' FORM constexpr
 FORMS = tuple(FORM_CODE)
@@ -29,6 +34,39 @@ DENSE_FORMS = ((1, ("dot", "vec")), (16, ("dot",)))
 # The MoE GEMV's programs take one row each for routed experts and every token's row for a shared
 # expert slice, so its forms are by the call's token count.
 MOE_FORMS = ((4, ("dot", "vec")),)
+
+
+ENV = "BRINGUP_FP8_FORMS"
+
+
+@functools.lru_cache(maxsize=8)
+def parse_tables(text: str) -> dict[str, tuple]:
+    """"dense=1:dot,vec/16:dot;moe=4:dot" -> {"dense": ((1, ("dot", "vec")), (16, ("dot",))), "moe": ...}."""
+    tables = {}
+    for part in filter(None, (p.strip() for p in text.split(";"))):
+        kind, _, spec = part.partition("=")
+        if kind not in ("dense", "moe") or not spec:
+            raise ValueError(f"{ENV}: '{part}' is not dense=... or moe=...")
+        table = []
+        for entry in spec.split("/"):
+            bound, _, forms = entry.partition(":")
+            names = tuple(f.strip() for f in forms.split(",") if f.strip())
+            unknown = [f for f in names if f not in FORM_CODE]
+            if unknown or not bound.strip().isdigit() or not names:
+                raise ValueError(f"{ENV}: '{entry}' is not ROWS:FORM,... with forms among {', '.join(FORMS)}")
+            table.append((int(bound), names))
+        tables[kind] = tuple(sorted(table))
+    return tables
+
+
+def format_table(kind: str, table) -> str:
+    """The ENV text of one table (parse_tables reads it back)."""
+    return f"{kind}=" + "/".join(f"{bound}:{','.join(forms)}" for bound, forms in table)
+
+
+def table(kind: str) -> tuple:
+    """The table in force: ENV's where it gives one, else DENSE_FORMS / MOE_FORMS."""
+    return parse_tables(os.environ.get(ENV, "")).get(kind) or {"dense": DENSE_FORMS, "moe": MOE_FORMS}[kind]
 
 
 def dense_runs(form: str, rows: int) -> bool:
@@ -44,9 +82,9 @@ def _forms(table, rows: int) -> tuple[str, ...]:
 def dense_forms(rows: int) -> tuple[str, ...]:
     """The forms fp8_linear's GEMV may run at `rows` rows ("dot" where the table leaves none that
     takes that many: it takes every row count of the GEMV)."""
-    return tuple(f for f in _forms(DENSE_FORMS, rows) if dense_runs(f, rows)) or ("dot",)
+    return tuple(f for f in _forms(table("dense"), rows) if dense_runs(f, rows)) or ("dot",)
 
 
 def moe_forms(tokens: int) -> tuple[str, ...]:
     """The forms the fp8 MoE GEMV may run at `tokens` tokens ("dot" where the table lists none)."""
-    return _forms(MOE_FORMS, tokens) or ("dot",)
+    return _forms(table("moe"), tokens) or ("dot",)
