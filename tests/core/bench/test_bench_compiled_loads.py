@@ -11,6 +11,16 @@ import sys
 
 import pytest
 
+def _compile_probe(script: str):
+    """Run a probe that compiles kernels for sm_90 (interpreter off) and prints JSON as its last line."""
+    pytest.importorskip("triton")
+    pytest.importorskip("triton.backends.nvidia.compiler")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 _PROBE = """
 import json
 from bringup.core.bench.compiled_loads import compile_to_ptx, load_kinds, narrow_loads, wide_loads
@@ -34,12 +44,7 @@ print(json.dumps(out))
 
 
 def test_interleaved_gate_up_read_as_one_tensor_compiles_to_wide_loads():
-    pytest.importorskip("triton")
-    pytest.importorskip("triton.backends.nvidia.compiler")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    loads = json.loads(done.stdout.strip().splitlines()[-1])
+    loads = _compile_probe(_PROBE)
     # per K step a thread of 4 warps reads 128 x 128 (GEMM) and 64 x 128 (GEMV) weight elements / 128 threads
     per_thread = {"gemm": 128 * 128 // 128, "gemv": 64 * 128 // 128}
     for name, elements in per_thread.items():
@@ -83,12 +88,7 @@ def test_split_gated_moe_streams_its_weights_in_16_byte_copies():
     sm_90: each thread's share of a weight tile arrives in 16-byte copies (8 bf16), one set per pipeline
     stage, and no weight element is a 2-byte load: the few narrow loads left read the biases, far fewer
     than a thread's weight elements per K step (a weight read element by element has one each)."""
-    pytest.importorskip("triton")
-    pytest.importorskip("triton.backends.nvidia.compiler")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run([sys.executable, "-c", _SPLIT_PROBE], env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    loads = json.loads(done.stdout.strip().splitlines()[-1])
+    loads = _compile_probe(_SPLIT_PROBE)
     for name, (narrow, wide, elements_per_thread, stages) in loads.items():
         assert wide * 8 >= elements_per_thread * stages, (name, loads)
         assert narrow * 8 <= elements_per_thread, (name, loads)
@@ -140,12 +140,7 @@ def test_fp8_gemv_forms_read_weights_wide_and_widen_them_cheaply():
       takes 8-byte ones, and widens them with fewer conversion-unit instructions (through float32);
     - "rows" at one row: no shuffle in the K loop and fewer registers than "vec" (more programs
       resident: the bytes in flight), at two rows one FFMA per weight and row."""
-    pytest.importorskip("triton")
-    pytest.importorskip("triton.backends.nvidia.compiler")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run([sys.executable, "-c", _FP8_PROBE], env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    got = json.loads(done.stdout.strip().splitlines()[-1])
+    got = _compile_probe(_FP8_PROBE)
     for name, r in got.items():
         loop = r["loop"]
         assert r["spills"] == 0, (name, r)
