@@ -30,9 +30,10 @@ LOAD = re.compile(r"\b(ld\.global[.\w]*|cp\.async\.(?:cg|ca)[.\w]*)")
 
 
 def compile_to_ptx(kernel, args: dict, constexprs: dict, num_warps: int = 4, num_stages: int = 3,
-                   capability: int = 90) -> str:
+                   capability: int = 90, metadata: dict | None = None) -> str:
     """PTX of a @triton.jit `kernel` for sm_<capability>. args: each run-time argument by name, pointers as
-    their Triton type ('*bf16', '*i32', ...), ints and floats as example values; constexprs by name."""
+    their Triton type ('*bf16', '*i32', ...), ints and floats as example values; constexprs by name.
+    `metadata`, when given, receives the compiler's (its "shared": shared memory bytes a program takes)."""
     from triton._C.libtriton import ir
     from triton.backends.compiler import GPUTarget
     from triton.compiler.compiler import ASTSource, make_backend
@@ -67,7 +68,8 @@ def compile_to_ptx(kernel, args: dict, constexprs: dict, num_warps: int = 4, num
     backend.load_dialects(context)
     module = source.make_ir(target, options, backend.get_codegen_implementation(options), backend.get_module_map(),
                             context)
-    metadata = {"hash": "compiled_loads", "target": target, **options.__dict__}
+    metadata = {} if metadata is None else metadata
+    metadata.update({"hash": "compiled_loads", "target": target, **options.__dict__})
     for ext, stage in stages.items():
         module = stage(module, metadata)
         if ext == "ptx":
@@ -137,3 +139,16 @@ def assemble(ptx: str, capability: int = 90) -> Assembled:
 def sass_count(sass: Counter, prefix: str) -> int:
     """Instructions whose opcode starts with `prefix` ('LDG.E.128', 'LDGSTS', 'HGMMA', 'FFMA', 'SHFL')."""
     return sum(n for op, n in sass.items() if op.startswith(prefix))
+
+
+# Hopper's per-SM limits (the CUDA programming guide's table for compute capability 9.0).
+SM90_REGISTERS, SM90_SHARED, SM90_THREADS, SM90_PROGRAMS = 65536, 227 * 1024, 2048, 32
+
+
+def programs_per_sm(registers: int, shared_bytes: int, warps: int) -> int:
+    """How many programs of this kernel an sm_90 SM holds at once (registers are allotted per warp in
+    units of 256, so a thread's count is rounded up to a multiple of 8)."""
+    threads = 32 * warps
+    per_program = -(-registers // 8) * 8 * threads
+    return max(0, min(SM90_REGISTERS // per_program, SM90_SHARED // max(1, shared_bytes), SM90_THREADS // threads,
+                      SM90_PROGRAMS))

@@ -3,8 +3,10 @@
 The fp8 GEMVs (fp8_linear.py dense, fused_moe_fp8.py routed and shared experts) each have several
 forms of the same product (the kernels' comments say how each reads and widens the weights):
 - "dot": w tile @ x^T on the matrix units (wgmma), the rows padded to 16;
+- "dot_trunc": "dot" with the weights widened through float32 (fp8_widen.py: a third of the
+  conversion instructions);
 - "mma": x @ w^T tile on the matrix units (mma.sync), the weights in 16-byte cp.async copies and
-  widened through float32;
+  widened as "dot_trunc"'s;
 - "vec": one row on the vector units;
 - "rows": up to 8 rows on the vector units, each weight tile loaded once (fp8_gemv_rows.py).
 For a row count, the forms listed here are the ones whose tiles the device times at warm-up
@@ -12,7 +14,7 @@ For a row count, the forms listed here are the ones whose tiles the device times
 a shape first met in a graph capture) the first form's first tile runs. bench/fp8_kernels.py times
 every form at 1, 2, 4 and 8 rows beside bf16 and prints the table these should be set from.
 
-"mma" and "rows" were written on 2026-12-04 without a GPU: their machine code (compiled here for
+"dot_trunc", "mma" and "rows" were written on 2026-12-04 without a GPU: their machine code (compiled here for
 sm_90, core/bench/compiled_loads.py; tests/core/bench/test_bench_compiled_loads.py) reads the weights
 as intended, but they have not been timed, so the engine does not run them yet. Switching is one line
 per table: add the form to the row counts where the bench measured it fastest. To try a table on
@@ -25,7 +27,7 @@ from __future__ import annotations
 import functools
 import os
 
-FORM_CODE = {"dot": 0, "vec": 1, "mma": 2, "rows": 3}  # the kernels' FORM constexpr
+FORM_CODE = {"dot": 0, "vec": 1, "mma": 2, "rows": 3, "dot_trunc": 4}  # the kernels' FORM constexpr
 FORMS = tuple(FORM_CODE)
 VECTOR_ROWS_MAX = 8  # "rows" takes up to this many rows (fp8_gemv_rows.ROWS_MAX); "vec" one
 

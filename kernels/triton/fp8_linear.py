@@ -26,6 +26,7 @@ import triton.language as tl
 
 from .fp8_decode_forms import FORM_CODE, dense_forms, dense_runs
 from .fp8_gemv_rows import rows_partial
+from .fp8_widen import widen_fp8
 from .launch import compute_units, interpreted, next_pow2, num_warps
 from .tile_picker import TilePicker
 
@@ -34,6 +35,7 @@ DOT = tl.constexpr(FORM_CODE["dot"])
 VEC = tl.constexpr(FORM_CODE["vec"])
 MMA = tl.constexpr(FORM_CODE["mma"])
 ROWS = tl.constexpr(FORM_CODE["rows"])
+DOT_TRUNC = tl.constexpr(FORM_CODE["dot_trunc"])
 
 GEMV_MAX_ROWS = 16  # up to here the GEMV (all rows in each program); above, the tiled GEMM
 
@@ -49,10 +51,11 @@ def _gemv_kernel(x_ptr, w_ptr, s_ptr, b_ptr, out_ptr, part_ptr, count_ptr, M, N,
     # - DOT: the fp8 tile widened to x's dtype and multiplied by the rows (padded to BLOCK_M = 16) on
     #   the matrix units, w [BLOCK_N, BLOCK_K] @ x^T [BLOCK_K, BLOCK_M], so the weight is the operand
     #   that is BLOCK_N wide (wgmma) and the pipeliner keeps several fp8 tiles in flight.
+    # - DOT_TRUNC: DOT with the tile widened through float32 (fp8_widen.py: a third of the conversion
+    #   instructions), so that a device run tells the widening's share from MMA's other changes.
     # - MMA: the same product the other way round, x [BLOCK_M, BLOCK_K] @ w^T (mma.sync): the fp8 tile
     #   then arrives in 16-byte cp.async copies (8-byte ones as DOT's wgmma operand, read back from
-    #   shared memory 2 bytes at a time), and is widened through float32 (F2FP unpack, HADD2.F32 on the
-    #   FMA pipe, F2FP pack: 1 conversion-unit op per weight, where fp8 -> bf16 directly takes 1.5).
+    #   shared memory 2 bytes at a time), widened through float32 as DOT_TRUNC's.
     # - VEC (one row, BLOCK_M = 1): a 2-D float32 partial on the vector units, reduced across K once
     #   after the loop.
     # - ROWS (up to 8 rows, BLOCK_M a power of two): fp8_gemv_rows.py, the vector units for every row.
@@ -75,7 +78,7 @@ def _gemv_kernel(x_ptr, w_ptr, s_ptr, b_ptr, out_ptr, part_ptr, count_ptr, M, N,
         acc = rows_partial(x_ptr, s_xm, rows, M, w_rows, col_ok, s_ptr + (cols // BN) * s_sn, s_sk, k_lo, k_hi, 0,
                            BK, EVEN_K, BLOCK_M, BLOCK_N, BLOCK_K)
     else:
-        if FORM == DOT:
+        if FORM == DOT or FORM == DOT_TRUNC:
             acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
         elif FORM == MMA:
             acc_t = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
@@ -100,7 +103,7 @@ def _gemv_kernel(x_ptr, w_ptr, s_ptr, b_ptr, out_ptr, part_ptr, count_ptr, M, N,
                 sv = tl.load(s_cols + (k0 // BK) * s_sk, mask=col_ok, other=0.0)[None, :]
             else:
                 sv = tl.load(s_cols + (k0 // BK) * s_sk, mask=col_ok, other=0.0)[:, None]
-            if FORM == DOT:
+            if FORM == DOT or FORM == DOT_TRUNC:
                 x_at = x_ptr + rows[None, :].to(tl.int64) * s_xm + k[:, None]
                 if EVEN_K:
                     xt = tl.load(x_at, mask=row_ok[None, :], other=0.0)
@@ -109,7 +112,7 @@ def _gemv_kernel(x_ptr, w_ptr, s_ptr, b_ptr, out_ptr, part_ptr, count_ptr, M, N,
                 if DOT_F32:  # (the interpreter: its tl.dot multiplies bf16's raw bits)
                     acc += tl.dot(wt.to(tl.float32), xt.to(tl.float32)) * sv
                 else:
-                    acc += tl.dot(wt.to(xt.dtype), xt) * sv
+                    acc += tl.dot(widen_fp8(wt, xt.dtype, FORM == DOT_TRUNC), xt) * sv
             elif FORM == MMA:
                 x_at = x_ptr + rows[:, None].to(tl.int64) * s_xm + k[None, :]
                 if EVEN_K:
@@ -119,7 +122,7 @@ def _gemv_kernel(x_ptr, w_ptr, s_ptr, b_ptr, out_ptr, part_ptr, count_ptr, M, N,
                 if DOT_F32:
                     acc_t += tl.dot(xt.to(tl.float32), wt.to(tl.float32)) * sv
                 else:
-                    acc_t += tl.dot(xt, wt.to(tl.float32).to(xt.dtype)) * sv
+                    acc_t += tl.dot(xt, widen_fp8(wt, xt.dtype, True)) * sv
             else:
                 if EVEN_K:
                     xv = tl.load(x_ptr + k).to(tl.float32)
@@ -195,7 +198,7 @@ def _k_tile(bk: int, K: int, want: int) -> int:
 
 
 class GemvConfig(NamedTuple):
-    form: str  # fp8_decode_forms.FORMS: "dot", "mma" (matrix units, up to 16 rows), "vec" (one row), "rows" (up to 8)
+    form: str  # fp8_decode_forms.FORMS: "dot", "dot_trunc", "mma" (matrix units, up to 16 rows), "vec" (one row), "rows" (up to 8)
     block_n: int
     block_k: int  # at most: a power of two inside one scale block
     warps: int
@@ -210,6 +213,8 @@ CONFIGS = {
     "dot": (GemvConfig("dot", 64, 128, 4, 4, 4), GemvConfig("dot", 128, 128, 4, 3, 4),
             GemvConfig("dot", 64, 128, 4, 4, 8), GemvConfig("dot", 64, 64, 4, 6, 8)),
     "vec": (GemvConfig("vec", 64, 128, 4, 4, 4), GemvConfig("vec", 32, 128, 4, 4, 8)),
+    "dot_trunc": (GemvConfig("dot_trunc", 64, 128, 4, 4, 4), GemvConfig("dot_trunc", 128, 128, 4, 3, 4),
+                  GemvConfig("dot_trunc", 64, 128, 4, 4, 8), GemvConfig("dot_trunc", 64, 64, 4, 6, 8)),
     "mma": (GemvConfig("mma", 64, 128, 4, 4, 4), GemvConfig("mma", 128, 128, 4, 3, 4),
             GemvConfig("mma", 64, 128, 4, 4, 8)),
     # (stages 1: Triton pipelines only tl.dot's operands)
@@ -222,6 +227,8 @@ SWEEP_CONFIGS = {
     "dot": tuple(GemvConfig("dot", n, k, 4, st, ppu) for n in (64, 128) for k in (64, 128) for st in (3, 5)
                  for ppu in (4, 8)) + (GemvConfig("dot", 128, 128, 8, 4, 4), GemvConfig("dot", 32, 128, 4, 4, 8)),
     "vec": tuple(GemvConfig("vec", n, 128, 4, 4, ppu) for n in (16, 32, 64) for ppu in (4, 8)),
+    "dot_trunc": tuple(GemvConfig("dot_trunc", n, k, 4, st, ppu) for n in (64, 128) for k in (64, 128)
+                       for st in (3, 5) for ppu in (4, 8)),
     "mma": tuple(GemvConfig("mma", n, k, 4, st, ppu) for n in (64, 128) for k in (64, 128) for st in (3, 5)
                  for ppu in (4, 8)),
     "rows": tuple(GemvConfig("rows", n, k, w, 1, ppu) for n in (16, 32, 64) for k in (64, 128) for w in (4,)

@@ -22,6 +22,7 @@ import triton.language as tl
 
 from .fp8_decode_forms import FORM_CODE, moe_forms
 from .fp8_gemv_rows import rows_partial
+from .fp8_widen import widen_fp8
 from .fused_moe import _ACT, activate, block_m_for, moe_align
 from .launch import interpreted, next_pow2, num_warps
 from .tile_picker import TilePicker
@@ -29,12 +30,13 @@ from .tile_picker import TilePicker
 DOT = tl.constexpr(FORM_CODE["dot"])
 MMA = tl.constexpr(FORM_CODE["mma"])
 ROWS = tl.constexpr(FORM_CODE["rows"])  # (any other code: the vector form, row by row)
+DOT_TRUNC = tl.constexpr(FORM_CODE["dot_trunc"])
 
 GEMV_MAX_TOKENS = 4
 
 
 class MoeGemvConfig(NamedTuple):
-    form: str  # fp8_decode_forms.FORMS: "dot"/"mma" (matrix units, rows padded to 16), "vec" (row by row), "rows"
+    form: str  # fp8_decode_forms.FORMS: "dot"/"dot_trunc"/"mma" (matrix units, rows padded to 16), "vec" (row by row), "rows"
     block_n: int
     block_k: int  # at most: a power of two inside one scale block
     warps: int
@@ -45,6 +47,7 @@ class MoeGemvConfig(NamedTuple):
 # forms run), the first the default where nothing is timed. Narrower than the dense GEMV's: the
 # activation after the sum rules out split-K, so the columns alone must fill the device.
 CONFIGS = {"dot": (MoeGemvConfig("dot", 64, 128, 4, 4), MoeGemvConfig("dot", 32, 128, 4, 4)),
+           "dot_trunc": (MoeGemvConfig("dot_trunc", 64, 128, 4, 4), MoeGemvConfig("dot_trunc", 32, 128, 4, 4)),
            "vec": (MoeGemvConfig("vec", 32, 128, 4, 4), MoeGemvConfig("vec", 64, 128, 4, 4)),
            "mma": (MoeGemvConfig("mma", 64, 128, 4, 4), MoeGemvConfig("mma", 32, 128, 4, 4)),
            "rows": (MoeGemvConfig("rows", 32, 128, 4, 1), MoeGemvConfig("rows", 64, 128, 4, 1))}
@@ -52,6 +55,7 @@ CONFIGS = {"dot": (MoeGemvConfig("dot", 64, 128, 4, 4), MoeGemvConfig("dot", 32,
 SWEEP_CONFIGS = {"dot": tuple(MoeGemvConfig("dot", n, 128, 4, st) for n in (32, 64, 128) for st in (3, 5))
                  + (MoeGemvConfig("dot", 64, 64, 4, 6),),
                  "vec": tuple(MoeGemvConfig("vec", n, 128, 4, 4) for n in (16, 32, 64)),
+                 "dot_trunc": tuple(MoeGemvConfig("dot_trunc", n, 128, 4, st) for n in (32, 64, 128) for st in (3, 5)),
                  "mma": tuple(MoeGemvConfig("mma", n, 128, 4, st) for n in (32, 64, 128) for st in (3, 5)),
                  "rows": tuple(MoeGemvConfig("rows", n, k, 4, 1) for n in (16, 32, 64) for k in (64, 128))}
 PICKER = TilePicker("fp8 MoE GEMV")
@@ -121,7 +125,7 @@ def _gemv_kernel(x_ptr, w_ptr, s_ptr, sw_ptr, ss_ptr, out_ptr, ids_ptr, weights_
                            BLOCK_M, BLOCK_N, BLOCK_K)
         _store_rows(acc, out_rows, col_ok[:, None] & (rows < n_rows)[None, :], cols, out_ptr, weights_ptr, p, routed,
                     s_om, ACT, HAS_WEIGHTS)
-    elif FORM == MMA:  # x [rows, K] @ w^T: fp8_linear.py's MMA form (16-byte weight copies, widened via float32)
+    elif FORM == MMA:  # x [rows, K] @ w^T: fp8_linear.py's MMA form (16-byte weight copies, fp8_widen.py)
         ok = (rows < n_rows)[:, None] & col_ok[None, :]
         x_base = x_ptr + x_rows[:, None].to(tl.int64) * s_xm
         acc_t = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
@@ -134,10 +138,10 @@ def _gemv_kernel(x_ptr, w_ptr, s_ptr, sw_ptr, ss_ptr, out_ptr, ids_ptr, weights_
             if DOT_F32:
                 acc_t += tl.dot(xt.to(tl.float32), wt.to(tl.float32)) * sv[None, :]
             else:
-                acc_t += tl.dot(xt, wt.to(tl.float32).to(xt.dtype)) * sv[None, :]
+                acc_t += tl.dot(xt, widen_fp8(wt, xt.dtype, True)) * sv[None, :]
         _store_rows(tl.trans(acc_t), out_rows, tl.trans(ok), cols, out_ptr, weights_ptr, p, routed, s_om, ACT,
                     HAS_WEIGHTS)
-    elif FORM == DOT:
+    elif FORM == DOT or FORM == DOT_TRUNC:
         ok = col_ok[:, None] & (rows < n_rows)[None, :]
         x_base = x_ptr + x_rows[None, :].to(tl.int64) * s_xm
         acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
@@ -151,7 +155,7 @@ def _gemv_kernel(x_ptr, w_ptr, s_ptr, sw_ptr, ss_ptr, out_ptr, ids_ptr, weights_
             if DOT_F32:  # (the interpreter: its tl.dot multiplies bf16's raw bits)
                 acc += tl.dot(wt.to(tl.float32), xt.to(tl.float32)) * sv[:, None]
             else:
-                acc += tl.dot(wt.to(xt.dtype), xt) * sv[:, None]
+                acc += tl.dot(widen_fp8(wt, xt.dtype, FORM == DOT_TRUNC), xt) * sv[:, None]
         _store_rows(acc, out_rows, ok, cols, out_ptr, weights_ptr, p, routed, s_om, ACT, HAS_WEIGHTS)
     else:
         # One row at a time (the shared slices' tokens one after another, the slice's tiles then
