@@ -1,6 +1,7 @@
 """Each FP8 (W8A16) decode kernel against its bf16 counterpart at a model's real shapes, in one run.
 
-    python bench/fp8_kernels.py [CONFIG.json] [--rows 1 2 4 8] [--block 128] [--sweep] [--json OUT.json]
+    python bench/fp8_kernels.py [CONFIG.json] [--rows 1 2 4 8] [--forms dot mma ...] [--block 128] [--sweep]
+                                [--json OUT.json]
 
 CONFIG defaults to Nemotron-3-Nano-30B-A3B's (../shared/models). Per layer shape of a decode step
 (Mamba in/out projections, attention q/k/v and o, the MoE layer with its shared expert): the fp8
@@ -118,7 +119,7 @@ def suggested_rule(results: list[dict], kind: str, max_rows: int) -> tuple:
     The last bound is raised to `max_rows` (the GEMV's last row count), keeping what runs there."""
     by_rows: dict[int, dict[str, int]] = {}
     for r in results:
-        if r["kind"] != kind:
+        if r["kind"] != kind or not r["forms"]:
             continue
         best = min(r["forms"].values())
         for f, us in sorted(r["forms"].items(), key=lambda t: t[1]):
@@ -139,9 +140,15 @@ def main() -> int:
     ap.add_argument("--rows", type=int, nargs="+", default=[1, 2, 4, 8])
     ap.add_argument("--block", type=int, default=128)
     ap.add_argument("--sweep", action="store_true", help="time the wider SWEEP_* tile sets, not the engine's few")
+    ap.add_argument("--forms", nargs="+", help="time only these fp8 forms (default: all; each compiles its tiles)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)  # (each row on its own: a run cut short keeps what it measured)
     from bringup.kernels.triton import fp8_decode_forms as rule, fp8_linear as dense, fused_moe_fp8 as moe
+    forms = tuple(args.forms or rule.FORMS)
+    unknown = [f for f in forms if f not in rule.FORMS]
+    if unknown:
+        ap.error(f"unknown forms {unknown}: the forms are {', '.join(rule.FORMS)}")
     if args.sweep:
         dense.CONFIGS, moe.CONFIGS = dense.SWEEP_CONFIGS, moe.SWEEP_CONFIGS
     from bringup.kernels.reference.fp8_linear import quantize_fp8_block
@@ -160,7 +167,7 @@ def main() -> int:
     def report(kind, name, m, bf16_us, bf16_bytes, fp8_bytes, times):
         b_share = bf16_bytes / bw / (bf16_us * 1e-6)
         cells = "  ".join(f"{f} {us:.1f} {fp8_bytes / bw / (us * 1e-6):.0%} {bf16_us / us:.2f}x" for f, us in times.items())
-        best = min((f for f in times if f != "engine"), key=times.get)
+        best = min((f for f in times if f != "engine"), key=times.get, default="engine")
         print(f"{name:<22}{m:>3} rows  bf16 {bf16_us:.1f} {b_share:.0%}  |  {cells}  |  best {best}")
         rows_out.append({"kind": kind, "layer": name, "rows": m, "bf16_us": bf16_us, "bf16_share": b_share,
                          "forms": {f: us for f, us in times.items() if f != "engine"}, "engine_us": times["engine"],
@@ -173,8 +180,8 @@ def main() -> int:
                 return graphed_us([lambda wq=wq, s=s: fp8_linear(x, wq, s, block) for _, wq, s in copies])
             finally:
                 dense.dense_forms = engine_dense
-        forms = tuple(f for f in rule.FORMS if rule.dense_runs(f, x.shape[0]))
-        return {**form_times(time_forms, forms), "engine": time_forms(None)}
+        return {**form_times(time_forms, tuple(f for f in forms if rule.dense_runs(f, x.shape[0]))),
+                "engine": time_forms(None)}
 
     engine_dense, engine_moe = dense.dense_forms, moe.moe_forms
     for name, (N, K) in linear_shapes(cfg).items():
@@ -220,7 +227,7 @@ def main() -> int:
             if m > moe.GEMV_MAX_TOKENS:  # (past the GEMV: the grouped GEMM, no forms to choose)
                 times = {"grouped": time_moe(None), "engine": time_moe(None)}
             else:
-                times = {**form_times(time_moe, rule.FORMS), "engine": time_moe(None)}
+                times = {**form_times(time_moe, forms), "engine": time_moe(None)}
             report("moe", "moe + shared expert", m,
                    graphed_us([lambda ids=ids, wts=wts: moe_experts_shared_unsummed(x, wts, ids, *b16, "relu2")
                                for ids, wts in routes]), read * 2, read, times)
