@@ -198,7 +198,8 @@ def _k_tile(bk: int, K: int, want: int) -> int:
 
 
 class GemvConfig(NamedTuple):
-    form: str  # fp8_decode_forms.FORMS: "dot", "dot_trunc", "mma" (matrix units, up to 16 rows), "vec" (one row), "rows" (up to 8)
+    # fp8_decode_forms.FORMS: "dot", "dot_trunc", "mma" (matrix units, up to 16 rows), "vec" (one row), "rows" (up to 8)
+    form: str
     block_n: int
     block_k: int  # at most: a power of two inside one scale block
     warps: int

@@ -36,7 +36,8 @@ GEMV_MAX_TOKENS = 4
 
 
 class MoeGemvConfig(NamedTuple):
-    form: str  # fp8_decode_forms.FORMS: "dot"/"dot_trunc"/"mma" (matrix units, rows padded to 16), "vec" (row by row), "rows"
+    # fp8_decode_forms.FORMS: "dot", "dot_trunc", "mma" (matrix units, rows padded to 16), "vec" (row by row), "rows"
+    form: str
     block_n: int
     block_k: int  # at most: a power of two inside one scale block
     warps: int

@@ -107,7 +107,8 @@ moe = dict(x_ptr="*bf16", w_ptr="*fp8e4nv", s_ptr="*fp32", sw_ptr="*fp8e4nv", ss
            ids_ptr="*i64", weights_ptr="*fp32", T=2, N=I, K=H, s_xm=H, s_we=I * H, s_wn=H, s_se=15 * 21, s_sn=21,
            s_sk=1, s_swn=H, s_ssn=21, s_ssk=1, s_om=I)
 out = {}
-for form, rows, stages in (("dot", 16, 4), ("dot_trunc", 16, 4), ("mma", 16, 4), ("vec", 1, 4), ("rows", 1, 1), ("rows", 2, 1)):
+for form, rows, stages in (("dot", 16, 4), ("dot_trunc", 16, 4), ("mma", 16, 4), ("vec", 1, 4), ("rows", 1, 1),
+                           ("rows", 2, 1)):
     a = assemble(compile_to_ptx(d._gemv_kernel, dense, dict(
         BN=128, BK=128, HAS_BIAS=False, SPLIT=True, FORM=FORM_CODE[form], DOT_F32=False, TILE_SCALE=True, EVEN_K=True,
         BLOCK_M=rows, BLOCK_N=BN, BLOCK_K=BK), 4, stages))
