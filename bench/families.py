@@ -2,7 +2,7 @@
 speed against the bandwidth limit, kernels per step, prefill, time to ready, and transformers.
 
     python bench/families.py [CONFIG.json ...] [--batches 1,32] [--budget-s 240] [--gate-up auto|fused|apart]
-        [--out results.json]
+        [--out results.json] [--profile [--profile-top 10]]
 
 Without configs: every config under ../shared/models whose model_type the engine runs, smallest first
 (configs given run in the order given)
@@ -18,6 +18,9 @@ Without configs: every config under ../shared/models whose model_type the engine
 - prefill tok/s: prompt tokens over the time of the steps that carried them, in the batch-B run;
 - transformers `generate` at batch 1 on the same weights (bench/nano_full.py's twin), where the
   model is small enough to hold twice (`--hf-max-params`) and transformers builds it.
+- with --profile, per batch B: the eager decode step under torch.profiler, its kernel time against its
+  wall time, the graph of bucket B replayed alone, and the top kernels and modules by GPU time
+  (bench/step_profile.py says what is measured how).
 Results go to `--out` after every model, so a run cut short keeps what it measured.
 """
 
@@ -97,6 +100,11 @@ def bench_model(path: Path, config: dict, params: int, args, bw: float, device, 
         print(f"  batch {B:>3}: decode {run['decode_ms_step']:.2f} ms/step, limit {limit_ms:.2f} ms "
               f"({sb['total'] / 1e9:.2f} GB/step) = {row[f'b{B}']['share']:.0%}; prefill "
               f"{row[f'b{B}']['prefill_tok_s']:,.0f} tok/s; overall {run['tok_s']:.0f} tok/s", flush=True)
+        if args.profile:
+            from step_profile import describe, profile_decode_step
+
+            row[f"b{B}"]["profile"] = prof = profile_decode_step(engine, B)
+            print(describe(prof, run["decode_ms_step"], args.profile_top), flush=True)
     if time.perf_counter() < deadline:
         from bringup.core.engine.sampling import SamplingParams
 
@@ -147,10 +155,11 @@ def _cpu_smoke():
         _SMOKE_CONTEXT.enter_context(launch_count.gpu_weight_layout())
 
         def counted(engine, steps=3):
-            return launch_count.count_decode_step(engine, steps)[0], float("nan")
+            per_step, names = launch_count.count_decode_step(engine, steps)
+            return per_step, float("nan"), {name: n / steps for name, n in names.most_common(15)}
     else:
         def counted(engine, steps=3):
-            return float("nan"), float("nan")
+            return float("nan"), float("nan"), {}
     nano_full.profile_decode = globals()["profile_decode"] = counted
     global DEVICE
     DEVICE = "cpu"
@@ -197,6 +206,10 @@ def main() -> int:
     ap.add_argument("--gate-up", choices=["auto", "fused", "apart"], default="auto",
                     help="gate and up as one GEMM + act_and_mul, or as two products, the activation and the "
                          "product (auto: the engine's choice); on the H200 the eager pair timed the fused form slower")
+    ap.add_argument("--profile", action="store_true",
+                    help="per batch size, the eager decode step's kernels by GPU time and by module, its kernel time "
+                         "against its wall time, and the graph replayed alone (bench/step_profile.py)")
+    ap.add_argument("--profile-top", type=int, default=10, help="kernels listed per profile")
     ap.add_argument("--cpu-smoke", action="store_true",
                     help="run the same code on the CPU (tiny configs; figures meaningless, to check the script; with "
                          "TRITON_INTERPRET=1 the kernels per step are counted with the GPU op set)")
