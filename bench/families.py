@@ -2,7 +2,8 @@
 speed against the bandwidth limit, kernels per step, prefill, time to ready, and transformers.
 
     python bench/families.py [CONFIG.json ...] [--batches 1,32] [--budget-s 240] [--gate-up auto|fused|apart]
-        [--out results.json] [--profile [--profile-top 10]]
+        [--out results.json] [--profile [--profile-top 10]] [--moe-forms timed|estimate]
+        [--dense-gemv off|o_proj|all]
 
 Without configs: every config under ../shared/models whose model_type the engine runs, smallest first
 (configs given run in the order given)
@@ -30,6 +31,7 @@ import argparse
 import contextlib
 import gc
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -70,6 +72,10 @@ def bench_model(path: Path, config: dict, params: int, args, bw: float, device, 
 
     row: dict = {"model": path.stem, "params": params}
     max_batch = max(args.batches)
+    if args.dense_gemv == "all":  # the engine's products (not the transformers twin's)
+        from dense_linears import DenseGemvLinears
+
+        _LINEARS.enter_context(DenseGemvLinears())
     t = time.perf_counter()
     engine = Engine(EngineConfig(str(path), device=DEVICE, dtype="bfloat16", load_format="dummy",
                                  max_running_requests=max_batch, context_length=args.context,
@@ -119,6 +125,7 @@ def bench_model(path: Path, config: dict, params: int, args, bw: float, device, 
               f"({row['kernels_per_50_blocks']:.0f} per 50 blocks)", flush=True)
         for name, per_step in row["top_kernels"].items():
             print(f"    {per_step:6.1f}  {name}")
+    _LINEARS.close()
     model, model_config = engine.model, engine.config
     del engine
     gc.collect()
@@ -167,6 +174,7 @@ def _cpu_smoke():
 
 
 _SMOKE_CONTEXT = contextlib.ExitStack()  # held for the run: CPU engines keep the GPU's weight layout
+_LINEARS = contextlib.ExitStack()  # --dense-gemv all, while an engine lives
 DEVICE = "cuda"
 
 
@@ -206,6 +214,13 @@ def main() -> int:
     ap.add_argument("--gate-up", choices=["auto", "fused", "apart"], default="auto",
                     help="gate and up as one GEMM + act_and_mul, or as two products, the activation and the "
                          "product (auto: the engine's choice); on the H200 the eager pair timed the fused form slower")
+    ap.add_argument("--dense-gemv", choices=["off", "o_proj", "all"], default="off",
+                    help="products of up to 16 rows through the Triton dense GEMV (kernels/triton/dense_gemv.py: one "
+                         "launch) instead of cuBLAS: o_proj: gpt-oss's o_proj (cuBLAS ran a split-K GEMV + reduce at "
+                         "batch 1), as the model would run it; all: every linear of the engine (bench/dense_linears.py)")
+    ap.add_argument("--moe-forms", choices=["timed", "estimate"], default="timed",
+                    help="the gated MoE's decode form per batch size: timed at graph capture (the default) or the "
+                         "shapes' estimate (kernels/triton/moe_gated_forms.py); the start-up log names the timed ones")
     ap.add_argument("--profile", action="store_true",
                     help="per batch size, the eager decode step's kernels by GPU time and by module, its kernel time "
                          "against its wall time, and the graph replayed alone (bench/step_profile.py)")
@@ -214,6 +229,11 @@ def main() -> int:
                     help="run the same code on the CPU (tiny configs; figures meaningless, to check the script; with "
                          "TRITON_INTERPRET=1 the kernels per step are counted with the GPU op set)")
     args = ap.parse_args()
+    os.environ["BRINGUP_MOE_FORMS"] = args.moe_forms  # read where the kernel module is first imported
+    if args.dense_gemv == "o_proj":
+        from bringup.core.engine.models.gpt_oss import GptOssAttention
+
+        GptOssAttention.o_proj_gemv = True
     if args.gate_up != "auto":
         from bringup.core.engine.models.fused_gate_up import FusedGateUp
 
@@ -237,6 +257,7 @@ def main() -> int:
             try:
                 rows.append(bench_model(path, config, params, args, bw, device, deadline))
             except Exception as err:  # noqa: BLE001 - one family's failure is a row, the others still run
+                _LINEARS.close()
                 rows.append({"model": path.stem, "params": params, "skipped": f"failed: {type(err).__name__}: {str(err)[:120]}"})
                 print(f"{path.stem}: FAILED {type(err).__name__}: {err}", flush=True)
                 gc.collect()

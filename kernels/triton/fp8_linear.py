@@ -32,7 +32,7 @@ GEMV_MAX_ROWS = 16  # up to here the GEMV (all rows in each program); above, the
 def _gemv_kernel(x_ptr, w_ptr, s_ptr, b_ptr, out_ptr, part_ptr, count_ptr, M, N, K, K_SPLIT, s_xm, s_wn, s_sn, s_sk,
                  s_om, BN: tl.constexpr, BK: tl.constexpr, HAS_BIAS: tl.constexpr, SPLIT: tl.constexpr,
                  DOT: tl.constexpr, DOT_F32: tl.constexpr, TILE_SCALE: tl.constexpr, EVEN_K: tl.constexpr,
-                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SCALED: tl.constexpr = True):
     # BLOCK_N columns of every row (all M of them: each weight tile is read once per call, whatever
     # M), over one K_SPLIT-long slice of K (split-K when the columns alone give too few programs).
     # DOT: the fp8 tile widened to x's dtype and multiplied by the rows (padded to BLOCK_M = 16) on
@@ -40,7 +40,8 @@ def _gemv_kernel(x_ptr, w_ptr, s_ptr, b_ptr, out_ptr, part_ptr, count_ptr, M, N,
     # that is BLOCK_N wide and the pipeliner keeps several fp8 tiles in flight. Otherwise (one row,
     # BLOCK_M = 1) a 2-D float32 partial on the vector units, reduced across K once after the loop.
     # TILE_SCALE: the tile's columns lie in one scale block (BN a multiple of BLOCK_N), so each K
-    # tile reads one scale; else one per column.
+    # tile reads one scale; else one per column. Not SCALED: a plain 16-bit weight, no scales read
+    # (dense_gemv.py: the same GEMV for bf16 / fp16 linear layers at decode sizes).
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     split = tl.program_id(1)
     col_ok = cols < N
@@ -65,7 +66,9 @@ def _gemv_kernel(x_ptr, w_ptr, s_ptr, b_ptr, out_ptr, part_ptr, count_ptr, M, N,
         else:
             k_ok = k < k_hi
             wt = tl.load(w_rows + k[None, :], mask=col_ok[:, None] & k_ok[None, :], other=0.0)
-        if TILE_SCALE:  # (a K tile lies inside one scale block: BLOCK_K divides BK)
+        if not SCALED:
+            sv = 1.0
+        elif TILE_SCALE:  # (a K tile lies inside one scale block: BLOCK_K divides BK)
             sv = tl.load(s_tile + (k0 // BK) * s_sk)
         else:
             sv = tl.load(s_cols + (k0 // BK) * s_sk, mask=col_ok, other=0.0)[:, None]
@@ -200,15 +203,18 @@ def _tile_counters(device: torch.device) -> torch.Tensor:
 
 def _gemv(flat, weight, scale, bias, out, bn, bk, config: GemvConfig | None = None):
     """All M rows (<= GEMV_MAX_ROWS) in each program. `config`: one of gemv_candidates(M), else
-    the one PICKER chose for this shape."""
+    the one PICKER chose for this shape. `scale` None: a plain 16-bit weight (dense_gemv.py; bn and
+    bk then any power of two at least K)."""
     M, K = flat.shape
     N = weight.shape[0]
     if config is None:
-        key = (N, K, M == 1, bn, bk, flat.dtype)
+        key = (N, K, M == 1, bn, bk, flat.dtype, weight.dtype)
         config = PICKER.pick(flat.device, key, gemv_candidates(M),
                              lambda c: _gemv(flat, weight, scale, bias, out, bn, bk, c))
     if not config.dot and M != 1:
-        raise ValueError(f"fp8 GEMV: the vector form takes one row, not {M}")
+        raise ValueError(f"GEMV: the vector form takes one row, not {M}")
+    scaled = scale is not None
+    s_sn, s_sk = (scale.stride(0), scale.stride(1)) if scaled else (0, 0)
     block_k = _k_tile(bk, K, config.block_k)
     columns = triton.cdiv(N, config.block_n)
     splits = _gemv_splits(columns, K, block_k, flat.device, config.programs_per_unit)
@@ -219,11 +225,11 @@ def _gemv(flat, weight, scale, bias, out, bn, bk, config: GemvConfig | None = No
     parts = torch.empty(splits, M, N, dtype=torch.float32, device=out.device) if splits > 1 else out
     counters = _tile_counters(flat.device) if splits > 1 else parts
     _gemv_kernel[(columns, splits)](
-        flat, weight, scale, bias if bias is not None else out, out, parts, counters, M, N, K, k_split,
-        flat.stride(0), weight.stride(0), scale.stride(0), scale.stride(1), out.stride(0), BN=bn, BK=bk,
+        flat, weight, scale if scaled else weight, bias if bias is not None else out, out, parts, counters, M, N, K,
+        k_split, flat.stride(0), weight.stride(0), s_sn, s_sk, out.stride(0), BN=bn, BK=bk,
         HAS_BIAS=bias is not None, SPLIT=splits > 1, DOT=config.dot, DOT_F32=interpreted(), TILE_SCALE=bn % config.block_n == 0,
         EVEN_K=K % block_k == 0, BLOCK_M=16 if config.dot else 1, BLOCK_N=config.block_n, BLOCK_K=block_k,
-        num_warps=num_warps(flat.device.type, config.warps), num_stages=config.stages)
+        SCALED=scaled, num_warps=num_warps(flat.device.type, config.warps), num_stages=config.stages)
     return config
 
 
