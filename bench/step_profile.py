@@ -156,22 +156,16 @@ def _graph_replay(engine, bucket: int, replays: int = 5) -> dict | None:
     graphs = engine.runner.decode_graphs
     if graphs is None or bucket not in getattr(graphs, "_graphs", {}):
         return None
+    from nano_full import graph_replay_ms
+
+    replay_ms = graph_replay_ms(engine, bucket)
     graph = graphs._graphs[bucket][0]
-    for _ in range(3):
-        graph.replay()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(20):
-        graph.replay()
-    end.record()
-    end.synchronize()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(replays):
             graph.replay()
         torch.cuda.synchronize()
     seen = _device_kernels(prof)
-    return {"replay_ms": start.elapsed_time(end) / 20, "kernels": len(seen) / replays,
-            "kernel_ms": sum(us for _, us in seen) / replays / 1e3}
+    return {"replay_ms": replay_ms, "kernels": len(seen) / replays, "kernel_ms": sum(us for _, us in seen) / replays / 1e3}
 
 
 def profile_decode_step(engine, batch: int, steps: int = 3) -> dict:

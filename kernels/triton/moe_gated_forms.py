@@ -84,6 +84,9 @@ class DecodeForms:
             cell = f"{bucket} {chosen} {times.get(chosen, float('nan')):.0f} us"
             if guess is not None and guess != chosen:
                 cell += f" (estimate {guess} {times[guess]:.0f} us)" if guess in times else f" (estimate {guess})"
+            failed = [form for form, _ in self.picker.failures.get((device, (bucket, shapes)), [])]
+            if failed:
+                cell += f" ({', '.join(failed)} failed)"
             by_shape.setdefault(shapes, []).append(cell)
         return [f"Gated MoE decode form by batch size ({shapes}; timed, random routing): " + ", ".join(cells)
                 for shapes, cells in by_shape.items()]
