@@ -72,10 +72,6 @@ def bench_model(path: Path, config: dict, params: int, args, bw: float, device, 
 
     row: dict = {"model": path.stem, "params": params}
     max_batch = max(args.batches)
-    if args.dense_gemv == "all":  # the engine's products (not the transformers twin's)
-        from dense_linears import DenseGemvLinears
-
-        _LINEARS.enter_context(DenseGemvLinears())
     t = time.perf_counter()
     engine = Engine(EngineConfig(str(path), device=DEVICE, dtype="bfloat16", load_format="dummy",
                                  max_running_requests=max_batch, context_length=args.context,
@@ -125,7 +121,6 @@ def bench_model(path: Path, config: dict, params: int, args, bw: float, device, 
               f"({row['kernels_per_50_blocks']:.0f} per 50 blocks)", flush=True)
         for name, per_step in row["top_kernels"].items():
             print(f"    {per_step:6.1f}  {name}")
-    _LINEARS.close()
     model, model_config = engine.model, engine.config
     del engine
     gc.collect()
@@ -159,7 +154,7 @@ def _cpu_smoke():
     torch.cuda.synchronize = lambda *a, **k: None
     if launch_count.interpreting():
         launch_count.use_gpu_ops_on_cpu()
-        _SMOKE_CONTEXT.enter_context(launch_count.gpu_weight_layout())
+        _RUN_CONTEXT.enter_context(launch_count.gpu_weight_layout())
 
         def counted(engine, steps=3):
             per_step, names = launch_count.count_decode_step(engine, steps)
@@ -173,8 +168,7 @@ def _cpu_smoke():
     return torch.device("cpu"), 10e9, 64 * 2**30
 
 
-_SMOKE_CONTEXT = contextlib.ExitStack()  # held for the run: CPU engines keep the GPU's weight layout
-_LINEARS = contextlib.ExitStack()  # --dense-gemv all, while an engine lives
+_RUN_CONTEXT = contextlib.ExitStack()  # held for the run: the GPU's weight layout on CPU, --dense-gemv all
 DEVICE = "cuda"
 
 
@@ -248,6 +242,10 @@ def main() -> int:
         total = torch.cuda.get_device_properties(device).total_memory
     print(f"copy bandwidth (read + write): {bw / 1e12:.2f} TB/s; {total / 2**30:.0f} GiB", flush=True)
     rows = []
+    if args.dense_gemv == "all":  # the engines' forwards (not the transformers twins')
+        from dense_linears import dense_gemv_linears
+
+        _RUN_CONTEXT.enter_context(dense_gemv_linears())
     for path, config, params in engine_configs(args.configs):
         if 2 * params > 0.9 * total:
             rows.append({"model": path.stem, "params": params, "skipped": "bf16 weights exceed one device"})
@@ -257,7 +255,6 @@ def main() -> int:
             try:
                 rows.append(bench_model(path, config, params, args, bw, device, deadline))
             except Exception as err:  # noqa: BLE001 - one family's failure is a row, the others still run
-                _LINEARS.close()
                 rows.append({"model": path.stem, "params": params, "skipped": f"failed: {type(err).__name__}: {str(err)[:120]}"})
                 print(f"{path.stem}: FAILED {type(err).__name__}: {err}", flush=True)
                 gc.collect()

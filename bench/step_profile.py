@@ -229,7 +229,8 @@ def profile_decode_step(engine, batch: int, steps: int = 3) -> dict:
 
 
 def describe(result: dict, graphed_ms: float | None, top: int = 10, top_modules: int = 6) -> str:
-    """The profile as a few lines: the split of the step's time, the top kernels, the top modules."""
+    """The profile as a few lines: the split of the step's time, the top kernels, the top modules
+    (%GPU: of the eager step's kernel time)."""
     r, what = result, ("CUDA kernels" if result["device"] == "cuda" else "CPU leaf aten ops")
     kern = r["kernel_ms"]
     lines = [f"  profile b{r['batch']} (eager step, graphs set aside; {what}): {r['kernels']:.0f} per step, "
@@ -242,10 +243,10 @@ def describe(result: dict, graphed_ms: float | None, top: int = 10, top_modules:
                      f"kernels in it, sum {g['kernel_ms']:.3f} ms"
                      + (f"; graphed step timed {graphed_ms:.3f} ms (host {graphed_ms - g['replay_ms']:+.3f} ms)"
                         if graphed_ms else ""))
-    lines.append(f"    {'us/step':>8} {'share':>5} {'n/step':>6}  {'kernel':<46} from")
+    lines.append(f"    {'us/step':>8} {'%GPU':>5} {'n/step':>6}  {'kernel':<46} from")
     for name, n, us, module in r["kernels_by_name"][:top]:
         lines.append(f"    {us:8.1f} {us / 1e3 / kern if kern else 0:5.0%} {n:6.1f}  {short_name(name):<46} {module}")
-    lines.append(f"    {'us/step':>8} {'share':>5} {'n/step':>6}  {'MB/step':>8} {'GB/s':>6}  module")
+    lines.append(f"    {'us/step':>8} {'%GPU':>5} {'n/step':>6}  {'MB/step':>8} {'GB/s':>6}  module")
     for pattern, n, us, b in r["modules"][:top_modules]:
         bw = f"{b / us / 1e3:6.0f}" if b and us and b >= 2**20 else f"{'-':>6}"
         mb = f"{b / 1e6:8.1f}" if b is not None else f"{'-':>8}"
