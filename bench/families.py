@@ -2,7 +2,8 @@
 speed against the bandwidth limit, kernels per step, prefill, time to ready, and transformers.
 
     python bench/families.py [CONFIG.json ...] [--batches 1,32] [--budget-s 240] [--gate-up auto|fused|apart]
-        [--out results.json]
+        [--out results.json] [--profile [--profile-top 10]] [--moe-forms timed|estimate]
+        [--dense-gemv off|o_proj|all]
 
 Without configs: every config under ../shared/models whose model_type the engine runs, smallest first
 (configs given run in the order given)
@@ -18,6 +19,9 @@ Without configs: every config under ../shared/models whose model_type the engine
 - prefill tok/s: prompt tokens over the time of the steps that carried them, in the batch-B run;
 - transformers `generate` at batch 1 on the same weights (bench/nano_full.py's twin), where the
   model is small enough to hold twice (`--hf-max-params`) and transformers builds it.
+- with --profile, per batch B: the eager decode step under torch.profiler, its kernel time against its
+  wall time, the graph of bucket B replayed alone, and the top kernels and modules by GPU time
+  (bench/step_profile.py says what is measured how).
 Results go to `--out` after every model, so a run cut short keeps what it measured.
 """
 
@@ -27,6 +31,7 @@ import argparse
 import contextlib
 import gc
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -97,6 +102,11 @@ def bench_model(path: Path, config: dict, params: int, args, bw: float, device, 
         print(f"  batch {B:>3}: decode {run['decode_ms_step']:.2f} ms/step, limit {limit_ms:.2f} ms "
               f"({sb['total'] / 1e9:.2f} GB/step) = {row[f'b{B}']['share']:.0%}; prefill "
               f"{row[f'b{B}']['prefill_tok_s']:,.0f} tok/s; overall {run['tok_s']:.0f} tok/s", flush=True)
+        if args.profile:
+            from step_profile import describe, profile_decode_step
+
+            row[f"b{B}"]["profile"] = prof = profile_decode_step(engine, B)
+            print(describe(prof, run["decode_ms_step"], args.profile_top), flush=True)
     if time.perf_counter() < deadline:
         from bringup.core.engine.sampling import SamplingParams
 
@@ -144,20 +154,21 @@ def _cpu_smoke():
     torch.cuda.synchronize = lambda *a, **k: None
     if launch_count.interpreting():
         launch_count.use_gpu_ops_on_cpu()
-        _SMOKE_CONTEXT.enter_context(launch_count.gpu_weight_layout())
+        _RUN_CONTEXT.enter_context(launch_count.gpu_weight_layout())
 
         def counted(engine, steps=3):
-            return launch_count.count_decode_step(engine, steps)[0], float("nan")
+            per_step, names = launch_count.count_decode_step(engine, steps)
+            return per_step, float("nan"), {name: n / steps for name, n in names.most_common(15)}
     else:
         def counted(engine, steps=3):
-            return float("nan"), float("nan")
+            return float("nan"), float("nan"), {}
     nano_full.profile_decode = globals()["profile_decode"] = counted
     global DEVICE
     DEVICE = "cpu"
     return torch.device("cpu"), 10e9, 64 * 2**30
 
 
-_SMOKE_CONTEXT = contextlib.ExitStack()  # held for the run: CPU engines keep the GPU's weight layout
+_RUN_CONTEXT = contextlib.ExitStack()  # held for the run: the GPU's weight layout on CPU, --dense-gemv all
 DEVICE = "cuda"
 
 
@@ -197,10 +208,26 @@ def main() -> int:
     ap.add_argument("--gate-up", choices=["auto", "fused", "apart"], default="auto",
                     help="gate and up as one GEMM + act_and_mul, or as two products, the activation and the "
                          "product (auto: the engine's choice); on the H200 the eager pair timed the fused form slower")
+    ap.add_argument("--dense-gemv", choices=["off", "o_proj", "all"], default="off",
+                    help="products of up to 16 rows through the Triton dense GEMV (kernels/triton/dense_gemv.py: one "
+                         "launch) instead of cuBLAS: o_proj: gpt-oss's o_proj (cuBLAS ran a split-K GEMV + reduce at "
+                         "batch 1), as the model would run it; all: every linear of the engine (bench/dense_linears.py)")
+    ap.add_argument("--moe-forms", choices=["timed", "estimate"], default="timed",
+                    help="the gated MoE's decode form per batch size: timed at graph capture (the default) or the "
+                         "shapes' estimate (kernels/triton/moe_gated_forms.py); the start-up log names the timed ones")
+    ap.add_argument("--profile", action="store_true",
+                    help="per batch size, the eager decode step's kernels by GPU time and by module, its kernel time "
+                         "against its wall time, and the graph replayed alone (bench/step_profile.py)")
+    ap.add_argument("--profile-top", type=int, default=10, help="kernels listed per profile")
     ap.add_argument("--cpu-smoke", action="store_true",
                     help="run the same code on the CPU (tiny configs; figures meaningless, to check the script; with "
                          "TRITON_INTERPRET=1 the kernels per step are counted with the GPU op set)")
     args = ap.parse_args()
+    os.environ["BRINGUP_MOE_FORMS"] = args.moe_forms  # read where the kernel module is first imported
+    if args.dense_gemv == "o_proj":
+        from bringup.core.engine.models.gpt_oss import GptOssAttention
+
+        GptOssAttention.o_proj_gemv = True
     if args.gate_up != "auto":
         from bringup.core.engine.models.fused_gate_up import FusedGateUp
 
@@ -215,6 +242,10 @@ def main() -> int:
         total = torch.cuda.get_device_properties(device).total_memory
     print(f"copy bandwidth (read + write): {bw / 1e12:.2f} TB/s; {total / 2**30:.0f} GiB", flush=True)
     rows = []
+    if args.dense_gemv == "all":  # the engines' forwards (not the transformers twins')
+        from dense_linears import dense_gemv_linears
+
+        _RUN_CONTEXT.enter_context(dense_gemv_linears())
     for path, config, params in engine_configs(args.configs):
         if 2 * params > 0.9 * total:
             rows.append({"model": path.stem, "params": params, "skipped": "bf16 weights exceed one device"})

@@ -123,6 +123,9 @@ def ops_for(device=None) -> SimpleNamespace:
         fn = getattr(module, "moe_gated_experts_unsummed", None)
         if fn is not None:
             extras["moe_gated_experts_unsummed"] = fn
+        forms = getattr(module, "DECODE_FORMS", None)  # its decode forms, timed per decode-graph batch size
+        if forms is not None:
+            extras["moe_gated_decode_forms"] = forms
     if names["moe_experts"] != "reference":
         # A fused MoE may leave the sum over k to the model's next residual add (one kernel less).
         module = sys.modules.get(getattr(chosen["moe_experts"], "__module__", ""), None)

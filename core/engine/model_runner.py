@@ -125,14 +125,21 @@ class ModelRunner:
 
         context = min(max_context or MAX_GRAPH_CONTEXT, self.kv_pool.capacity_tokens, MAX_GRAPH_CONTEXT)
         width = self.kv_pool.pages_for(context) if self.uses_kv else 1
+        buckets = buckets_up_to(max_batch)
+        # A gated MoE times its decode forms per batch size, in each capture's eager warm-up run of that size.
+        forms = getattr(getattr(self.model, "ops", None), "moe_gated_decode_forms", None)
+        if forms is not None:
+            forms.measure_at(buckets)
         started = time.monotonic()
         self.decode_graphs = DecodeGraphs(
             self.model, self.kv_pool if self.uses_kv else None, self.state_pool if self.state_pool.layer_ids else None,
-            buckets=buckets_up_to(max_batch), width=width, scratch_page=scratch_page or 0, scratch_slot=scratch_slot,
+            buckets=buckets, width=width, scratch_page=scratch_page or 0, scratch_slot=scratch_slot,
             device=self.device, graph_factory=graph_factory, swa_pool=self.swa_pool,
             scratch_swa_page=scratch_swa_page)
         self.log(f"Capture cuda graph end. Time elapsed: {time.monotonic() - started:.2f} s. "
                  f"bs: {list(self.decode_graphs.buckets)}")
+        for line in forms.describe() if forms is not None else ():
+            self.log(line)
         return self.decode_graphs
 
     # One step -----------------------------------------------------------------------------------

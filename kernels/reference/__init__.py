@@ -15,6 +15,7 @@ from .gated_rms_norm import gated_rms_norm
 from .kda import kda_chunk, kda_recurrent_inplace
 from .fp8_linear import fp8_linear
 from .kv_cache_write import kv_cache_write
+from .linear import linear
 from .lightning_attention import lightning_attention_chunk, lightning_attention_recurrent_inplace
 from .mamba_chunk_scan import mamba_chunk_scan
 from .mamba_chunk_scan_varlen import mamba_chunk_scan_varlen
@@ -50,6 +51,7 @@ OPS = {
     "kda_recurrent_inplace": kda_recurrent_inplace,
     "fp8_linear": fp8_linear,
     "kv_cache_write": kv_cache_write,
+    "linear": linear,
     "lightning_attention_chunk": lightning_attention_chunk,
     "lightning_attention_recurrent_inplace": lightning_attention_recurrent_inplace,
     "mamba_chunk_scan": mamba_chunk_scan,

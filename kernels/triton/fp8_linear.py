@@ -37,6 +37,7 @@ MMA = tl.constexpr(FORM_CODE["mma"])
 ROWS = tl.constexpr(FORM_CODE["rows"])
 DOT_TRUNC = tl.constexpr(FORM_CODE["dot_trunc"])
 
+UNSCALED_FORMS = ("dot", "vec")  # the GEMV forms that run a plain 16-bit weight (SCALED=False: dense_gemv.py)
 GEMV_MAX_ROWS = 16  # up to here the GEMV (all rows in each program); above, the tiled GEMM
 
 
@@ -44,7 +45,7 @@ GEMV_MAX_ROWS = 16  # up to here the GEMV (all rows in each program); above, the
 def _gemv_kernel(x_ptr, w_ptr, s_ptr, b_ptr, out_ptr, part_ptr, count_ptr, M, N, K, K_SPLIT, s_xm, s_wn, s_sn, s_sk,
                  s_om, BN: tl.constexpr, BK: tl.constexpr, HAS_BIAS: tl.constexpr, SPLIT: tl.constexpr,
                  FORM: tl.constexpr, DOT_F32: tl.constexpr, TILE_SCALE: tl.constexpr, EVEN_K: tl.constexpr,
-                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SCALED: tl.constexpr = True):
     # BLOCK_N columns of every row (all M of them: each weight tile is read once per call, whatever
     # M), over one K_SPLIT-long slice of K (split-K when the columns alone give too few programs).
     # FORM (fp8_decode_forms.py says which the engine runs):
@@ -60,7 +61,8 @@ def _gemv_kernel(x_ptr, w_ptr, s_ptr, b_ptr, out_ptr, part_ptr, count_ptr, M, N,
     #   after the loop.
     # - ROWS (up to 8 rows, BLOCK_M a power of two): fp8_gemv_rows.py, the vector units for every row.
     # TILE_SCALE: the tile's columns lie in one scale block (BN a multiple of BLOCK_N), so each K
-    # tile reads one scale; else one per column.
+    # tile reads one scale; else one per column. Not SCALED: a plain 16-bit weight, no scales read
+    # (dense_gemv.py: the same GEMV for bf16 / fp16 linear layers at decode sizes).
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     split = tl.program_id(1)
     col_ok = cols < N
@@ -97,7 +99,9 @@ def _gemv_kernel(x_ptr, w_ptr, s_ptr, b_ptr, out_ptr, part_ptr, count_ptr, M, N,
                 wt = tl.load(w_rows + k[None, :], mask=col_ok[:, None], other=0.0)
             else:
                 wt = tl.load(w_rows + k[None, :], mask=col_ok[:, None] & k_ok[None, :], other=0.0)
-            if TILE_SCALE:  # (a K tile lies inside one scale block: BLOCK_K divides BK)
+            if not SCALED:
+                sv = 1.0
+            elif TILE_SCALE:  # (a K tile lies inside one scale block: BLOCK_K divides BK)
                 sv = tl.load(s_tile + (k0 // BK) * s_sk)
             elif FORM == MMA:
                 sv = tl.load(s_cols + (k0 // BK) * s_sk, mask=col_ok, other=0.0)[None, :]
@@ -273,16 +277,23 @@ def _block_m(form: str, rows: int) -> int:
 
 def _gemv(flat, weight, scale, bias, out, bn, bk, config: GemvConfig | None = None):
     """All M rows (<= GEMV_MAX_ROWS) in each program. `config`: one of gemv_candidates(M), else
-    the one PICKER chose for this shape."""
+    the one PICKER chose for this shape. `scale` None: a plain 16-bit weight (dense_gemv.py; bn and
+    bk then any power of two at least K)."""
     M, K = flat.shape
     N = weight.shape[0]
     if config is None:
         forms = dense_forms(M)  # (the row count matters beyond one row only to "rows", which pads to a power of two)
-        key = (N, K, next_pow2(M) if "rows" in forms else M == 1, bn, bk, flat.dtype, forms)
-        config = PICKER.pick(flat.device, key, gemv_candidates(M),
+        key = (N, K, next_pow2(M) if "rows" in forms else M == 1, bn, bk, flat.dtype, weight.dtype, forms)
+        # a plain weight: the forms that can skip the scales, whatever the fp8 table says
+        candidates = gemv_candidates(M, None if scale is not None else UNSCALED_FORMS)
+        config = PICKER.pick(flat.device, key, candidates,
                              lambda c: _gemv(flat, weight, scale, bias, out, bn, bk, c))
     if not dense_runs(config.form, M):
         raise ValueError(f"fp8 GEMV: the {config.form} form does not take {M} rows")
+    scaled = scale is not None
+    if not scaled and config.form not in UNSCALED_FORMS:
+        raise ValueError(f"GEMV: the {config.form} form reads scales; a plain weight takes {UNSCALED_FORMS}")
+    s_sn, s_sk = (scale.stride(0), scale.stride(1)) if scaled else (0, 0)
     block_k = _k_tile(bk, K, config.block_k)
     columns = triton.cdiv(N, config.block_n)
     splits = _gemv_splits(columns, K, block_k, flat.device, config.programs_per_unit)
@@ -293,11 +304,11 @@ def _gemv(flat, weight, scale, bias, out, bn, bk, config: GemvConfig | None = No
     parts = torch.empty(splits, M, N, dtype=torch.float32, device=out.device) if splits > 1 else out
     counters = _tile_counters(flat.device) if splits > 1 else parts
     _gemv_kernel[(columns, splits)](
-        flat, weight, scale, bias if bias is not None else out, out, parts, counters, M, N, K, k_split,
-        flat.stride(0), weight.stride(0), scale.stride(0), scale.stride(1), out.stride(0), BN=bn, BK=bk,
+        flat, weight, scale if scaled else weight, bias if bias is not None else out, out, parts, counters, M, N, K,
+        k_split, flat.stride(0), weight.stride(0), s_sn, s_sk, out.stride(0), BN=bn, BK=bk,
         HAS_BIAS=bias is not None, SPLIT=splits > 1, FORM=FORM_CODE[config.form], DOT_F32=interpreted(),
         TILE_SCALE=bn % config.block_n == 0, EVEN_K=K % block_k == 0, BLOCK_M=_block_m(config.form, M),
-        BLOCK_N=config.block_n, BLOCK_K=block_k,
+        BLOCK_N=config.block_n, BLOCK_K=block_k, SCALED=scaled,
         num_warps=num_warps(flat.device.type, config.warps), num_stages=config.stages)
     return config
 

@@ -5,10 +5,11 @@ host (graph-safe at every batch size). Reference: kernels/reference/moe_gated_ex
 `moe_gated_experts` chains the one-launch sort (fused_moe.moe_align) -> the gated up GEMM (gate and up
 products of each block of sorted rows at once, their biases and the activation in the epilogue) ->
 the down GEMM (fused_moe's grouped GEMM, its bias, then the routing weight) -> the sum over k; at
-decode sizes two launches with no sort instead, chosen by `decode_form` from the shapes: at 1 to 4
-tokens the touched experts spread over every SM (moe_gated_split.py), then a program per expert that
-finds its own rows (moe_gated_grouped.py); each touched expert read once by both; a GEMV per
-assignment (moe_gated_gemv.py) runs only when asked for (it lost at every size measured).
+decode sizes two launches with no sort instead: the touched experts spread over every SM
+(moe_gated_split.py), or a program per expert that finds its own rows (moe_gated_grouped.py), each
+touched expert read once by both, or a GEMV per assignment (moe_gated_gemv.py). Which form runs is
+timed on the device per decode-graph batch size (moe_gated_forms.py), `decode_form`'s estimate from
+the shapes where nothing is timed.
 gate and up are read through their strides; gpt-oss's interleaved [E, H, 2I] tensor (its two views) is
 read as the one tensor it is, in contiguous tiles split into gate and up in registers
 (gate_up_layout.py: through the stride-2 views every weight element was its own 2-byte load).
@@ -28,7 +29,8 @@ from ..reference.moe_gated_experts import router_topk_softmax as _reference_rout
 from .fused_moe import block_m_for, block_tile, moe_align, moe_grouped_gemm, tile_for
 from .gate_up_layout import gated_products, interleaved
 from .launch import next_pow2, num_warps
-from .moe_gated_gemv import biased_gated_act, moe_gated_gemv_unsummed
+from .moe_gated_forms import DecodeForms, LayerShape
+from .moe_gated_gemv import GEMV_MAX_TOKENS, biased_gated_act, moe_gated_gemv_unsummed
 from .moe_gated_grouped import moe_gated_grouped_unsummed
 from .moe_gated_split import SPLIT_MAX_TOKENS, moe_gated_split_unsummed
 
@@ -83,13 +85,14 @@ FORMS = ("gemv", "split", "grouped", "sorted")
 FORM_OVERRIDE: dict = {}  # {"form": one of FORMS}: bench/decode_fusions_gpu.py and the tests run each form
 
 
-# Up to this many tokens the split form (moe_gated_split.py) runs: chosen from its estimate (its docstring),
-# the sizes the GEMV held before; bench/decode_fusions_gpu.py's graphed table is the measurement to set it by.
+# Up to this many tokens the estimate takes the split form (moe_gated_split.py), from its own estimate
+# (its docstring); where the device times the forms (moe_gated_forms.py) the estimate is only the fallback.
 SPLIT_UP_TO_TOKENS = 4
 
 
 def decode_form(tokens: int, top_k: int, experts: int) -> str:
-    """Which form runs T tokens' T * k assignments over E experts, by the shapes alone:
+    """The estimate of which form runs T tokens' T * k assignments over E experts, by the shapes alone
+    (where the forms are not timed: moe_gated_forms.py):
     - "split": up to SPLIT_UP_TO_TOKENS tokens, a program per (router slot, column block[, K split]),
       only the first slot of each touched expert working (moe_gated_split.py: the few touched experts
       spread over every SM, no program for an untouched one);
@@ -99,7 +102,8 @@ def decode_form(tokens: int, top_k: int, experts: int) -> str:
     The GEMV form (one program per assignment, moe_gated_gemv.py) is chosen at no size: on the H200
     (bench/decode_fusions_gpu.py, gpt-oss's E 32, top 4, 2880 x 2880, bf16, eager, ms per call) grouped
     beat it at every token count measured: 1 token 0.153 vs 0.334, 4: 0.256 vs 0.443, 8: 0.377 vs 0.815,
-    16: 0.392 vs 1.268, 32: 0.449 vs 2.248 (notes/h200-0304.md). It stays for FORM_OVERRIDE."""
+    16: 0.392 vs 1.268, 32: 0.449 vs 2.248 (notes/h200-0304.md). It stays for FORM_OVERRIDE and
+    is timed beside the others up to its GEMV_MAX_TOKENS."""
     if "form" in FORM_OVERRIDE:
         return FORM_OVERRIDE["form"]
     n = tokens * top_k
@@ -108,6 +112,26 @@ def decode_form(tokens: int, top_k: int, experts: int) -> str:
     if n <= GROUPED_MAX_ROWS_PER_EXPERT * experts and n <= GROUPED_MAX_ASSIGNMENTS:
         return "grouped"
     return "sorted"
+
+
+DECODE_FORMS = DecodeForms()  # the engine names the decode graphs' batch sizes (DecodeForms.measure_at)
+
+
+def form_candidates(tokens: int, top_k: int, experts: int, paired_biases: bool) -> list[str]:
+    """The forms that can run any token count up to `tokens` (the estimate's first): the GEMV up to
+    its GEMV_MAX_TOKENS (one program per assignment: it only grows from there) and where gate and up
+    both have a bias or neither, split up to SPLIT_MAX_TOKENS, grouped up to GROUPED_MAX_ASSIGNMENTS."""
+    fits = {"gemv": tokens <= GEMV_MAX_TOKENS and paired_biases, "split": tokens <= SPLIT_MAX_TOKENS,
+            "grouped": tokens * top_k <= GROUPED_MAX_ASSIGNMENTS, "sorted": True}
+    first = decode_form(tokens, top_k, experts)
+    return [first] + [form for form in FORMS if fits[form] and form != first]
+
+
+def _random_routing(weights, ids, experts: int):
+    """k distinct experts per token drawn at random (what the forms are timed on)."""
+    T, k = ids.shape
+    drawn = torch.rand(T, experts, device=ids.device).argsort(dim=1)[:, :k].to(ids.dtype)
+    return torch.full_like(weights, 1.0 / k), drawn
 
 
 def moe_gated_experts(x, weights, ids, gate, up, down, act="silu", gate_bias=None, up_bias=None, down_bias=None,
@@ -127,8 +151,27 @@ def moe_gated_experts_unsummed(x, weights, ids, gate, up, down, act="silu", gate
         return _reference_gated(x, weights, ids, gate, up, down, act, gate_bias, up_bias, down_bias, alpha,
                                 limit)[:, None, :]
     T, k = ids.shape
+    E = gate.shape[0]
+    if "form" in FORM_OVERRIDE:
+        form = FORM_OVERRIDE["form"]
+    else:
+        paired = (gate_bias is None) == (up_bias is None)
+        shapes = LayerShape(E, k, gate.shape[1], gate.shape[2], down.shape[1], act, gate_bias is not None,
+                            str(x.dtype).removeprefix("torch."), interleaved(gate, up))
+
+        def timed(f):
+            w, i = _random_routing(weights, ids, E)
+            _run_form(f, x, w, i, gate, up, down, act, gate_bias, up_bias, down_bias, alpha, limit)
+
+        form = DECODE_FORMS.choose(x.device, T, shapes, lambda t: decode_form(t, k, E),
+                                   lambda t: form_candidates(t, k, E, paired), timed)
+    return _run_form(form, x, weights, ids, gate, up, down, act, gate_bias, up_bias, down_bias, alpha, limit)
+
+
+def _run_form(form, x, weights, ids, gate, up, down, act, gate_bias, up_bias, down_bias, alpha, limit):
+    """[T, k, H] in `form` (one of FORMS; one that cannot run these shapes falls to the next that can)."""
+    T, k = ids.shape
     E, n = gate.shape[0], ids.numel()
-    form = decode_form(T, k, E)
     if form == "gemv" and (gate_bias is None) == (up_bias is None):  # two launches, no sort
         return moe_gated_gemv_unsummed(x, weights, ids, gate, up, down, _GATED[act], gate_bias, up_bias, down_bias,
                                        alpha, limit)

@@ -33,6 +33,7 @@ FAST_OPS: dict[str, tuple[str, str, bool]] = {
     "router_topk_softmax": ("triton", "triton.fused_moe_gated", False),
     "mlp": ("triton", "triton.fused_moe", False),
     "fp8_linear": ("triton", "triton.fp8_linear", False),
+    "linear": ("triton", "triton.dense_gemv", False),
     "moe_experts_fp8": ("triton", "triton.fused_moe_fp8", False),
     "moe_experts_shared_fp8_unsummed": ("triton", "triton.fused_moe_fp8", False),
     "add_rms_norm": ("triton", "triton.norms", False),

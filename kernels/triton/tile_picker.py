@@ -9,7 +9,11 @@ interpreter, takes the default without timing anything. The engine runs each dec
 before capturing it (decode_graphs._DeviceGraph.capture), so the graphs capture the picked tiles.
 
 Each candidate is timed as REPS launches of the real call, each after a write of twice the L2
-cache (a decode step reads each weight once, from memory, not from a cache a repeat warmed).
+cache (a decode step reads each weight once, from memory, not from a cache a repeat warmed) and a
+spin of the device (torch.cuda._sleep, where the backend has it) while the host enqueues the call:
+what is timed is the device's work, as a graph replays it, not the host's launch overhead (a call
+of several launches would otherwise carry the time its host code takes to enqueue them).
+A picker made with `timer=` times with it instead, on any device (tests, on a CPU).
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ import torch
 
 REPS = 10
 WARMUP_CALLS = 2  # compiles the candidate and settles the allocator before timing
+HEAD_START_CYCLES = 500_000  # ~0.3 ms at the H200's clock: longer than the host takes to enqueue a call
+TIMED_DEVICE_TYPES = ("cuda", "xpu")
 
 
 def _backend(device: torch.device):
@@ -43,8 +49,9 @@ def _l2_bytes(device: torch.device) -> int:
 class TilePicker:
     """Per (device, shape key): the chosen configuration, and every candidate's time (for benches)."""
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, timer: Callable[[torch.device, Callable[[], None]], float] | None = None):
         self.name = name
+        self.timer = timer  # (device, call) -> us per call; None: the device's own events (`_time`)
         self.chosen: dict[tuple, object] = {}
         self.timings: dict[tuple, list[tuple[object, float]]] = {}  # key -> [(config, us per call)]
         self.failures: dict[tuple, list[tuple[object, str]]] = {}  # key -> [(config, why it did not run)]
@@ -56,13 +63,14 @@ class TilePicker:
         full = (str(device), key)
         if full in self.chosen:
             return self.chosen[full]
-        if len(candidates) == 1 or device.type not in ("cuda", "xpu") or capturing(device):
+        if len(candidates) == 1 or not self.can_time(device):
             return candidates[0]
         started = time.monotonic()
         times, failed = [], []
+        timer = self.timer or self._time
         for config in candidates:
             try:
-                times.append((config, self._time(device, lambda config=config: launch(config))))
+                times.append((config, timer(device, lambda config=config: launch(config))))
             except Exception as exc:  # a candidate this device or Triton cannot compile: the others still run
                 failed.append((config, exc))
         if not times:
@@ -72,15 +80,22 @@ class TilePicker:
         self.seconds += time.monotonic() - started
         return self.chosen[full]
 
+    def can_time(self, device: torch.device) -> bool:
+        """Whether a first call on `device` is timed now (else it takes the first candidate)."""
+        return (self.timer is not None or device.type in TIMED_DEVICE_TYPES) and not capturing(device)
+
     @staticmethod
     def _time(device: torch.device, call: Callable[[], None]) -> float:
         backend = _backend(device)
         for _ in range(WARMUP_CALLS):
             call()
         flush = torch.empty(max(1, 2 * _l2_bytes(device)), dtype=torch.uint8, device=device)
+        spin = getattr(backend, "_sleep", None)
         times = []
         for _ in range(REPS):
             flush.fill_(0)
+            if spin is not None:
+                spin(HEAD_START_CYCLES)
             start, end = backend.Event(enable_timing=True), backend.Event(enable_timing=True)
             start.record()
             call()

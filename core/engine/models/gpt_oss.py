@@ -27,6 +27,11 @@ ROPE_KEY = "rope_inv_freq"
 
 
 class GptOssAttention(FusedQKV, nn.Module):
+    # o_proj through ops.linear where the device registers a fast one (kernels/triton/dense_gemv.py: one
+    # launch at decode sizes, where cuBLAS ran a split-K GEMV and a reduction); off until the H200 times
+    # the whole step both ways (bench/families.py --o-proj gemv|cublas).
+    o_proj_gemv = False
+
     def __init__(self, cfg, layer, ops):
         super().__init__()
         self.layer_id, self.ops = layer.index, ops
@@ -48,6 +53,8 @@ class GptOssAttention(FusedQKV, nn.Module):
         inv_freq = batch.memo[ROPE_KEY]
         out = rotary_attention(ops, batch, self.layer_id, q, k, v, inv_freq, self.scale, self.window,
                                scaling=self.rope_scaling, sinks=self.sinks)
+        if self.o_proj_gemv and getattr(ops, "implementations", {}).get("linear", "reference") != "reference":
+            return ops.linear(out.reshape(T, -1), self.o_proj.weight, self.o_proj.bias)
         return self.o_proj(out.reshape(T, -1))
 
 
