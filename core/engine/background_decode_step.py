@@ -195,6 +195,7 @@ class BackgroundDecodeStep:
 
     def stop(self) -> None:
         """End the build (its process group: the child and its compilers) and forget its files."""
+        atexit.unregister(self.stop)
         proc, self._proc = self._proc, None
         if proc is not None and proc.poll() is None:
             try:
