@@ -7,11 +7,13 @@ the eager step and:
    and compiles and saves the step to the file a later start loads (saved_decode_step.py): dynamo,
    inductor and the C++ compiler run in their own process, not in the server's threads and OpenMP
    pool (one_openmp_pool.py); a saved step already there skips the child;
-2. the child runs at a lower priority (nice BUILD_NICENESS) and on one core (inductor's compile
-   threads 1), and while it runs the engine steps with one thread fewer: a thread team stalls
-   whenever another process takes one of its cores (cpu_threads.py). On the build box, decoding 8
-   requests eagerly with 2 threads beside a busy process ran at 9 tok/s (nice 0) and 234 (nice 10),
-   with 1 thread beside it 106 and 210;
+2. the child runs on one core (inductor's compile threads 1), and while it runs the engine steps
+   with one thread fewer: a thread team stalls whenever another process takes one of its cores
+   (cpu_threads.py; decoding 8 requests eagerly with 2 threads beside a busy process ran at 9 tok/s,
+   with 1 thread at 106). It keeps the server's priority: at nice +10 it starved whenever the server
+   was busy (the default model served one client eagerly at 48 tok/s for 180 s and the build never
+   finished, on the shared 2-core box); at the same priority it finished in 142 s of that load, the
+   eager steps ran at 25 tok/s meanwhile and the compiled ones at 71 after;
 3. when the file is there, a thread that ends (no OpenMP pool kept) loads it while the engine keeps
    stepping: the first load in a process also probes the CPU's vector ISA and imports inductor
    (2.7 s of the default model's load on the build box);
@@ -41,7 +43,6 @@ from pathlib import Path
 
 import torch
 
-BUILD_NICENESS = 10  # added to the child's nice value: the server's threads come first on a shared core
 STOP_WAIT_S = 2.0  # for the child to end after its stdin closes, before SIGKILL
 
 
@@ -108,10 +109,6 @@ class BackgroundDecodeStep:
                 self._fail(f"the build process did not start: {err}")
                 return
         self.pid = self._proc.pid
-        try:
-            os.setpriority(os.PRIO_PROCESS, self.pid, os.getpriority(os.PRIO_PROCESS, 0) + BUILD_NICENESS)
-        except (AttributeError, OSError):  # (no priorities here: the build still runs)
-            pass
         self.state = "building"
 
     def _finish_building(self) -> None:

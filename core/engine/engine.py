@@ -314,7 +314,7 @@ class Engine:
         start saved) and switch to it between two steps (background_decode_step.py)."""
         from bringup.kernels.cpu import onednn_packed
 
-        from .background_decode_step import BUILD_NICENESS, BackgroundDecodeStep
+        from .background_decode_step import BackgroundDecodeStep
         from .saved_decode_step import step_key, steps_dir, use_bringup_inductor_cache
 
         threads = torch.get_num_threads()  # the compiled step's (the build's key and code depend on it)
@@ -330,7 +330,7 @@ class Engine:
                 "max_batch": self.scheduler.max_running, "pools": pools}
         build = self.background_decode = BackgroundDecodeStep(self.runner, spec, threads=threads, log=self.log)
         if build.state == "building":
-            self.log(f"CPU: {build.describe()}: a child process at nice +{BUILD_NICENESS} compiles it into {path} "
+            self.log(f"CPU: {build.describe()}: a child process compiles it on one core into {path} "
                      f"(a minute or more the first time); the engine steps with {build.info()['threads_while_building']} "
                      "thread(s) meanwhile and switches between two steps")
         elif build.state == "loading":
