@@ -168,8 +168,8 @@ class BackgroundDecodeStep:
         built = self.result
         how = (f"built in pid {self.pid} in {built.get('seconds', 0):.1f} s ({built.get('how')}"
                f"{', ' + built['phases'] if built.get('phases') else ''})" if built else f"{loaded.how}")
-        self.log(f"CPU: {self.describe()}: {how}; loaded in {self.load_seconds:.2f} s beside the eager steps; "
-                 f"{self.threads} threads again")
+        again = f"; {self.threads} threads again" if self.threads > 1 else ""
+        self.log(f"CPU: {self.describe()}: {how}; loaded in {self.load_seconds:.2f} s beside the eager steps{again}")
         return True
 
     def _fail(self, error: str) -> None:
