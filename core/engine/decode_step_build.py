@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -24,8 +25,9 @@ import time
 from pathlib import Path
 
 
-def _end_with_parent() -> None:
-    """Read stdin until the parent closes it (or dies), then end this process group at once."""
+def _end_with_parent(folder: Path) -> None:
+    """Read stdin until the parent closes it (or dies), then remove the build's `folder` (a parent
+    that was killed could not) and end this process group at once."""
 
     def watch() -> None:
         try:
@@ -33,6 +35,7 @@ def _end_with_parent() -> None:
                 pass
         except (OSError, ValueError):
             pass
+        shutil.rmtree(folder, ignore_errors=True)
         if hasattr(os, "killpg") and os.getpgid(0) == os.getpid():  # our own group (the server made it)
             os.killpg(0, signal.SIGKILL)
         os._exit(1)
@@ -82,7 +85,7 @@ def build(spec: dict) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    _end_with_parent()
+    _end_with_parent(Path(argv[1]).parent)
     spec = json.loads(Path(argv[1]).read_text())
     try:
         result = build(spec)

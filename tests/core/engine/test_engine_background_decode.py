@@ -178,6 +178,13 @@ def test_the_server_says_what_decodes_and_leaves_no_build_behind_when_stopped_or
 
     from bringup.core.client.engine_process import EngineProcess
 
+    import tempfile
+    from pathlib import Path
+
+    def folders():
+        return set(Path(tempfile.gettempdir()).glob("bringup-decode-build-*"))
+
+    before = folders()
     for how in (signal.SIGTERM, signal.SIGKILL):
         env = {**os.environ, "BRINGUP_CPU_COMPILE": "1", "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / how.name)}
         proc = EngineProcess([sys.executable, "-m", "bringup", "serve", str(tiny_folder), "--port", "0",
@@ -194,5 +201,6 @@ def test_the_server_says_what_decodes_and_leaves_no_build_behind_when_stopped_or
             os.kill(proc.pid, how)  # the server alone: the build must end by the server's doing
             proc.proc.wait(60)
             assert _wait_gone(pid), f"the build process {pid} outlived the server ({how.name})"
+            assert not [f for f in folders() - before if f.exists()]  # nor its working folder
         finally:
             proc.stop()
