@@ -50,6 +50,8 @@ _FIGURES: list[tuple[str, re.Pattern, type]] = [
     ("context_len", re.compile(r"context_len=(\d+)"), int),
     ("port", re.compile(r"Uvicorn running on https?://[^:\s]+:(\d+)"), int),
     ("cpu_compile_seconds", re.compile(r"CPU: decode step (?:compiled|loaded) in ([\d.]+) s"), float),
+    # serve's --cpu-compile auto: eager steps first, the compiled step built beside them and switched in
+    ("cpu_compiled_in_use_seconds", re.compile(r"CPU: compiled decode step in use after ([\d.]+) s"), float),
 ]
 
 VLLM_STAGES: list[tuple[str, float, re.Pattern]] = [

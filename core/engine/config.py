@@ -53,6 +53,9 @@ class EngineConfig:
     cuda_graphs: bool | None = None  # decode graphs; None: where the device has them (BRINGUP_CUDA_GRAPHS)
     warmup: bool | None = None  # start-up warm-up; None: on accelerators (BRINGUP_WARMUP)
     cpu_compile: bool | None = None  # CPU decode step through torch.compile; None: on for CPU (BRINGUP_CPU_COMPILE)
+    # ... built in a child process while decode steps run eagerly, switched in when ready (serve's auto;
+    # background_decode_step.py); False: compiled before the engine takes requests
+    cpu_compile_background: bool = False
     cpu_threads: int | None = None  # torch threads on the CPU; None: the cores idle at start, less:
     cpu_cores_reserved: int = 0  # cores left to the process's other threads (serve: 1, its HTTP event loop)
     # Overlapped steps: the host schedules and launches step n+1 before reading step n's tokens, which

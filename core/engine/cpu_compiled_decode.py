@@ -32,6 +32,7 @@ from pathlib import Path
 import torch
 
 from . import saved_decode_step
+from .saved_decode_step import use_bringup_inductor_cache
 from .forward_batch import ForwardBatch
 
 # The ForwardBatch tensors whose first dimension is the number of requests (or of tokens: one each).
@@ -72,20 +73,14 @@ def phase_breakdown(before: dict[str, float]) -> str:
     return ", ".join(f"{k} {v:.1f} s" for k, v in spent.items() if v >= 0.05)
 
 
-def use_bringup_inductor_cache() -> str:
-    """Inductor's on-disk cache under `~/.cache/bringup/inductor` ($XDG_CACHE_HOME respected), unless
-    $TORCHINDUCTOR_CACHE_DIR names one: torch's default, /tmp/torchinductor_<user>, is a shared path
-    that another user can create first (and that a reboot clears). Inductor reads the variable when it
-    compiles, so setting it here, before torch.compile, is enough."""
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(base / "bringup" / "inductor"))
-
-
 class CompiledDecode:
     """`model(batch)` for decode batches, compiled once for any batch size and context length."""
 
-    def __init__(self, model, one_graph: bool = ONE_GRAPH, save_steps: bool = True):
+    def __init__(self, model, one_graph: bool = ONE_GRAPH, save_steps: bool = True, *, traces: bool = True):
         self._inductor_cache = use_bringup_inductor_cache()
+        # False for a step loaded beside a serving engine (background_decode_step.py): a batch its
+        # guards refuse returns None (the eager step runs it) instead of a trace that would stall serving.
+        self.traces = traces
         self._model = model
         self._compiled = torch.compile(model, fullgraph=True)
         self.one_graph = one_graph
@@ -102,7 +97,7 @@ class CompiledDecode:
         """Whether this batch runs compiled: every request decodes one token from a state it holds."""
         return batch.is_pure_decode and batch.swa_pool is None
 
-    def __call__(self, batch: ForwardBatch) -> torch.Tensor:
+    def __call__(self, batch: ForwardBatch) -> torch.Tensor | None:
         if batch.block_tables.shape[1] < MIN_TABLE_WIDTH:  # (extra entries are never attended to)
             batch.block_tables = torch.nn.functional.pad(batch.block_tables,
                                                          (0, MIN_TABLE_WIDTH - batch.block_tables.shape[1]))
@@ -112,7 +107,7 @@ class CompiledDecode:
             if self._saved_marked:
                 self._mark_dynamic(batch)
             out = self._saved.try_run(batch)
-            if out is not None:
+            if out is not None or not self.traces:
                 return out
         self._mark_dynamic(batch)
         return self._compiled(batch)
@@ -126,6 +121,13 @@ class CompiledDecode:
             for tensor in tensors:
                 torch._dynamo.mark_dynamic(tensor, 0)
         torch._dynamo.mark_dynamic(batch.block_tables, 1)
+
+    def load_saved(self, path: Path) -> None:
+        """Take the step saved at `path` (raises when there is none or torch cannot read it)."""
+        self._saved = saved_decode_step.load(self._model, path)
+        if self._saved is None:
+            raise FileNotFoundError(f"no saved decode step at {path}")
+        self.how = f"loaded from {path}"
 
     def _load_or_save(self, batch: ForwardBatch, key: str) -> None:
         """The saved step for `key` if there is one, else compile it on `batch` and save it."""

@@ -215,9 +215,13 @@ class Engine:
             self.capture_decode_graphs(graph_factory)
             stage = self._stage("graphs", stage)
         self.cpu_compile_seconds = None
+        self.background_decode = None  # CPU: the compiled decode step built beside the serving engine
         if self._cpu_compile_wanted(c.cpu_compile):
-            self.compile_cpu_decode()
-            stage = self._stage("compile", stage)
+            if c.cpu_compile_background:
+                self.build_cpu_decode_in_background()
+            else:
+                self.compile_cpu_decode()
+                stage = self._stage("compile", stage)
         self.warmup_report = self.warm_up() if self._warmup_wanted(c.warmup) else None
         if self.warmup_report is not None:
             stage = self._stage("warm-up", stage)
@@ -304,6 +308,53 @@ class Engine:
         self.log(f"CPU: decode step {'loaded' if how.startswith('loaded') else 'compiled'} in {seconds:.2f} s: "
                  f"{how}{f' ({phases})' if phases else ''} (batch size and context length dynamic)")
         return seconds
+
+    def build_cpu_decode_in_background(self):
+        """Decode eagerly now; build the compiled step in a child process (or load the one a former
+        start saved) and switch to it between two steps (background_decode_step.py)."""
+        from bringup.kernels.cpu import onednn_packed
+
+        from .background_decode_step import BackgroundDecodeStep
+        from .saved_decode_step import step_key, steps_dir, use_bringup_inductor_cache
+
+        threads = torch.get_num_threads()  # the compiled step's (the build's key and code depend on it)
+        key = step_key(self.model, self.kv_pool, self.state_pool)
+        path = steps_dir(use_bringup_inductor_cache()) / f"{key}.bin"
+        kv, st = self.kv_pool, self.state_pool
+        pools = {"num_pages": kv.num_pages, "page_size": kv.page_size, "num_slots": st.num_slots,
+                 "swa_pages": self.swa_pool.num_pages if self.swa_pool is not None else 0,
+                 "kv_dtype": _name(self.kv_dtype), "conv_dtype": _name(self.conv_dtype),
+                 "ssm_dtype": _name(self.ssm_dtype)}
+        spec = {"model": self.engine_config.model, "dtype": self.engine_config.dtype, "load_format": self.load_format,
+                "onednn_packed": bool(onednn_packed.ENABLED), "threads": threads, "key": key, "path": str(path),
+                "max_batch": self.scheduler.max_running, "pools": pools}
+        build = self.background_decode = BackgroundDecodeStep(self.runner, spec, threads=threads, log=self.log)
+        if build.state == "building":
+            self.log(f"CPU: {build.describe()}: a child process compiles it on one core into {path} "
+                     f"(a minute or more the first time); the engine steps with {build.info()['threads_while_building']} "
+                     "thread(s) meanwhile and switches between two steps")
+        elif build.state == "loading":
+            self.log(f"CPU: {build.describe()} from {path} (a thread loads it; the engine switches between two steps)")
+        return build
+
+    def between_steps(self) -> None:
+        """Work done between two steps: the CPU's compiled decode step switched in once it is ready."""
+        build = self.background_decode
+        if build is not None and build.state in ("building", "loading"):
+            build.poll()
+
+    def decode_step_words(self) -> str | None:
+        """What the CPU's decode steps are now, for the ready line; None on other devices."""
+        if self.device.type != "cpu":
+            return None
+        if self.background_decode is not None:
+            return self.background_decode.describe()
+        return "compiled decode step" if self.runner.compiled_decode is not None else "eager decode steps"
+
+    def close(self) -> None:
+        """End what the engine started beside it (the CPU's decode step build); the engine still steps."""
+        if self.background_decode is not None:
+            self.background_decode.stop()
 
     def _warmup_wanted(self, warmup: bool | None) -> bool:
         """As for graphs: an explicit argument wins; the env var sets the default it leaves open."""
@@ -402,6 +453,7 @@ class Engine:
         later, the first step returns none. Step n+1's decode rows read step n's tokens on the device
         (the scheduler's FUTURE placeholders); a request that turns out to have stopped at step n
         has one wasted row in n+1, dropped."""
+        self.between_steps()
         if self.overlap:
             return self._step_overlapped()
         started = time.monotonic()
@@ -522,8 +574,12 @@ class Engine:
             "decode_graphs": list(self.decode_graphs.buckets) if self.decode_graphs is not None else None,
             "graph_memory_bytes": getattr(self, "graph_memory_bytes", 0),
             # CPU: seconds spent compiling the decode step at start-up, None when its steps run eagerly.
-            "cpu_compiled_decode_seconds": (round(self.cpu_compile_seconds, 3)
-                                            if self.runner.compiled_decode is not None else None),
+            "cpu_compiled_decode_seconds": (round(self.cpu_compile_seconds, 3) if self.runner.compiled_decode
+                                            is not None and self.cpu_compile_seconds is not None else None),
+            # CPU: which decode step runs now ("compiled" or "eager"), and the build beside the engine.
+            "cpu_decode_step": (None if self.device.type != "cpu"
+                                else "compiled" if self.runner.compiled_decode is not None else "eager"),
+            "cpu_decode_build": self.background_decode.info() if self.background_decode is not None else None,
             "warmup_seconds": round(self.warmup_report.seconds, 3) if self.warmup_report is not None else None,
             "startup_seconds": {k: round(v, 3) for k, v in self.startup_seconds.items()},
             "device": str(self.device),

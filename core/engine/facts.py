@@ -129,9 +129,10 @@ SERVE_OPTIONS: tuple[ServeOption, ...] = (
                 "written; the text is noise)"),
     ServeOption("--cpu-threads", int, None, "on the CPU: torch threads (default: the cores idle at start, at least 1; "
                 "a thread team stalls whenever another process takes one of its cores)"),
-    ServeOption("--cpu-compile", str, "auto", "on the CPU: decode steps compiled with torch.compile at start-up "
-                "(auto or on: compiled, a minute or more the first time, inductor's cache after; off: eager steps; "
-                "BRINGUP_CPU_COMPILE=0 makes auto off)"),
+    ServeOption("--cpu-compile", str, "auto", "on the CPU: decode steps compiled with torch.compile (on: at start-up, "
+                "a minute or more the first time, seconds once saved; auto: the same for bench, while serve decodes "
+                "eagerly at once and switches to the compiled step once a child process has built it; off: eager "
+                "steps; BRINGUP_CPU_COMPILE=0 makes auto off)"),
     ServeOption("--host", str, "127.0.0.1", "address to listen on (default 127.0.0.1: this machine only)"),
     ServeOption("--port", int, 30000, "port (default 30000; 0 picks a free one)"),
     ServeOption("--mem-fraction", float, None, "share of device memory for weights and pools (default: the planner's choice)"),

@@ -199,7 +199,9 @@ class ModelRunner:
             from .cpu_compiled_decode import COMPILE_ERRORS, error_summary
 
             try:
-                return self.compiled_decode(batch)
+                logits = self.compiled_decode(batch)
+                if logits is not None:  # (None: a loaded step that does not cover this batch; it runs eagerly)
+                    return logits
             except COMPILE_ERRORS as err:  # a batch torch cannot build a graph for: eager from now on
                 self.compiled_decode = None
                 self.log(f"CPU: compiling the decode step failed on a batch of {batch.num_requests} "

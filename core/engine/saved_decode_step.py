@@ -33,6 +33,15 @@ def available() -> bool:
     return hasattr(torch._dynamo, "aot_compile") and bool(getattr(torch._dynamo.config, "enable_aot_compile", False))
 
 
+def use_bringup_inductor_cache() -> str:
+    """Inductor's on-disk cache under `~/.cache/bringup/inductor` ($XDG_CACHE_HOME respected), unless
+    $TORCHINDUCTOR_CACHE_DIR names one: torch's default, /tmp/torchinductor_<user>, is a shared path
+    that another user can create first (and that a reboot clears). Inductor reads the variable when it
+    compiles, so setting it here, before torch.compile, is enough."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(base / "bringup" / "inductor"))
+
+
 def steps_dir(inductor_cache: str) -> Path:
     """Inside inductor's cache: clearing that cache clears these too."""
     return Path(inductor_cache) / "bringup_decode_steps"

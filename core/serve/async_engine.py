@@ -92,6 +92,7 @@ class AsyncEngine:
         self._totals = self._token_totals(engine.stats())
         self.error: str | None = None  # the last step failure, for /health
         self._abort_reasons: dict[str, str] = {}  # request id -> why the server aborted it (draining)
+        self._between_steps = getattr(engine, "between_steps", None)  # optional: Engine has it, doubles need not
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -239,6 +240,8 @@ class AsyncEngine:
             busy = self.engine.has_unfinished()
             self._run_commands(block=not busy)
             if not self.engine.has_unfinished():
+                if self._between_steps is not None:  # (an idle engine's work: the CPU's compiled step switched in)
+                    self._between_steps()
                 self.metrics.record_pools(self.engine.stats())
                 continue
             start = time.monotonic()

@@ -106,16 +106,22 @@ def serve(config: EngineConfig, *, host: str = "127.0.0.1", port: int = DEFAULT_
     # On the CPU one core is left to the HTTP event loop whenever the engine still keeps 2 threads: its
     # turns stall a thread team that has every core (cpu_threads.MIN_THREADS_BESIDE_RESERVE has the figures).
     # Built on a thread that ends: the loop thread that steps it then holds the only OpenMP pool.
-    engine = run_on_ending_thread(lambda: Engine(config.replace(model=model, cpu_cores_reserved=1),
+    # --cpu-compile auto: the CPU's compiled decode step is built beside the serving engine, which
+    # decodes eagerly meanwhile (background_decode_step.py); on: compiled before the server is ready.
+    engine = run_on_ending_thread(lambda: Engine(config.replace(model=model, cpu_cores_reserved=1,
+                                                                cpu_compile_background=config.cpu_compile is None),
                                                  log=log.info))  # logs the weight and pool lines
-    info = engine.server_info()
-    from bringup.core.engine import device as devices
+    try:
+        info = engine.server_info()
+        from bringup.core.engine import device as devices
 
-    log.info(summary_line(info, engine.device.type, devices.free_memory(engine.device)))
-    aliases = tuple(dict.fromkeys(a for a in ("default", name, source, model, *model_aliases) if a))
-    options = ServeOptions(host, port, served_model_name or name, api_key, aliases, allowed_hosts, limits or {})
-    options.started = started
-    return asyncio.run(_serve_async(engine, sock, info, options))
+        log.info(summary_line(info, engine.device.type, devices.free_memory(engine.device)))
+        aliases = tuple(dict.fromkeys(a for a in ("default", name, source, model, *model_aliases) if a))
+        options = ServeOptions(host, port, served_model_name or name, api_key, aliases, allowed_hosts, limits or {})
+        options.started = started
+        return asyncio.run(_serve_async(engine, sock, info, options))
+    finally:
+        engine.close()  # no build process outlives the server
 
 
 def warmup_failure(err: BaseException, prompt_tokens: int, context: int | None) -> str:
@@ -203,8 +209,10 @@ async def _serve_async(engine, sock, info, opts: ServeOptions) -> int:
             log.error(warmup_failure(err, len(warm_ids), context))
             return 1
         stages = ", ".join(f"{k} {v:.2f} s" for k, v in (info.get("startup_seconds") or {}).items())
-        log.info("Ready in %.1f s since the process started (engine: %s; first request %.2f s)",
-                 time.monotonic() - opts.started, stages or "-", time.monotonic() - first)
+        words = engine.decode_step_words() if hasattr(engine, "decode_step_words") else None
+        log.info("Ready in %.1f s since the process started (engine: %s; first request %.2f s)%s",
+                 time.monotonic() - opts.started, stages or "-", time.monotonic() - first,
+                 f"; {words}" if words else "")
         state.ready = True
         log.info("The server is fired up and ready to roll!")
         await task
