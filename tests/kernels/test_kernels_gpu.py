@@ -425,7 +425,8 @@ def test_cpu_op_set_loads_no_gpu_kernel_module(monkeypatch):
         assert registration.skipped[device_type]["mamba_state_update"] == availability.triton_reason(device_type)
     if GPU is None:
         loaded = [m for m in sys.modules if m.startswith("bringup.kernels.triton.") and m.rsplit(".", 1)[1]
-                  not in ("availability", "registration", "launch", "tile_picker")]  # (these need no triton)
+                  not in ("availability", "registration", "launch", "tile_picker", "fp8_decode_forms", "moe_gated_forms")]
+        # (those need no triton; other test files import the form tables at collection)
         assert not loaded, f"kernel modules imported without a GPU: {loaded}"
 
 
