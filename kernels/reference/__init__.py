@@ -10,6 +10,7 @@ from .causal_conv1d import causal_conv1d
 from .causal_conv1d_update import causal_conv1d_update
 from .causal_conv1d_update_inplace import causal_conv1d_update_inplace
 from .causal_conv1d_varlen import causal_conv1d_varlen, causal_conv1d_varlen_inplace
+from .delta_rule_gates import delta_rule_gates
 from .gated_delta_rule import gated_delta_rule_chunk, gated_delta_rule_recurrent_inplace
 from .gated_rms_norm import gated_rms_norm
 from .kda import kda_chunk, kda_recurrent_inplace
@@ -44,6 +45,7 @@ OPS = {
     "causal_conv1d_update_inplace": causal_conv1d_update_inplace,
     "causal_conv1d_varlen": causal_conv1d_varlen,
     "causal_conv1d_varlen_inplace": causal_conv1d_varlen_inplace,
+    "delta_rule_gates": delta_rule_gates,
     "gated_delta_rule_chunk": gated_delta_rule_chunk,
     "gated_delta_rule_recurrent_inplace": gated_delta_rule_recurrent_inplace,
     "gated_rms_norm": gated_rms_norm,

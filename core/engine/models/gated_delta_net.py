@@ -76,8 +76,8 @@ class GatedDeltaNet(nn.Module):
         conv_states = batch.state_pool.conv(self.layer_id)  # [slots, conv_dim, K-1]
         rec_states = batch.state_pool.ssm(self.layer_id)  # [slots, Hv, dk, dv]
         mixed, z, b, a = self._project(hidden)
-        beta = b.sigmoid()
-        g = -self.A_log.float().exp() * F.softplus(a.float() + self.dt_bias.float())  # log decay <= 0
+        # beta = sigmoid(b) in b's dtype, g = -exp(A_log) * softplus(a + dt_bias) float32 (log decay <= 0)
+        g, beta = ops.delta_rule_gates(a, b, self.A_log, self.dt_bias, b.dtype)
         w = self.conv1d.weight[:, 0, :]
         y = torch.empty(T, self.nv, self.dv, dtype=hidden.dtype, device=hidden.device)
         run_delta_rule(batch, mixed, w, g, beta, conv_states, rec_states, self._split, y,

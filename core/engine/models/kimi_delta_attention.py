@@ -64,9 +64,9 @@ class KimiDeltaAttention(nn.Module):
         mixed = torch.cat([self.q_proj(hidden), self.k_proj(hidden), self.v_proj(hidden)], dim=-1)
         # One depthwise conv over q|k|v: the three convs are per channel, so their weights stack.
         w = torch.cat([self.q_conv1d.weight, self.k_conv1d.weight, self.v_conv1d.weight])[:, 0, :]
-        decay = self.f_b_proj(self.f_a_proj(hidden)).float() + self.dt_bias.float()
-        g = -self.A_log.float().exp().view(H, 1) * F.softplus(decay.view(T, H, D))  # [T, H, D] log decay <= 0
-        beta = self.b_proj(hidden).float().sigmoid()
+        # g = -exp(A_log) * softplus(f_b + dt_bias) [T, H, D] float32 (log decay <= 0), beta float32
+        g, beta = ops.delta_rule_gates(self.f_b_proj(self.f_a_proj(hidden)).view(T, H, D), self.b_proj(hidden),
+                                       self.A_log, self.dt_bias, torch.float32)
         y = torch.empty(T, H, D, dtype=hidden.dtype, device=hidden.device)
         run_delta_rule(batch, mixed, w, g, beta, conv_states, rec_states, self._split, y,
                        ops.causal_conv1d_update_inplace, ops.causal_conv1d_varlen_inplace,
