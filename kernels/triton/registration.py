@@ -19,6 +19,8 @@ FAST_OPS: dict[str, tuple[str, str, bool]] = {
     "gated_delta_rule_recurrent_inplace": ("fla", "fla.gated_delta_rule", True),
     "kda_chunk": ("fla", "fla.kda", True),
     "kda_recurrent_inplace": ("fla", "fla.kda", True),
+    "lightning_attention_chunk": ("fla", "fla.lightning_attention", True),
+    "lightning_attention_recurrent_inplace": ("triton", "triton.lightning_attention_decode", False),
     "mamba_state_update": ("triton", "triton.mamba_state_update", False),
     "selective_scan_varlen": ("triton", "triton.selective_scan", False),
     "selective_state_update": ("triton", "triton.selective_scan", False),
