@@ -178,6 +178,9 @@ def small_widths(config: dict) -> dict:
             out[key] = value
     if config.get("num_key_value_heads") == 1:
         out["num_key_value_heads"] = 1
+    if isinstance(config.get("rotary_dim"), int) and isinstance(config.get("head_dim"), int):
+        # a partial rotary keeps its share of the (smaller) head (MiniMax: 64 of 128)
+        out["rotary_dim"] = max(2, config["rotary_dim"] * out["head_dim"] // config["head_dim"])
     for key in ("num_local_experts", "num_experts", "n_routed_experts"):
         if isinstance(out.get(key), int):
             out[key] = min(out[key], 8)

@@ -20,6 +20,8 @@ FAST_OPS: dict[str, tuple[str, str, bool]] = {
     "kda_chunk": ("fla", "fla.kda", True),
     "kda_recurrent_inplace": ("triton", "triton.delta_rule_decode", False),
     "delta_rule_gates": ("triton", "triton.delta_rule_gates", False),
+    "lightning_attention_chunk": ("fla", "fla.lightning_attention", True),
+    "lightning_attention_recurrent_inplace": ("triton", "triton.lightning_attention_decode", False),
     "mamba_state_update": ("triton", "triton.mamba_state_update", False),
     "selective_scan_varlen": ("triton", "triton.selective_scan", False),
     "selective_state_update": ("triton", "triton.selective_scan", False),

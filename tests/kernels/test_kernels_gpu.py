@@ -471,3 +471,48 @@ def test_fla_gated_delta_rule_decode_touches_only_its_slots(dtype):
     assert_close_rel(o, ro, tol_for(dtype) * 5, "output")
     assert_close_rel(pool[slots], ref_pool[slots], tol_for(dtype) * 5, "stepped states")
     assert torch.isnan(pool[[1, 3, 5]]).all(), "a slot outside the batch was written"
+
+
+# Lightning attention (MiniMax): prompts through flash-linear-attention, decode in Triton ----------
+
+def _lightning_inputs(T, H, d, dtype):
+    q, k, v = (torch.randn(T, H, d, device=GPU, dtype=dtype) * 0.3 for _ in range(3))
+    slopes = torch.tensor([2 ** (-8 * (i + 1) / H) for i in range(H)], device=GPU)  # ALiBi-like, as MiniMax's
+    return q, k, v, slopes
+
+
+@needs_fla
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_fla_lightning_attention_chunk_matches_reference(dtype):
+    from bringup.kernels.fla.lightning_attention import lightning_attention_chunk
+
+    starts = [0, 70, 71, 200]
+    q, k, v, slopes = _lightning_inputs(200, 4, 64, dtype)
+    init = torch.randn(3, 4, 64, 64, device=GPU) * 0.1
+    poison_allocator()
+    o, final = lightning_attention_chunk(q, k, v, slopes, starts, init)
+    ro, rfinal = ref.lightning_attention_chunk(q, k, v, slopes, starts, init)
+    assert_close_rel(o, ro, tol_for(dtype) * 5, "output")
+    assert_close_rel(final, rfinal, tol_for(dtype) * 5, "final states")
+
+
+@needs_triton
+@pytest.mark.parametrize("state_dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("B", [1, 32])
+def test_triton_lightning_decode_at_minimax_shapes_touches_only_its_slots(B, state_dtype):
+    """MiniMax-M1's 64 heads of 128, bf16 activations, the pool in float32 or bf16."""
+    from bringup.kernels.triton.lightning_attention_decode import lightning_attention_recurrent_inplace
+
+    q, k, v, slopes = _lightning_inputs(B, 64, 128, torch.bfloat16)
+    pool = torch.full((2 * B + 1, 64, 128, 128), float("nan"), device=GPU, dtype=state_dtype)
+    slots = torch.randperm(2 * B + 1, device=GPU)[:B]
+    pool[slots] = (torch.randn(B, 64, 128, 128, device=GPU) * 0.1).to(state_dtype)
+    ref_pool = pool.clone()
+    poison_allocator()
+    o = lightning_attention_recurrent_inplace(q, k, v, slopes, pool, slots)
+    ro = ref.lightning_attention_recurrent_inplace(q, k, v, slopes, ref_pool, slots)
+    assert_close_rel(o, ro, tol_for(torch.bfloat16), "output")
+    assert_close_rel(pool[slots], ref_pool[slots], tol_for(state_dtype), "stepped states")
+    untouched = torch.ones(2 * B + 1, dtype=torch.bool, device=GPU)
+    untouched[slots] = False
+    assert torch.isnan(pool[untouched]).all(), "a slot outside the batch was written"

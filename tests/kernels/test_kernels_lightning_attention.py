@@ -45,3 +45,42 @@ def test_varlen_and_in_place_step_agree_with_one_sequence():
         torch.testing.assert_close(out[i], oi[0], atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(pool[slot], fi, atol=1e-5, rtol=1e-5)
     assert torch.equal(pool[[1, 3]], before[[1, 3]])
+
+
+_INTERPRETED = """
+import torch
+from bringup.kernels.reference.lightning_attention import lightning_attention_recurrent_inplace as ref
+from bringup.kernels.triton.lightning_attention_decode import lightning_attention_recurrent_inplace as fast
+torch.manual_seed(0)
+bad = []
+for B, H, dk, dv, act, pool_dtype in [(3, 3, 8, 6, torch.float32, torch.float32), (2, 2, 16, 40, torch.float32, torch.float32),
+                                      (4, 2, 12, 16, torch.bfloat16, torch.float32), (2, 2, 16, 16, torch.float16, torch.float16)]:
+    qkv = torch.randn(B, H, 2 * dk + dv).to(act)  # q/k/v as views of one product, as the model has them
+    q, k, v = qkv.split([dk, dk, dv], dim=-1)
+    slopes = torch.rand(H) + 0.01
+    pool = torch.full((2 * B + 1, H, dk, dv), float("nan"), dtype=pool_dtype)
+    slots = torch.randperm(2 * B + 1)[:B]
+    pool[slots] = torch.randn(B, H, dk, dv).to(pool_dtype)
+    want_pool = pool.clone()
+    want = ref(q, k, v, slopes, want_pool, slots)
+    got = fast(q, k, v, slopes, pool, slots)
+    tol = dict(atol=1e-5, rtol=1e-5) if act == torch.float32 else dict(atol=2e-2, rtol=2e-2)
+    what = f"B={B} H={H} dk={dk} dv={dv} {act} pool {pool_dtype}"
+    try:
+        torch.testing.assert_close(got.float(), want.float(), **tol)
+        torch.testing.assert_close(pool[slots].float(), want_pool[slots].float(), **tol)
+        untouched = torch.ones(2 * B + 1, dtype=torch.bool)
+        untouched[slots] = False
+        assert torch.isnan(pool[untouched]).all(), "a slot outside the batch was written"
+    except AssertionError as err:
+        bad.append(f"{what}: {err}")
+print("ok" if not bad else "\\n".join(bad)[:4000])
+"""
+
+
+def test_triton_decode_step_matches_the_reference_interpreted():
+    """kernels/triton/lightning_attention_decode.py under Triton's interpreter: value dims past one tile,
+    dims that are no power of two, q/k/v as strided views, bf16/fp16 activations, scattered slots."""
+    from triton_interpreter import assert_interpreted_ok
+
+    assert_interpreted_ok(_INTERPRETED)

@@ -81,3 +81,12 @@ def test_a_small_qwen3_decode_step_counts_the_same_each_time_and_each_fusion_sav
     assert names["triton:_rope_paged_decode_kernel"] == 4
     assert names["triton:_act_and_mul_kernel"] == 4
     assert names["aten:linear"] == 4 * (2 + 2) + 1  # q/k/v, o; gate/up, down per layer; the LM head
+
+
+def test_small_widths_keep_a_partial_rotary_inside_the_smaller_head():
+    """MiniMax-M1 rotates 64 of its 128 head dims; at 16 dims the config must rotate 8, not 64."""
+    from bringup.core.bench.launch_count import small_widths
+
+    small = small_widths({"head_dim": 128, "rotary_dim": 64, "hidden_size": 6144})
+    assert (small["head_dim"], small["rotary_dim"]) == (16, 8)
+    assert "rotary_dim" not in small_widths({"head_dim": 128})
