@@ -1,7 +1,7 @@
 """RMSNorms in one Triton kernel each (the references take 6 to 10 torch kernels apiece):
 `add_rms_norm` (residual add + the next block's norm), `rms_norm` (the same kernel with nothing to
 add: Gemma's post-attention and post-MLP norms) and `gated_rms_norm` (Mamba2's group-wise norm gated
-by silu(z)). Statistics in float32; results match the references' rounding order."""
+by silu(z), KDA's by sigmoid(z) in float32). Statistics in float32; results match the references' rounding order."""
 
 from __future__ import annotations
 
@@ -115,7 +115,7 @@ def rms_norm(x, weight, eps, *, multiply_in_float32=False):
 
 @triton.jit
 def _gated_rms_norm_kernel(x_ptr, z_ptr, w_ptr, y_ptr, G, eps, s_x, s_z, s_y,
-                           BEFORE: tl.constexpr, BLOCK: tl.constexpr):
+                           BEFORE: tl.constexpr, SIGMOID: tl.constexpr, F32_MUL: tl.constexpr, BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     grp = tl.program_id(1)
     offs = tl.arange(0, BLOCK)
@@ -123,24 +123,35 @@ def _gated_rms_norm_kernel(x_ptr, z_ptr, w_ptr, y_ptr, G, eps, s_x, s_z, s_y,
     cols = grp * G + offs
     x = tl.load(x_ptr + row * s_x + cols, mask=ok, other=0.0).to(tl.float32)
     z = tl.load(z_ptr + row * s_z + cols, mask=ok, other=0.0).to(tl.float32)
-    g = z * tl.sigmoid(z)
+    if SIGMOID:
+        g = tl.sigmoid(z)
+    else:
+        g = z * tl.sigmoid(z)
     if not BEFORE:
         x = x * g
     inv = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / G + eps)
     w = tl.load(w_ptr + cols, mask=ok, other=0.0)
-    n = (x * inv).to(y_ptr.dtype.element_ty).to(tl.float32)
-    y = (w.to(tl.float32) * n).to(y_ptr.dtype.element_ty)
-    if BEFORE:
-        y = (y.to(tl.float32) * g.to(y_ptr.dtype.element_ty).to(tl.float32)).to(y_ptr.dtype.element_ty)
+    if F32_MUL:  # all in float32, rounded once (KDA's o_norm)
+        y = w.to(tl.float32) * (x * inv)
+        if BEFORE:
+            y = y * g
+        y = y.to(y_ptr.dtype.element_ty)
+    else:  # the norm rounded to the dtype, then each product (Mamba2's order)
+        n = (x * inv).to(y_ptr.dtype.element_ty).to(tl.float32)
+        y = (w.to(tl.float32) * n).to(y_ptr.dtype.element_ty)
+        if BEFORE:
+            y = (y.to(tl.float32) * g.to(y_ptr.dtype.element_ty).to(tl.float32)).to(y_ptr.dtype.element_ty)
     tl.store(y_ptr + row * s_y + cols, y, mask=ok)
 
 
-def gated_rms_norm(x, gate, weight, eps, group_size, *, norm_before_gate=False):
+def gated_rms_norm(x, gate, weight, eps, group_size, *, norm_before_gate=False, activation="silu",
+                   multiply_in_float32=False):
     """Same arguments and results as kernels.reference.gated_rms_norm (2-D x and gate)."""
-    if x.dim() != 2:
+    if x.dim() != 2 or activation not in ("silu", "sigmoid"):
         from ..reference import gated_rms_norm as ref
 
-        return ref(x, gate, weight, eps, group_size, norm_before_gate=norm_before_gate)
+        return ref(x, gate, weight, eps, group_size, norm_before_gate=norm_before_gate, activation=activation,
+                   multiply_in_float32=multiply_in_float32)
     T, W = x.shape
     if W % group_size:
         raise ValueError(f"gated_rms_norm: width {W} is not a multiple of group size {group_size}")
@@ -148,6 +159,7 @@ def gated_rms_norm(x, gate, weight, eps, group_size, *, norm_before_gate=False):
     if T:
         _gated_rms_norm_kernel[(T, W // group_size)](x, gate, weight, y, group_size, float(eps), x.stride(0),
                                                      gate.stride(0), y.stride(0), BEFORE=bool(norm_before_gate),
-                                                     BLOCK=next_pow2(group_size),
+                                                     SIGMOID=activation == "sigmoid",
+                                                     F32_MUL=bool(multiply_in_float32), BLOCK=next_pow2(group_size),
                                                      num_warps=num_warps(x.device.type, 4))
     return y

@@ -23,16 +23,32 @@ class FusedQKV:
         held = getattr(self, "_qkv_held", None)
         return held[1] if held is not None else None
 
+    def _fusing(self, hidden: torch.Tensor) -> bool:
+        fuse = self.fuse_qkv if self.fuse_qkv is not None else hidden.device.type != "cpu"
+        return fuse and can_stack((self.q_proj, self.k_proj, self.v_proj))
+
+    def _stacked_product(self, hidden: torch.Tensor) -> torch.Tensor:
+        weight, bias = stacked(self, "qkv", (self.q_proj, self.k_proj, self.v_proj))
+        return F.linear(hidden, weight, bias)
+
+    def fuse_projections(self, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(q_proj(hidden), k_proj(hidden), v_proj(hidden)) of hidden [T, H], each [T, its width]: views of
+        one product where fused (any widths: Qwen3-Next's q_proj also holds its output gate)."""
+        parts = (self.q_proj, self.k_proj, self.v_proj)
+        if self._fusing(hidden):
+            return self._stacked_product(hidden).split([p.weight.shape[0] for p in parts], dim=-1)
+        return tuple(p(hidden) for p in parts)
+
+    def project_side_by_side(self, hidden: torch.Tensor) -> torch.Tensor:
+        """q|k|v [T, q + k + v] of hidden [T, H] (KDA's conv input): one GEMM where fused, else the three
+        products concatenated."""
+        if self._fusing(hidden):
+            return self._stacked_product(hidden)
+        return torch.cat([p(hidden) for p in (self.q_proj, self.k_proj, self.v_proj)], dim=-1)
+
     def project_qkv(self, hidden: torch.Tensor):
         """(q [T, Hq, D], k [T, Hkv, D], v [T, Hkv, D]) of hidden [T, H]."""
         T = hidden.shape[0]
-        fuse = self.fuse_qkv if self.fuse_qkv is not None else hidden.device.type != "cpu"
-        parts = (self.q_proj, self.k_proj, self.v_proj)
-        if fuse and can_stack(parts):
-            nq, nkv = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
-            weight, bias = stacked(self, "qkv", parts)
-            q, k, v = F.linear(hidden, weight, bias).split([nq, nkv, nkv], dim=-1)
-        else:
-            q, k, v = (p(hidden) for p in parts)
+        q, k, v = self.fuse_projections(hidden)
         return (q.reshape(T, self.num_heads, self.head_dim), k.reshape(T, self.num_kv_heads, self.head_dim),
                 v.reshape(T, self.num_kv_heads, self.head_dim))

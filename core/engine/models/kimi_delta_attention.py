@@ -17,6 +17,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from .base import RMSNormWeight, linear
+from .fused_linears import stacked
+from .fused_qkv import FusedQKV
 from .gated_delta_net import run_delta_rule
 
 
@@ -24,7 +26,9 @@ def _conv(width: int, kernel: int) -> nn.Conv1d:
     return nn.Conv1d(width, width, kernel, groups=width, bias=False).requires_grad_(False)
 
 
-class KimiDeltaAttention(nn.Module):
+class KimiDeltaAttention(FusedQKV, nn.Module):
+    """q/k/v as one product on accelerators (fused_qkv.py); the three convs' weights held stacked."""
+
     def __init__(self, hidden_size: int, layer, ops, *, eps: float):
         super().__init__()
         g = layer.kda
@@ -61,9 +65,10 @@ class KimiDeltaAttention(nn.Module):
             raise RuntimeError(f"layer {self.layer_id} is a KDA layer but the batch carries no state pool")
         conv_states = batch.state_pool.conv(self.layer_id)  # [slots, 3W, K-1]
         rec_states = batch.state_pool.ssm(self.layer_id)  # [slots, H, D, D]
-        mixed = torch.cat([self.q_proj(hidden), self.k_proj(hidden), self.v_proj(hidden)], dim=-1)
-        # One depthwise conv over q|k|v: the three convs are per channel, so their weights stack.
-        w = torch.cat([self.q_conv1d.weight, self.k_conv1d.weight, self.v_conv1d.weight])[:, 0, :]
+        mixed = self.project_side_by_side(hidden)  # [T, 3W]: q|k|v
+        # One depthwise conv over q|k|v: the three convs are per channel, so their weights stack (once:
+        # each conv's weight is re-pointed at its slice, as fused_linears.py stacks linears).
+        w = stacked(self, "conv", (self.q_conv1d, self.k_conv1d, self.v_conv1d))[0][:, 0, :]
         decay = self.f_b_proj(self.f_a_proj(hidden)).float() + self.dt_bias.float()
         g = -self.A_log.float().exp().view(H, 1) * F.softplus(decay.view(T, H, D))  # [T, H, D] log decay <= 0
         beta = self.b_proj(hidden).float().sigmoid()
@@ -72,8 +77,7 @@ class KimiDeltaAttention(nn.Module):
                        ops.causal_conv1d_update_inplace, ops.causal_conv1d_varlen_inplace,
                        ops.kda_recurrent_inplace, ops.kda_chunk)
         # Per-head RMSNorm, then the sigmoid gate, all in float32 (as the checkpoint's FusedRMSNormGated).
-        gate = self.g_b_proj(self.g_a_proj(hidden)).view(T, H, D).float()
-        yf = y.float()
-        yf = yf * torch.rsqrt(yf.pow(2).mean(-1, keepdim=True) + self.o_norm.eps) * self.o_norm.weight.float()
-        out = (yf * gate.sigmoid()).to(hidden.dtype)
+        gate = self.g_b_proj(self.g_a_proj(hidden))
+        out = ops.gated_rms_norm(y.reshape(T * H, D), gate.reshape(T * H, D), self.o_norm.weight, self.o_norm.eps, D,
+                                 norm_before_gate=True, activation="sigmoid", multiply_in_float32=True)
         return self.o_proj(out.reshape(T, self.width))
