@@ -39,13 +39,6 @@ class FusedQKV:
             return self._stacked_product(hidden).split([p.weight.shape[0] for p in parts], dim=-1)
         return tuple(p(hidden) for p in parts)
 
-    def project_side_by_side(self, hidden: torch.Tensor) -> torch.Tensor:
-        """q|k|v [T, q + k + v] of hidden [T, H] (KDA's conv input): one GEMM where fused, else the three
-        products concatenated."""
-        if self._fusing(hidden):
-            return self._stacked_product(hidden)
-        return torch.cat([p(hidden) for p in (self.q_proj, self.k_proj, self.v_proj)], dim=-1)
-
     def project_qkv(self, hidden: torch.Tensor):
         """(q [T, Hq, D], k [T, Hkv, D], v [T, Hkv, D]) of hidden [T, H]."""
         T = hidden.shape[0]

@@ -23,6 +23,7 @@ from torch import nn
 from .attention import head_geometry, rotary_attention
 from .base import RMSNormWeight, linear
 from .fused_gate_up import FusedGateUp
+from .fused_linears import can_stack, fusing, stacked
 from .fused_qkv import FusedQKV
 from .gated_delta_net import GatedDeltaNet
 from .rope import inv_freq_for
@@ -106,10 +107,11 @@ class SharedExpertMoE(nn.Module):
         self.shared_expert_gate = linear(H, 1, False) if shared else None
 
     def forward(self, hidden: torch.Tensor):
-        """(the gated shared expert's output or None, the routed experts' output): the model's residual
-        add takes the pair (stack.py), and sums a fused MoE's per-assignment parts [T, k, H]
+        """(the shared expert's output or None, the routed experts' output, the shared expert's gate logits
+        [T, 1] or absent): the model's residual add takes the parts (stack.py, ops.add_rms_norm), scales the
+        shared one by sigmoid(gate) and sums a fused MoE's per-assignment parts [T, k, H]
         (ops.moe_gated_experts_unsummed) in its own launch."""
-        logits = F.linear(hidden, self.gate.weight)
+        logits, gate_logits = self._router_logits(hidden)
         # transformers rounds the routing weights to the model dtype (inside the router's launch)
         weights, ids = self.ops.route_softmax(logits, self.top_k, self.norm_topk_prob, logits.dtype)
         e = self.experts
@@ -120,7 +122,18 @@ class SharedExpertMoE(nn.Module):
             routed = self.ops.moe_experts(hidden, weights, ids, e.up_proj, e.down_proj, e.gate_proj, "silu")
         if self.shared_expert is None:
             return (None, routed)
-        return (torch.sigmoid(self.shared_expert_gate(hidden)) * self.shared_expert(hidden), routed)
+        return (self.shared_expert(hidden), routed, gate_logits)
+
+    def _router_logits(self, hidden: torch.Tensor):
+        """(router logits [T, E], shared expert gate logits [T, 1] or None): one GEMM over the two stacked
+        weights where the MLPs' gate/up are stacked too (accelerators: fused_gate_up.py)."""
+        parts = (self.gate, self.shared_expert_gate)
+        if self.shared_expert_gate is not None and fusing(FusedGateUp.fuse_gate_up, hidden) and can_stack(parts):
+            weight, _ = stacked(self, "router", parts)
+            both = F.linear(hidden, weight)
+            return both[:, :-1], both[:, -1:]
+        gate = self.shared_expert_gate(hidden) if self.shared_expert_gate is not None else None
+        return F.linear(hidden, self.gate.weight), gate
 
 
 _EXPERT = re.compile(r"^(model\.layers\.\d+\.mlp\.experts)\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$")
