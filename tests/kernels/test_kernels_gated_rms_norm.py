@@ -59,3 +59,20 @@ print("ok")
 
 def test_triton_gated_rms_norm_matches_the_reference_in_every_form_interpreted():
     assert_interpreted_ok(_INTERPRETED)
+
+
+def test_triton_gated_rms_norm_on_a_gpu_at_kda_shapes():
+    from bringup.kernels.triton import availability
+
+    gpu = next((d for d in availability.GPU_DEVICE_TYPES if availability.triton_reason(d) is None), None)
+    if gpu is None:
+        pytest.skip("no device for the Triton kernels")
+    from bringup.kernels.triton.norms import gated_rms_norm as fast
+
+    x, z = torch.randn(4 * 32, 128, device=gpu).bfloat16(), torch.randn(4 * 32, 128, device=gpu).bfloat16()
+    w = (torch.rand(128, device=gpu) + 0.5).bfloat16()
+    for act in ("silu", "sigmoid"):
+        for f32 in (True, False):
+            got = fast(x, z, w, 1e-5, 128, norm_before_gate=True, activation=act, multiply_in_float32=f32)
+            want = gated_rms_norm(x, z, w, 1e-5, 128, norm_before_gate=True, activation=act, multiply_in_float32=f32)
+            torch.testing.assert_close(got, want, rtol=2e-2, atol=2e-2)

@@ -141,3 +141,19 @@ print("ok" if not bad else "\\n".join(bad)[:3000])
 def test_triton_add_rms_norm_scales_a_gated_shared_part_interpreted():
     assert_interpreted_ok(_GATED_SHARED)
 
+
+
+def test_triton_add_rms_norm_with_a_gated_shared_part_on_a_gpu():
+    from bringup.kernels.triton import availability
+
+    gpu = next((d for d in availability.GPU_DEVICE_TYPES if availability.triton_reason(d) is None), None)
+    if gpu is None:
+        pytest.skip("no device for the Triton kernels")
+    from bringup.kernels.triton.norms import add_rms_norm as fast
+
+    h, shared = torch.randn(3, 2048, device=gpu).bfloat16(), torch.randn(3, 2048, device=gpu).bfloat16()
+    routed, both = torch.randn(3, 10, 2048, device=gpu).bfloat16(), torch.randn(3, 513, device=gpu).bfloat16()
+    w = (torch.rand(2048, device=gpu) + 0.5).bfloat16()
+    parts = (shared, routed, both[:, -1:])
+    for got, want in zip(fast(h, parts, w, 1e-6), add_rms_norm(h, parts, w, 1e-6)):
+        torch.testing.assert_close(got, want, rtol=2e-2, atol=6e-2)

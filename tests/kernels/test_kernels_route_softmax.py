@@ -57,3 +57,25 @@ print("ok")
 
 def test_triton_route_softmax_matches_the_reference_interpreted():
     assert_interpreted_ok(_INTERPRETED)
+
+
+def _gpu():
+    from bringup.kernels.triton import availability
+
+    return next((d for d in availability.GPU_DEVICE_TYPES if availability.triton_reason(d) is None), None)
+
+
+def test_triton_route_softmax_on_a_gpu_at_qwen3_next_shapes():
+    import pytest
+
+    gpu = _gpu()
+    if gpu is None:
+        pytest.skip("no device for the Triton kernels")
+    from bringup.kernels.triton.route_softmax import route_softmax as fast
+
+    for T in (1, 7, 64):
+        logits = torch.randn(T, 512 + 1, device=gpu).bfloat16()[:, :512]  # Qwen3-Next: 512 experts, top 10
+        w, i = fast(logits, 10, True, torch.bfloat16)
+        w_ref, i_ref = route_softmax(logits, 10, True, torch.bfloat16)
+        assert torch.equal(i.sort(-1).values, i_ref.sort(-1).values)
+        torch.testing.assert_close(w.float().sum(-1), w_ref.float().sum(-1), rtol=1e-2, atol=1e-2)
