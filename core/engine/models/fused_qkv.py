@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .fused_linears import can_stack, stacked
+from .fused_linears import can_stack, fusing, stacked
 
 
 class FusedQKV:
@@ -23,20 +23,13 @@ class FusedQKV:
         held = getattr(self, "_qkv_held", None)
         return held[1] if held is not None else None
 
-    def _fusing(self, hidden: torch.Tensor) -> bool:
-        fuse = self.fuse_qkv if self.fuse_qkv is not None else hidden.device.type != "cpu"
-        return fuse and can_stack((self.q_proj, self.k_proj, self.v_proj))
-
-    def _stacked_product(self, hidden: torch.Tensor) -> torch.Tensor:
-        weight, bias = stacked(self, "qkv", (self.q_proj, self.k_proj, self.v_proj))
-        return F.linear(hidden, weight, bias)
-
     def fuse_projections(self, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(q_proj(hidden), k_proj(hidden), v_proj(hidden)) of hidden [T, H], each [T, its width]: views of
         one product where fused (any widths: Qwen3-Next's q_proj also holds its output gate)."""
         parts = (self.q_proj, self.k_proj, self.v_proj)
-        if self._fusing(hidden):
-            return self._stacked_product(hidden).split([p.weight.shape[0] for p in parts], dim=-1)
+        if fusing(self.fuse_qkv, hidden) and can_stack(parts):
+            weight, bias = stacked(self, "qkv", parts)
+            return F.linear(hidden, weight, bias).split([p.weight.shape[0] for p in parts], dim=-1)
         return tuple(p(hidden) for p in parts)
 
     def project_qkv(self, hidden: torch.Tensor):
