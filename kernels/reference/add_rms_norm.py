@@ -3,7 +3,9 @@
 `delta` may also be a MoE's parts, (shared [T, H] or slices [T, S, H], routed [T, H] or per
 assignment [T, k, H]): then h = hidden + (shared + routed summed over k), rounded in that order, as
 the unfused model adds them (shared slices are summed in float32 and rounded first). shared is None
-for a MoE without a shared expert (gpt-oss, Qwen3-MoE): h = hidden + routed summed over k."""
+for a MoE without a shared expert (gpt-oss, Qwen3-MoE): h = hidden + routed summed over k. A third
+part, the shared expert's gate logits [T, 1] (Qwen3-Next), scales shared by sigmoid(gate) first,
+each rounded as the unfused model rounds them."""
 
 from __future__ import annotations
 
@@ -12,14 +14,16 @@ import torch
 from .rms_norm import rms_norm
 
 
-def moe_sum(shared: torch.Tensor, routed: torch.Tensor) -> torch.Tensor:
-    """[T, H]: a MoE's shared part (or its S slices [T, S, H], or None: no shared expert) plus its
-    routed part (or per-assignment parts [T, k, H])."""
+def moe_sum(shared: torch.Tensor, routed: torch.Tensor, shared_gate: torch.Tensor | None = None) -> torch.Tensor:
+    """[T, H]: a MoE's shared part (or its S slices [T, S, H], or None: no shared expert), times
+    sigmoid(shared_gate [T, 1]) where given, plus its routed part (or per-assignment parts [T, k, H])."""
     routed = routed.sum(1) if routed.dim() == 3 else routed
     if shared is None:
         return routed
     if shared.dim() == 3:
         shared = shared.sum(1, dtype=torch.promote_types(shared.dtype, torch.float32)).to(shared.dtype)
+    if shared_gate is not None:
+        shared = torch.sigmoid(shared_gate) * shared
     return shared + routed
 
 

@@ -12,4 +12,5 @@ def kv_cache_write(
     flat_k = k_cache.view(-1, *k_cache.shape[2:])
     flat_v = v_cache.view(-1, *v_cache.shape[2:])
     flat_k.index_copy_(0, slot_mapping, k.to(k_cache.dtype))
-    flat_v.index_copy_(0, slot_mapping, v.to(v_cache.dtype))
+    if v_cache is not k_cache or v is not k:  # MLA's latent pool: one vector, its own value, written once
+        flat_v.index_copy_(0, slot_mapping, v.to(v_cache.dtype))

@@ -40,13 +40,15 @@ def route_sigmoid_grouped(
     return weights * routed_scaling_factor, ids
 
 
-def route_softmax(router_logits: torch.Tensor, top_k: int, norm_topk_prob: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-    """router_logits [T, E]. Returns (weights [T, top_k] float32, expert ids [T, top_k] int64)."""
+def route_softmax(router_logits: torch.Tensor, top_k: int, norm_topk_prob: bool = True,
+                  weights_dtype: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """router_logits [T, E]. Returns (weights [T, top_k] float32, or rounded to weights_dtype as
+    transformers' Qwen-MoE routers round them to the model's dtype; expert ids [T, top_k] int64)."""
     probs = torch.softmax(router_logits.float(), dim=-1)
     weights, ids = probs.topk(top_k, dim=-1)
     if norm_topk_prob:
         weights = weights / weights.sum(-1, keepdim=True)
-    return weights, ids
+    return (weights if weights_dtype is None else weights.to(weights_dtype)), ids
 
 
 def router_logits(hidden: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:

@@ -1,7 +1,7 @@
 """RMSNorms in one Triton kernel each (the references take 6 to 10 torch kernels apiece):
 `add_rms_norm` (residual add + the next block's norm), `rms_norm` (the same kernel with nothing to
 add: Gemma's post-attention and post-MLP norms) and `gated_rms_norm` (Mamba2's group-wise norm gated
-by silu(z)). Statistics in float32; results match the references' rounding order."""
+by silu(z), KDA's by sigmoid(z) in float32). Statistics in float32; results match the references' rounding order."""
 
 from __future__ import annotations
 
@@ -24,10 +24,10 @@ def _normed(x, w, H, eps, F32_MUL: tl.constexpr, out_ty: tl.constexpr):
 
 
 @triton.jit
-def _add_rms_norm_kernel(h_ptr, d_ptr, r_ptr, w_ptr, dw_ptr, h_out_ptr, y_ptr, H, eps, d_eps, s_h, s_d, s_dk, s_r,
-                         s_rk, s_ho, s_y, HAS_DELTA: tl.constexpr, HAS_SHARED: tl.constexpr, SHARED_K: tl.constexpr,
-                         ROUTED_K: tl.constexpr, DELTA_NORM: tl.constexpr, F32_MUL: tl.constexpr,
-                         BLOCK: tl.constexpr):
+def _add_rms_norm_kernel(h_ptr, d_ptr, r_ptr, g_ptr, w_ptr, dw_ptr, h_out_ptr, y_ptr, H, eps, d_eps, s_h, s_d, s_dk,
+                         s_r, s_rk, s_g, s_ho, s_y, HAS_DELTA: tl.constexpr, HAS_SHARED: tl.constexpr,
+                         SHARED_K: tl.constexpr, ROUTED_K: tl.constexpr, SHARED_GATE: tl.constexpr,
+                         DELTA_NORM: tl.constexpr, F32_MUL: tl.constexpr, BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     offs = tl.arange(0, BLOCK)
     ok = offs < H
@@ -42,6 +42,9 @@ def _add_rms_norm_kernel(h_ptr, d_ptr, r_ptr, w_ptr, dw_ptr, h_out_ptr, y_ptr, H
             d = ds.to(h_out_ptr.dtype.element_ty)
         else:
             d = tl.load(d_ptr + row * s_d + offs, mask=ok, other=0.0)
+        if SHARED_GATE:  # the shared expert times sigmoid(its gate logit), each rounded as unfused
+            gate = tl.sigmoid(tl.load(g_ptr + row * s_g).to(tl.float32)).to(h_out_ptr.dtype.element_ty)
+            d = (gate.to(tl.float32) * d.to(tl.float32)).to(h_out_ptr.dtype.element_ty)
         if ROUTED_K > 0:  # a MoE's parts: shared + (routed summed over k), each sum rounded as unfused
             r = tl.zeros([BLOCK], dtype=tl.float32)
             for j in tl.static_range(ROUTED_K):
@@ -74,10 +77,11 @@ def add_rms_norm(hidden, delta, weight, eps, *, multiply_in_float32=True, delta_
                          delta_weight=delta_weight, delta_eps=delta_eps)
     y = torch.empty_like(hidden)
     h_out = torch.empty_like(hidden) if delta is not None else hidden
-    routed, k, s, shared = hidden, 0, 0, True
+    routed, k, s, shared, gate = hidden, 0, 0, True, None
     if isinstance(delta, tuple):
-        delta, routed = delta
+        delta, routed, gate = delta if len(delta) == 3 else (*delta, None)
         shared = delta is not None
+        gate = gate if shared else None
         delta = delta if shared else routed  # (only its strides are read then)
         if routed.dim() == 2:
             routed = routed[:, None, :]
@@ -89,10 +93,12 @@ def add_rms_norm(hidden, delta, weight, eps, *, multiply_in_float32=True, delta_
         s_dk = d.stride(1) if s else 0
         r3 = routed if k else hidden[:, None, :]
         d_eps = float(eps if delta_eps is None else delta_eps)
-        _add_rms_norm_kernel[(T,)](hidden, d, r3, weight, delta_weight if delta_weight is not None else weight, h_out,
-                                   y, H, float(eps), d_eps, hidden.stride(0), d.stride(0), s_dk, r3.stride(0),
-                                   r3.stride(1), h_out.stride(0), y.stride(0), HAS_DELTA=delta is not None,
-                                   HAS_SHARED=shared, SHARED_K=s, ROUTED_K=k, DELTA_NORM=delta_weight is not None,
+        g = gate if gate is not None else hidden
+        _add_rms_norm_kernel[(T,)](hidden, d, r3, g, weight, delta_weight if delta_weight is not None else weight,
+                                   h_out, y, H, float(eps), d_eps, hidden.stride(0), d.stride(0), s_dk, r3.stride(0),
+                                   r3.stride(1), g.stride(0), h_out.stride(0), y.stride(0), HAS_DELTA=delta is not None,
+                                   HAS_SHARED=shared, SHARED_K=s, ROUTED_K=k, SHARED_GATE=gate is not None,
+                                   DELTA_NORM=delta_weight is not None,
                                    F32_MUL=bool(multiply_in_float32), BLOCK=next_pow2(H),
                                    num_warps=num_warps(hidden.device.type, 8 if H >= 2048 else 4))
     return h_out, y
@@ -115,7 +121,7 @@ def rms_norm(x, weight, eps, *, multiply_in_float32=False):
 
 @triton.jit
 def _gated_rms_norm_kernel(x_ptr, z_ptr, w_ptr, y_ptr, G, eps, s_x, s_z, s_y,
-                           BEFORE: tl.constexpr, BLOCK: tl.constexpr):
+                           BEFORE: tl.constexpr, SIGMOID: tl.constexpr, F32_MUL: tl.constexpr, BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     grp = tl.program_id(1)
     offs = tl.arange(0, BLOCK)
@@ -123,24 +129,35 @@ def _gated_rms_norm_kernel(x_ptr, z_ptr, w_ptr, y_ptr, G, eps, s_x, s_z, s_y,
     cols = grp * G + offs
     x = tl.load(x_ptr + row * s_x + cols, mask=ok, other=0.0).to(tl.float32)
     z = tl.load(z_ptr + row * s_z + cols, mask=ok, other=0.0).to(tl.float32)
-    g = z * tl.sigmoid(z)
+    if SIGMOID:
+        g = tl.sigmoid(z)
+    else:
+        g = z * tl.sigmoid(z)
     if not BEFORE:
         x = x * g
     inv = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / G + eps)
     w = tl.load(w_ptr + cols, mask=ok, other=0.0)
-    n = (x * inv).to(y_ptr.dtype.element_ty).to(tl.float32)
-    y = (w.to(tl.float32) * n).to(y_ptr.dtype.element_ty)
-    if BEFORE:
-        y = (y.to(tl.float32) * g.to(y_ptr.dtype.element_ty).to(tl.float32)).to(y_ptr.dtype.element_ty)
+    if F32_MUL:  # all in float32, rounded once (KDA's o_norm)
+        y = w.to(tl.float32) * (x * inv)
+        if BEFORE:
+            y = y * g
+        y = y.to(y_ptr.dtype.element_ty)
+    else:  # the norm rounded to the dtype, then each product (Mamba2's order)
+        n = (x * inv).to(y_ptr.dtype.element_ty).to(tl.float32)
+        y = (w.to(tl.float32) * n).to(y_ptr.dtype.element_ty)
+        if BEFORE:
+            y = (y.to(tl.float32) * g.to(y_ptr.dtype.element_ty).to(tl.float32)).to(y_ptr.dtype.element_ty)
     tl.store(y_ptr + row * s_y + cols, y, mask=ok)
 
 
-def gated_rms_norm(x, gate, weight, eps, group_size, *, norm_before_gate=False):
+def gated_rms_norm(x, gate, weight, eps, group_size, *, norm_before_gate=False, activation="silu",
+                   multiply_in_float32=False):
     """Same arguments and results as kernels.reference.gated_rms_norm (2-D x and gate)."""
-    if x.dim() != 2:
+    if x.dim() != 2 or activation not in ("silu", "sigmoid"):
         from ..reference import gated_rms_norm as ref
 
-        return ref(x, gate, weight, eps, group_size, norm_before_gate=norm_before_gate)
+        return ref(x, gate, weight, eps, group_size, norm_before_gate=norm_before_gate, activation=activation,
+                   multiply_in_float32=multiply_in_float32)
     T, W = x.shape
     if W % group_size:
         raise ValueError(f"gated_rms_norm: width {W} is not a multiple of group size {group_size}")
@@ -148,6 +165,7 @@ def gated_rms_norm(x, gate, weight, eps, group_size, *, norm_before_gate=False):
     if T:
         _gated_rms_norm_kernel[(T, W // group_size)](x, gate, weight, y, group_size, float(eps), x.stride(0),
                                                      gate.stride(0), y.stride(0), BEFORE=bool(norm_before_gate),
-                                                     BLOCK=next_pow2(group_size),
+                                                     SIGMOID=activation == "sigmoid",
+                                                     F32_MUL=bool(multiply_in_float32), BLOCK=next_pow2(group_size),
                                                      num_warps=num_warps(x.device.type, 4))
     return y

@@ -31,6 +31,7 @@ FAST_OPS: dict[str, tuple[str, str, bool]] = {
     "paged_attention_prefill": ("sdpa", "sdpa.paged_attention_prefill", False),
     "moe_experts": ("triton", "triton.fused_moe", False),
     "route_sigmoid_grouped": ("triton", "triton.fused_moe", False),
+    "route_softmax": ("triton", "triton.route_softmax", False),
     "router_logits": ("triton", "triton.fused_moe", False),
     "moe_gated_experts": ("triton", "triton.fused_moe_gated", False),
     "router_topk_softmax": ("triton", "triton.fused_moe_gated", False),

@@ -5,7 +5,8 @@ float16; the weight in the input's dtype or in float32 multiplied there (Gemma's
 float32 weight multiplied in bfloat16 (the reference promotes), go to the reference, as it returns.
 Also add_rms_norm with the delta's own norm first (delta_weight: Gemma's post norms in the residual
 add's kernel): the reference is rms_norm, add, rms_norm; the kernel matches it. And a MoE's routed
-parts with no shared part ((None, [T, k, H])): summed, then added."""
+parts with no shared part ((None, [T, k, H])): summed, then added; and a shared part scaled by
+sigmoid of its gate logits ((shared, routed, gate [T, 1]): Qwen3-Next), rounded as the model rounds."""
 
 from __future__ import annotations
 
@@ -105,3 +106,54 @@ print(launches)
 
 def test_a_norm_of_rows_is_one_launch_and_other_layouts_take_the_reference():
     assert run_interpreted(_LAUNCHES).strip() == "['_add_rms_norm_kernel']"
+
+
+def test_reference_add_of_a_gated_shared_part_is_the_models_sum():
+    g = torch.Generator().manual_seed(2)
+    h, shared = torch.randn(3, 16, generator=g).bfloat16(), torch.randn(3, 16, generator=g).bfloat16()
+    routed, gate = torch.randn(3, 2, 16, generator=g).bfloat16(), torch.randn(3, 1, generator=g).bfloat16()
+    new, _ = add_rms_norm(h, (shared, routed, gate), torch.ones(16), 1e-6)
+    assert torch.equal(new, h + (torch.sigmoid(gate) * shared + routed.sum(1)))
+
+
+_GATED_SHARED = """
+import torch
+from bringup.kernels.reference import add_rms_norm as ref
+from bringup.kernels.triton.norms import add_rms_norm as fast
+torch.manual_seed(0)
+bad = []
+for dtype in (torch.float32, torch.bfloat16, torch.float16):
+    tol = {torch.float32: dict(atol=1e-5, rtol=1e-5), torch.float16: dict(atol=1e-2, rtol=1e-2),
+           torch.bfloat16: dict(atol=6e-2, rtol=6e-2)}[dtype]
+    h, shared, routed = torch.randn(4, 40).to(dtype), torch.randn(4, 40).to(dtype), torch.randn(4, 3, 40).to(dtype)
+    both = (3 * torch.randn(4, 9)).to(dtype)  # a stacked router's product: the gate is its last column
+    w = (torch.rand(40) + 0.5).to(dtype)
+    for parts in ((shared, routed, both[:, -1:]), (shared, routed[:, 0], both[:, -1:])):
+        for got, want, what in zip(fast(h, parts, w, 1e-6), ref(h, parts, w, 1e-6), "hy"):
+            try:
+                torch.testing.assert_close(got, want, **tol)
+            except AssertionError as err:
+                bad.append(f"gated shared part, {dtype} routed {tuple(parts[1].shape)}: {what}: {err}")
+print("ok" if not bad else "\\n".join(bad)[:3000])
+"""
+
+
+def test_triton_add_rms_norm_scales_a_gated_shared_part_interpreted():
+    assert_interpreted_ok(_GATED_SHARED)
+
+
+
+def test_triton_add_rms_norm_with_a_gated_shared_part_on_a_gpu():
+    from bringup.kernels.triton import availability
+
+    gpu = next((d for d in availability.GPU_DEVICE_TYPES if availability.triton_reason(d) is None), None)
+    if gpu is None:
+        pytest.skip("no device for the Triton kernels")
+    from bringup.kernels.triton.norms import add_rms_norm as fast
+
+    h, shared = torch.randn(3, 2048, device=gpu).bfloat16(), torch.randn(3, 2048, device=gpu).bfloat16()
+    routed, both = torch.randn(3, 10, 2048, device=gpu).bfloat16(), torch.randn(3, 513, device=gpu).bfloat16()
+    w = (torch.rand(2048, device=gpu) + 0.5).bfloat16()
+    parts = (shared, routed, both[:, -1:])
+    for got, want in zip(fast(h, parts, w, 1e-6), add_rms_norm(h, parts, w, 1e-6)):
+        torch.testing.assert_close(got, want, rtol=2e-2, atol=6e-2)

@@ -14,6 +14,12 @@ import torch
 from bringup.core.engine.quantized import is_quantized
 
 
+def fusing(flag: bool | None, hidden: torch.Tensor) -> bool:
+    """A stacking switch (FusedQKV.fuse_qkv, FusedGateUp.fuse_gate_up): None means on where the device
+    is not the CPU (whose linears are packed per weight: cpu_linears.py); tests force it."""
+    return flag if flag is not None else hidden.device.type != "cpu"
+
+
 def can_stack(parts) -> bool:
     """Layers whose product can be one GEMM: none quantized (fp8 keeps its own scales), and biases on
     all or on none."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .fused_linears import can_stack, stacked
+from .fused_linears import can_stack, fusing, stacked
 
 
 class FusedQKV:
@@ -23,16 +23,18 @@ class FusedQKV:
         held = getattr(self, "_qkv_held", None)
         return held[1] if held is not None else None
 
+    def fuse_projections(self, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(q_proj(hidden), k_proj(hidden), v_proj(hidden)) of hidden [T, H], each [T, its width]: views of
+        one product where fused (any widths: Qwen3-Next's q_proj also holds its output gate)."""
+        parts = (self.q_proj, self.k_proj, self.v_proj)
+        if fusing(self.fuse_qkv, hidden) and can_stack(parts):
+            weight, bias = stacked(self, "qkv", parts)
+            return F.linear(hidden, weight, bias).split([p.weight.shape[0] for p in parts], dim=-1)
+        return tuple(p(hidden) for p in parts)
+
     def project_qkv(self, hidden: torch.Tensor):
         """(q [T, Hq, D], k [T, Hkv, D], v [T, Hkv, D]) of hidden [T, H]."""
         T = hidden.shape[0]
-        fuse = self.fuse_qkv if self.fuse_qkv is not None else hidden.device.type != "cpu"
-        parts = (self.q_proj, self.k_proj, self.v_proj)
-        if fuse and can_stack(parts):
-            nq, nkv = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
-            weight, bias = stacked(self, "qkv", parts)
-            q, k, v = F.linear(hidden, weight, bias).split([nq, nkv, nkv], dim=-1)
-        else:
-            q, k, v = (p(hidden) for p in parts)
+        q, k, v = self.fuse_projections(hidden)
         return (q.reshape(T, self.num_heads, self.head_dim), k.reshape(T, self.num_kv_heads, self.head_dim),
                 v.reshape(T, self.num_kv_heads, self.head_dim))

@@ -16,6 +16,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from .base import RMSNormWeight, linear
+from .fused_linears import can_stack, fusing, stacked
+from .fused_qkv import FusedQKV
 from .mamba2 import _state_plan
 
 
@@ -51,16 +53,27 @@ class GatedDeltaNet(nn.Module):
     def ssm_shape(self) -> tuple[int, int, int]:
         return (self.nv, self.dk, self.dv)
 
+    def _products(self, hidden: torch.Tensor):
+        """Each input projection of hidden, in the order they are declared: views of one GEMM over their
+        stacked weights on accelerators (as fused_qkv.py stacks q/k/v; the checkpoint's names and shapes stay)."""
+        parts = ((self.in_proj_qkvz, self.in_proj_ba) if self.fused else
+                 (self.in_proj_qkv, self.in_proj_z, self.in_proj_b, self.in_proj_a))
+        if fusing(FusedQKV.fuse_qkv, hidden) and can_stack(parts):
+            weight, bias = stacked(self, "in_proj", parts)
+            return F.linear(hidden, weight, bias).split([p.weight.shape[0] for p in parts], dim=-1)
+        return tuple(p(hidden) for p in parts)
+
     def _project(self, hidden: torch.Tensor):
         """-> (mixed q|k|v [T, conv_dim], z [T, Hv, dv], b [T, Hv], a [T, Hv])."""
         T = hidden.shape[0]
         if not self.fused:
-            return (self.in_proj_qkv(hidden), self.in_proj_z(hidden).view(T, self.nv, self.dv),
-                    self.in_proj_b(hidden), self.in_proj_a(hidden))
+            mixed, z, b, a = self._products(hidden)
+            return mixed, z.reshape(T, self.nv, self.dv), b, a
         r = self.nv // self.nk  # value heads per key head: the fused rows are grouped per key head
-        qkvz = self.in_proj_qkvz(hidden).view(T, self.nk, 2 * self.dk + 2 * r * self.dv)
-        q, k, v, z = qkvz.split([self.dk, self.dk, r * self.dv, r * self.dv], dim=-1)
-        b, a = self.in_proj_ba(hidden).view(T, self.nk, 2 * r).split([r, r], dim=-1)
+        qkvz, ba = self._products(hidden)
+        q, k, v, z = qkvz.view(T, self.nk, 2 * self.dk + 2 * r * self.dv).split(
+            [self.dk, self.dk, r * self.dv, r * self.dv], dim=-1)
+        b, a = ba.view(T, self.nk, 2 * r).split([r, r], dim=-1)
         mixed = torch.cat([q.reshape(T, -1), k.reshape(T, -1), v.reshape(T, -1)], dim=-1)
         return mixed, z.reshape(T, self.nv, self.dv), b.reshape(T, self.nv), a.reshape(T, self.nv)
 

@@ -17,6 +17,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from .base import RMSNormWeight, linear
+from .fused_linears import can_stack, fusing, stacked
+from .fused_qkv import FusedQKV
 from .gated_delta_net import run_delta_rule
 
 
@@ -25,6 +27,9 @@ def _conv(width: int, kernel: int) -> nn.Conv1d:
 
 
 class KimiDeltaAttention(nn.Module):
+    """q/k/v and the output gate's first projection as one product on accelerators (as fused_qkv.py
+    stacks q/k/v); the three convs' weights held stacked."""
+
     def __init__(self, hidden_size: int, layer, ops, *, eps: float):
         super().__init__()
         g = layer.kda
@@ -61,9 +66,10 @@ class KimiDeltaAttention(nn.Module):
             raise RuntimeError(f"layer {self.layer_id} is a KDA layer but the batch carries no state pool")
         conv_states = batch.state_pool.conv(self.layer_id)  # [slots, 3W, K-1]
         rec_states = batch.state_pool.ssm(self.layer_id)  # [slots, H, D, D]
-        mixed = torch.cat([self.q_proj(hidden), self.k_proj(hidden), self.v_proj(hidden)], dim=-1)
-        # One depthwise conv over q|k|v: the three convs are per channel, so their weights stack.
-        w = torch.cat([self.q_conv1d.weight, self.k_conv1d.weight, self.v_conv1d.weight])[:, 0, :]
+        mixed, gate_a = self._project(hidden)  # q|k|v [T, 3W], g_a_proj(hidden) [T, D]
+        # One depthwise conv over q|k|v: the three convs are per channel, so their weights stack (once:
+        # each conv's weight is re-pointed at its slice, as fused_linears.py stacks linears).
+        w = stacked(self, "conv", (self.q_conv1d, self.k_conv1d, self.v_conv1d))[0][:, 0, :]
         # g = -exp(A_log) * softplus(f_b + dt_bias) [T, H, D] float32 (log decay <= 0), beta float32
         g, beta = ops.delta_rule_gates(self.f_b_proj(self.f_a_proj(hidden)).view(T, H, D), self.b_proj(hidden),
                                        self.A_log, self.dt_bias, torch.float32)
@@ -72,8 +78,17 @@ class KimiDeltaAttention(nn.Module):
                        ops.causal_conv1d_update_inplace, ops.causal_conv1d_varlen_inplace,
                        ops.kda_recurrent_inplace, ops.kda_chunk)
         # Per-head RMSNorm, then the sigmoid gate, all in float32 (as the checkpoint's FusedRMSNormGated).
-        gate = self.g_b_proj(self.g_a_proj(hidden)).view(T, H, D).float()
-        yf = y.float()
-        yf = yf * torch.rsqrt(yf.pow(2).mean(-1, keepdim=True) + self.o_norm.eps) * self.o_norm.weight.float()
-        out = (yf * gate.sigmoid()).to(hidden.dtype)
+        gate = self.g_b_proj(gate_a)
+        out = ops.gated_rms_norm(y.reshape(T * H, D), gate.reshape(T * H, D), self.o_norm.weight, self.o_norm.eps, D,
+                                 norm_before_gate=True, activation="sigmoid", multiply_in_float32=True)
         return self.o_proj(out.reshape(T, self.width))
+
+    def _project(self, hidden: torch.Tensor):
+        """(q|k|v [T, 3W], g_a_proj(hidden) [T, D]): views of one GEMM over the four stacked weights where
+        the device fuses q/k/v (FusedQKV.fuse_qkv; the checkpoint's names and shapes stay), else q|k|v
+        side by side and g_a_proj's own product."""
+        parts = (self.q_proj, self.k_proj, self.v_proj, self.g_a_proj)
+        if fusing(FusedQKV.fuse_qkv, hidden) and can_stack(parts):
+            weight, bias = stacked(self, "in_proj", parts)
+            return F.linear(hidden, weight, bias).split([3 * self.width, self.head_dim], dim=-1)
+        return torch.cat([p(hidden) for p in parts[:3]], dim=-1), self.g_a_proj(hidden)

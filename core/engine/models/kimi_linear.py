@@ -17,7 +17,6 @@ import dataclasses
 import re
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from .base import linear
@@ -59,15 +58,19 @@ class KimiMoE(nn.Module):
         self.shared_experts = SwiGLU(cfg, ops, moe.shared_intermediate) if moe.shared_intermediate else None
 
     def forward(self, hidden: torch.Tensor):
-        """(shared experts' output, routed sum): the model's residual add takes the pair (stack.py)."""
-        logits = F.linear(hidden.float(), self.gate.weight.float())
+        """(shared experts' output or None, routed output): the model's residual add takes the pair
+        (stack.py), and sums a fused MoE's per-assignment parts [T, k, H] (ops.moe_gated_experts_unsummed)
+        in its own launch. The router's logits in float32 (ops.router_logits: one launch at decode)."""
+        logits = self.ops.router_logits(hidden, self.gate.weight)
         weights, ids = self.ops.route_sigmoid_grouped(logits, self.gate.e_score_correction_bias, self.top_k,
                                                       self.n_group, self.topk_group, self.norm_topk_prob, self.scaling)
         e = self.experts
-        routed = self.ops.moe_experts(hidden, weights, ids, e.up_proj, e.down_proj, e.gate_proj, "silu")
-        if self.shared_experts is None:
-            return routed
-        return (self.shared_experts(hidden), routed)
+        unsummed = getattr(self.ops, "moe_gated_experts_unsummed", None)
+        if unsummed is not None:
+            routed = unsummed(hidden, weights, ids, e.gate_proj, e.up_proj, e.down_proj, "silu")
+        else:
+            routed = self.ops.moe_experts(hidden, weights, ids, e.up_proj, e.down_proj, e.gate_proj, "silu")
+        return (None if self.shared_experts is None else self.shared_experts(hidden), routed)
 
 
 def kimi_delta_attention(cfg, layer, ops) -> KimiDeltaAttention:

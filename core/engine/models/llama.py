@@ -101,9 +101,8 @@ class SparseMoE(nn.Module):
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         logits = F.linear(hidden, self.gate.weight)
-        weights, ids = self.ops.route_softmax(logits, self.top_k, self.norm_topk_prob)
-        # transformers rounds the routing weights to the model dtype before using them.
-        weights = weights.to(logits.dtype)
+        # transformers rounds the routing weights to the model dtype before using them (in the router's launch).
+        weights, ids = self.ops.route_softmax(logits, self.top_k, self.norm_topk_prob, logits.dtype)
         e = self.experts
         if self.gated:  # the sum over k left to the next residual add where the fused MoE can
             unsummed = getattr(self.ops, "moe_gated_experts_unsummed", None)

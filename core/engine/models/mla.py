@@ -16,10 +16,13 @@ Kimi-Linear's MLA uses no RoPE at all (`mla_use_nope`): the rope part of the key
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from .attention import paged_attention
 from .base import RMSNormWeight, linear
+from .fused_linears import can_stack, fusing, stacked
+from .fused_qkv import FusedQKV
 
 LATENT_NORM_EPS = 1e-6  # kv_a_layernorm / q_a_layernorm are built without the config's eps
 
@@ -51,16 +54,26 @@ class LatentAttention(nn.Module):
         self.kv_b_proj = linear(self.rank, H * (self.nope + self.v_dim), False)
         self.o_proj = linear(H * self.v_dim, hidden, bias)
 
-    def _query(self, hidden: torch.Tensor) -> torch.Tensor:
-        if not self.q_lora_rank:
-            return self.q_proj(hidden)
-        n = self.q_a_layernorm
-        return self.q_b_proj(self.ops.rms_norm(self.q_a_proj(hidden), n.weight, n.eps))
+    def _project(self, hidden: torch.Tensor):
+        """(the query [T, H * qk], the latent and rope key [T, rank + rope]): where the device stacks q/k/v
+        (FusedQKV.fuse_qkv), the two products that read hidden are one GEMM over their stacked weights."""
+        first = self.q_a_proj if self.q_lora_rank else self.q_proj
+        parts = (first, self.kv_a_proj_with_mqa)
+        if fusing(FusedQKV.fuse_qkv, hidden) and can_stack(parts):
+            weight, bias = stacked(self, "in_proj", parts)
+            q, kv = F.linear(hidden, weight, bias).split([p.weight.shape[0] for p in parts], dim=-1)
+        else:
+            q, kv = first(hidden), self.kv_a_proj_with_mqa(hidden)
+        if self.q_lora_rank:
+            n = self.q_a_layernorm
+            q = self.q_b_proj(self.ops.rms_norm(q, n.weight, n.eps))
+        return q, kv
 
     def forward(self, hidden: torch.Tensor, batch) -> torch.Tensor:
         ops, T, H = self.ops, hidden.shape[0], self.num_heads
-        q_nope, q_rope = self._query(hidden).view(T, H, -1).split([self.nope, self.rope], dim=-1)
-        latent, k_rope = self.kv_a_proj_with_mqa(hidden).split([self.rank, self.rope], dim=-1)
+        query, compressed = self._project(hidden)
+        q_nope, q_rope = query.reshape(T, H, -1).split([self.nope, self.rope], dim=-1)
+        latent, k_rope = compressed.split([self.rank, self.rope], dim=-1)
         latent = ops.rms_norm(latent, self.kv_a_layernorm.weight, self.kv_a_layernorm.eps)
         w = self.kv_b_proj.weight.view(H, self.nope + self.v_dim, self.rank)
         w_uk, w_uv = w[:, :self.nope], w[:, self.nope:]

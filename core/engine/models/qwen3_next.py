@@ -20,8 +20,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import head_geometry, paged_attention
+from .attention import head_geometry, rotary_attention
 from .base import RMSNormWeight, linear
+from .fused_gate_up import FusedGateUp
+from .fused_linears import can_stack, fusing, stacked
+from .fused_qkv import FusedQKV
 from .gated_delta_net import GatedDeltaNet
 from .rope import inv_freq_for
 from .stack import Layout, Parts, StackedCausalLM
@@ -36,8 +39,10 @@ def gated_delta_net(cfg, layer, ops) -> GatedDeltaNet:
     return GatedDeltaNet(cfg.hidden_size, layer, ops, eps=cfg.get("rms_norm_eps", 1e-6), fused_projections=fused)
 
 
-class GatedAttention(nn.Module):
-    """GQA with an output gate from the query projection, q/k norms and partial RoPE."""
+class GatedAttention(FusedQKV, nn.Module):
+    """GQA with an output gate from the query projection, q/k norms and partial RoPE, through the shared
+    rotary_attention (the fused norm-rope-cache-write and decode ops where the device has them); q/k/v
+    as one product on accelerators (fused_qkv.py)."""
 
     def __init__(self, cfg, layer, ops):
         super().__init__()
@@ -55,22 +60,22 @@ class GatedAttention(nn.Module):
         self.k_norm = RMSNormWeight(D, eps)
 
     def forward(self, hidden: torch.Tensor, batch) -> torch.Tensor:
-        ops, T, H, D = self.ops, hidden.shape[0], self.num_heads, self.head_dim
-        q, gate = self.q_proj(hidden).view(T, H, 2 * D).split([D, D], dim=-1)
-        k = self.k_proj(hidden).view(T, self.num_kv_heads, D)
-        v = self.v_proj(hidden).view(T, self.num_kv_heads, D)
-        q = ops.rms_norm(q, self.q_norm.weight, self.q_norm.eps, multiply_in_float32=True)
-        k = ops.rms_norm(k, self.k_norm.weight, self.k_norm.eps, multiply_in_float32=True)
+        T, H, D = hidden.shape[0], self.num_heads, self.head_dim
+        q_gate, k, v = self.fuse_projections(hidden)
+        q, gate = q_gate.view(T, H, 2 * D).split([D, D], dim=-1)  # per head: the query, then its gate
+        k, v = k.view(T, self.num_kv_heads, D), v.view(T, self.num_kv_heads, D)
         inv_freq = batch.memo[ROPE_KEY]
-        rot = 2 * inv_freq.shape[0]  # partial rotary: only the first `rot` dims of each head turn
-        q = torch.cat([ops.apply_rotary(q[..., :rot], batch.positions, inv_freq), q[..., rot:]], dim=-1)
-        k = torch.cat([ops.apply_rotary(k[..., :rot], batch.positions, inv_freq), k[..., rot:]], dim=-1)
-        out = paged_attention(ops, batch, self.layer_id, q, k, v, self.scale)
+        out = rotary_attention(self.ops, batch, self.layer_id, q, k, v, inv_freq, self.scale, q_norm=self.q_norm,
+                               k_norm=self.k_norm, norm_in_float32=True, rotary_dim=2 * inv_freq.shape[0])
         out = out.reshape(T, H * D) * torch.sigmoid(gate.reshape(T, H * D))
         return self.o_proj(out)
 
 
-class SwiGLU(nn.Module):
+class SwiGLU(FusedGateUp, nn.Module):
+    """down(silu(gate x) * up x); gate and up as one product on accelerators (fused_gate_up.py)."""
+
+    act = "silu"
+
     def __init__(self, cfg, ops, intermediate_size: int):
         super().__init__()
         self.ops = ops
@@ -79,7 +84,7 @@ class SwiGLU(nn.Module):
         self.down_proj = linear(intermediate_size, cfg.hidden_size, False)
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.ops.mlp(hidden, self.up_proj.weight, self.down_proj.weight, self.gate_proj.weight, "silu")
+        return self.gated_mlp(hidden)
 
 
 class SharedExpertMoE(nn.Module):
@@ -101,15 +106,34 @@ class SharedExpertMoE(nn.Module):
         self.shared_expert = SwiGLU(cfg, ops, shared) if shared else None
         self.shared_expert_gate = linear(H, 1, False) if shared else None
 
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        logits = F.linear(hidden, self.gate.weight)
-        weights, ids = self.ops.route_softmax(logits, self.top_k, self.norm_topk_prob)
-        weights = weights.to(logits.dtype)  # transformers rounds the routing weights to the model dtype
+    def forward(self, hidden: torch.Tensor):
+        """(the shared expert's output or None, the routed experts' output, the shared expert's gate logits
+        [T, 1] or absent): the model's residual add takes the parts (stack.py, ops.add_rms_norm), scales the
+        shared one by sigmoid(gate) and sums a fused MoE's per-assignment parts [T, k, H]
+        (ops.moe_gated_experts_unsummed) in its own launch."""
+        logits, gate_logits = self._router_logits(hidden)
+        # transformers rounds the routing weights to the model dtype (inside the router's launch)
+        weights, ids = self.ops.route_softmax(logits, self.top_k, self.norm_topk_prob, logits.dtype)
         e = self.experts
-        out = self.ops.moe_experts(hidden, weights, ids, e.up_proj, e.down_proj, e.gate_proj, "silu")
-        if self.shared_expert is not None:
-            out = out + torch.sigmoid(self.shared_expert_gate(hidden)) * self.shared_expert(hidden)
-        return out
+        unsummed = getattr(self.ops, "moe_gated_experts_unsummed", None)
+        if unsummed is not None:
+            routed = unsummed(hidden, weights, ids, e.gate_proj, e.up_proj, e.down_proj, "silu")
+        else:
+            routed = self.ops.moe_experts(hidden, weights, ids, e.up_proj, e.down_proj, e.gate_proj, "silu")
+        if self.shared_expert is None:
+            return (None, routed)
+        return (self.shared_expert(hidden), routed, gate_logits)
+
+    def _router_logits(self, hidden: torch.Tensor):
+        """(router logits [T, E], shared expert gate logits [T, 1] or None): one GEMM over the two stacked
+        weights where the MLPs' gate/up are stacked too (accelerators: fused_gate_up.py)."""
+        parts = (self.gate, self.shared_expert_gate)
+        if self.shared_expert_gate is not None and fusing(FusedGateUp.fuse_gate_up, hidden) and can_stack(parts):
+            weight, _ = stacked(self, "router", parts)
+            both = F.linear(hidden, weight)
+            return both[:, :-1], both[:, -1:]
+        gate = self.shared_expert_gate(hidden) if self.shared_expert_gate is not None else None
+        return F.linear(hidden, self.gate.weight), gate
 
 
 _EXPERT = re.compile(r"^(model\.layers\.\d+\.mlp\.experts)\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$")

@@ -93,3 +93,33 @@ def test_engine_pools_are_what_the_planner_counts(checkpoint):
     assert engine.kv_pool.latent and engine.kv_pool.v_bytes == 0
     assert engine.kv_pool.bytes_per_token == engine.plan.kv_bytes_per_token == 2 * (12 + 4) * 4
     assert engine.state_pool.bytes_per_slot == engine.plan.state_bytes_per_request
+
+
+_GPU_OP_SET = """
+import sys, torch
+sys.path[:0] = {paths!r}
+from models_helpers import assert_matches_hf, run_engine, standard_requests
+import transformers
+from bringup.core.bench.launch_count import gpu_weight_layout, use_gpu_ops_on_cpu
+from bringup.core.engine.loader import load_model
+use_gpu_ops_on_cpu()  # the GPU's Triton ops interpreted, q/k/v and gate/up stacked
+hf = transformers.KimiLinearForCausalLM.from_pretrained({folder!r}).eval()
+with gpu_weight_layout():
+    model = load_model({folder!r}, device="cpu").model
+assert_matches_hf(hf, run_engine(model, standard_requests({vocab})), atol=1e-4)
+print("ok")
+"""
+
+
+def test_the_gpu_op_set_interpreted_matches_transformers(checkpoint):
+    """KDA's stacked q/k/v and convs, its o_norm as one sigmoid-gated float32 gated_rms_norm, the router's
+    float32 logits in one launch, stacked gate/up, the routed parts summed in the next residual add: the
+    GPU's wiring, its Triton kernels under the interpreter."""
+    import sys
+
+    from triton_interpreter import assert_interpreted_ok
+
+    pytest.importorskip("triton")
+    hf, folder = checkpoint
+    assert_interpreted_ok(_GPU_OP_SET.format(paths=[p for p in sys.path if p.endswith("helpers")], folder=str(folder),
+                                             vocab=VOCAB))

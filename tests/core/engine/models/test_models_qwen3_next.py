@@ -86,3 +86,34 @@ def test_bfloat16_runs_and_stays_close_to_float32(checkpoint):
     fp32 = run_engine(load_model(folder, device=DEVICE).model, [Req([5, 9, 17, 3, 8, 2, 40], [4, 3], steps=2)])[0].logits[0]
     assert torch.isfinite(ours).all()
     assert torch.nn.functional.cosine_similarity(ours, fp32, dim=0) > 0.99
+
+
+_GPU_OP_SET = """
+import sys, torch
+sys.path[:0] = {paths!r}
+from models_helpers import assert_matches_hf, run_engine, standard_requests
+import transformers
+from bringup.core.bench.launch_count import gpu_weight_layout, use_gpu_ops_on_cpu
+from bringup.core.engine.loader import load_model
+names = use_gpu_ops_on_cpu()  # the GPU's Triton ops interpreted, q/k/v and gate/up stacked
+hf = getattr(transformers, {model_cls!r}).from_pretrained({folder!r}).eval()
+with gpu_weight_layout():
+    model = load_model({folder!r}, device="cpu").model
+assert_matches_hf(hf, run_engine(model, standard_requests({vocab})), atol=1e-4)
+print("ok")
+"""
+
+
+def test_the_gpu_op_set_interpreted_matches_transformers(checkpoint):
+    """Stacked q/k/v (the output gate inside q's rows) and gate/up, the fused norm-rope-cache-write and
+    decode attention with partial rotary, the one-launch router, the routed parts summed in the next
+    residual add: the GPU's wiring, its Triton kernels under the interpreter."""
+    import sys
+
+    from triton_interpreter import assert_interpreted_ok
+
+    pytest.importorskip("triton")
+    hf, folder = checkpoint
+    model_cls = VARIANTS[hf.config.model_type][1]
+    assert_interpreted_ok(_GPU_OP_SET.format(paths=[p for p in sys.path if p.endswith("helpers")], folder=str(folder),
+                                             model_cls=model_cls, vocab=BASE["vocab_size"]))
