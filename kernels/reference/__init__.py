@@ -9,6 +9,7 @@ from .add_rms_norm import add_rms_norm
 from .causal_conv1d import causal_conv1d
 from .causal_conv1d_update import causal_conv1d_update
 from .causal_conv1d_update_inplace import causal_conv1d_update_inplace
+from .short_conv_update_inplace import short_conv_update_inplace
 from .causal_conv1d_varlen import causal_conv1d_varlen, causal_conv1d_varlen_inplace
 from .delta_rule_gates import delta_rule_gates
 from .gated_delta_rule import gated_delta_rule_chunk, gated_delta_rule_recurrent_inplace
@@ -43,6 +44,7 @@ OPS = {
     "causal_conv1d": causal_conv1d,
     "causal_conv1d_update": causal_conv1d_update,
     "causal_conv1d_update_inplace": causal_conv1d_update_inplace,
+    "short_conv_update_inplace": short_conv_update_inplace,
     "causal_conv1d_varlen": causal_conv1d_varlen,
     "causal_conv1d_varlen_inplace": causal_conv1d_varlen_inplace,
     "delta_rule_gates": delta_rule_gates,

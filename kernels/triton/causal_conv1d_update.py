@@ -3,6 +3,9 @@
 Per (sequence, block of channels): y = silu(bias + sum_k w[k] * window[k]) over the window of
 the K-1 saved inputs and the new one; the saved inputs shift left by one. The reference needs a
 concatenation, K multiply-adds and the activation as separate passes; this is one.
+
+`short_conv_update_inplace` is the same step for LFM2's gated short conv: it reads B, C and x from
+the in_proj output, convolves B * x and returns C * y, so the two gating products are no launches.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ def _conv_step_kernel(
     s_yb, s_yc,
     s_ob, s_oc, s_ok,
     WIDTH: tl.constexpr, HAS_BIAS: tl.constexpr, SILU: tl.constexpr, HAS_SLOTS: tl.constexpr,
-    BLOCK_C: tl.constexpr,
+    GATED: tl.constexpr, BLOCK_C: tl.constexpr,
 ):
     b = tl.program_id(0)
     offs = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
@@ -46,29 +49,42 @@ def _conv_step_kernel(
         acc += v.to(tl.float32) * tl.load(w_ptr + offs * s_wc + k * s_wk, mask=mask, other=0.0).to(tl.float32)
         if k > 0:
             tl.store(out_row + (k - 1) * s_ok, v.to(new_state_ptr.dtype.element_ty), mask=mask)
-    x = tl.load(x_ptr + b * s_xb + offs * s_xc, mask=mask, other=0.0)
+    x_row = x_ptr + b * s_xb
+    if GATED:  # x_row is [B | C | x]: the conv input is B * x, rounded as the unfused product would be
+        bg = tl.load(x_row + offs * s_xc, mask=mask, other=0.0)
+        x = (bg.to(tl.float32) * tl.load(x_row + (2 * channels + offs) * s_xc, mask=mask, other=0.0).to(tl.float32)
+             ).to(bg.dtype)
+    else:
+        x = tl.load(x_row + offs * s_xc, mask=mask, other=0.0)
     acc += x.to(tl.float32) * tl.load(w_ptr + offs * s_wc + (WIDTH - 1) * s_wk, mask=mask, other=0.0).to(tl.float32)
     if WIDTH > 1:
         tl.store(out_row + (WIDTH - 2) * s_ok, x.to(new_state_ptr.dtype.element_ty), mask=mask)
     if SILU:
         acc = acc * tl.sigmoid(acc)
+    if GATED:
+        gate = tl.load(x_row + (channels + offs) * s_xc, mask=mask, other=0.0)
+        acc = acc.to(y_ptr.dtype.element_ty).to(tl.float32) * gate.to(tl.float32)
     tl.store(y_ptr + b * s_yb + offs * s_yc, acc.to(y_ptr.dtype.element_ty), mask=mask)
 
 
-def _launch(x, state, new_state, slots, weight, bias, activation):
+def _launch(x, state, new_state, slots, weight, bias, activation, gated=False):
     if activation not in (None, "silu", "swish"):
         raise ValueError(f"causal conv1d: unsupported activation {activation!r}; use 'silu' or None")
     batch, channels = x.shape
+    if gated:
+        channels //= 3
     width = weight.shape[-1]
-    y = torch.empty_like(x)
+    y = torch.empty(batch, channels, dtype=x.dtype, device=x.device)
     block_c = 256
+    if gated and width <= 1:
+        raise ValueError("short_conv_update_inplace: the conv needs a window of at least 2")
     if batch and width > 1:
         _conv_step_kernel[(batch, triton.cdiv(channels, block_c))](
             x, state, weight, bias if bias is not None else weight, y, new_state,
             slots if slots is not None else x,
             channels, *x.stride(), *state.stride(), *weight.stride(), *y.stride(), *new_state.stride(),
             WIDTH=width, HAS_BIAS=bias is not None, SILU=activation is not None,
-            HAS_SLOTS=slots is not None, BLOCK_C=block_c, num_warps=num_warps(x.device.type, 4),
+            HAS_SLOTS=slots is not None, GATED=gated, BLOCK_C=block_c, num_warps=num_warps(x.device.type, 4),
         )
     elif batch:  # a width-1 "convolution" has no state: leave it to torch
         y = (x.float() * weight[:, 0].float() + (bias.float() if bias is not None else 0.0))
@@ -102,3 +118,19 @@ def causal_conv1d_update_inplace(
     in place. Returns y [B, C]."""
     slots = slots.to(device=x.device, dtype=torch.int64)
     return _launch(x, conv_states, conv_states, slots, weight, bias, activation)
+
+
+def short_conv_update_inplace(
+    bcx: torch.Tensor,
+    conv_states: torch.Tensor,
+    slots: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+) -> torch.Tensor:
+    """Same arguments and result as kernels.reference.short_conv_update_inplace: bcx [B, 3C] (B, C and x
+    side by side, LFM2's in_proj output), conv_states [num_slots, C, K-1] updated in place at `slots`.
+    Returns C * conv(B * x) [B, C]."""
+    if bcx.stride(-1) != 1:
+        bcx = bcx.contiguous()
+    slots = slots.to(device=bcx.device, dtype=torch.int64)
+    return _launch(bcx, conv_states, conv_states, slots, weight, bias, None, gated=True)

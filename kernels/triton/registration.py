@@ -26,6 +26,7 @@ FAST_OPS: dict[str, tuple[str, str, bool]] = {
     "selective_scan_varlen": ("triton", "triton.selective_scan", False),
     "selective_state_update": ("triton", "triton.selective_scan", False),
     "causal_conv1d_update": ("triton", "triton.causal_conv1d_update", False),
+    "short_conv_update_inplace": ("triton", "triton.causal_conv1d_update", False),
     "causal_conv1d_varlen": ("triton", "triton.causal_conv1d_varlen", False),
     "paged_attention_decode": ("triton", "triton.paged_attention_decode", False),
     "paged_attention_prefill": ("sdpa", "sdpa.paged_attention_prefill", False),

@@ -11,6 +11,7 @@ from torch import nn
 
 from .attention import head_geometry, rotary_attention
 from .base import RMSNormWeight, linear
+from .fused_gate_up import FusedGateUp
 from .fused_qkv import FusedQKV
 from .rope import inv_freq_for
 from .short_conv import ShortConv
@@ -45,8 +46,11 @@ class Lfm2Attention(FusedQKV, nn.Module):
         return self.out_proj(out.reshape(T, -1))
 
 
-class Lfm2MLP(nn.Module):
-    """SwiGLU under LFM2's names: w1 (gate), w3 (up), w2 (down); width from the layer map."""
+class Lfm2MLP(FusedGateUp, nn.Module):
+    """SwiGLU under LFM2's names: w1 (gate), w3 (up), w2 (down); width from the layer map. On
+    accelerators gate and up run as one product (fused_gate_up.py)."""
+
+    act = "silu"
 
     def __init__(self, cfg, layer, ops):
         super().__init__()
@@ -56,8 +60,13 @@ class Lfm2MLP(nn.Module):
         self.w3 = linear(cfg.hidden_size, inter, False)
         self.w2 = linear(inter, cfg.hidden_size, False)
 
+    # FusedGateUp's names for the checkpoint's
+    gate_proj = property(lambda self: self.w1)
+    up_proj = property(lambda self: self.w3)
+    down_proj = property(lambda self: self.w2)
+
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.ops.mlp(hidden, self.w3.weight, self.w2.weight, self.w1.weight, "silu")
+        return self.gated_mlp(hidden)
 
 
 def short_conv(cfg, layer, ops) -> ShortConv:

@@ -38,18 +38,27 @@ class ShortConv(nn.Module):
         if batch.state_pool is None:
             raise RuntimeError(f"layer {self.layer_id} is a short-conv layer but the batch carries no state pool")
         conv_states = batch.state_pool.conv(self.layer_id)  # [slots, channels, K-1]
-        B, C, x = self.in_proj(hidden).chunk(3, dim=-1)
-        bx = B * x
+        bcx = self.in_proj(hidden)
         w, b = self.conv.weight[:, 0, :], self.conv.bias
         plan = _state_plan(batch, hidden.device)
+        # Where a fast form exists, a decode step's B * x and C * y run inside the conv step (one launch
+        # for three); elsewhere (the CPU's own conv op) the three stay apart.
+        fused = getattr(ops, "implementations", {}).get("short_conv_update_inplace", "reference") != "reference"
+        if fused and plan.all_rows_step:
+            return self.out_proj(ops.short_conv_update_inplace(bcx, conv_states, plan.step_slots, w, b))
+        B, C, x = bcx.chunk(3, dim=-1)
+        bx = B * x
         y = torch.empty_like(bx)
         if plan.all_rows_step or plan.step_rows is not None:
             rows = slice(None) if plan.all_rows_step else plan.step_rows
-            y[rows] = ops.causal_conv1d_update_inplace(bx[rows], conv_states, plan.step_slots, w, b, None)
+            if fused:
+                y[rows] = ops.short_conv_update_inplace(bcx[rows], conv_states, plan.step_slots, w, b)
+            else:
+                y[rows] = C[rows] * ops.causal_conv1d_update_inplace(bx[rows], conv_states, plan.step_slots, w, b, None)
         if plan.scan_rows is not None:
             rows, slots, has = plan.scan_rows, plan.scan_slots, plan.scan_has_state
             conv0 = torch.where(has[:, None, None], conv_states[slots], 0)  # a new prompt starts from zeros
             ys, final = ops.causal_conv1d_varlen(bx[rows], plan.scan_starts, w, b, conv0, None)
             conv_states[slots] = final.to(conv_states.dtype)
-            y[rows] = ys
-        return self.out_proj(C * y)
+            y[rows] = C[rows] * ys
+        return self.out_proj(y)
