@@ -1,8 +1,8 @@
 """Do the GPU's op set (its Triton kernels under Triton's interpreter, q/k/v and gate/up stacked) and
 the reference op set give the same greedy tokens and logprobs (4 decimals) on a tiny float32 dummy
-Qwen3-Next and Kimi-Linear? A fusion that changes what the model computes shows here first.
+Qwen3-Next, Kimi-Linear and LFM2? A fusion that changes what the model computes shows here first.
 
-    TRITON_INTERPRET=1 python bench/gpu_ops_equivalence.py [qwen3_next kimi_linear]
+    TRITON_INTERPRET=1 python bench/gpu_ops_equivalence.py [qwen3_next kimi_linear lfm2]
 
 The configs are the real checkpoints' (../shared/models) cut to a few layers at small widths, every
 mixer and FFN kind kept (tests/core/engine/models/test_models_gpu_op_set.py runs this).
@@ -28,6 +28,10 @@ CONFIGS = {
         num_hidden_layers=5, kv_lora_rank=16, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16,
         initializer_range=0.1, linear_attn_config={"full_attn_layers": [3, 5], "kda_layers": [1, 2, 4],
                                                    "num_heads": 2, "head_dim": 16, "short_conv_kernel_size": 4})),
+    # gated short convs around one attention layer, a SwiGLU MLP after each
+    "lfm2": ("LiquidAI__LFM2-2.6B", dict(
+        num_hidden_layers=4, layer_types=["conv", "conv", "full_attention", "conv"], block_ff_dim=96,
+        initializer_range=0.1)),
 }
 PROMPTS = [[5, 17, 99, 3, 42, 7, 8], [11, 200, 13]]  # two requests: batched decode rows
 NEW_TOKENS = 6

@@ -1,4 +1,4 @@
-"""Tiny float32 dummy Qwen3-Next and Kimi-Linear give the same greedy tokens and logprobs (4 decimals)
+"""Tiny float32 dummy Qwen3-Next, Kimi-Linear and LFM2 give the same greedy tokens and logprobs (4 decimals)
 with the GPU's op set (Triton kernels under the interpreter, stacked q/k/v and gate/up, the decode
 fusions) as with the reference op set: bench/gpu_ops_equivalence.py in a child process."""
 
