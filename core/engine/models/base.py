@@ -190,3 +190,17 @@ def linear(in_features: int, out_features: int, bias: bool) -> nn.Linear:
     layer = nn.Linear(in_features, out_features, bias=bias)
     layer.requires_grad_(False)
     return layer
+
+
+def negative_exp(owner: nn.Module, name: str = "A_log") -> torch.Tensor:
+    """-exp(owner.<name>) in float32 (an SSM's decay rates from their log), kept on `owner` until the
+    parameter changes (a load, a fault injection): three kernels less per layer and step."""
+    param = getattr(owner, name)
+    if torch.compiler.is_compiling():  # (a compiled step cannot compare addresses; it fuses these)
+        return -torch.exp(param.float())
+    key = (param.data_ptr(), param._version)
+    held = getattr(owner, f"_{name}_negative_exp", None)
+    if held is None or held[0] != key:
+        held = (key, -torch.exp(param.float()))
+        setattr(owner, f"_{name}_negative_exp", held)
+    return held[1]

@@ -67,5 +67,9 @@ class LightningAttention(nn.Module):
             ys, final = ops.lightning_attention_chunk(q[rows], k[rows], v[rows], self._slopes, plan.scan_starts, init)
             states[slots] = final.to(states.dtype)
             y[rows] = ys
-        out = ops.rms_norm(y.reshape(T, -1), self.norm.weight, self.norm.eps)
-        return self.out_proj(torch.sigmoid(self.output_gate(hidden)) * out)
+        # RMSNorm over all heads, then the sigmoid gate: one launch (norm_before_gate; the norm rounded to
+        # the model's dtype before the weight and the gate, as the checkpoint's RMSNorm and product do)
+        width = self.heads * self.head_dim
+        out = ops.gated_rms_norm(y.reshape(T, width), self.output_gate(hidden), self.norm.weight, self.norm.eps, width,
+                                 norm_before_gate=True, activation="sigmoid")
+        return self.out_proj(out)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .base import RMSNormWeight, linear
+from .base import RMSNormWeight, linear, negative_exp
 from .mamba2 import _state_plan
 
 
@@ -65,7 +65,7 @@ class MambaMixer(nn.Module):
         conv_states = batch.state_pool.conv(self.layer_id)  # [slots, inner, K-1]
         ssm_states = batch.state_pool.ssm(self.layer_id)  # [slots, inner, d_state]
         x, z = self.in_proj(hidden).chunk(2, dim=-1)
-        A = -torch.exp(self.A_log.float())
+        A = negative_exp(self)
         w, b = self.conv1d.weight[:, 0, :], self.conv1d.bias
         plan = _state_plan(batch, hidden.device)
         if plan.all_rows_step:

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from ..forward_batch import upload
-from .base import RMSNormWeight, linear
+from .base import RMSNormWeight, linear, negative_exp
 
 
 def time_step_limit(cfg) -> tuple[float, float]:
@@ -132,13 +132,7 @@ class Mamba2Mixer(nn.Module):
                                                    True, self.dt_limit)
 
     def _A(self) -> torch.Tensor:
-        """-exp(A_log) in float32, recomputed only when A_log changes (three kernels less per step)."""
-        if torch.compiler.is_compiling():  # (a compiled step cannot compare addresses; it fuses these)
-            return -torch.exp(self.A_log.float())
-        key = (self.A_log.data_ptr(), self.A_log._version)
-        if getattr(self, "_A_key", None) != key:
-            self._A_cache, self._A_key = -torch.exp(self.A_log.float()), key
-        return self._A_cache
+        return negative_exp(self)
 
     def forward(self, hidden: torch.Tensor, batch) -> torch.Tensor:
         ops = self.ops

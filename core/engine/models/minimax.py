@@ -17,8 +17,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import head_geometry, paged_attention
+from .attention import head_geometry, rotary_attention
 from .base import linear
+from .fused_qkv import FusedQKV
 from .lightning_attention import LightningAttention
 from .rope import inv_freq_for
 from .stack import DecoderLayer, Layout, Parts, StackedCausalLM
@@ -26,8 +27,10 @@ from .stack import DecoderLayer, Layout, Parts, StackedCausalLM
 ROPE_KEY = "rope_inv_freq"
 
 
-class MiniMaxAttention(nn.Module):
-    """GQA with RoPE on the first rotary dims of each head; the config's sliding_window if any."""
+class MiniMaxAttention(FusedQKV, nn.Module):
+    """GQA with RoPE on the first rotary dims of each head; the config's sliding_window if any. q/k/v as
+    one product and the rotary, cache write and decode attention fused where the device has them
+    (rotary_attention)."""
 
     def __init__(self, cfg, layer, ops):
         super().__init__()
@@ -42,15 +45,11 @@ class MiniMaxAttention(nn.Module):
         self.o_proj = linear(H * D, cfg.hidden_size, False)
 
     def forward(self, hidden: torch.Tensor, batch) -> torch.Tensor:
-        ops, T = self.ops, hidden.shape[0]
-        q = self.q_proj(hidden).view(T, self.num_heads, self.head_dim)
-        k = self.k_proj(hidden).view(T, self.num_kv_heads, self.head_dim)
-        v = self.v_proj(hidden).view(T, self.num_kv_heads, self.head_dim)
+        T = hidden.shape[0]
+        q, k, v = self.project_qkv(hidden)
         inv_freq = batch.memo[ROPE_KEY]
-        rot = 2 * inv_freq.shape[0]
-        q = torch.cat([ops.apply_rotary(q[..., :rot], batch.positions, inv_freq), q[..., rot:]], dim=-1)
-        k = torch.cat([ops.apply_rotary(k[..., :rot], batch.positions, inv_freq), k[..., rot:]], dim=-1)
-        out = paged_attention(ops, batch, self.layer_id, q, k, v, self.scale, self.window)
+        out = rotary_attention(self.ops, batch, self.layer_id, q, k, v, inv_freq, self.scale, self.window,
+                               rotary_dim=2 * inv_freq.shape[0])
         return self.o_proj(out.reshape(T, -1))
 
 
