@@ -74,5 +74,10 @@ def test_triton_step_at_lfm2_width_matches_the_reference_on_the_gpu(batch):
     want_pool = pool.clone()
     want = ref.short_conv_update_inplace(bcx, want_pool, slots, w, None)
     got = fast(bcx, pool, slots, w, None)
-    torch.testing.assert_close(got.float(), want.float(), atol=3e-2, rtol=3e-2)
+    # The reference rounds each tap's product to bf16 (window_taps multiplies in the weight's dtype), the
+    # kernel adds them in float32: a conv output one bf16 step apart, times C, is 0.06 off at |y| ~ 5 (seen
+    # on an H100: 1 element of 65,536). So the error is measured against the largest output, as the
+    # conv step's own GPU test does (tests/kernels/test_kernels_gpu.py, rel_err).
+    err = (got.float() - want.float()).abs().max() / want.float().abs().max()
+    assert err <= 1e-2, f"largest error {err:.2e} of the largest output"
     torch.testing.assert_close(pool.float(), want_pool.float(), atol=1e-2, rtol=1e-2)
