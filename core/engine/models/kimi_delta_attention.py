@@ -27,8 +27,8 @@ def _conv(width: int, kernel: int) -> nn.Conv1d:
 
 
 class KimiDeltaAttention(nn.Module):
-    """q/k/v and the output gate's first projection as one product on accelerators (as fused_qkv.py
-    stacks q/k/v); the three convs' weights held stacked."""
+    """q/k/v, the output gate's and the decay's first projections and beta's as one product on accelerators
+    (as fused_qkv.py stacks q/k/v); the three convs' weights held stacked."""
 
     def __init__(self, hidden_size: int, layer, ops, *, eps: float):
         super().__init__()
@@ -66,13 +66,13 @@ class KimiDeltaAttention(nn.Module):
             raise RuntimeError(f"layer {self.layer_id} is a KDA layer but the batch carries no state pool")
         conv_states = batch.state_pool.conv(self.layer_id)  # [slots, 3W, K-1]
         rec_states = batch.state_pool.ssm(self.layer_id)  # [slots, H, D, D]
-        mixed, gate_a = self._project(hidden)  # q|k|v [T, 3W], g_a_proj(hidden) [T, D]
+        mixed, gate_a, decay_a, b = self._project(hidden)  # q|k|v, g_a_proj, f_a_proj, b_proj of hidden
         # One depthwise conv over q|k|v: the three convs are per channel, so their weights stack (once:
         # each conv's weight is re-pointed at its slice, as fused_linears.py stacks linears).
         w = stacked(self, "conv", (self.q_conv1d, self.k_conv1d, self.v_conv1d))[0][:, 0, :]
         # g = -exp(A_log) * softplus(f_b + dt_bias) [T, H, D] float32 (log decay <= 0), beta float32
-        g, beta = ops.delta_rule_gates(self.f_b_proj(self.f_a_proj(hidden)).view(T, H, D), self.b_proj(hidden),
-                                       self.A_log, self.dt_bias, torch.float32)
+        g, beta = ops.delta_rule_gates(self.f_b_proj(decay_a).view(T, H, D), b, self.A_log, self.dt_bias,
+                                       torch.float32)
         y = torch.empty(T, H, D, dtype=hidden.dtype, device=hidden.device)
         run_delta_rule(batch, mixed, w, g, beta, conv_states, rec_states, self._split, y,
                        ops.causal_conv1d_update_inplace, ops.causal_conv1d_varlen_inplace,
@@ -84,11 +84,12 @@ class KimiDeltaAttention(nn.Module):
         return self.o_proj(out.reshape(T, self.width))
 
     def _project(self, hidden: torch.Tensor):
-        """(q|k|v [T, 3W], g_a_proj(hidden) [T, D]): views of one GEMM over the four stacked weights where
-        the device fuses q/k/v (FusedQKV.fuse_qkv; the checkpoint's names and shapes stay), else q|k|v
-        side by side and g_a_proj's own product."""
-        parts = (self.q_proj, self.k_proj, self.v_proj, self.g_a_proj)
+        """(q|k|v [T, 3W], g_a_proj, f_a_proj [T, D] each, b_proj [T, H]) of hidden: views of one GEMM over
+        the six stacked weights (all read the layer input) where the device fuses q/k/v
+        (FusedQKV.fuse_qkv; the checkpoint's names and shapes stay), else each its own product."""
+        parts = (self.q_proj, self.k_proj, self.v_proj, self.g_a_proj, self.f_a_proj, self.b_proj)
         if fusing(FusedQKV.fuse_qkv, hidden) and can_stack(parts):
             weight, bias = stacked(self, "in_proj", parts)
-            return F.linear(hidden, weight, bias).split([3 * self.width, self.head_dim], dim=-1)
-        return torch.cat([p(hidden) for p in parts[:3]], dim=-1), self.g_a_proj(hidden)
+            return F.linear(hidden, weight, bias).split([3 * self.width, self.head_dim, self.head_dim, self.heads],
+                                                        dim=-1)
+        return (torch.cat([p(hidden) for p in parts[:3]], dim=-1), *(p(hidden) for p in parts[3:]))
