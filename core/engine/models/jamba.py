@@ -45,11 +45,16 @@ class JambaMoE(nn.Module):
         self.experts.up_proj = nn.Parameter(torch.zeros(E, I, H), requires_grad=False)
         self.experts.down_proj = nn.Parameter(torch.zeros(E, H, I), requires_grad=False)
 
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        weights, ids = self.ops.route_softmax(F.linear(hidden, self.router.weight), self.top_k, False)
+    def forward(self, hidden: torch.Tensor):
+        """The experts' output [T, H]; where the device has the fused gated MoE's unsummed form, (None, its
+        per-assignment parts [T, k, H]) instead, summed by the next residual add's launch (stack.py)."""
+        # softmax in float32, the weights rounded to the model's dtype (inside the router's launch), as transformers
+        weights, ids = self.ops.route_softmax(F.linear(hidden, self.router.weight), self.top_k, False, hidden.dtype)
         e = self.experts
-        return self.ops.moe_experts(hidden, weights.to(hidden.dtype), ids, e.up_proj, e.down_proj, e.gate_proj,
-                                    self.act)
+        unsummed = getattr(self.ops, "moe_gated_experts_unsummed", None)
+        if unsummed is not None and self.act == "silu":
+            return (None, unsummed(hidden, weights, ids, e.gate_proj, e.up_proj, e.down_proj, "silu"))
+        return self.ops.moe_experts(hidden, weights, ids, e.up_proj, e.down_proj, e.gate_proj, self.act)
 
 
 _EXPERT = re.compile(r"^(model\.layers\.\d+\.feed_forward\.experts)\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$")

@@ -66,11 +66,15 @@ class MiniMaxMoE(nn.Module):
         self.experts.w3 = nn.Parameter(torch.zeros(E, I, H), requires_grad=False)  # up
         self.experts.w2 = nn.Parameter(torch.zeros(E, H, I), requires_grad=False)  # down
 
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        logits = F.linear(hidden, self.gate.weight)
-        weights, ids = self.ops.route_softmax(logits.float(), self.top_k, True)
+    def forward(self, hidden: torch.Tensor):
+        """As JambaMoE's (jamba.py): [T, H], or (None, [T, k, H]) for the next residual add to sum."""
+        # softmax in float32, renormalised, the weights rounded to the model's dtype, as transformers
+        weights, ids = self.ops.route_softmax(F.linear(hidden, self.gate.weight), self.top_k, True, hidden.dtype)
         e = self.experts
-        return self.ops.moe_experts(hidden, weights.to(hidden.dtype), ids, e.w3, e.w2, e.w1, "silu")
+        unsummed = getattr(self.ops, "moe_gated_experts_unsummed", None)
+        if unsummed is not None:
+            return (None, unsummed(hidden, weights, ids, e.w1, e.w3, e.w2, "silu"))
+        return self.ops.moe_experts(hidden, weights, ids, e.w3, e.w2, e.w1, "silu")
 
 
 class MiniMaxDecoderLayer(DecoderLayer):
