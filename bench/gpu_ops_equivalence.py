@@ -1,8 +1,8 @@
 """Do the GPU's op set (its Triton kernels under Triton's interpreter, q/k/v and gate/up stacked) and
 the reference op set give the same greedy tokens and logprobs (4 decimals) on a tiny float32 dummy
-Qwen3-Next, Kimi-Linear, LFM2, MiniMax and Jamba? A fusion that changes what the model computes shows here first.
+Qwen3-Next, Kimi-Linear, LFM2, MiniMax, Jamba and Falcon-H1? A fusion that changes what the model computes shows here first.
 
-    TRITON_INTERPRET=1 python bench/gpu_ops_equivalence.py [qwen3_next kimi_linear lfm2 minimax jamba]
+    TRITON_INTERPRET=1 python bench/gpu_ops_equivalence.py [qwen3_next kimi_linear lfm2 minimax jamba falcon_h1]
 
 The configs are the real checkpoints' (../shared/models) cut to a few layers at small widths, every
 mixer and FFN kind kept (tests/core/engine/models/test_models_gpu_op_set.py runs this).
@@ -38,6 +38,8 @@ CONFIGS = {
     "jamba": ("ai21labs__AI21-Jamba-1.5-Mini", dict(
         num_hidden_layers=4, attn_layer_period=4, attn_layer_offset=2, expert_layer_period=2, expert_layer_offset=1,
         mamba_d_state=8, mamba_dt_rank=8, initializer_range=0.1)),
+    # attention (RoPE) beside Mamba2 in every block, muP multipliers folded into the weights
+    "falcon_h1": ("tiiuae__Falcon-H1-0.5B", dict(num_hidden_layers=3, initializer_range=0.1)),
 }
 PROMPTS = [[5, 17, 99, 3, 42, 7, 8], [11, 200, 13]]  # two requests: batched decode rows
 NEW_TOKENS = 6

@@ -10,14 +10,18 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .attention import head_geometry, paged_attention
+from .attention import head_geometry, paged_attention, rotary_attention
 from .base import linear
+from .fused_qkv import FusedQKV
 from .rope import inv_freq_for
 
 ROPE_KEY = "rope_inv_freq"
 
 
-class HybridAttention(nn.Module):
+class HybridAttention(FusedQKV, nn.Module):
+    """q/k/v as one product on accelerators (fused_qkv.py); the rotary, the cache write and the decode
+    attention through rotary_attention, so the fused forms run where the device has them."""
+
     def __init__(self, cfg, layer, ops, *, scale: float | None = None, rope: bool = True, in_dim: int | None = None):
         super().__init__()
         self.layer_id, self.ops = layer.index, ops
@@ -31,26 +35,19 @@ class HybridAttention(nn.Module):
         self.v_proj = linear(d_in, self.num_kv_heads * self.head_dim, bias)
         self.o_proj = linear(self.num_heads * self.head_dim, cfg.hidden_size, bias)
 
-    def _rotate(self, x: torch.Tensor, batch) -> torch.Tensor:
-        inv_freq = batch.memo[ROPE_KEY]
-        rot = 2 * inv_freq.shape[0]
-        if rot == self.head_dim:
-            return self.ops.apply_rotary(x, batch.positions, inv_freq)
-        head, tail = x[..., :rot], x[..., rot:]  # partial rotary: the tail passes through
-        return torch.cat([self.ops.apply_rotary(head.contiguous(), batch.positions, inv_freq), tail], dim=-1)
-
     def forward(self, hidden: torch.Tensor, batch) -> torch.Tensor:
-        T = hidden.shape[0]
-        q = self.q_proj(hidden).view(T, self.num_heads, self.head_dim)
-        k = self.k_proj(hidden).view(T, self.num_kv_heads, self.head_dim)
-        v = self.v_proj(hidden).view(T, self.num_kv_heads, self.head_dim)
+        q, k, v = self.project_qkv(hidden)
         return self.attend(q, k, v, batch, self.layer_id)
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, batch, layer_id: int) -> torch.Tensor:
-        """RoPE, the paged KV cache of `layer_id` (a shared block passes the id of the layer using it), o_proj."""
+        """RoPE (over the first rotary_dim channels: the table's width), the paged KV cache of `layer_id` (a
+        shared block passes the id of the layer using it), o_proj."""
         if self.rope:
-            q, k = self._rotate(q, batch), self._rotate(k, batch)
-        out = paged_attention(self.ops, batch, layer_id, q, k, v, self.scale)
+            inv_freq = batch.memo[ROPE_KEY]
+            out = rotary_attention(self.ops, batch, layer_id, q, k, v, inv_freq, self.scale,
+                                   rotary_dim=2 * inv_freq.shape[0])
+        else:
+            out = paged_attention(self.ops, batch, layer_id, q, k, v, self.scale)
         return self.o_proj(out.reshape(q.shape[0], -1))
 
 
