@@ -36,6 +36,7 @@ from .rms_norm import rms_norm
 from .rope_paged_decode import rope_paged_decode
 from .rotary import apply_rotary
 from .selective_scan import selective_scan_varlen, selective_state_update, selective_state_update_inplace
+from .selective_state_update_lowrank import selective_state_update_lowrank_inplace
 
 OPS = {
     "act_and_mul": act_and_mul,
@@ -79,6 +80,7 @@ OPS = {
     "selective_scan_varlen": selective_scan_varlen,
     "selective_state_update": selective_state_update,
     "selective_state_update_inplace": selective_state_update_inplace,
+    "selective_state_update_lowrank_inplace": selective_state_update_lowrank_inplace,
 }
 
 __all__ = sorted(OPS) + ["OPS"]

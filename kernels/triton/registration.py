@@ -25,6 +25,7 @@ FAST_OPS: dict[str, tuple[str, str, bool]] = {
     "mamba_state_update": ("triton", "triton.mamba_state_update", False),
     "selective_scan_varlen": ("triton", "triton.selective_scan", False),
     "selective_state_update": ("triton", "triton.selective_scan", False),
+    "selective_state_update_lowrank_inplace": ("triton", "triton.selective_scan", False),
     "causal_conv1d_update": ("triton", "triton.causal_conv1d_update", False),
     "short_conv_update_inplace": ("triton", "triton.causal_conv1d_update", False),
     "causal_conv1d_varlen": ("triton", "triton.causal_conv1d_varlen", False),

@@ -55,6 +55,14 @@ class MambaMixer(nn.Module):
     def _step(self, x, z, A, w, b, conv_states, ssm_states, slots) -> torch.Tensor:
         ops = self.ops
         xc = ops.causal_conv1d_update_inplace(x, conv_states, slots, w, b, "silu")
+        fused = getattr(ops, "implementations", {}).get("selective_state_update_lowrank_inplace", "reference")
+        if fused != "reference":
+            # A fast form norms dt, B, C and forms dt_proj's product inside the state update (one launch
+            # for five); elsewhere (the CPU) they stay apart, as below.
+            norms = (self.dt_layernorm.weight, self.b_layernorm.weight, self.c_layernorm.weight)
+            return ops.selective_state_update_lowrank_inplace(
+                ssm_states, slots, xc, self.x_proj(xc), self.dt_proj.weight, A, self.D, z, self.dt_proj.bias,
+                True, norms, self.dt_layernorm.eps)
         dt, B, C = self._ssm_inputs(xc)
         return ops.selective_state_update_inplace(ssm_states, slots, xc, dt, A, B, C, self.D, z, self.dt_proj.bias, True)
 
