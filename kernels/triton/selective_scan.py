@@ -120,6 +120,26 @@ def selective_scan_varlen(
 
 
 @triton.jit
+def _softplus(dt):
+    """log(1 + e^dt) in float32 without overflow (dt past 20 passes through)."""
+    u = tl.exp(dt)
+    w = 1.0 + u
+    return tl.where(dt > 20.0, dt, tl.where(w == 1.0, u, tl.log(w) * u / (w - 1.0)))
+
+
+@triton.jit
+def _store_output(S, C, x, d_ptr, z_row, y_row, offs_d, mask_d, HAS_D: tl.constexpr, HAS_Z: tl.constexpr):
+    """A decode step's output from its new state tile: y = S C (+ D x) (* silu(z)), stored to y_row."""
+    y = tl.sum(S * C[None, :], axis=1)
+    if HAS_D:
+        y += tl.load(d_ptr + offs_d, mask=mask_d, other=0.0).to(tl.float32) * x
+    if HAS_Z:
+        z = tl.load(z_row + offs_d, mask=mask_d, other=0.0).to(tl.float32)
+        y *= z / (1.0 + tl.exp(-z))
+    tl.store(y_row + offs_d, y.to(y_row.dtype.element_ty), mask=mask_d)
+
+
+@triton.jit
 def _selective_step_kernel(
     state_ptr, new_state_ptr, slot_ptr, x_ptr, dt_ptr, a_ptr, b_ptr, c_ptr, d_ptr, z_ptr, dt_bias_ptr, y_ptr,
     width, N,
@@ -146,21 +166,13 @@ def _selective_step_kernel(
     if HAS_DT_BIAS:
         dt += tl.load(dt_bias_ptr + offs_d, mask=mask_d, other=0.0).to(tl.float32)
     if DT_SOFTPLUS:
-        u = tl.exp(dt)
-        w = 1.0 + u
-        dt = tl.where(dt > 20.0, dt, tl.where(w == 1.0, u, tl.log(w) * u / (w - 1.0)))
+        dt = _softplus(dt)
     B = tl.load(b_ptr + b * s_bb + offs_n, mask=mask_n, other=0.0).to(tl.float32)
     C = tl.load(c_ptr + b * s_cb + offs_n, mask=mask_n, other=0.0).to(tl.float32)
     S = tl.exp(dt[:, None] * A) * S + (dt * x)[:, None] * B[None, :]
     tl.store(new_state_ptr + slot * s_ob + offs_d[:, None] * s_od + offs_n[None, :] * s_on,
              S.to(new_state_ptr.dtype.element_ty), mask=mask)
-    y = tl.sum(S * C[None, :], axis=1)
-    if HAS_D:
-        y += tl.load(d_ptr + offs_d, mask=mask_d, other=0.0).to(tl.float32) * x
-    if HAS_Z:
-        z = tl.load(z_ptr + b * s_zb + offs_d, mask=mask_d, other=0.0).to(tl.float32)
-        y *= z / (1.0 + tl.exp(-z))
-    tl.store(y_ptr + b * s_yb + offs_d, y.to(y_ptr.dtype.element_ty), mask=mask_d)
+    _store_output(S, C, x, d_ptr, z_ptr + b * s_zb, y_ptr + b * s_yb, offs_d, mask_d, HAS_D, HAS_Z)
 
 
 def _step(state, new_state, slots, x, dt, A, B, C, D, z, dt_bias, dt_softplus):
@@ -278,19 +290,11 @@ def _selective_step_lowrank_kernel(
     if HAS_DT_BIAS:
         dt += tl.load(dt_bias_ptr + offs_d, mask=mask_d, other=0.0).to(tl.float32)
     if DT_SOFTPLUS:
-        u = tl.exp(dt)
-        w = 1.0 + u
-        dt = tl.where(dt > 20.0, dt, tl.where(w == 1.0, u, tl.log(w) * u / (w - 1.0)))
+        dt = _softplus(dt)
     S = tl.exp(dt[:, None] * A) * S + (dt * x)[:, None] * B[None, :]
     tl.store(state_ptr + slot * s_sb + offs_d[:, None] * s_sd + offs_n[None, :] * s_sn,
              S.to(state_ptr.dtype.element_ty), mask=mask)
-    y = tl.sum(S * C[None, :], axis=1)
-    if HAS_D:
-        y += tl.load(d_ptr + offs_d, mask=mask_d, other=0.0).to(tl.float32) * x
-    if HAS_Z:
-        z = tl.load(z_ptr + b * s_zb + offs_d, mask=mask_d, other=0.0).to(tl.float32)
-        y *= z / (1.0 + tl.exp(-z))
-    tl.store(y_ptr + b * s_yb + offs_d, y.to(y_ptr.dtype.element_ty), mask=mask_d)
+    _store_output(S, C, x, d_ptr, z_ptr + b * s_zb, y_ptr + b * s_yb, offs_d, mask_d, HAS_D, HAS_Z)
 
 
 def selective_state_update_lowrank_inplace(ssm_states, slots, x, x_dbl, dt_proj_weight, A, D=None, z=None,
