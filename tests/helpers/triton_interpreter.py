@@ -21,7 +21,9 @@ def run_interpreted(script: str, *args: str, timeout: int = 300) -> str:
     """Run `script` (python -c) under the interpreter and return its stdout; fail with its output on a
     non-zero exit, or skip when the exit is the interpreter's numpy incompatibility."""
     pytest.importorskip("triton")
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    helpers = os.path.dirname(os.path.abspath(__file__))  # (the scripts may import slot_pools and the like)
+    env = {**os.environ, "TRITON_INTERPRET": "1",
+           "PYTHONPATH": os.pathsep.join(p for p in (helpers, os.environ.get("PYTHONPATH")) if p)}
     done = subprocess.run([sys.executable, "-c", script, *args], env=env, capture_output=True, text=True,
                           timeout=timeout)
     if done.returncode != 0 and _NUMPY_SCALAR_REFUSAL in done.stderr:

@@ -51,6 +51,7 @@ _INTERPRETED = """
 import torch
 from bringup.kernels.reference.lightning_attention import lightning_attention_recurrent_inplace as ref
 from bringup.kernels.triton.lightning_attention_decode import lightning_attention_recurrent_inplace as fast
+from slot_pools import assert_only_slots_written, nan_pool
 torch.manual_seed(0)
 bad = []
 for B, H, dk, dv, act, pool_dtype in [(3, 3, 8, 6, torch.float32, torch.float32), (2, 2, 16, 40, torch.float32, torch.float32),
@@ -58,9 +59,7 @@ for B, H, dk, dv, act, pool_dtype in [(3, 3, 8, 6, torch.float32, torch.float32)
     qkv = torch.randn(B, H, 2 * dk + dv).to(act)  # q/k/v as views of one product, as the model has them
     q, k, v = qkv.split([dk, dk, dv], dim=-1)
     slopes = torch.rand(H) + 0.01
-    pool = torch.full((2 * B + 1, H, dk, dv), float("nan"), dtype=pool_dtype)
-    slots = torch.randperm(2 * B + 1)[:B]
-    pool[slots] = torch.randn(B, H, dk, dv).to(pool_dtype)
+    pool, slots = nan_pool(B, (H, dk, dv), pool_dtype)
     want_pool = pool.clone()
     want = ref(q, k, v, slopes, want_pool, slots)
     got = fast(q, k, v, slopes, pool, slots)
@@ -69,9 +68,7 @@ for B, H, dk, dv, act, pool_dtype in [(3, 3, 8, 6, torch.float32, torch.float32)
     try:
         torch.testing.assert_close(got.float(), want.float(), **tol)
         torch.testing.assert_close(pool[slots].float(), want_pool[slots].float(), **tol)
-        untouched = torch.ones(2 * B + 1, dtype=torch.bool)
-        untouched[slots] = False
-        assert torch.isnan(pool[untouched]).all(), "a slot outside the batch was written"
+        assert_only_slots_written(pool, slots)
     except AssertionError as err:
         bad.append(f"{what}: {err}")
 print("ok" if not bad else "\\n".join(bad)[:4000])

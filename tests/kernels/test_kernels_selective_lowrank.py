@@ -38,6 +38,7 @@ _INTERPRETED = """
 import torch
 from bringup.kernels.reference import selective_state_update_lowrank_inplace as ref
 from bringup.kernels.triton.selective_scan import selective_state_update_lowrank_inplace as fast
+from slot_pools import assert_only_slots_written, nan_pool
 torch.manual_seed(0)
 bad = []
 # non-power-of-two R, N and width; R past one chunk; with and without norms; bf16 inputs over a float32 pool
@@ -53,9 +54,7 @@ for batch, width, N, R, with_norms, dtype in cases:
     Dv, bias = torch.randn(width).to(dtype), (0.5 * torch.randn(width)).to(dtype)
     norms = (torch.rand(R).add(0.5).to(dtype), torch.rand(N).add(0.5).to(dtype), torch.rand(N).add(0.5).to(dtype)) \\
         if with_norms else None
-    pool = torch.full((2 * batch + 1, width, N), float("nan"))
-    slots = torch.randperm(2 * batch + 1)[:batch]
-    pool[slots] = torch.randn(batch, width, N)
+    pool, slots = nan_pool(batch, (width, N))
     want_pool = pool.clone()
     want = ref(want_pool, slots, x, x_dbl, W, A, Dv, z, bias, True, norms, eps)
     got = fast(pool, slots, x, x_dbl, W, A, Dv, z, bias, True, norms, eps)
@@ -65,9 +64,7 @@ for batch, width, N, R, with_norms, dtype in cases:
         assert got.dtype == want.dtype
         torch.testing.assert_close(got.float(), want.float(), **tol)
         torch.testing.assert_close(pool[slots], want_pool[slots], **tol)
-        untouched = torch.ones(2 * batch + 1, dtype=torch.bool)
-        untouched[slots] = False
-        assert torch.isnan(pool[untouched]).all(), "a slot outside the batch was written"
+        assert_only_slots_written(pool, slots)
     except AssertionError as err:
         bad.append(f"{what}: {err}")
 print("ok" if not bad else "\\n".join(bad)[:4000])

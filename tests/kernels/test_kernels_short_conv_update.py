@@ -26,6 +26,7 @@ _INTERPRETED = """
 import torch
 from bringup.kernels.reference import short_conv_update_inplace as ref
 from bringup.kernels.triton.causal_conv1d_update import short_conv_update_inplace as fast
+from slot_pools import assert_only_slots_written, nan_pool
 torch.manual_seed(0)
 bad = []
 # channels past one 256-wide program and not a multiple of it; biased and not; bf16 rows over a bf16 pool
@@ -34,9 +35,7 @@ for batch, channels, width, bias, dtype in [(3, 40, 3, False, torch.float32), (2
     bcx = torch.randn(batch, 3 * channels + 8).to(dtype)[:, 4:4 + 3 * channels]  # a view, as in_proj's rows may be
     w = torch.randn(channels, width).to(dtype)
     b = torch.randn(channels).to(dtype) if bias else None
-    pool = torch.full((2 * batch + 1, channels, width - 1), float("nan"), dtype=dtype)
-    slots = torch.randperm(2 * batch + 1)[:batch]
-    pool[slots] = torch.randn(batch, channels, width - 1).to(dtype)
+    pool, slots = nan_pool(batch, (channels, width - 1), dtype)
     want_pool = pool.clone()
     want = ref(bcx, want_pool, slots, w, b)
     got = fast(bcx, pool, slots, w, b)
@@ -45,9 +44,7 @@ for batch, channels, width, bias, dtype in [(3, 40, 3, False, torch.float32), (2
     try:
         torch.testing.assert_close(got.float(), want.float(), **tol)
         torch.testing.assert_close(pool[slots].float(), want_pool[slots].float(), **tol)
-        untouched = torch.ones(2 * batch + 1, dtype=torch.bool)
-        untouched[slots] = False
-        assert torch.isnan(pool[untouched]).all(), "a slot outside the batch was written"
+        assert_only_slots_written(pool, slots)
     except AssertionError as err:
         bad.append(f"{what}: {err}")
 print("ok" if not bad else "\\n".join(bad)[:4000])
