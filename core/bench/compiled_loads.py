@@ -38,7 +38,11 @@ def compile_to_ptx(kernel, args: dict, constexprs: dict, num_warps: int = 4, num
     from triton.backends.compiler import GPUTarget
     from triton.compiler.compiler import ASTSource, make_backend
 
-    names = list(inspect.signature(kernel.fn).parameters)
+    params = inspect.signature(kernel.fn).parameters
+    names = list(params)
+    # a constexpr the kernel gives a default (e.g. fp8_linear's SCALED=True) takes it, as a launch would
+    constexprs = {**{n: p.default for n, p in params.items() if p.default is not inspect.Parameter.empty
+                     and n not in args}, **constexprs}
     missing = [n for n in names if n not in args and n not in constexprs]
     if missing:
         raise ValueError(f"compile_to_ptx: give a value or type for {', '.join(missing)}")
