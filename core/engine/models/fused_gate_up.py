@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from bringup.core.engine.quantized import is_quantized
 from bringup.kernels.reference.mlp import activation
 
-from .fused_linears import can_stack, stacked
+from .fused_linears import can_stack, fusing, stacked
 
 
 class FusedGateUp:
@@ -23,8 +23,7 @@ class FusedGateUp:
     def gated_mlp(self, hidden: torch.Tensor) -> torch.Tensor:
         """down(act(gate x) * up x) of hidden [T, H]."""
         gate, up, down = self.gate_proj, self.up_proj, self.down_proj
-        fuse = self.fuse_gate_up if self.fuse_gate_up is not None else hidden.device.type != "cpu"
-        if fuse and can_stack((gate, up)) and not is_quantized(down):
+        if fusing(self.fuse_gate_up, hidden) and can_stack((gate, up)) and not is_quantized(down):
             weight, bias = stacked(self, "gate_up", (gate, up))
             return F.linear(self.ops.act_and_mul(F.linear(hidden, weight, bias), self.act), down.weight, down.bias)
         if is_quantized(up) or is_quantized(down) or is_quantized(gate):

@@ -22,6 +22,7 @@ from torch import nn
 from .hybrid_attention import HybridAttention
 from .llama import GatedMLP
 from .mamba import MambaMixer
+from .routed_experts import swiglu_experts
 from .stack import Layout, Parts, StackedCausalLM
 
 
@@ -51,9 +52,8 @@ class JambaMoE(nn.Module):
         # softmax in float32, the weights rounded to the model's dtype (inside the router's launch), as transformers
         weights, ids = self.ops.route_softmax(F.linear(hidden, self.router.weight), self.top_k, False, hidden.dtype)
         e = self.experts
-        unsummed = getattr(self.ops, "moe_gated_experts_unsummed", None)
-        if unsummed is not None and self.act == "silu":
-            return (None, unsummed(hidden, weights, ids, e.gate_proj, e.up_proj, e.down_proj, "silu"))
+        if self.act == "silu":
+            return swiglu_experts(self.ops, hidden, weights, ids, e.gate_proj, e.up_proj, e.down_proj)
         return self.ops.moe_experts(hidden, weights, ids, e.up_proj, e.down_proj, e.gate_proj, self.act)
 
 

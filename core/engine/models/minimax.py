@@ -21,6 +21,7 @@ from .attention import head_geometry, rotary_attention
 from .base import linear
 from .fused_qkv import FusedQKV
 from .lightning_attention import LightningAttention
+from .routed_experts import swiglu_experts
 from .rope import inv_freq_for
 from .stack import DecoderLayer, Layout, Parts, StackedCausalLM
 
@@ -71,10 +72,7 @@ class MiniMaxMoE(nn.Module):
         # softmax in float32, renormalised, the weights rounded to the model's dtype, as transformers
         weights, ids = self.ops.route_softmax(F.linear(hidden, self.gate.weight), self.top_k, True, hidden.dtype)
         e = self.experts
-        unsummed = getattr(self.ops, "moe_gated_experts_unsummed", None)
-        if unsummed is not None:
-            return (None, unsummed(hidden, weights, ids, e.w1, e.w3, e.w2, "silu"))
-        return self.ops.moe_experts(hidden, weights, ids, e.w3, e.w2, e.w1, "silu")
+        return swiglu_experts(self.ops, hidden, weights, ids, e.w1, e.w3, e.w2)
 
 
 class MiniMaxDecoderLayer(DecoderLayer):
